@@ -1,0 +1,106 @@
+/// @brief KernelCache: verified kernels and tuning outcomes per GPU fingerprint, in RocksDB on disk.
+///
+/// Note [Cache layout]
+/// Keys (all under one RocksDB directory, default $XDG_CACHE_HOME/cudal1):
+///   f/<fp-key>               -> the fingerprint's JSON (for `cudal1 cache ls`)
+///   k/<fp-key>/<signature>   -> a KernelEntry record (a winner with its cubin, or a "no winner" outcome)
+///   p/<fp-key>/<name>        -> optimizer state, e.g. the learned policy's weights (JSON)
+///   r/<run-id>               -> a run's profile report (JSON), newest runs kept
+/// A record is "CL1E" | format version (u32) | xxh3 of payload (u64) | CBOR payload. A record is used only
+/// when magic, format, checksum, the fingerprint's canonical text and the signature all match what was
+/// asked for; anything else is reported as Corrupt/Mismatch and ignored by callers (with a warning).
+///
+/// Note [Cache processes]
+/// RocksDB lets one process at a time open a directory for writing. Apps run as several processes (one per
+/// GPU), so a KernelCache never keeps the database open: reads open it read-only, writes open it read-write
+/// for one atomic, synced WriteBatch and close it again, retrying while another process holds the lock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cudal1/core/fingerprint.h"
+#include "cudal1/core/status.h"
+
+namespace cudal1::cache {
+
+/// One tuning outcome for one signature on one fingerprint.
+struct KernelEntry {
+  std::string signature;     ///< Signature::text (the key)
+  bool has_kernel = false;   ///< false: tuned, and no variant beat ATen (the signature stays on ATen)
+  std::string family;        ///< generator family, e.g. "unary_elementwise"
+  std::string variant;       ///< readable technique choice, e.g. "vec4.b256.u2.grid"
+  std::string launch_json;   ///< family-specific launch description (JSON)
+  std::string kernel_name;   ///< entry point in the cubin
+  std::string cubin;         ///< compiled code for the fingerprint's sm (bytes)
+  double speedup = 0;        ///< median paired speedup over ATen, measured when tuned (best seen if no winner)
+  double aten_us = 0;        ///< median ATen time, microseconds
+  double kernel_us = 0;      ///< median time of the stored kernel (or best variant), microseconds
+  int64_t trials = 0;        ///< variants tried
+  int64_t created_unix = 0;  ///< seconds since the epoch
+};
+
+/// A report of one run (written by the runtime, shown by `cudal1 report`).
+struct RunRecord {
+  std::string run_id;  ///< "<unix-time>-<pid>", sortable
+  std::string json;    ///< the report document
+};
+
+/// Everything stored for one fingerprint, as `cudal1 cache ls` shows it.
+struct FingerprintListing {
+  std::string key;
+  Result<GpuFingerprint> fingerprint = Status(Code::kNotFound, "no fingerprint record");
+  std::vector<KernelEntry> entries;
+  std::vector<std::string> rejected;  ///< one line per record that failed its checks
+};
+
+class KernelCache {
+ public:
+  /// A cache rooted at `dir` (created on first write). Cheap: nothing is opened until a call needs it.
+  explicit KernelCache(std::string dir);
+
+  const std::string& dir() const { return dir_; }
+
+  /// Stores `e` for `fp` atomically together with the fingerprint record (durable when it returns ok).
+  /// Retries for up to ~2 s while another process holds the database; then returns Unavailable and the caller
+  /// keeps the entry to retry later. Thread-safe.
+  Status put(const GpuFingerprint& fp, const KernelEntry& e);
+
+  /// The entry for (fp, signature): NotFound if absent; Corrupt or Mismatch if a record exists but fails its
+  /// checks (the caller must not use it). Thread-safe.
+  Result<KernelEntry> get(const GpuFingerprint& fp, const std::string& signature) const;
+
+  /// Every valid entry for `fp`. Records that fail their checks are skipped; each is described in `rejected`
+  /// (may be null). NotFound-free: an empty or absent database gives an empty vector.
+  Result<std::vector<KernelEntry>> load_all(const GpuFingerprint& fp, std::vector<std::string>* rejected) const;
+
+  /// Everything in the cache, grouped by fingerprint key (for the CLI).
+  Result<std::vector<FingerprintListing>> list() const;
+
+  /// Optimizer state blobs (e.g. the policy) per fingerprint.
+  Status put_state(const GpuFingerprint& fp, const std::string& name, const std::string& json);
+  Result<std::string> get_state(const GpuFingerprint& fp, const std::string& name) const;
+
+  /// Run reports: put keeps the newest `keep` runs and deletes older ones; runs() returns newest first.
+  Status put_run(const RunRecord& run, int keep = 20);
+  Result<std::vector<RunRecord>> runs() const;
+
+  /// Deletes every record of one fingerprint key, or of all when `fp_key` is empty. Returns records deleted.
+  Result<int64_t> erase(const std::string& fp_key);
+
+  // Record codec, public for tests: encode an entry for fp, decode and check it against (fp, signature).
+  static std::string encode(const GpuFingerprint& fp, const KernelEntry& e);
+  static Result<KernelEntry> decode(const std::string& value, const GpuFingerprint* expect_fp,
+                                    const std::string* expect_signature);
+  static std::string entry_key(const GpuFingerprint& fp, const std::string& signature);
+
+ private:
+  std::string dir_;
+  std::mutex write_mu_;  // one write session at a time within this process (RocksDB's lock is per process)
+};
+
+}  // namespace cudal1::cache

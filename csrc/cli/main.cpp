@@ -1,0 +1,45 @@
+/// @brief The `cudal1` command line: inspect the kernel cache and run reports, show the configuration.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli_commands.h"
+#include "cudal1/core/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"cudal1: inspect the per-GPU kernel cache and what cudal1 did in recorded runs.\n"
+               "Apps turn cudal1 on with CUDAL1_ENABLE=1; see `cudal1 env` for every variable."};
+  app.set_version_flag("--version", std::string("cudal1 ") + cudal1::kVersion);
+  app.require_subcommand(1);
+  cudal1::cli::Options opts;
+  app.add_option("--cache-dir", opts.cache_dir, "cache directory (default: CUDAL1_CACHE_DIR or its default)");
+
+  auto* cache = app.add_subcommand("cache", "the kernel cache");
+  cache->require_subcommand(1);
+  auto* ls = cache->add_subcommand("ls", "list cached kernels per GPU fingerprint, with their speedups");
+  ls->add_flag("--json", opts.json, "print JSON instead of a table");
+  auto* clear = cache->add_subcommand("clear", "delete cached records");
+  clear->add_option("--fingerprint", opts.fingerprint, "only this fingerprint key (16 hex digits)");
+  clear->add_flag("--all", opts.all, "everything, run reports included");
+
+  auto* report = app.add_subcommand("report", "hot signatures of a recorded run: what was replaced, speedups");
+  report->add_option("--run", opts.run, "run id (default: the newest)");
+  report->add_flag("--runs", opts.list_runs, "list recorded runs instead");
+  report->add_flag("--all", opts.all, "show every signature, not only hot ones");
+  report->add_flag("--json", opts.json, "print the report's JSON");
+
+  app.add_subcommand("env", "every CUDAL1_* variable with its default and current value");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (cache->got_subcommand(ls)) return cudal1::cli::cache_ls(opts, std::cout);
+    if (cache->got_subcommand(clear)) return cudal1::cli::cache_clear(opts, std::cout);
+    if (app.got_subcommand(report)) return cudal1::cli::report(opts, std::cout);
+    if (app.got_subcommand("env")) return cudal1::cli::env(opts, std::cout);
+  } catch (const std::exception& e) {
+    std::cerr << "cudal1: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,167 @@
+/// @brief Parsing of the CUDAL1_* variables (the only place cudal1 calls getenv).
+#include "cudal1/core/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "cudal1/core/log.h"
+
+namespace cudal1 {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string quoted(const char* name, const char* v) { return std::string(name) + "='" + v + "'"; }
+
+bool parse_bool(const char* name, const char* v, bool dflt, std::vector<std::string>* w) {
+  const std::string s = lower(v);
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no" || s.empty()) return false;
+  if (w) w->push_back(quoted(name, v) + " is not a boolean (1/0, true/false, on/off); using " +
+                      (dflt ? "1" : "0"));
+  return dflt;
+}
+
+int64_t parse_int(const char* name, const char* v, int64_t dflt, int64_t lo, int64_t hi,
+                  std::vector<std::string>* w) {
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || errno != 0) {
+    if (w) w->push_back(quoted(name, v) + " is not an integer; using " + std::to_string(dflt));
+    return dflt;
+  }
+  if (x < lo || x > hi) {
+    if (w) w->push_back(quoted(name, v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        "]; using " + std::to_string(dflt));
+    return dflt;
+  }
+  return x;
+}
+
+double parse_double(const char* name, const char* v, double dflt, double lo, double hi,
+                    std::vector<std::string>* w) {
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end != '\0' || errno != 0 || !(x >= lo && x <= hi)) {
+    if (w) w->push_back(quoted(name, v) + " is not a number in [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "]; using " + std::to_string(dflt));
+    return dflt;
+  }
+  return x;
+}
+
+std::string default_cache_dir(const EnvLookup& env) {
+  const char* xdg = env("XDG_CACHE_HOME");
+  if (xdg && *xdg) return std::string(xdg) + "/cudal1";
+  const char* home = env("HOME");
+  if (home && *home) return std::string(home) + "/.cache/cudal1";
+  return "";
+}
+
+}  // namespace
+
+const char* mode_name(Mode m) noexcept {
+  switch (m) {
+    case Mode::kTune: return "tune";
+    case Mode::kServe: return "serve";
+    case Mode::kProfile: return "profile";
+  }
+  return "?";
+}
+
+const std::vector<ConfigVar>& config_variables() {
+  static const std::vector<ConfigVar> vars = {
+      {"CUDAL1_ENABLE", "0", "1/true/on turns cudal1 on; otherwise the library registers nothing"},
+      {"CUDAL1_MODE", "tune",
+       "tune: profile, tune hot signatures in the background, swap verified kernels, use the cache; "
+       "serve: swap cached kernels only, never tune; profile: count and time every functional op, replace "
+       "nothing"},
+      {"CUDAL1_CACHE_DIR", "$XDG_CACHE_HOME/cudal1, else ~/.cache/cudal1", "RocksDB kernel cache directory"},
+      {"CUDAL1_LOG_LEVEL", "warn", "trace, debug, info, warn, error or off (spdlog levels)"},
+      {"CUDAL1_HOT_CALLS", "50", "calls of one signature before it is hot and queued for the optimizer"},
+      {"CUDAL1_TRIALS", "8", "kernel variants compiled, verified and timed per hot signature"},
+      {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
+      {"CUDAL1_TIMING_REPS", "40", "interleaved ATen/candidate timing repetitions per candidate"},
+      {"CUDAL1_MIN_SPEEDUP", "1.03", "median paired speedup over ATen a kernel needs to be swapped in"},
+      {"CUDAL1_PROFILE_SAMPLE", "64", "one call in N per signature is timed with GPU events"},
+      {"CUDAL1_SEED", "0", "seed for exploration and random inputs; 0 seeds from the clock"},
+      {"CUDAL1_CUDA_LIBRARY", "(search libcuda.so.1)", "path of the CUDA driver library"},
+      {"CUDAL1_NVRTC_LIBRARY", "(search libnvrtc.so.13, .12, libnvrtc.so)", "path of the NVRTC library"},
+  };
+  return vars;
+}
+
+Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
+  Config c;
+  c.cache_dir = default_cache_dir(env);
+  if (const char* v = env("CUDAL1_ENABLE")) c.enable = parse_bool("CUDAL1_ENABLE", v, false, w);
+  if (const char* v = env("CUDAL1_MODE")) {
+    const std::string s = lower(v);
+    if (s == "tune") c.mode = Mode::kTune;
+    else if (s == "serve") c.mode = Mode::kServe;
+    else if (s == "profile") c.mode = Mode::kProfile;
+    else if (w) w->push_back(quoted("CUDAL1_MODE", v) + " is not tune, serve or profile; using tune");
+  }
+  if (const char* v = env("CUDAL1_CACHE_DIR"); v && *v) c.cache_dir = v;
+  if (const char* v = env("CUDAL1_LOG_LEVEL")) {
+    const std::string s = lower(v);
+    static const std::pair<const char*, LogLevel> levels[] = {
+        {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
+        {"warn", LogLevel::kWarn},   {"warning", LogLevel::kWarn}, {"error", LogLevel::kError},
+        {"off", LogLevel::kOff}};
+    bool found = false;
+    for (const auto& [n, l] : levels)
+      if (s == n) c.log_level = l, found = true;
+    if (!found && w) w->push_back(quoted("CUDAL1_LOG_LEVEL", v) + " is not a log level; using warn");
+  }
+  if (const char* v = env("CUDAL1_HOT_CALLS")) c.hot_calls = parse_int("CUDAL1_HOT_CALLS", v, 50, 1, 1LL << 40, w);
+  if (const char* v = env("CUDAL1_TRIALS")) c.trials = parse_int("CUDAL1_TRIALS", v, 8, 1, 4096, w);
+  if (const char* v = env("CUDAL1_VERIFY_TRIALS"))
+    c.verify_trials = parse_int("CUDAL1_VERIFY_TRIALS", v, 5, 1, 1000, w);
+  if (const char* v = env("CUDAL1_TIMING_REPS")) c.timing_reps = parse_int("CUDAL1_TIMING_REPS", v, 40, 5, 100000, w);
+  if (const char* v = env("CUDAL1_MIN_SPEEDUP"))
+    c.min_speedup = parse_double("CUDAL1_MIN_SPEEDUP", v, 1.03, 1.0, 100.0, w);
+  if (const char* v = env("CUDAL1_PROFILE_SAMPLE"))
+    c.profile_sample = parse_int("CUDAL1_PROFILE_SAMPLE", v, 64, 1, 1 << 20, w);
+  if (const char* v = env("CUDAL1_SEED"))
+    c.seed = static_cast<uint64_t>(parse_int("CUDAL1_SEED", v, 0, 0, INT64_MAX, w));
+  if (const char* v = env("CUDAL1_CUDA_LIBRARY")) c.cuda_library = v;
+  if (const char* v = env("CUDAL1_NVRTC_LIBRARY")) c.nvrtc_library = v;
+  return c;
+}
+
+namespace {
+std::mutex g_config_mu;
+std::unique_ptr<Config> g_config;  // replaced only by set_config (tests), never freed while in use
+}  // namespace
+
+const Config& config() {
+  std::lock_guard<std::mutex> lock(g_config_mu);
+  if (!g_config) {
+    std::vector<std::string> warnings;
+    g_config = std::make_unique<Config>(parse_config([](const char* n) { return std::getenv(n); }, &warnings));
+    set_log_level(g_config->log_level);
+    for (const auto& m : warnings) log().warn("{}", m);
+  }
+  return *g_config;
+}
+
+void set_config(const Config& c) {
+  std::lock_guard<std::mutex> lock(g_config_mu);
+  // Keep the old object alive: a reader may still hold a reference to it.
+  static std::vector<std::unique_ptr<Config>> retired;
+  if (g_config) retired.push_back(std::move(g_config));
+  g_config = std::make_unique<Config>(c);
+  set_log_level(c.log_level);
+}
+
+}  // namespace cudal1

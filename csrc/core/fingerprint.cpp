@@ -1,0 +1,58 @@
+/// @brief The fingerprint's canonical text, key and JSON form.
+#include "cudal1/core/fingerprint.h"
+
+#include <nlohmann/json.hpp>
+
+#include "cudal1/core/signature.h"
+
+namespace cudal1 {
+
+std::string GpuFingerprint::canonical() const {
+  std::string s;
+  s += "gpu_name=" + gpu_name + "\n";
+  s += "sm=" + std::to_string(sm) + "\n";
+  s += "driver=" + std::to_string(driver_version) + "\n";
+  s += "cuda_runtime=" + std::to_string(cuda_runtime_version) + "\n";
+  s += "nvrtc=" + nvrtc_version + "\n";
+  s += "torch=" + torch_version + "\n";
+  s += "cudal1=" + cudal1_version + "\n";
+  s += "generators=" + generators + "\n";
+  s += "format=" + std::to_string(format_version) + "\n";
+  return s;
+}
+
+std::string GpuFingerprint::key() const {
+  const std::string c = canonical();
+  return hash_hex(c.data(), c.size());
+}
+
+std::string GpuFingerprint::to_json() const {
+  nlohmann::json j = {{"gpu_name", gpu_name},         {"sm", sm},
+                      {"driver_version", driver_version}, {"cuda_runtime_version", cuda_runtime_version},
+                      {"nvrtc_version", nvrtc_version}, {"torch_version", torch_version},
+                      {"cudal1_version", cudal1_version}, {"generators", generators},
+                      {"format_version", format_version}};
+  return j.dump();
+}
+
+Result<GpuFingerprint> GpuFingerprint::from_json(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status(Code::kCorrupt, "fingerprint is not a JSON object");
+  try {
+    GpuFingerprint f;
+    f.gpu_name = j.at("gpu_name").get<std::string>();
+    f.sm = j.at("sm").get<int>();
+    f.driver_version = j.at("driver_version").get<int>();
+    f.cuda_runtime_version = j.at("cuda_runtime_version").get<int>();
+    f.nvrtc_version = j.at("nvrtc_version").get<std::string>();
+    f.torch_version = j.at("torch_version").get<std::string>();
+    f.cudal1_version = j.at("cudal1_version").get<std::string>();
+    f.generators = j.at("generators").get<std::string>();
+    f.format_version = j.at("format_version").get<int>();
+    return f;
+  } catch (const nlohmann::json::exception& e) {
+    return Status(Code::kCorrupt, std::string("fingerprint JSON: ") + e.what());
+  }
+}
+
+}  // namespace cudal1

@@ -1,0 +1,65 @@
+/// @brief Every CUDAL1_* environment variable, parsed once, typed, documented in one table.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cudal1 {
+
+/// What cudal1 does once enabled.
+enum class Mode {
+  kTune,     ///< profile, tune hot signatures in the background, swap verified kernels, use and fill the cache
+  kServe,    ///< swap kernels found in the cache only; never tune (deployment after `cudal1` pre-warming)
+  kProfile,  ///< count and time every functional op; replace nothing
+};
+const char* mode_name(Mode m) noexcept;
+
+/// Log levels, mirroring spdlog's without including it.
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+
+/// The parsed configuration. Defaults here are the documented defaults.
+struct Config {
+  bool enable = false;
+  Mode mode = Mode::kTune;
+  std::string cache_dir;            ///< resolved at parse time; empty only if no home directory is known
+  LogLevel log_level = LogLevel::kWarn;
+  int64_t hot_calls = 50;           ///< calls of one signature before it is hot
+  int64_t trials = 8;               ///< kernel variants tried per hot signature
+  int64_t verify_trials = 5;        ///< fresh random inputs per verification
+  int64_t timing_reps = 40;         ///< interleaved timing repetitions per candidate
+  double min_speedup = 1.03;        ///< median paired speedup a kernel needs before it is swapped in
+  int64_t profile_sample = 64;      ///< one call in N per signature is timed with GPU events
+  uint64_t seed = 0;                ///< 0: seeded from the clock
+  std::string cuda_library;         ///< explicit libcuda path; empty: search
+  std::string nvrtc_library;        ///< explicit libnvrtc path; empty: search
+  /// Test-only (no variable): profile calls on CPU tensors too, so host-only tests can see the profiler.
+  bool profile_cpu = false;
+};
+
+/// One row of the variable table: name, default as text, meaning.
+struct ConfigVar {
+  const char* name;
+  const char* default_text;
+  const char* meaning;
+};
+/// The table of every variable cudal1 reads (the source for docs and `cudal1 env`).
+const std::vector<ConfigVar>& config_variables();
+
+/// Looks up an environment variable; returns nullptr when unset.
+using EnvLookup = std::function<const char*(const char*)>;
+
+/// Parses the configuration from `env`. Never fails: a bad value keeps the default and appends a warning
+/// ("CUDAL1_HOT_CALLS='abc' is not an integer; using 50") to `warnings` (may be null).
+Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings);
+
+/// The process-wide configuration, parsed from the real environment on first use (thread-safe); its
+/// warnings are logged once.
+const Config& config();
+
+/// Replaces the process-wide configuration. For tests and embedding apps; call it before cudal1 starts
+/// work (not concurrently with running hooks).
+void set_config(const Config& c);
+
+}  // namespace cudal1

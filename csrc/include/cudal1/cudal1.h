@@ -1,0 +1,50 @@
+/// @brief The public API of cudal1. An app needs none of it: linking libcudal1.so (or LD_PRELOAD) and
+/// CUDAL1_ENABLE=1 is enough. These calls let an app or a test ask what cudal1 is doing.
+/// Every function is thread-safe, never throws, and works (returning "off" answers) when cudal1 is off.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#if defined(CUDAL1_BUILDING_LIBRARY)
+#define CUDAL1_API __attribute__((visibility("default")))
+#else
+#define CUDAL1_API
+#endif
+
+namespace cudal1 {
+
+/// Counters since process start.
+struct Stats {
+  bool active = false;             ///< cudal1 is on and its hooks are registered
+  uint64_t hooked_calls = 0;       ///< top-level calls seen by the hook
+  uint64_t signatures = 0;         ///< distinct signatures seen
+  uint64_t hot = 0;                ///< signatures that became hot
+  uint64_t tuned = 0;              ///< hot signatures the optimizer finished (swapped or not)
+  uint64_t replaced = 0;           ///< signatures served by a cudal1 kernel
+  uint64_t replaced_calls = 0;     ///< calls served by a cudal1 kernel
+  uint64_t cache_hits = 0;         ///< signatures whose kernel came from the cache
+  uint64_t fallbacks = 0;          ///< calls that fell back to ATen after an error in cudal1
+};
+
+/// True when cudal1 is on in this process and its hooks are registered.
+CUDAL1_API bool is_active() noexcept;
+
+/// One line saying what cudal1 is doing or why it is off, e.g. "off: CUDAL1_ENABLE is not set".
+CUDAL1_API std::string status_line();
+
+/// Current counters.
+CUDAL1_API Stats stats() noexcept;
+
+/// Blocks until the optimizer has no queued or running work, or `timeout_s` passes. Returns true when idle.
+/// Apps never need this (tuning runs in the background); examples and tests use it to be deterministic.
+CUDAL1_API bool wait_idle(double timeout_s) noexcept;
+
+/// Writes the profile report (hot signatures, replacements, speedups) to the cache now. cudal1 also writes
+/// it periodically and at exit.
+CUDAL1_API void flush() noexcept;
+
+/// cudal1's version, e.g. "0.1.0".
+CUDAL1_API const char* version() noexcept;
+
+}  // namespace cudal1

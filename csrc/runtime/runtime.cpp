@@ -1,0 +1,281 @@
+/// @brief The runtime: activation at library load, module wiring, the public API (cudal1/cudal1.h).
+///
+/// Note [Activation]
+/// libcudal1.so switches itself on from a load-time initializer, so linking it (see Note [Linking keeps the
+/// library] in cmake/cudal1Config.cmake.in) or LD_PRELOADing it is all an app does. Without CUDAL1_ENABLE the
+/// initializer registers nothing and returns. The driver and NVRTC are only opened (dlopen, no cuInit) at load:
+/// CUDA is initialised lazily on the first hooked CUDA call, when the app has already done so, which keeps
+/// fork-before-CUDA apps working. Where either library is missing cudal1 logs one line and stays off.
+///
+/// Note [Exit order]
+/// cudart tears CUDA down in an atexit handler it registers when the app first uses CUDA. cudal1 registers its
+/// own shutdown (stop the tuner, collect samples, write the report) on the first hooked CUDA call, i.e. later,
+/// so it runs earlier, while CUDA still works.
+#include "runtime.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "cudal1/cache/kernel_cache.h"
+#include "cudal1/core/config.h"
+#include "cudal1/core/cuda_driver.h"
+#include "cudal1/core/log.h"
+#include "cudal1/core/nvrtc.h"
+#include "cudal1/core/version.h"
+#include "cudal1/cudal1.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/optimizer/device_info.h"
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/tuner.h"
+#include "report.h"
+
+namespace cudal1::runtime {
+namespace {
+
+struct Runtime {
+  Config cfg;
+  std::string off_reason;
+  std::atomic<bool> active{false};
+  std::unique_ptr<cache::KernelCache> cache;
+  std::unique_ptr<optimizer::Tuner> tuner;
+  std::string run_id;
+  std::mutex cached_mu;
+  std::map<int, std::unordered_map<std::string, cache::KernelEntry>> cached;  // per device, by signature
+  std::atomic<uint64_t> cache_hits{0};
+  std::atomic<uint64_t> last_report_calls{0};
+  std::chrono::steady_clock::time_point last_report = std::chrono::steady_clock::now();
+  std::once_flag exit_once;
+};
+
+Runtime& rt() {
+  static Runtime* r = new Runtime();  // leaked on purpose: used until the very end of the process
+  return *r;
+}
+
+void write_report(bool final_report) {
+  Runtime& r = rt();
+  if (!r.active.load() || !r.cache) return;
+  cache::RunRecord rec{r.run_id, report_json()};
+  const Status s = r.cache->put_run(rec);
+  if (!s.ok() && final_report) log().warn("could not write the run report: {}", s.to_string());
+  r.last_report_calls = dispatcher::hook_counters().hooked_calls;
+  r.last_report = std::chrono::steady_clock::now();
+}
+
+void on_exit() {
+  Runtime& r = rt();
+  if (r.tuner) r.tuner->stop();
+  dispatcher::collect_samples();
+  write_report(/*final_report=*/true);
+}
+
+void tick() {
+  dispatcher::collect_samples();
+  Runtime& r = rt();
+  const bool changed = dispatcher::hook_counters().hooked_calls != r.last_report_calls.load();
+  if (changed && std::chrono::steady_clock::now() - r.last_report > std::chrono::seconds(10)) write_report(false);
+}
+
+/// First keyed call on a CUDA device: CUDA is up now. Load this device's cache entries.
+void on_device(int device) {
+  Runtime& r = rt();
+  std::call_once(r.exit_once, [] { std::atexit(on_exit); });  // Note [Exit order]
+  if (!r.cache) return;
+  auto fp = optimizer::fingerprint_for(device);
+  if (!fp.ok()) {
+    log().warn("device {}: no fingerprint ({}); the cache is not used", device, fp.status().to_string());
+    return;
+  }
+  std::vector<std::string> rejected;
+  auto entries = r.cache->load_all(fp.value(), &rejected);
+  for (const auto& why : rejected) log().warn("ignoring cache entry {}", why);
+  if (!entries.ok()) {
+    if (entries.status().code() != Code::kNotFound)
+      log().warn("cache {} unreadable ({}); continuing without it", r.cache->dir(), entries.status().to_string());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(r.cached_mu);
+  auto& m = r.cached[device];
+  for (auto& e : entries.value()) m.emplace(e.signature, std::move(e));
+  log().info("device {} ({}): {} cached outcomes for fingerprint {}", device, fp->gpu_name, m.size(), fp->key());
+}
+
+/// A new signature: serve it from the cache if an entry exists.
+void on_new_record(dispatcher::SigRecord& rec) {
+  if (rec.device_index < 0) return;
+  Runtime& r = rt();
+  cache::KernelEntry e;
+  {
+    std::lock_guard<std::mutex> lock(r.cached_mu);
+    auto dev = r.cached.find(rec.device_index);
+    if (dev == r.cached.end()) return;
+    auto it = dev->second.find(rec.sig.text);
+    if (it == dev->second.end()) return;
+    e = it->second;
+  }
+  const Status s = optimizer::attach_cached(rec, e);
+  if (!s.ok()) {
+    log().warn("cached kernel for {} not used: {}", rec.sig.text, s.to_string());
+    return;
+  }
+  r.cache_hits.fetch_add(1);
+  log().info("{}: {} (from cache)", rec.sig.text, e.has_kernel ? "replaced by " + e.variant : "stays on ATen");
+}
+
+void on_hot(dispatcher::SigRecord& rec) {
+  Runtime& r = rt();
+  if (!r.tuner || !r.tuner->enqueue(&rec)) {
+    dispatcher::SigState q = dispatcher::SigState::kQueued;
+    rec.state.compare_exchange_strong(q, dispatcher::SigState::kCold);
+  }
+}
+
+void start() {
+  Runtime& r = rt();
+  r.cfg = config();
+  if (!r.cfg.enable) {
+    r.off_reason = "CUDAL1_ENABLE is not set";
+    return;
+  }
+  if (Status s = probe_driver(); !s.ok()) {
+    r.off_reason = "no usable CUDA driver: " + s.message();
+    log().warn("off: {}", r.off_reason);
+    return;
+  }
+  if (auto n = nvrtc(); !n.ok()) {
+    r.off_reason = "no usable NVRTC: " + n.status().message();
+    log().warn("off: {}", r.off_reason);
+    return;
+  }
+  if (!dispatcher::has_torch_cuda()) {
+    r.off_reason = "this build of cudal1 was made against a CPU-only LibTorch";
+    log().warn("off: {}", r.off_reason);
+    return;
+  }
+  r.run_id = std::to_string(static_cast<long long>(std::time(nullptr))) + "-" + std::to_string(::getpid());
+  r.cache = std::make_unique<cache::KernelCache>(r.cfg.cache_dir);
+  if (r.cfg.mode == Mode::kTune) {
+    optimizer::TunerOptions t;
+    t.trials = r.cfg.trials;
+    t.verify_trials = r.cfg.verify_trials;
+    t.timing_reps = r.cfg.timing_reps;
+    t.min_speedup = r.cfg.min_speedup;
+    t.seed = r.cfg.seed ? r.cfg.seed : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    r.tuner = std::make_unique<optimizer::Tuner>(t, r.cache.get());
+  }
+  dispatcher::HookOptions h;
+  h.mode = r.cfg.mode;
+  if (r.cfg.mode != Mode::kProfile) h.ops = optimizer::all_family_ops();
+  h.hot_calls = r.cfg.hot_calls;
+  h.sample_every = r.cfg.profile_sample;
+  h.profile_cpu = r.cfg.profile_cpu;
+  dispatcher::HookCallbacks cb;
+  cb.on_hot = on_hot;
+  cb.on_device = on_device;
+  cb.on_new_record = on_new_record;
+  if (Status s = dispatcher::install_hooks(h, cb); !s.ok()) {
+    r.off_reason = "hooks not installed: " + s.to_string();
+    log().warn("off: {}", r.off_reason);
+    return;
+  }
+  if (r.tuner) r.tuner->start(tick);
+  r.active = true;
+  log().info("on: mode {}, {} ops hooked, cache {}", mode_name(r.cfg.mode), dispatcher::hooked_ops().size(),
+             r.cfg.cache_dir);
+}
+
+}  // namespace
+
+void start_from_environment() noexcept {
+  try {
+    start();
+  } catch (const std::exception& e) {
+    rt().off_reason = std::string("start-up failed: ") + e.what();
+    log().warn("off: {}", rt().off_reason);
+  } catch (...) {
+    rt().off_reason = "start-up failed";
+  }
+}
+
+std::string report_json() {
+  Runtime& r = rt();
+  ReportHeader h;
+  h.run_id = r.run_id;
+  h.mode = mode_name(r.cfg.mode);
+  h.hot_calls = r.cfg.hot_calls;
+  h.cache_hits = r.cache_hits.load();
+  h.tuned = r.tuner ? r.tuner->tuned() : 0;
+  return build_report(h);
+}
+
+}  // namespace cudal1::runtime
+
+namespace cudal1 {
+
+bool is_active() noexcept { return runtime::rt().active.load(); }
+
+std::string status_line() {
+  try {
+    auto& r = runtime::rt();
+    if (!r.active) return "off: " + (r.off_reason.empty() ? std::string("not started") : r.off_reason);
+    const Stats s = stats();
+    return "on (" + std::string(mode_name(r.cfg.mode)) + "): " + std::to_string(s.hooked_calls) + " calls, " +
+           std::to_string(s.signatures) + " signatures, " + std::to_string(s.hot) + " hot, " +
+           std::to_string(s.replaced) + " replaced (" + std::to_string(s.cache_hits) + " from cache), " +
+           std::to_string(s.replaced_calls) + " calls served by cudal1 kernels";
+  } catch (...) {
+    return "unknown";
+  }
+}
+
+Stats stats() noexcept {
+  Stats s;
+  try {
+    auto& r = runtime::rt();
+    s.active = r.active.load();
+    if (!s.active) return s;
+    const auto c = dispatcher::hook_counters();
+    s.hooked_calls = c.hooked_calls;
+    s.signatures = c.signatures;
+    s.replaced_calls = c.replaced_calls;
+    s.fallbacks = c.fallbacks;
+    s.cache_hits = r.cache_hits.load();
+    s.tuned = r.tuner ? r.tuner->tuned() : 0;
+    dispatcher::for_each_record([&](dispatcher::SigRecord& rec) {
+      if (rec.calls.load() >= static_cast<uint64_t>(r.cfg.hot_calls)) ++s.hot;
+      if (rec.state.load() == dispatcher::SigState::kReplaced) ++s.replaced;
+    });
+  } catch (...) {
+  }
+  return s;
+}
+
+bool wait_idle(double timeout_s) noexcept {
+  try {
+    auto& r = runtime::rt();
+    return !r.tuner || r.tuner->wait_idle(timeout_s);
+  } catch (...) {
+    return false;
+  }
+}
+
+void flush() noexcept {
+  try {
+    dispatcher::collect_samples();
+    runtime::write_report(true);
+  } catch (...) {
+  }
+}
+
+const char* version() noexcept { return kVersion; }
+
+}  // namespace cudal1

@@ -1,0 +1,49 @@
+/// @brief SigRecord state changes.
+#include "cudal1/dispatcher/sig_record.h"
+
+namespace cudal1::dispatcher {
+
+const char* state_name(SigState s) noexcept {
+  switch (s) {
+    case SigState::kCold: return "cold";
+    case SigState::kQueued: return "queued";
+    case SigState::kTuning: return "tuning";
+    case SigState::kReplaced: return "replaced";
+    case SigState::kAten: return "aten";
+    case SigState::kFailed: return "failed";
+  }
+  return "?";
+}
+
+SigRecord::Outcome SigRecord::outcome() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outcome_;
+}
+
+void SigRecord::set_outcome(Outcome o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome_ = std::move(o);
+}
+
+void SigRecord::install(std::unique_ptr<Replacement> r, Outcome o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state.load() == SigState::kFailed) return;
+  outcome_ = std::move(o);
+  owned_.push_back(std::move(r));
+  replacement.store(owned_.back().get(), std::memory_order_release);
+  state.store(SigState::kReplaced, std::memory_order_release);
+}
+
+void SigRecord::fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  replacement.store(nullptr, std::memory_order_release);
+  state.store(SigState::kFailed, std::memory_order_release);
+  outcome_.note = why;
+}
+
+double SigRecord::mean_us() const {
+  const uint64_t n = samples.load(std::memory_order_relaxed);
+  return n ? static_cast<double>(sampled_ns.load(std::memory_order_relaxed)) / n / 1000.0 : 0.0;
+}
+
+}  // namespace cudal1::dispatcher

@@ -1,0 +1,131 @@
+/// @brief The generator interface every kernel family implements (CUTLASS-style: plan = can_implement,
+/// source/bind = initialize, BoundKernel::launch = run), and the family registry.
+///
+/// Note [Family contract]
+/// A family plans a signature only when it can reproduce ATen's result exactly in layout and dtype and
+/// within dtype tolerance in value; anything it cannot do (a layout, an edge case, a dtype) it declines up
+/// front with Unsupported, and the call stays on ATen. Generated code is specialised to the signature (sizes
+/// and strides are compile-time constants), so a kernel is only ever bound to the signature it was tuned for.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cudal1/core/status.h"
+#include "cudal1/dispatcher/sig_record.h"
+
+namespace cudal1::optimizer {
+
+/// One signature, as a family sees it.
+struct Problem {
+  std::string op;        ///< "gelu" (no namespace)
+  std::string overload;  ///< "" or e.g. "Tensor"
+  std::vector<dispatcher::ArgSpec> args;
+  int sm = 0;            ///< target compute capability, 10*major+minor
+  std::string signature; ///< readable text, for messages
+
+  /// Builds the problem of a profiled signature for compute capability `sm`.
+  static Problem from_record(const dispatcher::SigRecord& rec, int sm);
+};
+
+/// A point of a family's technique space: named integer knobs, e.g. {vec:4, block:256, unroll:2, grid:1}.
+struct Variant {
+  std::vector<std::pair<std::string, int>> knobs;
+  /// "vec4.block256.unroll2.grid1": stable, readable, unique within a space.
+  std::string id() const;
+  int get(const std::string& knob, int dflt = 0) const;
+  std::string to_json() const;
+  static Result<Variant> from_json(const std::string& text);
+};
+
+/// Generated CUDA source of one variant.
+struct KernelSource {
+  std::string code;
+  std::string kernel_name;  ///< extern "C" entry point
+};
+
+/// Layout of one output, as ATen would allocate it.
+struct OutputSpec {
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::vector<int64_t> sizes, strides;
+};
+
+/// A compiled module loaded into one device's primary context. Move-only owner of the CUmodule; the module is
+/// unloaded when the last holder goes (errors during driver shutdown are ignored).
+class LoadedModule {
+ public:
+  /// Loads `cubin` on `device` and finds `kernel_name`. Runs under the device's context.
+  static Result<std::shared_ptr<LoadedModule>> load(int device, const std::string& cubin,
+                                                    const std::string& kernel_name);
+  ~LoadedModule();
+  LoadedModule(const LoadedModule&) = delete;
+  LoadedModule& operator=(const LoadedModule&) = delete;
+  CUfunction function() const { return fn_; }
+  int device() const { return device_; }
+  int sm_count() const { return sm_count_; }
+  /// Blocks per multiprocessor at `block` threads (occupancy API), at least 1.
+  int max_blocks_per_sm(int block) const;
+
+ private:
+  LoadedModule() = default;
+  CUmodule module_ = nullptr;
+  CUfunction fn_ = nullptr;
+  int device_ = -1;
+  int sm_count_ = 1;
+};
+
+/// A variant compiled, loaded and bound to one signature: launches with the call's own arguments.
+class BoundKernel {
+ public:
+  virtual ~BoundKernel() = default;
+  /// The outputs a call produces, in return order.
+  virtual const std::vector<OutputSpec>& outputs() const = 0;
+  /// Launches on `stream` (whose device's context must be current), reading the call's `nargs` arguments at
+  /// `args` and writing `outs` (allocated per outputs()). Returns Unsupported, having done nothing, when this
+  /// particular call cannot run (e.g. misaligned data); CudaError when the launch failed. Never throws.
+  virtual Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept = 0;
+};
+
+/// A family's view of one signature.
+class Plan {
+ public:
+  virtual ~Plan() = default;
+  /// Every variant of the technique space that is valid for this signature (never empty).
+  virtual std::vector<Variant> space() const = 0;
+  /// Features of a variant for the policy (fixed length per family, values in [0, 1]).
+  virtual std::vector<float> features(const Variant& v) const = 0;
+  /// Generated source of `v`.
+  virtual Result<KernelSource> source(const Variant& v) const = 0;
+  /// Binds a loaded module of `v` to this signature.
+  virtual Result<std::unique_ptr<BoundKernel>> bind(const Variant& v,
+                                                    std::shared_ptr<LoadedModule> module) const = 0;
+};
+
+/// A generator family.
+class Family {
+ public:
+  virtual ~Family() = default;
+  virtual const char* name() const = 0;
+  /// Bumped whenever generated code changes; part of every cache key.
+  virtual int version() const = 0;
+  /// The ATen ops ("gelu", "add.Tensor") this family can serve: the hook registers these.
+  virtual std::vector<std::string> ops() const = 0;
+  /// Plans `p`, or declines with Unsupported (Note [Family contract]).
+  virtual Result<std::unique_ptr<Plan>> plan(const Problem& p) const = 0;
+};
+
+/// Every family, in registration order.
+const std::vector<const Family*>& families();
+/// The family serving `op` ("gelu", "add.Tensor"), or null.
+const Family* family_for(const std::string& op, const std::string& overload);
+/// The union of families' ops.
+std::vector<std::string> all_family_ops();
+/// "unary_elementwise:1" etc., joined: the generator part of the GPU fingerprint.
+std::string generators_fingerprint();
+
+}  // namespace cudal1::optimizer

@@ -1,0 +1,32 @@
+/// @brief Layout arithmetic shared by generators: the output layout ATen's TensorIterator allocates, and the
+/// coalesced iteration space of an elementwise kernel.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace cudal1::optimizer {
+
+/// True when the tensor's elements exactly fill a dense block of memory (some permutation of contiguous).
+bool non_overlapping_and_dense(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+
+/// Strides of the fresh output TensorIterator allocates for an elementwise op with one input of this layout:
+/// the input's strides when it is non-overlapping and dense, else contiguous in the input's stride order
+/// (TensorIterator::reorder_dimensions rules, ties to the smaller size).
+std::vector<int64_t> elementwise_output_strides(const std::vector<int64_t>& sizes,
+                                                const std::vector<int64_t>& in_strides);
+
+/// Iteration space of an elementwise kernel that writes a dense output in memory order.
+struct IterSpace {
+  std::vector<int64_t> sizes;       ///< innermost first, size-1 dims dropped, adjacent dims merged
+  std::vector<int64_t> in_strides;  ///< input stride (elements) per dim
+  int64_t numel = 0;
+  /// The input is read linearly too (one dim of stride 1).
+  bool linear() const { return sizes.size() <= 1 && (in_strides.empty() || in_strides[0] == 1); }
+};
+
+/// Orders dims by the (dense) output's strides and merges dims contiguous in both operands.
+IterSpace coalesce(const std::vector<int64_t>& sizes, const std::vector<int64_t>& out_strides,
+                   const std::vector<int64_t>& in_strides);
+
+}  // namespace cudal1::optimizer

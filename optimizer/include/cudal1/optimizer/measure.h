@@ -1,0 +1,62 @@
+/// @brief Verification of a bound kernel against ATen, and its timing interleaved with ATen.
+///
+/// Note [Verification]
+/// Defends against the reward hacks CUDA-L1 met. Every trial draws fresh random inputs at the signature's
+/// full size and layout (never shrunk), with a different scale and injected NaN/+-Inf/+-0 on most trials;
+/// ATen computes the reference on the same stream; the candidate writes into an output poisoned with NaN or
+/// a finite sentinel (alternating) and framed by guard regions. A trial passes only if dtype, sizes and
+/// strides equal ATen's, every element is close within the dtype's tolerance with NaN/Inf parity, and the
+/// guards are bit-identical afterwards.
+///
+/// Note [Timing]
+/// Median of many repetitions on one stream, candidate and ATen interleaved in random order per repetition,
+/// L2 flushed (a 256 MiB memset, which also keeps the GPU busy while the host enqueues, so host overhead is
+/// not counted as kernel time) before each. Each repetition records start, runs, records end, then
+/// synchronizes the whole device before a third event: work that escaped the stream would show as extra time
+/// between the end and the third event, and such a candidate is rejected. The speedup is the median of the
+/// per-repetition ratios; a kernel is accepted when that median reaches the margin and its 25th percentile is
+/// at least 1 (noise-aware).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cudal1/core/status.h"
+#include "cudal1/optimizer/family.h"
+
+namespace cudal1::optimizer {
+
+struct VerifyReport {
+  int trials_passed = 0;
+  double max_abs_error = 0;  ///< over finite elements, all trials
+};
+
+/// Runs `trials` verification trials of `kernel` for `problem` (op `op`) on `device`, on the calling thread's
+/// current stream, with hooks bypassed. Ok when all pass; VerifyFailed naming the first failure otherwise;
+/// Unsupported when ATen's output layout differs from the kernel's; Unavailable in CPU-only builds.
+Status verify(const Problem& problem, const c10::OperatorHandle& op, BoundKernel& kernel, int device, int trials,
+              uint64_t seed, VerifyReport* report);
+
+struct Timing {
+  double aten_us = 0;       ///< median
+  double kernel_us = 0;     ///< median
+  double speedup = 0;       ///< median of per-repetition ATen/kernel ratios
+  double speedup_p25 = 0;   ///< 25th percentile of those ratios
+  double escaped_us = 0;    ///< median extra time after the end event (candidate minus ATen)
+  int reps = 0;
+  /// True when the kernel is faster by a noise-aware margin (see Note [Timing]).
+  bool accepted(double min_speedup) const { return speedup >= min_speedup && speedup_p25 >= 1.0; }
+};
+
+/// Times `kernel` against ATen with `reps` interleaved repetitions (Note [Timing]). Returns VerifyFailed when
+/// work escaped the stream; Unavailable in CPU-only builds.
+Result<Timing> time_against_aten(const Problem& problem, const c10::OperatorHandle& op, BoundKernel& kernel,
+                                 int device, int reps, uint64_t seed);
+
+/// Relative and absolute tolerance for comparing a dtype's results with ATen's.
+std::pair<double, double> tolerance(c10::ScalarType dtype);
+
+}  // namespace cudal1::optimizer

@@ -1,0 +1,98 @@
+/// @brief The Tuner: the background optimizer. For each hot signature it plans the family's technique space,
+/// lets the contrastive policy pick variants, compiles them with NVRTC, loads them with the Driver API,
+/// verifies and times them against ATen, swaps in a verified winner and records the outcome in the cache.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudal1/cache/kernel_cache.h"
+#include "cudal1/core/status.h"
+#include "cudal1/dispatcher/sig_record.h"
+#include "cudal1/optimizer/policy.h"
+
+namespace cudal1::optimizer {
+
+struct TunerOptions {
+  int64_t trials = 8;
+  int64_t verify_trials = 5;
+  int64_t timing_reps = 40;
+  double min_speedup = 1.03;
+  uint64_t seed = 1;
+  /// Test-only (no variable): when false, any verified variant is swapped in whatever its speed, so that GPU
+  /// tests can check the correctness of swapped kernels on signatures where ATen is faster.
+  bool require_faster = true;
+};
+
+/// What tuning one signature found (also stored in the record's Outcome and the cache).
+struct TuneResult {
+  bool replaced = false;
+  std::string best_variant;
+  double speedup = 0, aten_us = 0, kernel_us = 0;
+  int64_t tried = 0, compiled = 0, verified = 0;
+  std::string note;
+};
+
+class Tuner {
+ public:
+  /// `cache` may be null (no persistence). The tuner does not own it; it must outlive the tuner.
+  Tuner(TunerOptions opts, cache::KernelCache* cache);
+  ~Tuner();
+  Tuner(const Tuner&) = delete;
+  Tuner& operator=(const Tuner&) = delete;
+
+  /// Starts the background thread; `on_tick` runs on it about every 200 ms (housekeeping).
+  void start(std::function<void()> on_tick = {});
+  /// Stops the thread after the signature in progress; queued records go back to kCold. Retries cache writes
+  /// that could not be made earlier. Idempotent, noexcept.
+  void stop() noexcept;
+
+  /// Queues a hot record (app thread: returns at once). False when stopped; the caller restores the state.
+  bool enqueue(dispatcher::SigRecord* rec);
+  /// True once nothing is queued or running; false if `timeout_s` passed first.
+  bool wait_idle(double timeout_s);
+
+  /// Tunes `rec` on the calling thread (the worker, tests and the CLI use it). Moves the record to kReplaced
+  /// or kAten, fills its Outcome, writes the cache. Returns the result, or the error that stopped tuning (the
+  /// record is then kAten with the error as its note).
+  Result<TuneResult> tune(dispatcher::SigRecord& rec);
+
+  uint64_t tuned() const;
+  /// Cache writes still waiting for the database (another process held it).
+  size_t pending_writes() const;
+
+ private:
+  void loop(std::function<void()> on_tick);
+  Result<TuneResult> tune_unlocked(dispatcher::SigRecord& rec);
+  Policy& policy_for(const std::string& family, size_t dim, int device);
+  void save_policy(const std::string& family, int device);
+  void put_entry(int device, const cache::KernelEntry& e);
+  void retry_writes();
+
+  TunerOptions opts_;
+  cache::KernelCache* cache_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<dispatcher::SigRecord*> queue_;
+  bool busy_ = false, stopping_ = false;
+  std::thread thread_;
+  uint64_t tuned_ = 0;
+  std::mutex tune_mu_;  // one signature at a time (GPU timing must not overlap)
+  std::map<std::string, Policy> policies_;
+  std::vector<std::pair<int, cache::KernelEntry>> pending_writes_;
+  uint64_t seq_ = 0;
+};
+
+/// Attaches a cached winner to a freshly created record on its first use: plans the signature, loads the
+/// stored cubin, binds it and installs it. A no-winner entry moves the record to kAten. Returns Mismatch or
+/// Unsupported (and leaves the record cold) when the entry does not fit this signature.
+Status attach_cached(dispatcher::SigRecord& rec, const cache::KernelEntry& e);
+
+}  // namespace cudal1::optimizer

@@ -1,0 +1,318 @@
+/// @brief Verification and timing against ATen (Note [Verification], Note [Timing] in measure.h). Needs
+/// torch's CUDA side; CPU-only builds report Unavailable.
+#include "cudal1/optimizer/measure.h"
+
+#include <algorithm>
+#include <random>
+
+#include "cudal1/core/cuda_driver.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/hook.h"
+
+#if defined(CUDAL1_TORCH_CUDA)
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace cudal1::optimizer {
+
+std::pair<double, double> tolerance(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Half: return {2e-3, 1e-5};
+    case c10::ScalarType::BFloat16: return {1.6e-2, 1e-5};
+    case c10::ScalarType::Double: return {1e-12, 1e-14};
+    default: return {1e-5, 1e-6};
+  }
+}
+
+#if defined(CUDAL1_TORCH_CUDA)
+namespace {
+
+constexpr int64_t kGuard = 256;  // elements of guard before and after each candidate output
+
+/// Inputs for one call: tensor arguments as views of fresh random storage, other arguments as recorded.
+struct CallArgs {
+  std::vector<c10::IValue> values;
+};
+
+int64_t storage_extent(const dispatcher::TensorSpec& t) {
+  int64_t e = t.storage_offset + 1;
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    if (t.sizes[d] == 0) return t.storage_offset;
+    e += (t.sizes[d] - 1) * t.strides[d];
+  }
+  return e;
+}
+
+/// Fresh random inputs. `trial` selects the scale and whether specials (NaN, +-Inf, +-0) are injected.
+CallArgs make_inputs(const Problem& p, int device, int trial, at::Generator& gen) {
+  static const double kScales[] = {1.0, 4.0, 0.01, 30.0, 1000.0, 0.5};
+  const double scale = kScales[trial % 6];
+  CallArgs a;
+  for (const auto& arg : p.args) {
+    if (!arg.is_tensor) {
+      a.values.push_back(arg.value);
+      continue;
+    }
+    if (!arg.tensor.defined) {
+      a.values.emplace_back(at::Tensor());
+      continue;
+    }
+    const auto& t = arg.tensor;
+    const auto opts = at::TensorOptions().dtype(t.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    at::Tensor base = at::empty({std::max<int64_t>(storage_extent(t), 1)}, opts);
+    base.normal_(0.0, scale, gen);
+    if (trial % 3 != 0) {  // most trials: specials at random places
+      at::Tensor u = at::empty({base.numel()}, opts.dtype(at::kFloat)).uniform_(0.0, 1.0, gen);
+      base.masked_fill_(u < 0.002, std::numeric_limits<double>::quiet_NaN());
+      base.masked_fill_((u >= 0.002) & (u < 0.004), std::numeric_limits<double>::infinity());
+      base.masked_fill_((u >= 0.004) & (u < 0.006), -std::numeric_limits<double>::infinity());
+      base.masked_fill_((u >= 0.006) & (u < 0.008), 0.0);
+      base.masked_fill_((u >= 0.008) & (u < 0.010), -0.0);
+    }
+    a.values.emplace_back(base.as_strided(t.sizes, t.strides, t.storage_offset));
+  }
+  return a;
+}
+
+std::vector<at::Tensor> run_aten(const c10::OperatorHandle& op, const CallArgs& a) {
+  torch::jit::Stack stack(a.values.begin(), a.values.end());
+  op.callBoxed(&stack);
+  std::vector<at::Tensor> outs;
+  for (auto& v : stack)
+    if (v.isTensor()) outs.push_back(v.toTensor());
+  return outs;
+}
+
+double poison_value(c10::ScalarType t, int trial) {
+  if (trial % 2 == 0) return std::numeric_limits<double>::quiet_NaN();
+  return t == c10::ScalarType::Half ? 60000.0 : 3.0e38;  // finite sentinels
+}
+
+/// An output framed by guards: buffer = [guard | storage | guard].
+struct GuardedOutput {
+  at::Tensor buffer, view, guard_bits;
+  int64_t storage = 0;
+};
+
+GuardedOutput make_output(const OutputSpec& s, int device, int trial) {
+  GuardedOutput g;
+  int64_t extent = 1;
+  for (size_t d = 0; d < s.sizes.size(); ++d) extent += (s.sizes[d] - 1) * s.strides[d];
+  g.storage = extent;
+  const auto opts = at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+  g.buffer = at::empty({extent + 2 * kGuard}, opts);
+  g.buffer.fill_(poison_value(s.dtype, trial));
+  g.view = g.buffer.as_strided(s.sizes, s.strides, kGuard);
+  return g;
+}
+
+at::Tensor bits(const at::Tensor& t) {
+  return t.view(t.element_size() == 2 ? at::kShort : (t.element_size() == 4 ? at::kInt : at::kLong));
+}
+
+bool guards_intact(const GuardedOutput& g, const OutputSpec& s, int trial) {
+  at::Tensor pattern = at::empty({kGuard}, g.buffer.options()).fill_(poison_value(s.dtype, trial));
+  return at::equal(bits(g.buffer.narrow(0, 0, kGuard)), bits(pattern)) &&
+         at::equal(bits(g.buffer.narrow(0, kGuard + g.storage, kGuard)), bits(pattern));
+}
+
+std::string compare(const at::Tensor& out, const at::Tensor& ref, double* max_abs) {
+  if (out.scalar_type() != ref.scalar_type())
+    return std::string("dtype ") + c10::toString(out.scalar_type()) + " vs ATen " + c10::toString(ref.scalar_type());
+  if (out.sizes() != ref.sizes()) return "sizes differ from ATen's";
+  const auto [rtol, atol] = tolerance(ref.scalar_type());
+  const at::Tensor o = out.to(at::kDouble), r = ref.to(at::kDouble);
+  const at::Tensor close = at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
+  const bool finite_any = at::isfinite(r).any().item<bool>();
+  if (finite_any) {
+    const at::Tensor both = at::isfinite(o) & at::isfinite(r);
+    const double m = at::where(both, (o - r).abs(), at::zeros_like(o)).max().item<double>();
+    *max_abs = std::max(*max_abs, m);
+  }
+  if (!close.all().item<bool>()) {
+    const int64_t bad = (~close).sum().item<int64_t>();
+    const int64_t first = (~close).flatten().nonzero().flatten()[0].item<int64_t>();
+    return std::to_string(bad) + " of " + std::to_string(out.numel()) + " elements differ (first at flat index " +
+           std::to_string(first) + ": got " + std::to_string(o.flatten()[first].item<double>()) + ", ATen " +
+           std::to_string(r.flatten()[first].item<double>()) + ")";
+  }
+  return "";
+}
+
+Status check_layouts(const std::vector<at::Tensor>& ref, const std::vector<OutputSpec>& specs) {
+  if (ref.size() != specs.size()) return Status(Code::kUnsupported, "ATen returns another number of outputs");
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (ref[i].scalar_type() != specs[i].dtype || ref[i].sizes() != c10::IntArrayRef(specs[i].sizes) ||
+        ref[i].strides() != c10::IntArrayRef(specs[i].strides))
+      return Status(Code::kUnsupported, "ATen's output layout differs from the planned one");
+  return Status();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+/// Three events around one run; see Note [Timing].
+struct EventTriple {
+  CUevent e[3] = {nullptr, nullptr, nullptr};
+  const DriverApi* api = nullptr;
+  explicit EventTriple(const DriverApi* a) : api(a) {
+    for (auto& x : e) api->cuEventCreate(&x, CU_EVENT_DEFAULT);
+  }
+  ~EventTriple() {
+    for (auto& x : e)
+      if (x) api->cuEventDestroy(x);
+  }
+  EventTriple(const EventTriple&) = delete;
+  EventTriple& operator=(const EventTriple&) = delete;
+};
+
+}  // namespace
+
+Status verify(const Problem& p, const c10::OperatorHandle& op, BoundKernel& kernel, int device, int trials,
+              uint64_t seed, VerifyReport* report) {
+  try {
+    dispatcher::BypassScope bypass;
+    dispatcher::ContextScope ctx(device);
+    CUDAL1_RETURN_IF_ERROR(ctx.status());
+    at::Generator gen = at::cuda::detail::createCUDAGenerator(static_cast<c10::DeviceIndex>(device));
+    gen.set_current_seed(seed);
+    const CUstream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    VerifyReport local;
+    for (int trial = 0; trial < trials; ++trial) {
+      CallArgs args = make_inputs(p, device, trial, gen);
+      const std::vector<at::Tensor> ref = run_aten(op, args);
+      CUDAL1_RETURN_IF_ERROR(check_layouts(ref, kernel.outputs()));
+      std::vector<GuardedOutput> outs;
+      std::vector<at::Tensor> views;
+      for (const auto& s : kernel.outputs()) {
+        outs.push_back(make_output(s, device, trial));
+        views.push_back(outs.back().view);
+      }
+      const Status st = kernel.launch(args.values.data(), args.values.size(), views.data(), stream);
+      if (!st.ok()) return Status(st.code() == Code::kUnsupported ? Code::kUnsupported : Code::kVerifyFailed,
+                                  "trial " + std::to_string(trial) + ": launch: " + st.to_string());
+      auto api = driver();
+      if (!api.ok()) return api.status();
+      CUDAL1_CU_TRY(api.value()->cuStreamSynchronize(stream));
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const std::string diff = compare(outs[i].view, ref[i], &local.max_abs_error);
+        if (!diff.empty())
+          return Status(Code::kVerifyFailed, "trial " + std::to_string(trial) + ", output " + std::to_string(i) + ": " + diff);
+        if (!guards_intact(outs[i], kernel.outputs()[i], trial))
+          return Status(Code::kVerifyFailed, "trial " + std::to_string(trial) + ": wrote outside its output");
+      }
+      ++local.trials_passed;
+    }
+    if (report) *report = local;
+    return Status();
+  } catch (const std::exception& e) {
+    return Status(Code::kVerifyFailed, std::string("verification raised: ") + e.what());
+  }
+}
+
+Result<Timing> time_against_aten(const Problem& p, const c10::OperatorHandle& op, BoundKernel& kernel, int device,
+                                 int reps, uint64_t seed) {
+  try {
+    dispatcher::BypassScope bypass;
+    dispatcher::ContextScope ctx(device);
+    CUDAL1_RETURN_IF_ERROR(ctx.status());
+    CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+    at::Generator gen = at::cuda::detail::createCUDAGenerator(static_cast<c10::DeviceIndex>(device));
+    gen.set_current_seed(seed);
+    const CUstream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    CallArgs args = make_inputs(p, device, /*trial=*/0, gen);
+    std::vector<at::Tensor> outs;
+    for (const auto& s : kernel.outputs())
+      outs.push_back(at::empty_strided(s.sizes, s.strides,
+                                       at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)))));
+    constexpr size_t kFlushBytes = size_t{256} << 20;
+    at::Tensor flush = at::empty({static_cast<int64_t>(kFlushBytes / 4)},
+                                 at::TensorOptions().dtype(at::kInt).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
+    const auto flush_ptr = reinterpret_cast<CUdeviceptr>(flush.data_ptr());
+
+    EventTriple ev(api);
+    auto run_once = [&](bool candidate, double* fast_us, double* extra_us) -> Status {
+      CUDAL1_CU_TRY(api->cuMemsetD32Async(flush_ptr, 0x5a5a5a5a, kFlushBytes / 4, stream));
+      CUDAL1_CU_TRY(api->cuEventRecord(ev.e[0], stream));
+      if (candidate) {
+        CUDAL1_RETURN_IF_ERROR(kernel.launch(args.values.data(), args.values.size(), outs.data(), stream));
+      } else {
+        run_aten(op, args);
+      }
+      CUDAL1_CU_TRY(api->cuEventRecord(ev.e[1], stream));
+      CUDAL1_CU_TRY(api->cuCtxSynchronize());  // catches work that left the stream
+      CUDAL1_CU_TRY(api->cuEventRecord(ev.e[2], stream));
+      CUDAL1_CU_TRY(api->cuEventSynchronize(ev.e[2]));
+      float a = 0, b = 0;
+      CUDAL1_CU_TRY(api->cuEventElapsedTime(&a, ev.e[0], ev.e[1]));
+      CUDAL1_CU_TRY(api->cuEventElapsedTime(&b, ev.e[1], ev.e[2]));
+      *fast_us = a * 1000.0;
+      *extra_us = b * 1000.0;
+      return Status();
+    };
+    // Warm-up: module and ATen kernels loaded, allocator primed.
+    double f = 0, x = 0;
+    for (int i = 0; i < 3; ++i) {
+      CUDAL1_RETURN_IF_ERROR(run_once(false, &f, &x));
+      CUDAL1_RETURN_IF_ERROR(run_once(true, &f, &x));
+    }
+    std::mt19937_64 rng(seed);
+    std::vector<double> ta, tk, ratio, xa, xk;
+    for (int r = 0; r < reps; ++r) {
+      double a_us = 0, k_us = 0, a_x = 0, k_x = 0;
+      if (rng() & 1) {
+        CUDAL1_RETURN_IF_ERROR(run_once(false, &a_us, &a_x));
+        CUDAL1_RETURN_IF_ERROR(run_once(true, &k_us, &k_x));
+      } else {
+        CUDAL1_RETURN_IF_ERROR(run_once(true, &k_us, &k_x));
+        CUDAL1_RETURN_IF_ERROR(run_once(false, &a_us, &a_x));
+      }
+      ta.push_back(a_us);
+      tk.push_back(k_us);
+      xa.push_back(a_x);
+      xk.push_back(k_x);
+      ratio.push_back(a_us / std::max(k_us, 1e-3));
+    }
+    Timing t;
+    t.reps = reps;
+    t.aten_us = median(ta);
+    t.kernel_us = median(tk);
+    t.speedup = median(ratio);
+    t.speedup_p25 = quantile(ratio, 0.25);
+    t.escaped_us = median(xk) - median(xa);
+    if (t.escaped_us > 20.0 + median(xa))
+      return Status(Code::kVerifyFailed, "work escaped the stream: " + std::to_string(t.escaped_us) +
+                                             " us after the end event");
+    return t;
+  } catch (const std::exception& e) {
+    return Status(Code::kInternal, std::string("timing raised: ") + e.what());
+  }
+}
+
+#else  // CPU-only LibTorch
+
+Status verify(const Problem&, const c10::OperatorHandle&, BoundKernel&, int, int, uint64_t, VerifyReport*) {
+  return Status(Code::kUnavailable, "verification needs a CUDA build of LibTorch");
+}
+Result<Timing> time_against_aten(const Problem&, const c10::OperatorHandle&, BoundKernel&, int, int, uint64_t) {
+  return Status(Code::kUnavailable, "timing needs a CUDA build of LibTorch");
+}
+
+#endif
+
+}  // namespace cudal1::optimizer

@@ -1,0 +1,82 @@
+/// @brief Contrastive policy (Note [Contrastive policy] in policy.h).
+#include "cudal1/optimizer/policy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace cudal1::optimizer {
+
+Policy::Policy(size_t dim, uint64_t seed) : w_(dim, 0.0), rng_(seed) {}
+
+double Policy::score(const std::vector<float>& f) const {
+  double s = 0;
+  const size_t n = std::min(f.size(), w_.size());
+  for (size_t i = 0; i < n; ++i) s += w_[i] * f[i];
+  return s;
+}
+
+std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& features, size_t k) {
+  std::vector<size_t> left(features.size());
+  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+  std::vector<double> s(features.size());
+  for (size_t i = 0; i < features.size(); ++i) s[i] = score(features[i]);
+  std::vector<size_t> out;
+  if (left.empty() || k == 0) return out;
+  // Greedy first pick (ties broken at random so that an untrained policy explores).
+  std::shuffle(left.begin(), left.end(), rng_);
+  auto best = std::max_element(left.begin(), left.end(), [&](size_t a, size_t b) { return s[a] < s[b]; });
+  out.push_back(*best);
+  left.erase(best);
+  while (out.size() < k && !left.empty()) {
+    double mx = -1e300;
+    for (size_t i : left) mx = std::max(mx, s[i]);
+    std::vector<double> p;
+    for (size_t i : left) p.push_back(std::exp((s[i] - mx) / std::max(temperature, 1e-3)));
+    std::discrete_distribution<size_t> pick(p.begin(), p.end());
+    const size_t j = pick(rng_);
+    out.push_back(left[j]);
+    left.erase(left.begin() + static_cast<std::ptrdiff_t>(j));
+  }
+  return out;
+}
+
+void Policy::learn(const std::vector<std::vector<float>>& features, const std::vector<double>& speedups,
+                   double min_gap) {
+  const size_t n = std::min(features.size(), speedups.size());
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) {
+      const bool a_ok = speedups[a] > 0, b_ok = speedups[b] > 0;
+      const bool a_better = a_ok && (!b_ok || speedups[a] > speedups[b] * (1 + min_gap));
+      if (!a_better) continue;
+      const double margin = score(features[a]) - score(features[b]);
+      const double g = learning_rate * (1.0 - 1.0 / (1.0 + std::exp(-margin)));
+      for (size_t i = 0; i < w_.size() && i < features[a].size() && i < features[b].size(); ++i)
+        w_[i] += g * (features[a][i] - features[b][i]);
+    }
+  ++updates_;
+}
+
+std::string Policy::to_json() const {
+  return nlohmann::json{{"dim", w_.size()}, {"updates", updates_}, {"w", w_}}.dump();
+}
+
+Result<Policy> Policy::from_json(const std::string& text, size_t expect_dim, uint64_t seed) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status(Code::kCorrupt, "policy is not a JSON object");
+  try {
+    Policy p(expect_dim, seed);
+    if (j.at("dim").get<size_t>() != expect_dim) return Status(Code::kMismatch, "policy has another feature size");
+    p.w_ = j.at("w").get<std::vector<double>>();
+    if (p.w_.size() != expect_dim) return Status(Code::kCorrupt, "policy weights have the wrong length");
+    for (double x : p.w_)
+      if (!std::isfinite(x)) return Status(Code::kCorrupt, "policy weight is not finite");
+    p.updates_ = j.at("updates").get<int64_t>();
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    return Status(Code::kCorrupt, std::string("policy JSON: ") + e.what());
+  }
+}
+
+}  // namespace cudal1::optimizer

@@ -1,0 +1,349 @@
+/// @brief The background optimizer (see tuner.h).
+#include "cudal1/optimizer/tuner.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "cudal1/core/log.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/device_info.h"
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/measure.h"
+#include "cudal1/optimizer/replacement.h"
+
+#if defined(CUDAL1_TORCH_CUDA)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace cudal1::optimizer {
+
+using dispatcher::SigRecord;
+using dispatcher::SigState;
+
+Tuner::Tuner(TunerOptions opts, cache::KernelCache* cache) : opts_(opts), cache_(cache) {}
+
+Tuner::~Tuner() { stop(); }
+
+void Tuner::start(std::function<void()> on_tick) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this, on_tick] { loop(on_tick); });
+}
+
+void Tuner::stop() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (SigRecord* r : queue_) {
+      SigState q = SigState::kQueued;
+      r->state.compare_exchange_strong(q, SigState::kCold);
+    }
+    queue_.clear();
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  retry_writes();
+}
+
+bool Tuner::enqueue(SigRecord* rec) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || !thread_.joinable()) return false;
+    queue_.push_back(rec);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+bool Tuner::wait_idle(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                      [&] { return (queue_.empty() && !busy_) || stopping_; });
+}
+
+uint64_t Tuner::tuned() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tuned_;
+}
+
+size_t Tuner::pending_writes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_writes_.size();
+}
+
+void Tuner::loop(std::function<void()> on_tick) {
+  auto last_tick = std::chrono::steady_clock::now();
+  for (;;) {
+    SigRecord* rec = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) break;
+      if (!queue_.empty()) {
+        rec = queue_.front();
+        queue_.pop_front();
+        busy_ = true;
+      }
+    }
+    if (rec) {
+      auto r = tune(*rec);
+      if (!r.ok()) log().info("tuning {} stopped: {}", rec->sig.text, r.status().to_string());
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+    if (on_tick && std::chrono::steady_clock::now() - last_tick > std::chrono::milliseconds(200)) {
+      last_tick = std::chrono::steady_clock::now();
+      try {
+        on_tick();
+      } catch (...) {
+      }
+      retry_writes();
+    }
+  }
+}
+
+Result<TuneResult> Tuner::tune(SigRecord& rec) {
+  std::lock_guard<std::mutex> lock(tune_mu_);
+  SigState expected = SigState::kQueued;
+  if (!rec.state.compare_exchange_strong(expected, SigState::kTuning)) {
+    expected = SigState::kCold;  // direct calls (CLI, tests) tune cold records too
+    if (!rec.state.compare_exchange_strong(expected, SigState::kTuning))
+      return Status(Code::kInvalidArgument, std::string("record is ") + dispatcher::state_name(rec.state.load()));
+  }
+  Result<TuneResult> r = Status(Code::kInternal, "not run");
+  try {
+    r = tune_unlocked(rec);
+  } catch (const std::exception& e) {
+    r = Status(Code::kInternal, std::string("tuning raised: ") + e.what());
+  }
+  if (!r.ok()) {
+    SigRecord::Outcome o = rec.outcome();
+    o.note = r.status().to_string();
+    rec.set_outcome(o);
+  }
+  SigState tuning = SigState::kTuning;
+  rec.state.compare_exchange_strong(tuning, SigState::kAten);  // unless installed (kReplaced) or failed
+  std::lock_guard<std::mutex> l2(mu_);
+  ++tuned_;
+  return r;
+}
+
+namespace {
+
+struct Candidate {
+  size_t index = 0;
+  CompiledKernel compiled;
+  std::unique_ptr<BoundKernel> bound;
+  Timing timing;
+};
+
+}  // namespace
+
+Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
+  const int device = rec.device_index;
+  if (device < 0) return Status(Code::kUnsupported, "only CUDA signatures are tuned");
+  if (!dispatcher::has_torch_cuda()) return Status(Code::kUnavailable, "this build has no torch-CUDA glue");
+  CUDAL1_ASSIGN_OR_RETURN(DeviceInfo info, device_info(device));
+  const auto& name = rec.op.operator_name();
+  const std::string op = name.name.substr(name.name.rfind("::") + 2);
+  const Family* family = family_for(op, name.overload_name);
+  if (!family) return Status(Code::kUnsupported, "no generator family for " + name.name);
+  const Problem problem = Problem::from_record(rec, info.sm);
+  CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(problem));
+
+  const std::vector<Variant> space = plan->space();
+  std::vector<std::vector<float>> feats;
+  for (const auto& v : space) feats.push_back(plan->features(v));
+  Policy& policy = policy_for(family->name(), feats.front().size(), device);
+  const std::vector<size_t> picks = policy.choose(feats, static_cast<size_t>(opts_.trials));
+
+#if defined(CUDAL1_TORCH_CUDA)
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
+#endif
+  TuneResult result;
+  std::vector<std::vector<float>> tried_feats;
+  std::vector<double> speedups;
+  std::unique_ptr<Candidate> best;
+  const uint64_t seed = opts_.seed * 1000003ULL + (++seq_);
+  for (size_t idx : picks) {
+    const Variant& v = space[idx];
+    ++result.tried;
+    tried_feats.push_back(feats[idx]);
+    speedups.push_back(0.0);
+    auto src = plan->source(v);
+    if (!src.ok()) continue;
+    auto compiled = compile(src.value(), info.sm);
+    if (!compiled.ok()) {
+      log().warn("{}: variant {} did not compile: {}", rec.sig.text, v.id(), compiled.status().to_string());
+      continue;
+    }
+    ++result.compiled;
+    auto module = LoadedModule::load(device, compiled->cubin, compiled->kernel_name);
+    if (!module.ok()) {
+      log().warn("{}: variant {} did not load: {}", rec.sig.text, v.id(), module.status().to_string());
+      continue;
+    }
+    auto bound = plan->bind(v, module.value());
+    if (!bound.ok()) continue;
+    const Status vs = verify(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.verify_trials),
+                             seed + idx, nullptr);
+    if (!vs.ok()) {
+      if (vs.code() == Code::kUnsupported) return vs;  // the whole plan does not fit ATen's layout
+      log().warn("{}: variant {} failed verification: {}", rec.sig.text, v.id(), vs.to_string());
+      continue;
+    }
+    ++result.verified;
+    auto t = time_against_aten(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.timing_reps), seed + idx);
+    if (!t.ok()) {
+      log().warn("{}: variant {} rejected by timing: {}", rec.sig.text, v.id(), t.status().to_string());
+      continue;
+    }
+    speedups.back() = t->speedup;
+    log().debug("{}: {} speedup {:.3f} (p25 {:.3f}, ATen {:.1f} us, kernel {:.1f} us)", rec.sig.text, v.id(),
+                t->speedup, t->speedup_p25, t->aten_us, t->kernel_us);
+    if (!best || t->speedup > best->timing.speedup) {
+      best = std::make_unique<Candidate>();
+      best->index = idx;
+      best->compiled = std::move(compiled).value();
+      best->bound = std::move(bound).value();
+      best->timing = t.value();
+    }
+  }
+  policy.learn(tried_feats, speedups);
+  save_policy(family->name(), device);
+
+  cache::KernelEntry entry;
+  entry.signature = rec.sig.text;
+  entry.family = family->name();
+  entry.trials = result.tried;
+  entry.created_unix = static_cast<int64_t>(std::time(nullptr));
+  SigRecord::Outcome outcome;
+  outcome.trials = result.tried;
+  if (best) {
+    result.best_variant = space[best->index].id();
+    result.speedup = best->timing.speedup;
+    result.aten_us = best->timing.aten_us;
+    result.kernel_us = best->timing.kernel_us;
+    outcome.variant = result.best_variant;
+    outcome.speedup = result.speedup;
+    outcome.aten_us = result.aten_us;
+    outcome.kernel_us = result.kernel_us;
+    entry.variant = result.best_variant;
+    entry.speedup = result.speedup;
+    entry.aten_us = result.aten_us;
+    entry.kernel_us = result.kernel_us;
+  }
+  if (best && (best->timing.accepted(opts_.min_speedup) || !opts_.require_faster)) {
+    result.replaced = true;
+    entry.has_kernel = true;
+    entry.launch_json = space[best->index].to_json();
+    entry.kernel_name = best->compiled.kernel_name;
+    entry.cubin = best->compiled.cubin;
+    outcome.note = "verified on " + std::to_string(opts_.verify_trials) + " fresh inputs";
+    rec.install(std::make_unique<KernelReplacement>(std::move(best->bound), device,
+                                                    std::string(family->name()) + " " + result.best_variant),
+                outcome);
+    log().info("{}: replaced by {} ({:.2f}x over ATen, {:.1f} -> {:.1f} us)", rec.sig.text, result.best_variant,
+               result.speedup, result.aten_us, result.kernel_us);
+  } else {
+    result.note = best ? "no variant beat ATen by the margin" : "no variant passed verification";
+    outcome.note = result.note;
+    rec.set_outcome(outcome);
+    log().info("{}: stays on ATen ({}; best {:.2f}x of {} tried)", rec.sig.text, result.note, result.speedup,
+               result.tried);
+  }
+  if (result.verified > 0 || result.replaced) put_entry(device, entry);  // never cache "all failed" outcomes
+  return result;
+}
+
+Policy& Tuner::policy_for(const std::string& family, size_t dim, int device) {
+  auto it = policies_.find(family);
+  if (it != policies_.end() && it->second.dim() == dim) return it->second;
+  Policy p(dim, opts_.seed);
+  if (cache_) {
+    if (auto fp = fingerprint_for(device); fp.ok()) {
+      auto stored = cache_->get_state(fp.value(), "policy." + family);
+      if (stored.ok()) {
+        auto loaded = Policy::from_json(stored.value(), dim, opts_.seed);
+        if (loaded.ok()) p = std::move(loaded).value();
+        else log().warn("ignoring stored policy for {}: {}", family, loaded.status().to_string());
+      }
+    }
+  }
+  return policies_.insert_or_assign(family, std::move(p)).first->second;
+}
+
+void Tuner::save_policy(const std::string& family, int device) {
+  if (!cache_) return;
+  auto fp = fingerprint_for(device);
+  if (!fp.ok()) return;
+  const Status s = cache_->put_state(fp.value(), "policy." + family, policies_.at(family).to_json());
+  if (!s.ok()) log().debug("policy not saved: {}", s.to_string());
+}
+
+void Tuner::put_entry(int device, const cache::KernelEntry& e) {
+  if (!cache_) return;
+  auto fp = fingerprint_for(device);
+  if (!fp.ok()) return;
+  const Status s = cache_->put(fp.value(), e);
+  if (s.ok()) return;
+  log().warn("cache write for {} deferred: {}", e.signature, s.to_string());
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_writes_.emplace_back(device, e);
+}
+
+void Tuner::retry_writes() {
+  std::vector<std::pair<int, cache::KernelEntry>> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work.swap(pending_writes_);
+  }
+  std::vector<std::pair<int, cache::KernelEntry>> failed;
+  for (auto& [device, e] : work) {
+    auto fp = fingerprint_for(device);
+    if (!cache_ || !fp.ok() || !cache_->put(fp.value(), e).ok()) failed.emplace_back(device, std::move(e));
+  }
+  if (!failed.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& f : failed) pending_writes_.push_back(std::move(f));
+  }
+}
+
+Status attach_cached(SigRecord& rec, const cache::KernelEntry& e) {
+  if (e.signature != rec.sig.text) return Status(Code::kMismatch, "entry is for another signature");
+  SigRecord::Outcome o;
+  o.from_cache = true;
+  o.variant = e.variant;
+  o.speedup = e.speedup;
+  o.aten_us = e.aten_us;
+  o.kernel_us = e.kernel_us;
+  o.trials = e.trials;
+  if (!e.has_kernel) {
+    o.note = "cached outcome: ATen was not beaten";
+    rec.set_outcome(o);
+    SigState cold = SigState::kCold;
+    rec.state.compare_exchange_strong(cold, SigState::kAten);
+    return Status();
+  }
+  const int device = rec.device_index;
+  CUDAL1_ASSIGN_OR_RETURN(DeviceInfo info, device_info(device));
+  const auto& name = rec.op.operator_name();
+  const std::string op = name.name.substr(name.name.rfind("::") + 2);
+  const Family* family = family_for(op, name.overload_name);
+  if (!family || e.family != family->name()) return Status(Code::kMismatch, "entry is from another family");
+  CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(Problem::from_record(rec, info.sm)));
+  CUDAL1_ASSIGN_OR_RETURN(Variant v, Variant::from_json(e.launch_json));
+  CUDAL1_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModule> module, LoadedModule::load(device, e.cubin, e.kernel_name));
+  CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<BoundKernel> bound, plan->bind(v, std::move(module)));
+  o.note = "from cache";
+  rec.install(std::make_unique<KernelReplacement>(std::move(bound), device, e.family + " " + e.variant), o);
+  return Status();
+}
+
+}  // namespace cudal1::optimizer

@@ -1,0 +1,186 @@
+/// @brief The unary family: planning (what it accepts), its technique space, features, and binding.
+#include "unary_family.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cmath>
+
+#include "cudal1/core/cuda_driver.h"
+
+namespace cudal1::optimizer::unary {
+namespace {
+
+constexpr int kBlocks[] = {128, 256, 512, 1024};
+constexpr int kUnrolls[] = {1, 2, 4, 8};
+constexpr int kVecs[] = {1, 2, 4, 8};
+constexpr int kMaxDims = 8;
+
+int elem_size(c10::ScalarType t) { return t == c10::ScalarType::Float ? 4 : 2; }
+
+class UnaryKernel final : public BoundKernel {
+ public:
+  UnaryKernel(const UnaryShape& s, const Variant& v, std::shared_ptr<LoadedModule> m)
+      : module_(std::move(m)), vec_(v.get("vec", 1)), block_(v.get("block", 256)),
+        align_(static_cast<uintptr_t>(vec_ * elem_size(s.dtype))) {
+    outputs_.push_back(OutputSpec{s.dtype, s.sizes, s.out_strides});
+    sizes_ = s.sizes;
+    in_strides_ = s.in_strides;
+    const int64_t nv = s.space.numel / vec_;
+    const int64_t tile = static_cast<int64_t>(block_) * v.get("unroll", 1);
+    int64_t grid = std::max<int64_t>(1, (nv + tile - 1) / tile);
+    if (v.get("grid", 0)) grid = std::min<int64_t>(grid, int64_t{module_->sm_count()} * module_->max_blocks_per_sm(block_));
+    grid_ = static_cast<unsigned>(std::min<int64_t>(grid, (int64_t{1} << 31) - 1));
+  }
+
+  const std::vector<OutputSpec>& outputs() const override { return outputs_; }
+
+  Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
+    if (nargs < 1 || !args[0].isTensor()) return Status(Code::kUnsupported, "no tensor argument");
+    const at::Tensor& in = args[0].toTensor();
+    // The signature matched, so dtype/sizes/strides are the planned ones; re-check what is cheap and vital.
+    if (!in.defined() || in.sizes() != c10::IntArrayRef(sizes_) || in.strides() != c10::IntArrayRef(in_strides_))
+      return Status(Code::kUnsupported, "call does not match the planned layout");
+    const void* src = in.data_ptr();
+    void* dst = outs[0].data_ptr();
+    if (reinterpret_cast<uintptr_t>(src) % align_ || reinterpret_cast<uintptr_t>(dst) % align_)
+      return Status(Code::kUnsupported, "data not aligned for vector width");
+    auto d = driver();
+    if (!d.ok()) return d.status();
+    void* params[] = {&src, &dst};
+    const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_, 1, 1, static_cast<unsigned>(block_), 1,
+                                                 1, 0, stream, params, nullptr);
+    if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel(cudal1_unary)", __FILE__, __LINE__);
+    return Status();
+  }
+
+ private:
+  std::shared_ptr<LoadedModule> module_;
+  std::vector<OutputSpec> outputs_;
+  std::vector<int64_t> sizes_, in_strides_;
+  int vec_, block_;
+  uintptr_t align_;
+  unsigned grid_ = 1;
+};
+
+class UnaryPlan final : public Plan {
+ public:
+  explicit UnaryPlan(UnaryShape s) : s_(std::move(s)) {}
+
+  std::vector<Variant> space() const override {
+    std::vector<Variant> out;
+    for (int vec : kVecs) {
+      if (vec > s_.max_vec) continue;
+      for (int block : kBlocks)
+        for (int unroll : kUnrolls)
+          for (int grid : {0, 1})
+            out.push_back(Variant{{{"vec", vec}, {"block", block}, {"unroll", unroll}, {"grid", grid}}});
+    }
+    return out;
+  }
+
+  std::vector<float> features(const Variant& v) const override {
+    // One-hot knobs, then the knobs crossed with the problem's class (size, dtype width, layout), so that one
+    // policy can learn what works where.
+    std::vector<float> knobs;
+    for (int x : kVecs) knobs.push_back(v.get("vec") == x);
+    for (int x : kBlocks) knobs.push_back(v.get("block") == x);
+    for (int x : kUnrolls) knobs.push_back(v.get("unroll") == x);
+    knobs.push_back(v.get("grid") == 0);
+    knobs.push_back(v.get("grid") == 1);
+    const double lg = std::log2(static_cast<double>(std::max<int64_t>(s_.space.numel, 1)));
+    const float ctx[] = {1.f,
+                         lg < 16 ? 1.f : 0.f,
+                         lg >= 16 && lg < 22 ? 1.f : 0.f,
+                         lg >= 22 ? 1.f : 0.f,
+                         elem_size(s_.dtype) == 2 ? 1.f : 0.f,
+                         s_.space.linear() ? 0.f : 1.f};
+    std::vector<float> f;
+    for (float c : ctx)
+      for (float k : knobs) f.push_back(c * k);
+    return f;
+  }
+
+  Result<KernelSource> source(const Variant& v) const override {
+    const int vec = v.get("vec", 0), block = v.get("block", 0), unroll = v.get("unroll", 0), grid = v.get("grid", -1);
+    if (vec < 1 || vec > s_.max_vec || block < 32 || block > 1024 || unroll < 1 || unroll > 16 || grid < 0)
+      return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+    return generate_unary(s_, vec, block, unroll, grid == 1);
+  }
+
+  Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
+    if (!m) return Status(Code::kInvalidArgument, "no module");
+    CUDAL1_RETURN_IF_ERROR(source(v));  // validates the knobs
+    return std::unique_ptr<BoundKernel>(new UnaryKernel(s_, v, std::move(m)));
+  }
+
+ private:
+  UnaryShape s_;
+};
+
+class UnaryFamily final : public Family {
+ public:
+  const char* name() const override { return "unary_elementwise"; }
+  int version() const override { return 1; }
+  std::vector<std::string> ops() const override {
+    return {"relu", "gelu", "sigmoid", "tanh", "silu", "exp", "neg", "abs"};
+  }
+
+  Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
+    if (!p.overload.empty()) return Status(Code::kUnsupported, "overload " + p.overload);
+    UnaryShape s;
+    s.math = p.op;
+    if (p.op == "gelu") {
+      if (p.args.size() != 2 || !p.args[1].value.isString())
+        return Status(Code::kUnsupported, "gelu without its approximate argument");
+      const std::string a = p.args[1].value.toStringRef();
+      if (a != "none" && a != "tanh") return Status(Code::kUnsupported, "gelu approximate='" + a + "'");
+      s.math = "gelu_" + a;
+    } else if (p.args.size() != 1) {
+      return Status(Code::kUnsupported, "unexpected arguments");
+    }
+    if (unary_math(s.math).empty()) return Status(Code::kUnsupported, "op " + p.op + " is not in this family");
+    if (p.args.empty() || !p.args[0].is_tensor || !p.args[0].tensor.defined)
+      return Status(Code::kUnsupported, "no tensor input");
+    const auto& t = p.args[0].tensor;
+    s.dtype = t.dtype;
+    if (s.dtype != c10::ScalarType::Float && s.dtype != c10::ScalarType::Half && s.dtype != c10::ScalarType::BFloat16)
+      return Status(Code::kUnsupported, std::string("dtype ") + c10::toString(s.dtype));
+    if (s.dtype == c10::ScalarType::BFloat16 && p.sm < 80) return Status(Code::kUnsupported, "bf16 needs sm_80+");
+    if (p.sm < 60) return Status(Code::kUnsupported, "needs sm_60+");
+    if (t.sizes.size() > static_cast<size_t>(kMaxDims)) return Status(Code::kUnsupported, "more than 8 dims");
+    int64_t numel = 1;
+    for (int64_t x : t.sizes) numel *= x;
+    if (numel == 0) return Status(Code::kUnsupported, "empty tensor");
+    for (size_t d = 0; d < t.sizes.size(); ++d)
+      if (t.strides[d] < 0) return Status(Code::kUnsupported, "negative stride");
+    s.sizes = t.sizes;
+    s.in_strides = t.strides;
+    s.out_strides = elementwise_output_strides(t.sizes, t.strides);
+    s.space = coalesce(s.sizes, s.out_strides, s.in_strides);
+    const int max_by_width = 16 / elem_size(s.dtype);
+    if (s.space.linear()) {
+      s.max_vec = max_by_width;
+    } else {
+      s.max_vec = 1;
+      if (s.space.in_strides[0] == 1)
+        for (int v = max_by_width; v > 1; v /= 2) {
+          bool ok = s.space.sizes[0] % v == 0;
+          for (size_t d = 1; d < s.space.in_strides.size(); ++d) ok = ok && s.space.in_strides[d] % v == 0;
+          if (ok) {
+            s.max_vec = v;
+            break;
+          }
+        }
+    }
+    return std::unique_ptr<Plan>(new UnaryPlan(std::move(s)));
+  }
+};
+
+}  // namespace
+
+const Family& unary_family() {
+  static const UnaryFamily f;
+  return f;
+}
+
+}  // namespace cudal1::optimizer::unary

@@ -1,0 +1,30 @@
+/// @brief Private: the unary elementwise family (relu, gelu none/tanh, sigmoid, tanh, silu, exp, neg, abs;
+/// fp32/fp16/bf16; contiguous and strided).
+#pragma once
+
+#include <string>
+
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/layout.h"
+
+namespace cudal1::optimizer::unary {
+
+/// The family object (a process-wide singleton).
+const Family& unary_family();
+
+/// Everything the generator needs about one planned signature.
+struct UnaryShape {
+  std::string math;           ///< key into the op table: "relu", "gelu_none", "gelu_tanh", ...
+  c10::ScalarType dtype;
+  std::vector<int64_t> sizes, in_strides, out_strides;
+  IterSpace space;            ///< coalesced iteration space
+  int max_vec = 1;            ///< largest vector width (elements) this layout allows
+};
+
+/// CUDA source of the unary kernel for `shape` and technique knobs (vec, block, unroll, grid).
+KernelSource generate_unary(const UnaryShape& shape, int vec, int block, int unroll, bool grid_stride);
+
+/// The device expression computing the op on a float `x`, or "" for an unknown math key.
+std::string unary_math(const std::string& math);
+
+}  // namespace cudal1::optimizer::unary

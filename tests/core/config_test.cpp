@@ -1,0 +1,87 @@
+/// @brief Config parsing: defaults, every variable, bad values warn and keep the default, cache directory.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "cudal1/core/config.h"
+
+namespace cudal1 {
+namespace {
+
+Config parse(const std::map<std::string, std::string>& env, std::vector<std::string>* w = nullptr) {
+  return parse_config([&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  }, w);
+}
+
+TEST(Config, DefaultsAreOffAndDocumented) {
+  std::vector<std::string> w;
+  const Config c = parse({{"HOME", "/home/u"}}, &w);
+  EXPECT_FALSE(c.enable);
+  EXPECT_EQ(c.mode, Mode::kTune);
+  EXPECT_EQ(c.cache_dir, "/home/u/.cache/cudal1");
+  EXPECT_EQ(c.hot_calls, 50);
+  EXPECT_EQ(c.log_level, LogLevel::kWarn);
+  EXPECT_TRUE(w.empty());
+  for (const auto& v : config_variables()) EXPECT_EQ(std::string(v.name).rfind("CUDAL1_", 0), 0u);
+}
+
+TEST(Config, XdgCacheHomeWinsOverHomeAndExplicitDirWinsOverBoth) {
+  EXPECT_EQ(parse({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}}).cache_dir, "/x/cudal1");
+  EXPECT_EQ(parse({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}, {"CUDAL1_CACHE_DIR", "/c"}}).cache_dir, "/c");
+  EXPECT_EQ(parse({}).cache_dir, "");
+}
+
+TEST(Config, ParsesEveryVariable) {
+  std::vector<std::string> w;
+  const Config c = parse({{"CUDAL1_ENABLE", "on"},        {"CUDAL1_MODE", "Serve"},
+                          {"CUDAL1_LOG_LEVEL", "debug"},  {"CUDAL1_HOT_CALLS", "7"},
+                          {"CUDAL1_TRIALS", "3"},         {"CUDAL1_VERIFY_TRIALS", "9"},
+                          {"CUDAL1_TIMING_REPS", "11"},   {"CUDAL1_MIN_SPEEDUP", "1.1"},
+                          {"CUDAL1_PROFILE_SAMPLE", "4"}, {"CUDAL1_SEED", "42"},
+                          {"CUDAL1_CUDA_LIBRARY", "/l/libcuda.so.1"}, {"CUDAL1_NVRTC_LIBRARY", "/l/nvrtc.so"}},
+                         &w);
+  EXPECT_TRUE(w.empty()) << w.front();
+  EXPECT_TRUE(c.enable);
+  EXPECT_EQ(c.mode, Mode::kServe);
+  EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_EQ(c.hot_calls, 7);
+  EXPECT_EQ(c.trials, 3);
+  EXPECT_EQ(c.verify_trials, 9);
+  EXPECT_EQ(c.timing_reps, 11);
+  EXPECT_DOUBLE_EQ(c.min_speedup, 1.1);
+  EXPECT_EQ(c.profile_sample, 4);
+  EXPECT_EQ(c.seed, 42u);
+  EXPECT_EQ(c.cuda_library, "/l/libcuda.so.1");
+  EXPECT_EQ(c.nvrtc_library, "/l/nvrtc.so");
+}
+
+TEST(Config, BadValuesWarnAndKeepDefaults) {
+  std::vector<std::string> w;
+  const Config c = parse({{"CUDAL1_ENABLE", "maybe"},   {"CUDAL1_MODE", "fast"},      {"CUDAL1_LOG_LEVEL", "loud"},
+                          {"CUDAL1_HOT_CALLS", "12abc"}, {"CUDAL1_TRIALS", "0"},       {"CUDAL1_MIN_SPEEDUP", "0.5"},
+                          {"CUDAL1_TIMING_REPS", ""},    {"CUDAL1_SEED", "-3"}},
+                         &w);
+  EXPECT_FALSE(c.enable);
+  EXPECT_EQ(c.mode, Mode::kTune);
+  EXPECT_EQ(c.log_level, LogLevel::kWarn);
+  EXPECT_EQ(c.hot_calls, 50);
+  EXPECT_EQ(c.trials, 8);
+  EXPECT_DOUBLE_EQ(c.min_speedup, 1.03);
+  EXPECT_EQ(c.timing_reps, 40);
+  EXPECT_EQ(c.seed, 0u);
+  ASSERT_EQ(w.size(), 8u);
+  EXPECT_NE(w[3].find("CUDAL1_HOT_CALLS='12abc' is not an integer; using 50"), std::string::npos) << w[3];
+}
+
+TEST(Config, SetConfigOverridesTheProcessWideOne) {
+  Config c = config();
+  c.hot_calls = 3;
+  set_config(c);
+  EXPECT_EQ(config().hot_calls, 3);
+}
+
+}  // namespace
+}  // namespace cudal1

@@ -1,0 +1,255 @@
+/// @brief The hook on CPU tensors (no GPU needed): every call reaches ATen unchanged, autograd, threads and
+/// InferenceMode keep working, nested calls are not counted, a signature turns hot exactly once, and the
+/// replacement path (served, declined, failing) behaves as the contract says.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "cudal1/dispatcher/hook.h"
+
+namespace cudal1::dispatcher {
+namespace {
+
+std::mutex g_mu;
+std::vector<SigRecord*> g_hot;
+
+class HookEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    HookOptions o;
+    o.mode = Mode::kTune;
+    o.ops = {"relu", "clamp_min", "gelu", "sigmoid", "exp", "mul.Tensor"};
+    o.hot_calls = 10;
+    o.sample_every = 1;
+    o.profile_cpu = true;
+    HookCallbacks cb;
+    cb.on_hot = [](SigRecord& r) {
+      std::lock_guard<std::mutex> lock(g_mu);
+      g_hot.push_back(&r);
+    };
+    const Status s = install_hooks(o, cb);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+};
+const auto* const g_env = ::testing::AddGlobalTestEnvironment(new HookEnv);
+
+SigRecord* find(const std::string& text) {
+  SigRecord* found = nullptr;
+  for_each_record([&](SigRecord& r) {
+    if (r.sig.text == text) found = &r;
+  });
+  return found;
+}
+
+uint64_t calls_of(const std::string& text) {
+  SigRecord* r = find(text);
+  return r ? r->calls.load() : 0;
+}
+
+at::Tensor aten_only(const std::function<at::Tensor()>& f) {
+  BypassScope b;
+  return f();
+}
+
+TEST(HookCpu, PassesCallsThroughUnchangedAndCountsThem) {
+  const at::Tensor x = at::randn({4, 5});
+  const at::Tensor y = at::relu(x);
+  EXPECT_TRUE(at::equal(y, aten_only([&] { return at::relu(x); })));
+  EXPECT_TRUE(at::equal(y, at::where(x > 0, x, at::zeros_like(x))));
+  EXPECT_EQ(calls_of("aten::relu(f32[4,5]{5,1}@cpu)"), 1u);
+  at::relu(x);
+  EXPECT_EQ(calls_of("aten::relu(f32[4,5]{5,1}@cpu)"), 2u);
+  EXPECT_GE(find("aten::relu(f32[4,5]{5,1}@cpu)")->samples.load(), 1u);  // host-timed on CPU
+}
+
+TEST(HookCpu, NestedCallsAreNotCounted) {
+  // gelu, sigmoid and mul do not call each other; relu's CPU kernel is clamp_min(self, 0) in both torch
+  // versions, so a relu call must not produce a clamp_min record.
+  const at::Tensor x = at::randn({6, 7});
+  const uint64_t nested = nested_calls_on_this_thread();
+  at::relu(x);
+  EXPECT_GE(nested_calls_on_this_thread(), nested + 1);  // clamp_min ran inside relu and was hooked
+  EXPECT_EQ(find("aten::clamp_min(f32[6,7]{7,1}@cpu, 0)"), nullptr);
+  at::clamp_min(x, 0);
+  EXPECT_EQ(calls_of("aten::clamp_min(f32[6,7]{7,1}@cpu, 0)"), 1u);
+  EXPECT_EQ(calls_of("aten::relu(f32[6,7]{7,1}@cpu)"), 1u);
+}
+
+TEST(HookCpu, AutogradStillRecordsAndDifferentiates) {
+  const at::Tensor x = at::randn({3, 8}).requires_grad_(true);
+  const at::Tensor s = at::sigmoid(x);
+  ASSERT_TRUE(s.requires_grad());
+  s.sum().backward();
+  const at::Tensor sd = s.detach();
+  EXPECT_TRUE(at::allclose(x.grad(), sd * (1 - sd)));
+  EXPECT_EQ(calls_of("aten::sigmoid(f32[3,8]{8,1}@cpu)"), 1u);
+}
+
+TEST(HookCpu, EveryThreadIsHooked) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t] {
+      const at::Tensor x = at::randn({2, 10 + t});
+      for (int i = 0; i < 5; ++i) at::exp(x);
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t)
+    EXPECT_EQ(calls_of("aten::exp(f32[2," + std::to_string(10 + t) + "]{" + std::to_string(10 + t) + ",1}@cpu)"), 5u);
+}
+
+TEST(HookCpu, InferenceModeIsHookedAndCorrect) {
+  const at::Tensor x = at::randn({3, 3});
+  at::Tensor y;
+  {
+    c10::InferenceMode guard;
+    y = at::exp(x);
+  }
+  EXPECT_TRUE(at::allclose(y, aten_only([&] { return at::exp(x); })));
+  EXPECT_EQ(calls_of("aten::exp(f32[3,3]{3,1}@cpu)"), 1u);
+}
+
+TEST(HookCpu, HotExactlyOnceUnderConcurrency) {
+  const at::Tensor x = at::randn({11, 13});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) at::sigmoid(x);
+    });
+  for (auto& th : threads) th.join();
+  SigRecord* r = find("aten::sigmoid(f32[11,13]{13,1}@cpu)");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->calls.load(), 400u);
+  std::lock_guard<std::mutex> lock(g_mu);
+  EXPECT_EQ(std::count(g_hot.begin(), g_hot.end(), r), 1);
+  EXPECT_EQ(r->state.load(), SigState::kQueued);
+}
+
+TEST(HookCpu, SignaturesSeparateShapesStridesDtypesAndScalars) {
+  const at::Tensor a = at::randn({4, 6});
+  at::relu(a);
+  at::relu(a.t());
+  at::relu(a.to(at::kDouble));
+  at::relu(a.narrow(1, 1, 3));
+  at::gelu(a);
+  at::gelu(a, "tanh");
+  EXPECT_EQ(calls_of("aten::relu(f32[4,6]{6,1}@cpu)"), 1u);
+  EXPECT_EQ(calls_of("aten::relu(f32[6,4]{1,6}@cpu)"), 1u);
+  EXPECT_EQ(calls_of("aten::relu(f64[4,6]{6,1}@cpu)"), 1u);
+  EXPECT_EQ(calls_of("aten::relu(f32[4,3]{6,1}@cpu)"), 1u);
+  EXPECT_EQ(calls_of("aten::gelu(f32[4,6]{6,1}@cpu, approximate='none')"), 1u);
+  EXPECT_EQ(calls_of("aten::gelu(f32[4,6]{6,1}@cpu, approximate='tanh')"), 1u);
+}
+
+/// A CPU replacement: relu computed by ATen's where(), counting its calls; or declining / failing on demand.
+class TestReplacement final : public Replacement {
+ public:
+  enum class Mode { kServe, kDecline, kFail };
+  explicit TestReplacement(Mode m) : mode_(m) {}
+  Status run(torch::jit::Stack* stack, size_t nargs) noexcept override {
+    ++runs;
+    if (mode_ == Mode::kDecline) return Status(Code::kUnsupported, "not this call");
+    if (mode_ == Mode::kFail) return Status(Code::kCudaError, "simulated launch failure");
+    const at::Tensor x = (*stack)[stack->size() - nargs].toTensor();
+    at::Tensor y = at::where(x > 0, x, at::zeros_like(x));
+    torch::jit::drop(*stack, nargs);
+    stack->emplace_back(std::move(y));
+    return Status();
+  }
+  std::string describe() const override { return "test"; }
+  std::atomic<int> runs{0};
+
+ private:
+  Mode mode_;
+};
+
+TEST(HookCpu, ReplacementServesCallsAndAutogradStillWorks) {
+  const at::Tensor x = at::randn({5, 5});
+  at::relu(x);
+  SigRecord* r = find("aten::relu(f32[5,5]{5,1}@cpu)");
+  ASSERT_NE(r, nullptr);
+  auto owned = std::make_unique<TestReplacement>(TestReplacement::Mode::kServe);
+  TestReplacement* rep = owned.get();
+  r->install(std::move(owned), SigRecord::Outcome{});
+  const at::Tensor xg = x.clone().requires_grad_(true);
+  const at::Tensor y = at::relu(xg);
+  EXPECT_EQ(rep->runs.load(), 1);
+  EXPECT_EQ(r->replaced_calls.load(), 1u);
+  EXPECT_TRUE(at::equal(y.detach(), aten_only([&] { return at::relu(x); })));
+  ASSERT_TRUE(y.requires_grad());
+  (y * 3).sum().backward();
+  EXPECT_TRUE(at::equal(xg.grad(), (x > 0).to(at::kFloat) * 3));
+}
+
+TEST(HookCpu, DecliningReplacementFallsBackQuietly) {
+  const at::Tensor x = at::randn({5, 6});
+  at::relu(x);
+  SigRecord* r = find("aten::relu(f32[5,6]{6,1}@cpu)");
+  ASSERT_NE(r, nullptr);
+  auto owned = std::make_unique<TestReplacement>(TestReplacement::Mode::kDecline);
+  TestReplacement* rep = owned.get();
+  r->install(std::move(owned), SigRecord::Outcome{});
+  EXPECT_TRUE(at::equal(at::relu(x), aten_only([&] { return at::relu(x); })));
+  EXPECT_EQ(rep->runs.load(), 1);
+  EXPECT_EQ(r->state.load(), SigState::kReplaced);
+  EXPECT_EQ(r->replaced_calls.load(), 0u);
+}
+
+TEST(HookCpu, FailingReplacementIsFirewalledAndRetired) {
+  const at::Tensor x = at::randn({5, 7});
+  at::relu(x);
+  SigRecord* r = find("aten::relu(f32[5,7]{7,1}@cpu)");
+  ASSERT_NE(r, nullptr);
+  auto owned = std::make_unique<TestReplacement>(TestReplacement::Mode::kFail);
+  TestReplacement* rep = owned.get();
+  r->install(std::move(owned), SigRecord::Outcome{});
+  const uint64_t fallbacks = hook_counters().fallbacks;
+  at::Tensor y;
+  EXPECT_NO_THROW(y = at::relu(x));
+  EXPECT_TRUE(at::equal(y, aten_only([&] { return at::relu(x); })));
+  EXPECT_EQ(r->state.load(), SigState::kFailed);
+  EXPECT_EQ(hook_counters().fallbacks, fallbacks + 1);
+  at::relu(x);
+  EXPECT_EQ(rep->runs.load(), 1);  // never tried again
+}
+
+TEST(HookCpu, AtenErrorsReachTheAppUnchanged) {
+  const at::Tensor a = at::randn({2, 3}), b = at::randn({4, 5});
+  const uint64_t fallbacks = hook_counters().fallbacks;
+  EXPECT_THROW(at::mul(a, b), c10::Error);
+  EXPECT_EQ(hook_counters().fallbacks, fallbacks);  // ATen's error, not a cudal1 failure
+}
+
+TEST(HookCpu, OnlyFunctionalOpsAreCandidates) {
+  auto& d = c10::Dispatcher::singleton();
+  auto schema = [&](const char* n, const char* o) { return d.findSchemaOrThrow(n, o).schema(); };
+  EXPECT_TRUE(is_functional(schema("aten::relu", "")));
+  EXPECT_TRUE(is_functional(schema("aten::add", "Tensor")));
+  EXPECT_FALSE(is_functional(schema("aten::relu_", "")));
+  EXPECT_FALSE(is_functional(schema("aten::add", "out")));
+  EXPECT_FALSE(is_functional(schema("aten::transpose", "int")));
+  EXPECT_FALSE(is_functional(schema("aten::view", "")));
+  EXPECT_FALSE(is_functional(schema("aten::add_", "Tensor")));
+}
+
+TEST(HookCpu, SecondInstallAndBadOpsAreRefused) {
+  HookOptions o;
+  o.ops = {"relu"};
+  EXPECT_EQ(install_hooks(o, {}).code(), Code::kInvalidArgument);
+}
+
+TEST(HookCpu, InPlaceAndViewCallsPassThroughUncounted) {
+  at::Tensor x = at::randn({3, 4});
+  const uint64_t before = hook_counters().hooked_calls;
+  x.relu_();
+  x.t();
+  x.view({12});
+  EXPECT_EQ(hook_counters().hooked_calls, before);
+}
+
+}  // namespace
+}  // namespace cudal1::dispatcher

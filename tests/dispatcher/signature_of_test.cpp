@@ -1,0 +1,57 @@
+/// @brief Signature encoding and text from boxed stacks.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "cudal1/dispatcher/signature_of.h"
+
+namespace cudal1::dispatcher {
+namespace {
+
+c10::OperatorHandle op(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+}
+
+TEST(SignatureOf, TextNamesKwargsAndKeepsDoublesExact) {
+  const auto gelu = op("aten::gelu", "");
+  torch::jit::Stack s{at::empty({2, 3}), std::string("tanh")};
+  EXPECT_EQ(describe_call(gelu, s, 2), "aten::gelu(f32[2,3]{3,1}@cpu, approximate='tanh')");
+  const auto add = op("aten::add", "Tensor");
+  torch::jit::Stack s2{at::empty({2}, at::kHalf), at::empty({2}, at::kHalf), 0.1};
+  EXPECT_EQ(describe_call(add, s2, 3), "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=0.10000000000000001)");
+}
+
+TEST(SignatureOf, WordsSeparateLayoutsAndScalars) {
+  const auto add = op("aten::add", "Tensor");
+  auto key = [&](const torch::jit::Stack& s) {
+    SigKey k;
+    EXPECT_TRUE(encode_call(add, s, 3, &k));
+    return std::vector<int64_t>(k.words.begin(), k.words.end());
+  };
+  const at::Tensor a = at::empty({4, 4});
+  EXPECT_EQ(key({a, a, 1}), key({a, a, 1}));
+  EXPECT_NE(key({a, a, 1}), key({a, a, 2}));
+  EXPECT_NE(key({a, a, 1}), key({a, a, 1.0}));
+  EXPECT_NE(key({a, a, 1}), key({a, a.t(), 1}));
+  EXPECT_NE(key({a, a, 1}), key({a, a.to(at::kDouble), 1}));
+}
+
+TEST(SignatureOf, UnkeyableCallsAreRefused) {
+  const auto add = op("aten::add", "Tensor");
+  SigKey k;
+  const at::Tensor sparse = at::eye(3).to_sparse();
+  EXPECT_FALSE(encode_call(add, {sparse, sparse, 1}, 3, &k));
+  const auto bern = op("aten::bernoulli", "");
+  EXPECT_FALSE(encode_call(bern, {at::rand({3}), at::detail::createCPUGenerator()}, 2, &k));
+}
+
+TEST(SignatureOf, ArgSpecsKeepNoTensors) {
+  const at::Tensor t = at::empty({5, 2}).t();
+  const auto specs = arg_specs({t, 3.5}, 2);
+  ASSERT_TRUE(specs[0].is_tensor);
+  EXPECT_EQ(specs[0].tensor.sizes, (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(specs[0].tensor.strides, (std::vector<int64_t>{1, 2}));
+  EXPECT_DOUBLE_EQ(specs[1].value.toDouble(), 3.5);
+}
+
+}  // namespace
+}  // namespace cudal1::dispatcher

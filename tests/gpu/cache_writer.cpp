@@ -1,0 +1,52 @@
+/// @brief GPU test, first process: tunes one relu signature (any verified kernel is kept) and writes it to the
+/// cache directory given as argv[1]. Exit 77 (skip) without a GPU.
+#include <ATen/ATen.h>
+
+#include <cstdio>
+
+#include "cudal1/cache/kernel_cache.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/optimizer/device_info.h"
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/tuner.h"
+#include "gpu/gpu_env.h"
+
+int main(int argc, char** argv) {
+  using namespace cudal1;
+  if (argc != 2) return 2;
+  std::string why;
+  if (!testing::gpu_available(&why)) {
+    std::printf("skip: %s\n", why.c_str());
+    return 77;
+  }
+  dispatcher::HookOptions o;
+  o.ops = optimizer::all_family_ops();
+  o.hot_calls = 2;
+  if (!dispatcher::install_hooks(o, {}).ok()) return 1;
+  cache::KernelCache cache(argv[1]);
+  optimizer::TunerOptions t;
+  t.trials = 2;
+  t.timing_reps = 5;
+  t.require_faster = false;
+  optimizer::Tuner tuner(t, &cache);
+  const at::Tensor x = at::randn({4096, 1024}, at::TensorOptions().device(at::kCUDA));
+  at::relu(x);
+  at::relu(x);
+  dispatcher::SigRecord* rec = nullptr;
+  dispatcher::for_each_record([&](dispatcher::SigRecord& r) { rec = &r; });
+  if (!rec) return 1;
+  auto r = tuner.tune(*rec);
+  if (!r.ok() || !r->replaced) {
+    std::printf("tuning failed: %s\n", r.ok() ? r->note.c_str() : r.status().to_string().c_str());
+    return 1;
+  }
+  auto fp = optimizer::fingerprint_for(0);
+  auto e = cache.get(fp.value(), rec->sig.text);
+  if (!e.ok() || !e->has_kernel) {
+    std::printf("no cache entry: %s\n", e.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("wrote %s -> %s (%zu bytes of cubin) for fingerprint %s\n", rec->sig.text.c_str(), e->variant.c_str(),
+              e->cubin.size(), fp->key().c_str());
+  return 0;
+}

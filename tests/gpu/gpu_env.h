@@ -1,0 +1,19 @@
+/// @brief GPU test helpers: whether a usable GPU is here (else the reason to skip), and hook/tuner set-up.
+#pragma once
+
+#include <string>
+
+namespace cudal1::testing {
+
+/// True when this build has torch-CUDA, a CUDA device is visible, and the driver and NVRTC load; otherwise
+/// false with the reason in `why`.
+bool gpu_available(std::string* why);
+
+}  // namespace cudal1::testing
+
+/// Skips the current test with the reason when no usable GPU is here.
+#define CUDAL1_REQUIRE_GPU()                                      \
+  do {                                                            \
+    std::string _why;                                             \
+    if (!::cudal1::testing::gpu_available(&_why)) GTEST_SKIP() << _why; \
+  } while (0)

@@ -1,0 +1,111 @@
+/// @brief NVRTC compiles every variant of the unary technique space, for every dtype and layout class, for
+/// sm_80 and sm_90, and every op for every dtype. Host-only: needs NVRTC, not a GPU.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "cudal1/core/nvrtc.h"
+#include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/family.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+Problem problem(const std::string& op, c10::ScalarType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                int sm) {
+  Problem p;
+  p.op = op;
+  p.sm = sm;
+  dispatcher::ArgSpec a;
+  a.is_tensor = true;
+  a.tensor.defined = true;
+  a.tensor.dtype = dt;
+  a.tensor.sizes = std::move(sizes);
+  a.tensor.strides = std::move(strides);
+  p.args.push_back(a);
+  if (op == "gelu") {
+    dispatcher::ArgSpec s;
+    s.value = std::string("none");
+    p.args.push_back(s);
+  }
+  return p;
+}
+
+void compile_all(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>>& work, int sm,
+                 std::atomic<int>* compiled) {
+  std::vector<std::pair<const Plan*, Variant>> jobs;
+  for (const auto& [plan, vs] : work)
+    for (const auto& v : vs) jobs.emplace_back(plan.get(), v);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
+    threads.emplace_back([&] {
+      for (size_t i; (i = next++) < jobs.size();) {
+        auto src = jobs[i].first->source(jobs[i].second);
+        ASSERT_TRUE(src.ok()) << src.status().to_string();
+        auto k = compile(src.value(), sm);
+        ASSERT_TRUE(k.ok()) << jobs[i].second.id() << ": " << k.status().to_string() << "\n" << src->code;
+        EXPECT_GT(k->cubin.size(), 1000u);
+        EXPECT_TRUE(k->log.empty() || k->log.find("warning") == std::string::npos) << k->log;
+        ++*compiled;
+      }
+    });
+  for (auto& t : threads) t.join();
+}
+
+class CompileVariants : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (auto n = nvrtc(); !n.ok()) GTEST_SKIP() << "NVRTC not installed here: " << n.status().message();
+  }
+};
+
+TEST_P(CompileVariants, EveryVariantOfEveryLayoutClassAndDtype) {
+  const int sm = GetParam();
+  const Family& f = *family_for("exp", "");
+  std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
+  const char* ops[] = {"gelu", "silu", "sigmoid"};  // the heaviest math, rotated over the classes
+  int i = 0;
+  for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    // linear (with a tail: 1000003 is prime), strided with vectorisable rows, strided gather, 64-bit indexing.
+    for (auto [sizes, strides] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+             {{1000003}, {1}}, {{512, 256}, {512, 1}}, {{300, 77}, {1, 301}}, {{3, int64_t{1} << 30}, {int64_t{1} << 30, 1}}}) {
+      auto plan = f.plan(problem(ops[i++ % 3], dt, sizes, strides, sm));
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      auto space = plan.value()->space();
+      work.emplace_back(std::move(plan).value(), std::move(space));
+    }
+  }
+  std::atomic<int> compiled{0};
+  compile_all(work, sm, &compiled);
+  size_t expected = 0;
+  for (const auto& w : work) expected += w.second.size();
+  EXPECT_EQ(static_cast<size_t>(compiled.load()), expected);
+}
+
+TEST_P(CompileVariants, EveryOpForEveryDtype) {
+  const int sm = GetParam();
+  std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
+  for (const auto& op : family_for("exp", "")->ops())
+    for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
+      for (const char* approx : {"none", "tanh"}) {
+        if (op != "gelu" && std::string(approx) == "tanh") continue;
+        Problem p = problem(op, dt, {4096, 33}, {33, 1}, sm);
+        if (op == "gelu") p.args[1].value = std::string(approx);
+        auto plan = family_for(op, "")->plan(p);
+        ASSERT_TRUE(plan.ok()) << op << ": " << plan.status().to_string();
+        auto space = plan.value()->space();
+        std::vector<Variant> one = {space.back()};
+        work.emplace_back(std::move(plan).value(), one);
+      }
+  std::atomic<int> compiled{0};
+  compile_all(work, sm, &compiled);
+  EXPECT_EQ(compiled.load(), 27);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),
+                         [](const auto& info) { return "sm_" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace cudal1::optimizer

@@ -1,0 +1,60 @@
+/// @brief The predicted output layout equals what ATen's TensorIterator allocates (checked against ATen on CPU,
+/// which runs the same TensorIterator code as CUDA), and coalescing merges exactly the mergeable dims.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "cudal1/optimizer/layout.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+std::vector<at::Tensor> layouts() {
+  const at::Tensor base = at::randn({6, 8, 10});
+  return {base,
+          base.transpose(0, 2),
+          base.permute({1, 2, 0}),
+          base.narrow(2, 1, 7),
+          base.narrow(1, 0, 4).transpose(1, 2),
+          base.select(1, 3),
+          base.index({at::indexing::Slice(), at::indexing::Slice(at::indexing::None, at::indexing::None, 2)}),
+          at::randn({1, 5, 1, 3}),
+          at::randn({5, 1, 3}).expand({5, 4, 3}),
+          at::randn({4, 1}).expand({4, 6}).t(),
+          at::randn({3, 3, 3}).as_strided({3, 3}, {1, 3}, 2),
+          at::randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast),
+          at::randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast).narrow(3, 0, 3),
+          at::randn({7})};
+}
+
+TEST(Layout, PredictsAtensOutputStrides) {
+  for (const auto& t : layouts()) {
+    const at::Tensor out = at::exp(t);
+    EXPECT_EQ(elementwise_output_strides(t.sizes().vec(), t.strides().vec()), out.strides().vec())
+        << "sizes " << t.sizes() << " strides " << t.strides();
+  }
+}
+
+TEST(Layout, NonOverlappingAndDense) {
+  EXPECT_TRUE(non_overlapping_and_dense({4, 5}, {5, 1}));
+  EXPECT_TRUE(non_overlapping_and_dense({4, 5}, {1, 4}));
+  EXPECT_TRUE(non_overlapping_and_dense({1, 5}, {99, 1}));
+  EXPECT_FALSE(non_overlapping_and_dense({4, 5}, {10, 1}));
+  EXPECT_FALSE(non_overlapping_and_dense({4, 5}, {0, 1}));
+}
+
+TEST(Layout, CoalesceMergesContiguousDimsOnly) {
+  auto a = coalesce({4, 5, 6}, {30, 6, 1}, {30, 6, 1});
+  EXPECT_EQ(a.sizes, (std::vector<int64_t>{120}));
+  EXPECT_TRUE(a.linear());
+  auto b = coalesce({4, 5, 6}, {30, 6, 1}, {60, 12, 1});  // sliced rows: inner 6 contiguous, rows strided
+  EXPECT_EQ(b.sizes, (std::vector<int64_t>{6, 20}));
+  EXPECT_EQ(b.in_strides, (std::vector<int64_t>{1, 12}));
+  EXPECT_FALSE(b.linear());
+  auto c = coalesce({4, 5}, {5, 1}, {1, 4});  // transposed input, contiguous output
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(c.in_strides, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(coalesce({1, 1}, {1, 1}, {1, 1}).numel, 1);
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
