@@ -150,7 +150,7 @@ const Config& config() {
     std::vector<std::string> warnings;
     g_config = std::make_unique<Config>(parse_config([](const char* n) { return std::getenv(n); }, &warnings));
     set_log_level(g_config->log_level);
-    for (const auto& m : warnings) log().warn("{}", m);
+    for (const auto& m : warnings) CUDAL1_LOG(kWarn, m);
   }
   return *g_config;
 }

@@ -2,31 +2,45 @@
 #include "cudal1/core/log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <mutex>
-#include <string>
 #include <unordered_set>
 
 namespace cudal1 {
+namespace {
 
-spdlog::logger& log() {
-  static spdlog::logger* logger = [] {
-    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-    auto* l = new spdlog::logger("cudal1", sink);  // leaked on purpose: usable during process exit
-    l->set_pattern("[cudal1] [%l] %v");
-    l->set_level(spdlog::level::warn);
-    l->set_error_handler([](const std::string&) {});  // a bad format string must never reach the app
-    return l;
-  }();
-  return *logger;
-}
-
-void set_log_level(LogLevel level) {
+spdlog::level::level_enum to_spdlog(LogLevel level) {
   static const spdlog::level::level_enum map[] = {spdlog::level::trace, spdlog::level::debug,
                                                   spdlog::level::info,  spdlog::level::warn,
                                                   spdlog::level::err,   spdlog::level::off};
-  log().set_level(map[static_cast<int>(level)]);
+  return map[static_cast<int>(level)];
 }
+
+spdlog::logger& logger() {
+  static spdlog::logger* l = [] {
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    auto* lg = new spdlog::logger("cudal1", sink);  // leaked on purpose: usable during process exit
+    lg->set_pattern("[cudal1] [%l] %v");
+    lg->set_level(spdlog::level::warn);
+    lg->set_error_handler([](const std::string&) {});  // a logging failure must never reach the app
+    return lg;
+  }();
+  return *l;
+}
+
+}  // namespace
+
+bool log_enabled(LogLevel level) noexcept { return level != LogLevel::kOff && logger().should_log(to_spdlog(level)); }
+
+void log_write(LogLevel level, const std::string& message) noexcept {
+  try {
+    logger().log(to_spdlog(level), "{}", message);
+  } catch (...) {
+  }
+}
+
+void set_log_level(LogLevel level) noexcept { logger().set_level(to_spdlog(level)); }
 
 bool first_time(std::string_view key) {
   static std::mutex mu;

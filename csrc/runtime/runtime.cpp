@@ -66,7 +66,7 @@ void write_report(bool final_report) {
   if (!r.active.load() || !r.cache) return;
   cache::RunRecord rec{r.run_id, report_json()};
   const Status s = r.cache->put_run(rec);
-  if (!s.ok() && final_report) log().warn("could not write the run report: {}", s.to_string());
+  if (!s.ok() && final_report) CUDAL1_LOG(kWarn, "could not write the run report: " << s.to_string());
   r.last_report_calls = dispatcher::hook_counters().hooked_calls;
   r.last_report = std::chrono::steady_clock::now();
 }
@@ -92,21 +92,23 @@ void on_device(int device) {
   if (!r.cache) return;
   auto fp = optimizer::fingerprint_for(device);
   if (!fp.ok()) {
-    log().warn("device {}: no fingerprint ({}); the cache is not used", device, fp.status().to_string());
+    CUDAL1_LOG(kWarn, "device " << device << ": no fingerprint (" << fp.status().to_string() << "); the cache is not used");
     return;
   }
   std::vector<std::string> rejected;
   auto entries = r.cache->load_all(fp.value(), &rejected);
-  for (const auto& why : rejected) log().warn("ignoring cache entry {}", why);
+  for (const auto& why : rejected) CUDAL1_LOG(kWarn, "ignoring cache entry " << why);
   if (!entries.ok()) {
     if (entries.status().code() != Code::kNotFound)
-      log().warn("cache {} unreadable ({}); continuing without it", r.cache->dir(), entries.status().to_string());
+      CUDAL1_LOG(kWarn, "cache " << r.cache->dir() << " unreadable (" << entries.status().to_string()
+                                  << "); continuing without it");
     return;
   }
   std::lock_guard<std::mutex> lock(r.cached_mu);
   auto& m = r.cached[device];
   for (auto& e : entries.value()) m.emplace(e.signature, std::move(e));
-  log().info("device {} ({}): {} cached outcomes for fingerprint {}", device, fp->gpu_name, m.size(), fp->key());
+  CUDAL1_LOG(kInfo, "device " << device << " (" << fp->gpu_name << "): " << m.size() << " cached outcomes for fingerprint "
+                                  << fp->key());
 }
 
 /// A new signature: serve it from the cache if an entry exists.
@@ -124,11 +126,12 @@ void on_new_record(dispatcher::SigRecord& rec) {
   }
   const Status s = optimizer::attach_cached(rec, e);
   if (!s.ok()) {
-    log().warn("cached kernel for {} not used: {}", rec.sig.text, s.to_string());
+    CUDAL1_LOG(kWarn, "cached kernel for " << rec.sig.text << " not used: " << s.to_string());
     return;
   }
   r.cache_hits.fetch_add(1);
-  log().info("{}: {} (from cache)", rec.sig.text, e.has_kernel ? "replaced by " + e.variant : "stays on ATen");
+  CUDAL1_LOG(kInfo, rec.sig.text << ": " << (e.has_kernel ? "replaced by " + e.variant : std::string("stays on ATen"))
+                              << " (from cache)");
 }
 
 void on_hot(dispatcher::SigRecord& rec) {
@@ -148,17 +151,17 @@ void start() {
   }
   if (Status s = probe_driver(); !s.ok()) {
     r.off_reason = "no usable CUDA driver: " + s.message();
-    log().warn("off: {}", r.off_reason);
+    CUDAL1_LOG(kWarn, "off: " << r.off_reason);
     return;
   }
   if (auto n = nvrtc(); !n.ok()) {
     r.off_reason = "no usable NVRTC: " + n.status().message();
-    log().warn("off: {}", r.off_reason);
+    CUDAL1_LOG(kWarn, "off: " << r.off_reason);
     return;
   }
   if (!dispatcher::has_torch_cuda()) {
     r.off_reason = "this build of cudal1 was made against a CPU-only LibTorch";
-    log().warn("off: {}", r.off_reason);
+    CUDAL1_LOG(kWarn, "off: " << r.off_reason);
     return;
   }
   r.run_id = std::to_string(static_cast<long long>(std::time(nullptr))) + "-" + std::to_string(::getpid());
@@ -184,13 +187,13 @@ void start() {
   cb.on_new_record = on_new_record;
   if (Status s = dispatcher::install_hooks(h, cb); !s.ok()) {
     r.off_reason = "hooks not installed: " + s.to_string();
-    log().warn("off: {}", r.off_reason);
+    CUDAL1_LOG(kWarn, "off: " << r.off_reason);
     return;
   }
   if (r.tuner) r.tuner->start(tick);
   r.active = true;
-  log().info("on: mode {}, {} ops hooked, cache {}", mode_name(r.cfg.mode), dispatcher::hooked_ops().size(),
-             r.cfg.cache_dir);
+  CUDAL1_LOG(kInfo, "on: mode " << mode_name(r.cfg.mode) << ", " << dispatcher::hooked_ops().size() << " ops hooked, cache "
+                                    << r.cfg.cache_dir);
 }
 
 }  // namespace
@@ -200,7 +203,7 @@ void start_from_environment() noexcept {
     start();
   } catch (const std::exception& e) {
     rt().off_reason = std::string("start-up failed: ") + e.what();
-    log().warn("off: {}", rt().off_reason);
+    CUDAL1_LOG(kWarn, "off: " << rt().off_reason);
   } catch (...) {
     rt().off_reason = "start-up failed";
   }
@@ -277,5 +280,8 @@ void flush() noexcept {
 }
 
 const char* version() noexcept { return kVersion; }
+
+ScopedAtenOnly::ScopedAtenOnly() noexcept { dispatcher::push_bypass(); }
+ScopedAtenOnly::~ScopedAtenOnly() { dispatcher::pop_bypass(); }
 
 }  // namespace cudal1

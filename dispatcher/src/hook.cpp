@@ -117,7 +117,8 @@ void report_internal_error(HookState& st, SigRecord* rec, const std::string& wha
   st.fallbacks.fetch_add(1, std::memory_order_relaxed);
   if (rec) rec->fail(what);
   if (first_time("hook-error:" + (rec ? rec->sig.text : what)))
-    log().warn("internal error on {} ({}); this signature stays on ATen", rec ? rec->sig.text : "a call", what);
+    CUDAL1_LOG(kWarn, "internal error on " << (rec ? rec->sig.text : std::string("a call")) << " (" << what
+                                         << "); this signature stays on ATen");
 }
 
 void hook_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
@@ -254,7 +255,9 @@ void collect_samples() noexcept {
 
 uint64_t nested_calls_on_this_thread() noexcept { return t_nested; }
 
-BypassScope::BypassScope() noexcept { ++t_bypass; }
-BypassScope::~BypassScope() { --t_bypass; }
+void push_bypass() noexcept { ++t_bypass; }
+void pop_bypass() noexcept {
+  if (t_bypass > 0) --t_bypass;
+}
 
 }  // namespace cudal1::dispatcher

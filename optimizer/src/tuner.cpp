@@ -91,7 +91,7 @@ void Tuner::loop(std::function<void()> on_tick) {
     }
     if (rec) {
       auto r = tune(*rec);
-      if (!r.ok()) log().info("tuning {} stopped: {}", rec->sig.text, r.status().to_string());
+      if (!r.ok()) CUDAL1_LOG(kInfo, "tuning " << rec->sig.text << " stopped: " << r.status().to_string());
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
     }
@@ -180,13 +180,13 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     if (!src.ok()) continue;
     auto compiled = compile(src.value(), info.sm);
     if (!compiled.ok()) {
-      log().warn("{}: variant {} did not compile: {}", rec.sig.text, v.id(), compiled.status().to_string());
+      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " did not compile: " << compiled.status().to_string());
       continue;
     }
     ++result.compiled;
     auto module = LoadedModule::load(device, compiled->cubin, compiled->kernel_name);
     if (!module.ok()) {
-      log().warn("{}: variant {} did not load: {}", rec.sig.text, v.id(), module.status().to_string());
+      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " did not load: " << module.status().to_string());
       continue;
     }
     auto bound = plan->bind(v, module.value());
@@ -195,18 +195,18 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
                              seed + idx, nullptr);
     if (!vs.ok()) {
       if (vs.code() == Code::kUnsupported) return vs;  // the whole plan does not fit ATen's layout
-      log().warn("{}: variant {} failed verification: {}", rec.sig.text, v.id(), vs.to_string());
+      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " failed verification: " << vs.to_string());
       continue;
     }
     ++result.verified;
     auto t = time_against_aten(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.timing_reps), seed + idx);
     if (!t.ok()) {
-      log().warn("{}: variant {} rejected by timing: {}", rec.sig.text, v.id(), t.status().to_string());
+      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " rejected by timing: " << t.status().to_string());
       continue;
     }
     speedups.back() = t->speedup;
-    log().debug("{}: {} speedup {:.3f} (p25 {:.3f}, ATen {:.1f} us, kernel {:.1f} us)", rec.sig.text, v.id(),
-                t->speedup, t->speedup_p25, t->aten_us, t->kernel_us);
+    CUDAL1_LOG(kDebug, rec.sig.text << ": " << v.id() << " speedup " << t->speedup << " (p25 " << t->speedup_p25
+                                     << ", ATen " << t->aten_us << " us, kernel " << t->kernel_us << " us)");
     if (!best || t->speedup > best->timing.speedup) {
       best = std::make_unique<Candidate>();
       best->index = idx;
@@ -249,14 +249,14 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     rec.install(std::make_unique<KernelReplacement>(std::move(best->bound), device,
                                                     std::string(family->name()) + " " + result.best_variant),
                 outcome);
-    log().info("{}: replaced by {} ({:.2f}x over ATen, {:.1f} -> {:.1f} us)", rec.sig.text, result.best_variant,
-               result.speedup, result.aten_us, result.kernel_us);
+    CUDAL1_LOG(kInfo, rec.sig.text << ": replaced by " << result.best_variant << " (" << result.speedup << "x over ATen, "
+                                    << result.aten_us << " -> " << result.kernel_us << " us)");
   } else {
     result.note = best ? "no variant beat ATen by the margin" : "no variant passed verification";
     outcome.note = result.note;
     rec.set_outcome(outcome);
-    log().info("{}: stays on ATen ({}; best {:.2f}x of {} tried)", rec.sig.text, result.note, result.speedup,
-               result.tried);
+    CUDAL1_LOG(kInfo, rec.sig.text << ": stays on ATen (" << result.note << "; best " << result.speedup << "x of "
+                                    << result.tried << " tried)");
   }
   if (result.verified > 0 || result.replaced) put_entry(device, entry);  // never cache "all failed" outcomes
   return result;
@@ -272,7 +272,7 @@ Policy& Tuner::policy_for(const std::string& family, size_t dim, int device) {
       if (stored.ok()) {
         auto loaded = Policy::from_json(stored.value(), dim, opts_.seed);
         if (loaded.ok()) p = std::move(loaded).value();
-        else log().warn("ignoring stored policy for {}: {}", family, loaded.status().to_string());
+        else CUDAL1_LOG(kWarn, "ignoring stored policy for " << family << ": " << loaded.status().to_string());
       }
     }
   }
@@ -284,7 +284,7 @@ void Tuner::save_policy(const std::string& family, int device) {
   auto fp = fingerprint_for(device);
   if (!fp.ok()) return;
   const Status s = cache_->put_state(fp.value(), "policy." + family, policies_.at(family).to_json());
-  if (!s.ok()) log().debug("policy not saved: {}", s.to_string());
+  if (!s.ok()) CUDAL1_LOG(kDebug, "policy not saved: " << s.to_string());
 }
 
 void Tuner::put_entry(int device, const cache::KernelEntry& e) {
@@ -293,7 +293,7 @@ void Tuner::put_entry(int device, const cache::KernelEntry& e) {
   if (!fp.ok()) return;
   const Status s = cache_->put(fp.value(), e);
   if (s.ok()) return;
-  log().warn("cache write for {} deferred: {}", e.signature, s.to_string());
+  CUDAL1_LOG(kWarn, "cache write for " << e.signature << " deferred: " << s.to_string());
   std::lock_guard<std::mutex> lock(mu_);
   pending_writes_.emplace_back(device, e);
 }

@@ -47,4 +47,15 @@ CUDAL1_API void flush() noexcept;
 /// cudal1's version, e.g. "0.1.0".
 CUDAL1_API const char* version() noexcept;
 
+/// While an object of this class lives, every ATen call made by the constructing thread runs on ATen's own
+/// kernels, unprofiled (e.g. to compute a reference, or to keep a region out of tuning). Nests. Must be
+/// destroyed on the thread that created it.
+class CUDAL1_API ScopedAtenOnly {
+ public:
+  ScopedAtenOnly() noexcept;
+  ~ScopedAtenOnly();
+  ScopedAtenOnly(const ScopedAtenOnly&) = delete;
+  ScopedAtenOnly& operator=(const ScopedAtenOnly&) = delete;
+};
+
 }  // namespace cudal1

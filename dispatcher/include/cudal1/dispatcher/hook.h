@@ -76,11 +76,15 @@ void collect_samples() noexcept;
 /// Hooked calls this thread passed through because they ran inside another hooked call (Note [Nested calls]).
 uint64_t nested_calls_on_this_thread() noexcept;
 
+/// Raise / lower this thread's bypass level: while above zero, its calls pass straight to ATen.
+void push_bypass() noexcept;
+void pop_bypass() noexcept;
+
 /// While alive, calls from this thread pass straight to ATen: the optimizer's own reference calls.
 class BypassScope {
  public:
-  BypassScope() noexcept;
-  ~BypassScope();
+  BypassScope() noexcept { push_bypass(); }
+  ~BypassScope() { pop_bypass(); }
   BypassScope(const BypassScope&) = delete;
   BypassScope& operator=(const BypassScope&) = delete;
 };

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds cudal1 from this checkout on the GPU machine (torch 2.11+cu130 from python3, Debian packages from
+# .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
+# second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
+# Usage: scripts/gpu_run.sh [all|build|test|bench|example]...   (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+LOG="$OUT/gpu_run.log"
+stages=${*:-all}
+want() { [[ " $stages " == *" all "* || " $stages " == *" $1 "* ]]; }
+say() { echo "== $*" | tee -a "$LOG"; }
+summary=()
+
+say "$(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee -a "$LOG"
+
+DEPS=/opt/cudal1-deps
+if [ ! -d "$DEPS/usr" ]; then
+  mkdir -p "$DEPS"
+  for f in .deps/*.deb; do dpkg -x "$f" "$DEPS"; done
+fi
+export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+TORCH_LIB=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+export LD_LIBRARY_PATH="$TORCH_LIB:$LD_LIBRARY_PATH"
+B=build-gpu
+
+if want build; then
+  say "configure + build"
+  t0=$(date +%s)
+  cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TP;$DEPS/usr" \
+    -DCUDA_HOME=/usr/local/cuda >>"$LOG" 2>&1 && ninja -C $B >>"$LOG" 2>&1
+  rc=$?
+  summary+=("build: rc=$rc in $(( $(date +%s) - t0 )) s")
+  [ $rc -eq 0 ] || { tail -40 "$LOG"; printf '%s\n' "${summary[@]}"; exit $rc; }
+fi
+
+if want test; then
+  say "ctest"
+  t0=$(date +%s)
+  timeout 420 ctest --test-dir $B --output-on-failure -j 4 >"$OUT/ctest.log" 2>&1
+  rc=$?
+  summary+=("ctest: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
+  grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -20 | tee -a "$LOG"
+fi
+
+if want bench; then
+  say "bench: hook overhead"
+  timeout 120 $B/bench/bench_hook_overhead --benchmark_repetitions=10 --benchmark_report_aggregates_only=true \
+    >"$OUT/bench_hook.txt" 2>&1
+  summary+=("bench_hook: rc=$?")
+  say "bench: unary"
+  timeout 300 $B/bench/bench_unary "${UNARY_TRIALS:-24}" >"$OUT/bench_unary.txt" 2>&1
+  summary+=("bench_unary: rc=$?")
+fi
+
+if want example; then
+  CACHE="$OUT/example_cache"
+  rm -rf "$CACHE"
+  for run in 1 2; do
+    say "example run $run (cache $CACHE)"
+    CUDAL1_ENABLE=1 CUDAL1_CACHE_DIR="$CACHE" CUDAL1_LOG_LEVEL=info timeout 300 $B/examples/cudal1_example 200 \
+      >"$OUT/example_run$run.txt" 2>&1
+    summary+=("example run $run: rc=$? $(grep -E 'MATCH' "$OUT/example_run$run.txt" | tail -1)")
+  done
+  { $B/csrc/cli/cudal1 --cache-dir "$CACHE" cache ls; $B/csrc/cli/cudal1 --cache-dir "$CACHE" report; } \
+    >"$OUT/cli.txt" 2>&1
+fi
+
+say "summary"
+printf '%s\n' "${summary[@]}" | tee -a "$LOG"
+[ -f "$OUT/bench_hook.txt" ] && grep -E "median" "$OUT/bench_hook.txt"
+[ -f "$OUT/bench_unary.txt" ] && cat "$OUT/bench_unary.txt"
+for run in 1 2; do [ -f "$OUT/example_run$run.txt" ] && grep -E "ms/iter|MATCH|cudal1 at end|from cache" "$OUT/example_run$run.txt"; done
+exit 0
