@@ -1,6 +1,7 @@
 /// @brief KernelCache operations on short-lived RocksDB sessions.
 #include "cudal1/cache/kernel_cache.h"
 
+#include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -34,6 +35,8 @@ Status scan(const std::string& dir, const std::string& prefix,
 }
 
 }  // namespace
+
+void prepare_storage() { (void)rocksdb::Env::Default(); }
 
 KernelCache::KernelCache(std::string dir) : dir_(std::move(dir)) {}
 

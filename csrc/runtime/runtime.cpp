@@ -8,9 +8,11 @@
 /// fork-before-CUDA apps working. Where either library is missing cudal1 logs one line and stays off.
 ///
 /// Note [Exit order]
-/// cudart tears CUDA down in an atexit handler it registers when the app first uses CUDA. cudal1 registers its
-/// own shutdown (stop the tuner, collect samples, write the report) on the first hooked CUDA call, i.e. later,
-/// so it runs earlier, while CUDA still works.
+/// atexit handlers and static destructors run in the reverse order of their registration / construction.
+/// cudart tears CUDA down in a handler it registers when the app first uses CUDA; RocksDB, the fingerprint
+/// code and others keep function-local statics. cudal1 registers its own shutdown (stop the tuner, collect
+/// samples, write the report) at the end of the first hooked CUDA call's device set-up, after all of those
+/// exist, so it runs before any of them is destroyed.
 #include "runtime.h"
 
 #include <unistd.h>
@@ -85,10 +87,21 @@ void tick() {
   if (changed && std::chrono::steady_clock::now() - r.last_report > std::chrono::seconds(10)) write_report(false);
 }
 
+void load_cache(int device);
+
 /// First keyed call on a CUDA device: CUDA is up now. Load this device's cache entries.
 void on_device(int device) {
+  load_cache(device);
   Runtime& r = rt();
-  std::call_once(r.exit_once, [] { std::atexit(on_exit); });  // Note [Exit order]
+  std::call_once(r.exit_once, [] {  // Note [Exit order]: after everything on_exit uses has been created
+    cache::prepare_storage();
+    (void)optimizer::fingerprint_for(0);
+    std::atexit(on_exit);
+  });
+}
+
+void load_cache(int device) {
+  Runtime& r = rt();
   if (!r.cache) return;
   auto fp = optimizer::fingerprint_for(device);
   if (!fp.ok()) {

@@ -138,17 +138,18 @@ void hook_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
     rec = observe(*st, op, *stack, nargs);
     if (rec) {
       const uint64_t calls = rec->calls.fetch_add(1, std::memory_order_relaxed) + 1;
+      sample.emplace(*st, *rec, calls);  // device time is accounted for replaced calls too
       if (Replacement* r = rec->replacement.load(std::memory_order_acquire)) {
         const Status s = r->run(stack, nargs);
         if (s.ok()) {
           rec->replaced_calls.fetch_add(1, std::memory_order_relaxed);
           st->replaced_calls.fetch_add(1, std::memory_order_relaxed);
+          sample->finish();
           return;
         }
         if (s.code() != Code::kUnsupported) report_internal_error(*st, rec, s.to_string());
       }
       note_hot(*st, *rec, calls);
-      sample.emplace(*st, *rec, calls);
     }
   } catch (const std::exception& e) {
     report_internal_error(*st, rec, e.what());

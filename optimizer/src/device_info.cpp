@@ -42,11 +42,12 @@ std::string torch_version() { return TORCH_VERSION; }
 
 Result<DeviceInfo> device_info(int device) {
   if (device < 0 || device >= kMaxDevices) return Status(Code::kInvalidArgument, "bad device index");
-  static std::mutex mu;
-  static std::array<std::optional<Result<DeviceInfo>>, kMaxDevices> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!cache[device]) cache[device] = read_info(device);
-  return *cache[device];
+  // Leaked on purpose: used by atexit handlers (Note [Exit order] in csrc/runtime/runtime.cpp).
+  static auto* mu = new std::mutex();
+  static auto* cache = new std::array<std::optional<Result<DeviceInfo>>, kMaxDevices>();
+  std::lock_guard<std::mutex> lock(*mu);
+  if (!(*cache)[device]) (*cache)[device] = read_info(device);
+  return *(*cache)[device];
 }
 
 Result<GpuFingerprint> fingerprint_for(int device) {

@@ -54,7 +54,11 @@ class HandKernel final : public BoundKernel {
     CUDAL1_ASSIGN_OR_RETURN(copy_, LoadedModule::load(device_, k.cubin, "copy"));
     CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
     api_ = api;
-    if (hack_ == Hack::kSideStream) CUDAL1_CU_TRY(api->cuStreamCreate(&side_, CU_STREAM_NON_BLOCKING));
+    if (hack_ == Hack::kSideStream) {
+      dispatcher::ContextScope ctx(device_);
+      CUDAL1_RETURN_IF_ERROR(ctx.status());
+      CUDAL1_CU_TRY(api->cuStreamCreate(&side_, CU_STREAM_NON_BLOCKING));
+    }
     return Status();
   }
   const std::vector<OutputSpec>& outputs() const override { return spec_; }
@@ -147,7 +151,8 @@ TEST(VerificationGuards, SideStreamWorkIsCaughtByTiming) {
   CUDAL1_REQUIRE_GPU();
   const int sm = device_info(0).value().sm;
   HandKernel k(Hack::kSideStream, 0);
-  ASSERT_TRUE(k.init(sm).ok());
+  const Status init = k.init(sm);
+  ASSERT_TRUE(init.ok()) << init.to_string();
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::gelu", "");
   auto t = time_against_aten(gelu_problem(sm), op, k, 0, 5, 1);
   ASSERT_FALSE(t.ok()) << "side-stream kernel timed at " << t->kernel_us << " us vs ATen " << t->aten_us;

@@ -58,6 +58,10 @@ struct FingerprintListing {
   std::vector<std::string> rejected;  ///< one line per record that failed its checks
 };
 
+/// Creates the storage engine's process-wide state (RocksDB's default Env) now. Call it before registering an
+/// atexit handler that uses a KernelCache: objects made earlier are destroyed later (Note [Exit order]).
+void prepare_storage();
+
 class KernelCache {
  public:
   /// A cache rooted at `dir` (created on first write). Cheap: nothing is opened until a call needs it.
