@@ -1,12 +1,12 @@
 /// @brief KernelCache operations on short-lived RocksDB sessions.
 #include "cudal1/cache/kernel_cache.h"
 
-#include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <map>
 
+#include "cudal1/core/version.h"
 #include "db_session.h"
 
 namespace cudal1::cache {
@@ -36,9 +36,15 @@ Status scan(const std::string& dir, const std::string& prefix,
 
 }  // namespace
 
-void prepare_storage() { (void)rocksdb::Env::Default(); }
-
 KernelCache::KernelCache(std::string dir) : dir_(std::move(dir)) {}
+
+Status KernelCache::prepare() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  auto db = open_write(dir_);
+  if (!db.ok()) return db.status();
+  return from_rocksdb(db.value()->Put(synced(), "meta/format", std::to_string(kCacheFormatVersion)),
+                      "write cache format marker");
+}
 
 Status KernelCache::put(const GpuFingerprint& fp, const KernelEntry& e) {
   if (e.signature.empty()) return Status(Code::kInvalidArgument, "entry without a signature");

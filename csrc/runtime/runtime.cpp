@@ -94,7 +94,10 @@ void on_device(int device) {
   load_cache(device);
   Runtime& r = rt();
   std::call_once(r.exit_once, [] {  // Note [Exit order]: after everything on_exit uses has been created
-    cache::prepare_storage();
+    if (rt().cache) {
+      const Status s = rt().cache->prepare();
+      if (!s.ok()) CUDAL1_LOG(kWarn, "cache " << rt().cache->dir() << " is not writable: " << s.to_string());
+    }
     (void)optimizer::fingerprint_for(0);
     std::atexit(on_exit);
   });

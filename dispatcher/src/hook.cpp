@@ -87,7 +87,8 @@ void note_hot(HookState& st, SigRecord& rec, uint64_t calls) {
 class Sample {
  public:
   Sample(HookState& st, SigRecord& rec, uint64_t calls) : st_(st) {
-    if ((calls - 1) % static_cast<uint64_t>(st.opts.sample_every) != 0) return;
+    // Every Nth call, never the first: a first launch includes lazy module loading, not the op's time.
+    if (calls < 2 || calls % static_cast<uint64_t>(st.opts.sample_every) != 0) return;
     if (rec.device_index >= 0) {
       token_ = st.sampler.begin(rec);
     } else {

@@ -142,11 +142,11 @@ std::string compare(const at::Tensor& out, const at::Tensor& ref, double* max_ab
 }
 
 Status check_layouts(const std::vector<at::Tensor>& ref, const std::vector<OutputSpec>& specs) {
-  if (ref.size() != specs.size()) return Status(Code::kUnsupported, "ATen returns another number of outputs");
+  if (ref.size() != specs.size()) return Status(Code::kMismatch, "ATen returns another number of outputs");
   for (size_t i = 0; i < ref.size(); ++i)
     if (ref[i].scalar_type() != specs[i].dtype || ref[i].sizes() != c10::IntArrayRef(specs[i].sizes) ||
         ref[i].strides() != c10::IntArrayRef(specs[i].strides))
-      return Status(Code::kUnsupported, "ATen's output layout differs from the planned one");
+      return Status(Code::kMismatch, "ATen's output layout differs from the planned one");
   return Status();
 }
 

@@ -194,7 +194,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     const Status vs = verify(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.verify_trials),
                              seed + idx, nullptr);
     if (!vs.ok()) {
-      if (vs.code() == Code::kUnsupported) return vs;  // the whole plan does not fit ATen's layout
+      if (vs.code() == Code::kMismatch) return vs;  // the whole plan does not fit ATen's output layout
       CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " failed verification: " << vs.to_string());
       continue;
     }

@@ -73,6 +73,11 @@ TEST(UnaryPlan, VectorWidthFollowsDtypeAndLayout) {
   EXPECT_EQ(max_vec(problem("exp", at::kFloat, {16, 64}, {1, 17})), 1);     // inner dim strided
   auto plan = unary().plan(problem("exp", at::kFloat, {1024}, {1}));
   EXPECT_EQ(plan.value()->space().size(), 3u * 4 * 4 * 2);
+  // A view's storage offset limits the vector width to the data's alignment.
+  EXPECT_EQ(max_vec(problem("exp", at::kFloat, {1023}, {1}, 90, 1)), 1);
+  EXPECT_EQ(max_vec(problem("exp", at::kFloat, {1022}, {1}, 90, 2)), 2);
+  EXPECT_EQ(max_vec(problem("exp", at::kHalf, {1020}, {1}, 90, 4)), 4);
+  EXPECT_EQ(max_vec(problem("exp", at::kBFloat16, {64, 16}, {32, 1}, 90, 16)), 8);
 }
 
 TEST(UnaryPlan, SourceIsSpecialisedAndRejectsForeignVariants) {

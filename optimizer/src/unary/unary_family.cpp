@@ -157,7 +157,11 @@ class UnaryFamily final : public Family {
     s.in_strides = t.strides;
     s.out_strides = elementwise_output_strides(t.sizes, t.strides);
     s.space = coalesce(s.sizes, s.out_strides, s.in_strides);
-    const int max_by_width = 16 / elem_size(s.dtype);
+    // Allocations are at least 256-byte aligned, so a view's alignment is that of its storage offset. (A call
+    // whose data is aligned differently from the first one's falls back to ATen at launch.)
+    const int64_t offset_bytes = t.storage_offset * elem_size(s.dtype);
+    int max_by_width = 16 / elem_size(s.dtype);
+    while (max_by_width > 1 && offset_bytes % (max_by_width * elem_size(s.dtype)) != 0) max_by_width /= 2;
     if (s.space.linear()) {
       s.max_vec = max_by_width;
     } else {

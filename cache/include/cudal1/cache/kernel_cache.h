@@ -58,9 +58,6 @@ struct FingerprintListing {
   std::vector<std::string> rejected;  ///< one line per record that failed its checks
 };
 
-/// Creates the storage engine's process-wide state (RocksDB's default Env) now. Call it before registering an
-/// atexit handler that uses a KernelCache: objects made earlier are destroyed later (Note [Exit order]).
-void prepare_storage();
 
 class KernelCache {
  public:
@@ -68,6 +65,11 @@ class KernelCache {
   explicit KernelCache(std::string dir);
 
   const std::string& dir() const { return dir_; }
+
+  /// Opens the database for writing once (creating it) and records the format version, so that every
+  /// process-wide object RocksDB makes on that path exists now. Call it before registering an atexit handler
+  /// that writes to the cache: objects made earlier are destroyed later (Note [Exit order]).
+  Status prepare();
 
   /// Stores `e` for `fp` atomically together with the fingerprint record (durable when it returns ok).
   /// Retries for up to ~2 s while another process holds the database; then returns Unavailable and the caller

@@ -36,7 +36,8 @@ struct VerifyReport {
 
 /// Runs `trials` verification trials of `kernel` for `problem` (op `op`) on `device`, on the calling thread's
 /// current stream, with hooks bypassed. Ok when all pass; VerifyFailed naming the first failure otherwise;
-/// Unsupported when ATen's output layout differs from the kernel's; Unavailable in CPU-only builds.
+/// Mismatch when ATen's output layout differs from the plan's (the whole plan is wrong for this signature);
+/// Unsupported when the kernel declines this call (e.g. alignment); Unavailable in CPU-only builds.
 Status verify(const Problem& problem, const c10::OperatorHandle& op, BoundKernel& kernel, int device, int trials,
               uint64_t seed, VerifyReport* report);
 
