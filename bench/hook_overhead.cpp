@@ -52,6 +52,15 @@ void BM_Relu_OnCold(benchmark::State& state) {
   state.SetLabel(on_gpu() ? "cuda" : "cpu");
 }
 
+/// The hook registered, this thread bypassing it: the dispatcher's cost of a boxed BackendSelect kernel alone.
+void BM_Relu_OnBypassed(benchmark::State& state) {
+  install_once();
+  const at::Tensor& x = input();
+  dispatcher::BypassScope bypass;
+  for (auto _ : state) benchmark::DoNotOptimize(at::relu(x));
+  state.SetLabel(on_gpu() ? "cuda" : "cpu");
+}
+
 void BM_Relu_OnReplaced(benchmark::State& state) {
   if (!on_gpu()) {
     state.SkipWithError("replacement needs a GPU");
@@ -80,6 +89,7 @@ void BM_Relu_OnReplaced(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Relu_Off)->MinTime(0.5);
+BENCHMARK(BM_Relu_OnBypassed)->MinTime(0.5);
 BENCHMARK(BM_Relu_OnCold)->MinTime(0.5);
 BENCHMARK(BM_Relu_OnReplaced)->MinTime(0.5);
 

@@ -3,6 +3,7 @@
 
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -24,7 +25,7 @@ struct HookState {
   std::vector<std::string> ops;
   std::array<std::atomic<SigTable*>, kMaxDevices + 1> tables{};  // [0] CPU, [d+1] CUDA device d
   std::array<std::once_flag, kMaxDevices + 1> device_once;
-  std::atomic<uint64_t> hooked_calls{0}, signatures{0}, replaced_calls{0}, fallbacks{0};
+  std::atomic<uint64_t> signatures{0}, replaced_calls{0}, fallbacks{0};
   detail::GpuSampler sampler;
 };
 
@@ -32,6 +33,7 @@ std::atomic<HookState*> g_state{nullptr};  // leaked on purpose (hooks stay regi
 thread_local int t_depth = 0;
 thread_local int t_bypass = 0;
 thread_local uint64_t t_nested = 0;  // hooked calls passed through because they ran under another one
+thread_local SigRecord* t_last = nullptr;  // this thread's last record: repeated calls skip the table's lock
 
 struct DepthGuard {
   DepthGuard() { ++t_depth; }
@@ -56,8 +58,12 @@ SigRecord* observe(HookState& st, const c10::OperatorHandle& op, const torch::ji
   const bool cuda = key.device_type == c10::DeviceType::CUDA;
   if (!cuda && !(st.opts.profile_cpu && key.device_type == c10::DeviceType::CPU)) return nullptr;
   if (cuda && (key.device_index < 0 || key.device_index >= kMaxDevices)) return nullptr;
-  st.hooked_calls.fetch_add(1, std::memory_order_relaxed);
-  SigTable& table = table_for(st, cuda ? key.device_index : -1);
+  const int device = cuda ? key.device_index : -1;
+  if (SigRecord* last = t_last; last && last->sig.hash == key.hash && last->device_index == device &&
+                                last->sig.words.size() == key.words.size() &&
+                                std::equal(key.words.begin(), key.words.end(), last->sig.words.begin()))
+    return last;
+  SigTable& table = table_for(st, device);
   SigRecord* rec = table.find(key);
   if (!rec) {
     auto [r, fresh] = table.insert(key, [&] {
@@ -74,6 +80,7 @@ SigRecord* observe(HookState& st, const c10::OperatorHandle& op, const torch::ji
       if (st.cb.on_new_record) st.cb.on_new_record(*rec);
     }
   }
+  t_last = rec;
   return rec;
 }
 
@@ -243,7 +250,7 @@ void for_each_record(const std::function<void(SigRecord&)>& fn) {
 HookCounters hook_counters() noexcept {
   HookCounters c;
   if (HookState* st = g_state.load()) {
-    c.hooked_calls = st->hooked_calls.load();
+    for_each_record([&](SigRecord& r) { c.hooked_calls += r.calls.load(std::memory_order_relaxed); });
     c.signatures = st->signatures.load();
     c.replaced_calls = st->replaced_calls.load();
     c.fallbacks = st->fallbacks.load();

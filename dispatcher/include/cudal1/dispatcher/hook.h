@@ -67,7 +67,7 @@ std::vector<std::string> hooked_ops();
 /// Visits every record of every device.
 void for_each_record(const std::function<void(SigRecord&)>& fn);
 
-/// Counters since install.
+/// Counters since install (hooked_calls is summed over the records: cheap, but not for a hot loop).
 HookCounters hook_counters() noexcept;
 
 /// Folds finished GPU timing samples into their records. Never blocks; call it from a background thread.
