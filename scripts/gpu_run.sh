@@ -74,7 +74,7 @@ PY
 fi
 
 if want example; then
-  CACHE="$OUT/example_cache"
+  CACHE=/tmp/cudal1_example_cache
   rm -rf "$CACHE"
   for run in 1 2; do
     say "example run $run (cache $CACHE)"
@@ -84,6 +84,12 @@ if want example; then
   done
   { $B/csrc/cli/cudal1 --cache-dir "$CACHE" cache ls; $B/csrc/cli/cudal1 --cache-dir "$CACHE" report; } \
     >"$OUT/cli.txt" 2>&1
+  say "example in profile mode (every functional op counted and timed, nothing replaced)"
+  rm -rf /tmp/cudal1_profile_cache
+  CUDAL1_ENABLE=1 CUDAL1_MODE=profile CUDAL1_CACHE_DIR=/tmp/cudal1_profile_cache CUDAL1_PROFILE_SAMPLE=8 \
+    timeout 300 $B/examples/cudal1_example 200 >"$OUT/example_profile.txt" 2>&1
+  summary+=("example profile mode: rc=$? $(grep -E 'MATCH' "$OUT/example_profile.txt" | tail -1)")
+  $B/csrc/cli/cudal1 --cache-dir /tmp/cudal1_profile_cache report >>"$OUT/example_profile.txt" 2>&1
 fi
 
 say "summary"
