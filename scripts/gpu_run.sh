@@ -2,7 +2,7 @@
 # Builds cudal1 from this checkout on the GPU machine (torch 2.11+cu130 from python3, Debian packages from
 # .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
 # second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
-# Usage: scripts/gpu_run.sh [all|build|test|bench|example]...   (default: all)
+# Usage: scripts/gpu_run.sh [all|build|test|bench|hook|unary|example]...   (default: all; bench = hook + unary)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -46,28 +46,13 @@ if want test; then
   grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -20 | tee -a "$LOG"
 fi
 
-if want bench; then
-  say "bench: hook overhead (each mode in its own process pinned to one core, 9 alternating rounds)"
-  : >"$OUT/bench_hook.txt"
-  for round in 1 2 3 4 5 6 7 8 9; do
-    for mode in Off OnBypassed OnCold OnReplaced; do
-      timeout 60 taskset -c 3 $B/bench/bench_hook_overhead --benchmark_filter="BM_Relu_${mode}/" 2>&1 | grep "^BM_" \
-        >>"$OUT/bench_hook.txt"
-    done
-  done
-  python3 - "$OUT/bench_hook.txt" <<'PY' | tee -a "$OUT/bench_hook.txt"
-import re, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"BM_Relu_(\w+)/\S+\s+([\d.]+) ns", line)
-    if m: rows.setdefault(m.group(1), []).append(float(m.group(2)))
-off = statistics.median(rows.get("Off", [0]))
-print("host time per at::relu call on a 16-element CUDA tensor (median of %d processes)" % len(rows.get("Off", [])))
-for k in ("Off", "OnBypassed", "OnCold", "OnReplaced"):
-    v = rows.get(k, [])
-    if v: print("%-11s %8.0f ns   added %+6.0f ns   (min %.0f, max %.0f)" % (k, statistics.median(v), statistics.median(v) - off, min(v), max(v)))
-PY
-  summary+=("bench_hook: done")
+if want bench || want hook; then
+  say "bench: hook overhead (one process, modes interleaved at random, 15 repetitions each)"
+  timeout 200 taskset -c 3 $B/bench/bench_hook_overhead --benchmark_repetitions=15 \
+    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true >"$OUT/bench_hook.txt" 2>&1
+  summary+=("bench_hook: rc=$?")
+fi
+if want bench || want unary; then
   say "bench: unary"
   timeout 300 $B/bench/bench_unary "${UNARY_TRIALS:-24}" >"$OUT/bench_unary.txt" 2>&1
   summary+=("bench_unary: rc=$?")
@@ -94,7 +79,7 @@ fi
 
 say "summary"
 printf '%s\n' "${summary[@]}" | tee -a "$LOG"
-[ -f "$OUT/bench_hook.txt" ] && grep -A5 "^host time" "$OUT/bench_hook.txt"
+[ -f "$OUT/bench_hook.txt" ] && grep -E "_(median|cv) " "$OUT/bench_hook.txt"
 [ -f "$OUT/bench_unary.txt" ] && cat "$OUT/bench_unary.txt"
 for run in 1 2; do [ -f "$OUT/example_run$run.txt" ] && grep -E "ms/iter|MATCH|cudal1 at end|speedup" "$OUT/example_run$run.txt"; done
 exit 0

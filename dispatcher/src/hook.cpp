@@ -23,6 +23,8 @@ struct HookState {
   HookOptions opts;
   HookCallbacks cb;
   std::vector<std::string> ops;
+  std::mutex registration_mu;
+  torch::Library* lib = nullptr;  // null while suspended
   std::array<std::atomic<SigTable*>, kMaxDevices + 1> tables{};  // [0] CPU, [d+1] CUDA device d
   std::array<std::once_flag, kMaxDevices + 1> device_once;
   std::atomic<uint64_t> signatures{0}, replaced_calls{0}, fallbacks{0};
@@ -174,6 +176,22 @@ bool returns_tensor(const c10::FunctionSchema& schema) {
   return false;
 }
 
+/// Registers the hook for st.ops in a new torch::Library (kept until suspend_hooks; otherwise leaked on purpose:
+/// deregistering at exit could run after the dispatcher is gone).
+Status register_kernels(HookState& st) {
+  std::lock_guard<std::mutex> lock(st.registration_mu);
+  if (st.lib) return Status();
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect,
+                                               __FILE__, __LINE__);
+  try {
+    for (const auto& spec : st.ops) lib->impl(spec.c_str(), torch::CppFunction::makeFromBoxedFunction<&hook_kernel>());
+  } catch (const std::exception& e) {
+    return Status(Code::kInternal, std::string("registering the hook failed: ") + e.what());
+  }
+  st.lib = lib.release();
+  return Status();
+}
+
 }  // namespace
 
 bool is_functional(const c10::FunctionSchema& schema) {
@@ -217,20 +235,29 @@ Status install_hooks(const HookOptions& opts, HookCallbacks callbacks) {
   auto* st = new HookState();
   st->opts = opts;
   st->cb = std::move(callbacks);
-  // Leaked on purpose: deregistering at exit could run after the dispatcher is gone.
-  auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect, __FILE__, __LINE__);
-  try {
-    for (const auto& n : names) {
-      std::string spec = n.name.substr(6);
-      if (!n.overload_name.empty()) spec += "." + n.overload_name;
-      lib->impl(spec.c_str(), torch::CppFunction::makeFromBoxedFunction<&hook_kernel>());
-      st->ops.push_back(spec);
-    }
-  } catch (const std::exception& e) {
-    return Status(Code::kInternal, std::string("registering the hook failed: ") + e.what());
+  for (const auto& n : names) {
+    std::string spec = n.name.substr(6);
+    if (!n.overload_name.empty()) spec += "." + n.overload_name;
+    st->ops.push_back(spec);
   }
+  CUDAL1_RETURN_IF_ERROR(register_kernels(*st));
   g_state.store(st, std::memory_order_release);
   return Status();
+}
+
+Status suspend_hooks() {
+  HookState* st = g_state.load();
+  if (!st) return Status(Code::kInvalidArgument, "hooks are not installed");
+  std::lock_guard<std::mutex> lock(st->registration_mu);
+  delete st->lib;  // deregisters every kernel it registered
+  st->lib = nullptr;
+  return Status();
+}
+
+Status resume_hooks() {
+  HookState* st = g_state.load();
+  if (!st) return Status(Code::kInvalidArgument, "hooks are not installed");
+  return register_kernels(*st);
 }
 
 bool hooks_installed() noexcept { return g_state.load() != nullptr; }

@@ -242,6 +242,17 @@ TEST(HookCpu, SecondInstallAndBadOpsAreRefused) {
   EXPECT_EQ(install_hooks(o, {}).code(), Code::kInvalidArgument);
 }
 
+TEST(HookCpu, SuspendedHooksSeeNothingAndResumeCleanly) {
+  const at::Tensor x = at::randn({9, 2});
+  ASSERT_TRUE(suspend_hooks().ok());
+  at::exp(x);
+  EXPECT_EQ(find("aten::exp(f32[9,2]{2,1}@cpu)"), nullptr);
+  ASSERT_TRUE(resume_hooks().ok());
+  ASSERT_TRUE(resume_hooks().ok());  // idempotent
+  at::exp(x);
+  EXPECT_EQ(calls_of("aten::exp(f32[9,2]{2,1}@cpu)"), 1u);
+}
+
 TEST(HookCpu, InPlaceAndViewCallsPassThroughUncounted) {
   at::Tensor x = at::randn({3, 4});
   const uint64_t before = hook_counters().hooked_calls;

@@ -58,6 +58,12 @@ struct HookCounters {
 /// "every op" mode they are skipped. Returns NotFound for an op name that does not exist.
 Status install_hooks(const HookOptions& opts, HookCallbacks callbacks);
 
+/// Unregisters the hook's kernels (calls go straight to ATen, as if cudal1 were off) / registers them again.
+/// Records, kernels and counters are kept. Call only at quiescent points: no hooked call may be running on
+/// any thread (the dispatcher's registration is locked, but a call in flight may still hold the old kernel).
+Status suspend_hooks();
+Status resume_hooks();
+
 /// True once install_hooks succeeded.
 bool hooks_installed() noexcept;
 
