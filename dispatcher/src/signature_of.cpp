@@ -18,7 +18,7 @@ int64_t double_bits(double d) {
 }
 
 int64_t string_word(const std::string& s) {  // in-process only; the text carries the string itself
-  return static_cast<int64_t>(std::hash<std::string>()(s));
+  return static_cast<int64_t>(std::hash<std::string_view>()(s));
 }
 
 bool keyable_dtype(c10::ScalarType t) {
@@ -161,17 +161,33 @@ const char* dtype_short_name(c10::ScalarType t) {
   }
 }
 
-bool encode_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t nargs, SigKey* key) {
+void key_begin(const c10::OperatorHandle& op, SigKey* key) {
   key->words.clear();
   key->has_tensor = false;
   key->words.push_back(reinterpret_cast<int64_t>(&op.schema()));  // stable for the op's lifetime
+}
+
+bool key_add(const c10::IValue& v, SigKey* key) { return encode_ivalue(v, key); }
+bool key_add(const at::Tensor& t, SigKey* key) { return encode_tensor(t, key); }
+bool key_add(c10::string_view s, SigKey* key) {
+  key->words.push_back(tag(ArgTag::kString));
+  key->words.push_back(string_word(std::string(s.data(), s.size())));
+  return true;
+}
+
+bool key_finish(SigKey* key) {
+  if (!key->has_tensor) return false;
+  key->hash = hash_words(key->words.data(), key->words.size());
+  return true;
+}
+
+bool encode_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t nargs, SigKey* key) {
+  key_begin(op, key);
   if (stack.size() < nargs) return false;
   const c10::IValue* args = stack.data() + (stack.size() - nargs);
   for (size_t i = 0; i < nargs; ++i)
     if (!encode_ivalue(args[i], key)) return false;
-  if (!key->has_tensor) return false;
-  key->hash = hash_words(key->words.data(), key->words.size());
-  return true;
+  return key_finish(key);
 }
 
 std::string describe_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t nargs) {

@@ -22,6 +22,15 @@ struct SigKey {
   bool has_tensor = false;
 };
 
+/// Key building, argument by argument (the typed hook uses these directly; encode_call is built from them, so
+/// both carriers produce identical keys). key_begin clears `key` and writes the op's word; key_add appends one
+/// argument and returns false when it cannot be keyed; key_finish hashes and returns false without a tensor.
+void key_begin(const c10::OperatorHandle& op, SigKey* key);
+bool key_add(const c10::IValue& v, SigKey* key);
+bool key_add(const at::Tensor& t, SigKey* key);
+bool key_add(c10::string_view s, SigKey* key);
+bool key_finish(SigKey* key);
+
 /// Encodes `op` and its `nargs` arguments on top of `stack` into `key`. Returns false when the call cannot be
 /// keyed (no tensor, tensors on several devices, a sparse/quantized/complex-typed layout, an argument kind
 /// cudal1 does not key such as a Generator): such calls are passed through unprofiled. Never throws for

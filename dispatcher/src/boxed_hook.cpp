@@ -1,0 +1,22 @@
+/// @brief The boxed carrier: one kernel for any op (profile mode hooks every functional aten op with it).
+#include "hook_state.h"
+
+namespace cudal1::dispatcher::detail {
+
+void boxed_hook(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  HookState* st = active_state();
+  if (!st) return op.redispatchBoxed(after_hook(ks), stack);
+  DepthGuard depth;
+  Visit v;
+  SigKey key;
+  const size_t nargs = op.schema().arguments().size();
+  if (encode_call(op, *stack, nargs, &key)) visit_call(*st, op, key, nargs, [&] { return stack; }, &v);
+  if (v.served) {
+    v.sample->finish();
+    return;
+  }
+  op.redispatchBoxed(after_hook(ks), stack);  // ATen's own errors propagate to the app unchanged
+  if (v.sample) v.sample->finish();
+}
+
+}  // namespace cudal1::dispatcher::detail

@@ -1,0 +1,80 @@
+/// @brief The typed carrier: unboxed kernels for the families' ops, so that a cold call costs no boxing of its
+/// arguments (a stack is built only to create a record or to run a replacement).
+#include "hook_state.h"  // first: the generated op headers need the dispatcher's types
+
+#include <ATen/ops/abs_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/tanh_ops.h>
+
+#include <functional>
+#include <map>
+
+namespace cudal1::dispatcher::detail {
+namespace {
+
+c10::IValue boxed(const at::Tensor& t) { return c10::IValue(t); }
+c10::IValue boxed(c10::string_view s) { return c10::IValue(std::string(s.data(), s.size())); }
+
+template <typename Op>
+const c10::OperatorHandle& handle() {
+  static const c10::OperatorHandle h = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+  return h;
+}
+
+/// The typed kernel of an op whose schema is `at::Tensor(Args...)`.
+template <typename Op, typename... Args>
+at::Tensor typed_hook(c10::DispatchKeySet ks, Args... args) {
+  HookState* st = active_state();
+  if (!st) return Op::redispatch(after_hook(ks), args...);
+  DepthGuard depth;
+  Visit v;
+  SigKey key;
+  key_begin(handle<Op>(), &key);
+  if ((key_add(args, &key) && ...) && key_finish(&key)) {
+    std::optional<torch::jit::Stack> stack;
+    visit_call(*st, handle<Op>(), key, sizeof...(Args), [&] {
+      if (!stack) stack.emplace(torch::jit::Stack{boxed(args)...});
+      return &*stack;
+    }, &v);
+    if (v.served) {
+      v.sample->finish();
+      return std::move(stack->back()).toTensor();
+    }
+  }
+  at::Tensor out = Op::redispatch(after_hook(ks), args...);  // ATen's own errors propagate unchanged
+  if (v.sample) v.sample->finish();
+  return out;
+}
+
+
+const std::map<std::string, std::function<void(torch::Library&, const char*)>>& table() {
+  static const auto* t = new std::map<std::string, std::function<void(torch::Library&, const char*)>>{
+      {"relu", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::relu, const at::Tensor&>))); }},
+      {"sigmoid", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::sigmoid, const at::Tensor&>))); }},
+      {"tanh", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::tanh, const at::Tensor&>))); }},
+      {"silu", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::silu, const at::Tensor&>))); }},
+      {"exp", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::exp, const at::Tensor&>))); }},
+      {"neg", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::neg, const at::Tensor&>))); }},
+      {"abs", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::abs, const at::Tensor&>))); }},
+      {"gelu", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::gelu, const at::Tensor&, c10::string_view>)));
+       }},
+  };
+  return *t;
+}
+
+}  // namespace
+
+bool register_typed(torch::Library& lib, const std::string& spec) {
+  const auto it = table().find(spec);
+  if (it == table().end()) return false;
+  it->second(lib, spec.c_str());
+  return true;
+}
+
+}  // namespace cudal1::dispatcher::detail
