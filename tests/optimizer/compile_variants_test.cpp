@@ -8,28 +8,14 @@
 #include "cudal1/core/nvrtc.h"
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
+#include "optimizer/unary_problem.h"
 
 namespace cudal1::optimizer {
 namespace {
 
 Problem problem(const std::string& op, c10::ScalarType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides,
                 int sm) {
-  Problem p;
-  p.op = op;
-  p.sm = sm;
-  dispatcher::ArgSpec a;
-  a.is_tensor = true;
-  a.tensor.defined = true;
-  a.tensor.dtype = dt;
-  a.tensor.sizes = std::move(sizes);
-  a.tensor.strides = std::move(strides);
-  p.args.push_back(a);
-  if (op == "gelu") {
-    dispatcher::ArgSpec s;
-    s.value = std::string("none");
-    p.args.push_back(s);
-  }
-  return p;
+  return testing::unary_problem(op, dt, std::move(sizes), std::move(strides), sm, 0, "none");
 }
 
 void compile_all(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>>& work, int sm,

@@ -2,29 +2,14 @@
 #include <gtest/gtest.h>
 
 #include "cudal1/optimizer/family.h"
+#include "optimizer/unary_problem.h"
 
 namespace cudal1::optimizer {
 namespace {
 
 Problem problem(const std::string& op, c10::ScalarType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides,
                 int sm = 90, int64_t offset = 0) {
-  Problem p;
-  p.op = op;
-  p.sm = sm;
-  dispatcher::ArgSpec a;
-  a.is_tensor = true;
-  a.tensor.defined = true;
-  a.tensor.dtype = dt;
-  a.tensor.sizes = std::move(sizes);
-  a.tensor.strides = std::move(strides);
-  a.tensor.storage_offset = offset;
-  p.args.push_back(a);
-  if (op == "gelu") {
-    dispatcher::ArgSpec s;
-    s.value = std::string("tanh");
-    p.args.push_back(s);
-  }
-  return p;
+  return testing::unary_problem(op, dt, std::move(sizes), std::move(strides), sm, offset);
 }
 
 const Family& unary() { return *family_for("relu", ""); }
