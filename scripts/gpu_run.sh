@@ -2,7 +2,8 @@
 # Builds cudal1 from this checkout on the GPU machine (torch 2.11+cu130 from python3, Debian packages from
 # .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
 # second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
-# Usage: scripts/gpu_run.sh [all|build|test|bench|hook|unary|example]...   (default: all; bench = hook + unary)
+# Usage: scripts/gpu_run.sh [all|build|test|bench|hook|kernels|example]...   (default: all; bench = hook + kernels)
+# BENCH_ONLY=softmax runs only the kernel-benchmark rows whose name contains it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -52,10 +53,10 @@ if want bench || want hook; then
     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true >"$OUT/bench_hook.txt" 2>&1
   summary+=("bench_hook: rc=$?")
 fi
-if want bench || want unary; then
-  say "bench: unary"
-  timeout 300 $B/bench/bench_unary "${UNARY_TRIALS:-24}" >"$OUT/bench_unary.txt" 2>&1
-  summary+=("bench_unary: rc=$?")
+if want bench || want kernels; then
+  say "bench: kernels (${BENCH_ONLY:-all rows})"
+  timeout 400 $B/bench/bench_kernels "${BENCH_TRIALS:-24}" "${BENCH_ONLY:-}" >"$OUT/bench_kernels.txt" 2>&1
+  summary+=("bench_kernels: rc=$?")
 fi
 
 if want example; then
@@ -80,6 +81,6 @@ fi
 say "summary"
 printf '%s\n' "${summary[@]}" | tee -a "$LOG"
 [ -f "$OUT/bench_hook.txt" ] && grep -E "_(median|cv) " "$OUT/bench_hook.txt"
-[ -f "$OUT/bench_unary.txt" ] && cat "$OUT/bench_unary.txt"
+[ -f "$OUT/bench_kernels.txt" ] && cat "$OUT/bench_kernels.txt"
 for run in 1 2; do [ -f "$OUT/example_run$run.txt" ] && grep -E "ms/iter|MATCH|cudal1 at end|speedup" "$OUT/example_run$run.txt"; done
 exit 0

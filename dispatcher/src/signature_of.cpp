@@ -175,6 +175,9 @@ bool key_add(c10::string_view s, SigKey* key) {
   return true;
 }
 
+bool key_add(int64_t v, SigKey* key) { return encode_ivalue(c10::IValue(v), key); }
+bool key_add(bool v, SigKey* key) { return encode_ivalue(c10::IValue(v), key); }
+
 bool key_finish(SigKey* key) {
   if (!key->has_tensor) return false;
   key->hash = hash_words(key->words.data(), key->words.size());

@@ -2,6 +2,8 @@
 /// arguments (a stack is built only to create a record or to run a replacement).
 #include "hook_state.h"  // first: the generated op headers need the dispatcher's types
 
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_ops.h>
@@ -19,6 +21,8 @@ namespace {
 
 c10::IValue boxed(const at::Tensor& t) { return c10::IValue(t); }
 c10::IValue boxed(c10::string_view s) { return c10::IValue(std::string(s.data(), s.size())); }
+c10::IValue boxed(int64_t v) { return c10::IValue(v); }
+c10::IValue boxed(bool v) { return c10::IValue(v); }
 
 template <typename Op>
 const c10::OperatorHandle& handle() {
@@ -61,6 +65,12 @@ const std::map<std::string, std::function<void(torch::Library&, const char*)>>& 
       {"exp", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::exp, const at::Tensor&>))); }},
       {"neg", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::neg, const at::Tensor&>))); }},
       {"abs", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::abs, const at::Tensor&>))); }},
+      {"_softmax", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::_softmax, const at::Tensor&, int64_t, bool>)));
+       }},
+      {"_log_softmax", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::_log_softmax, const at::Tensor&, int64_t, bool>)));
+       }},
       {"gelu", [](torch::Library& l, const char* n) {
          l.impl(n, TORCH_FN((typed_hook<at::_ops::gelu, const at::Tensor&, c10::string_view>)));
        }},

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "softmax/softmax_family.h"
 #include "unary/unary_family.h"
 
 namespace cudal1::optimizer {
@@ -49,7 +50,7 @@ Result<Variant> Variant::from_json(const std::string& text) {
 }
 
 const std::vector<const Family*>& families() {
-  static const std::vector<const Family*> all = {&unary::unary_family()};
+  static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family()};
   return all;
 }
 

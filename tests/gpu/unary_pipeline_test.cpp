@@ -134,6 +134,26 @@ TEST(GpuPipeline, StridedLayoutsAndOddSizes) {
     }
 }
 
+TEST(GpuPipeline, SoftmaxAndLogSoftmaxRowsDtypesAndSlices) {
+  CUDAL1_REQUIRE_GPU();
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  const Case softmax{"softmax", "aten::_softmax", [](const at::Tensor& x) { return at::softmax(x, -1); }};
+  const Case log_softmax{"log_softmax", "aten::_log_softmax", [](const at::Tensor& x) { return at::log_softmax(x, -1); }};
+  std::vector<std::function<at::Tensor(at::ScalarType)>> shapes = {
+      [&](at::ScalarType dt) { return at::randn({64, 32000}, opts.dtype(dt)); },
+      [&](at::ScalarType dt) { return at::randn({16, 32768}, opts.dtype(dt)); },
+      [&](at::ScalarType dt) { return at::randn({257, 1024}, opts.dtype(dt)); },
+      [&](at::ScalarType dt) { return at::randn({33, 7}, opts.dtype(dt)); },
+      [&](at::ScalarType dt) { return at::randn({1, 1}, opts.dtype(dt)); },
+      [&](at::ScalarType dt) { return at::randn({2, 3, 1000}, opts.dtype(dt)); },
+      [&](at::ScalarType dt) { return at::randn({64, 1024}, opts.dtype(dt)).narrow(1, 8, 1000); },
+      [&](at::ScalarType dt) { return at::randn({4097, 130}, opts.dtype(dt)); },
+  };
+  int k = 0;
+  for (const auto& make : shapes)
+    for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) check_swap(k++ % 2 ? log_softmax : softmax, make(dt));
+}
+
 TEST(GpuPipeline, ReplacedOpKeepsAutogradAndStreams) {
   CUDAL1_REQUIRE_GPU();
   const at::Tensor x = at::randn({333, 77}, at::TensorOptions().device(at::kCUDA));

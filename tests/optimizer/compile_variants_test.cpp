@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <tuple>
 #include <thread>
 
 #include "cudal1/core/nvrtc.h"
@@ -88,6 +89,37 @@ TEST_P(CompileVariants, EveryOpForEveryDtype) {
   std::atomic<int> compiled{0};
   compile_all(work, sm, &compiled);
   EXPECT_EQ(compiled.load(), 27);
+}
+
+TEST_P(CompileVariants, EverySoftmaxVariant) {
+  const int sm = GetParam();
+  const Family& f = *family_for("_softmax", "");
+  std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
+  int i = 0;
+  for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
+    for (auto [rows, cols, stride] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {4096, 32000, 32000}, {8192, 1024, 1024}, {3, 7, 7}, {1000, 4096, 4608}}) {
+      Problem p;
+      p.op = i++ % 2 ? "_log_softmax" : "_softmax";
+      p.sm = sm;
+      dispatcher::ArgSpec a, d, h;
+      a.is_tensor = a.tensor.defined = true;
+      a.tensor.dtype = dt;
+      a.tensor.sizes = {rows, cols};
+      a.tensor.strides = {stride, 1};
+      d.value = int64_t{1};
+      h.value = false;
+      p.args = {a, d, h};
+      auto plan = f.plan(p);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      auto space = plan.value()->space();
+      work.emplace_back(std::move(plan).value(), std::move(space));
+    }
+  std::atomic<int> compiled{0};
+  compile_all(work, sm, &compiled);
+  size_t expected = 0;
+  for (const auto& w : work) expected += w.second.size();
+  EXPECT_EQ(static_cast<size_t>(compiled.load()), expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),

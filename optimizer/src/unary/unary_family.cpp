@@ -5,7 +5,8 @@
 
 #include <cmath>
 
-#include "cudal1/core/cuda_driver.h"
+#include "codegen_common.h"
+#include "simple_kernel.h"
 
 namespace cudal1::optimizer::unary {
 namespace {
@@ -14,53 +15,6 @@ constexpr int kBlocks[] = {128, 256, 512, 1024};
 constexpr int kUnrolls[] = {1, 2, 4, 8};
 constexpr int kVecs[] = {1, 2, 4, 8};
 constexpr int kMaxDims = 8;
-
-int elem_size(c10::ScalarType t) { return t == c10::ScalarType::Float ? 4 : 2; }
-
-class UnaryKernel final : public BoundKernel {
- public:
-  UnaryKernel(const UnaryShape& s, const Variant& v, std::shared_ptr<LoadedModule> m)
-      : module_(std::move(m)), vec_(v.get("vec", 1)), block_(v.get("block", 256)),
-        align_(static_cast<uintptr_t>(vec_ * elem_size(s.dtype))) {
-    outputs_.push_back(OutputSpec{s.dtype, s.sizes, s.out_strides});
-    sizes_ = s.sizes;
-    in_strides_ = s.in_strides;
-    const int64_t nv = s.space.numel / vec_;
-    const int64_t tile = static_cast<int64_t>(block_) * v.get("unroll", 1);
-    int64_t grid = std::max<int64_t>(1, (nv + tile - 1) / tile);
-    if (v.get("grid", 0)) grid = std::min<int64_t>(grid, int64_t{module_->sm_count()} * module_->max_blocks_per_sm(block_));
-    grid_ = static_cast<unsigned>(std::min<int64_t>(grid, (int64_t{1} << 31) - 1));
-  }
-
-  const std::vector<OutputSpec>& outputs() const override { return outputs_; }
-
-  Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
-    if (nargs < 1 || !args[0].isTensor()) return Status(Code::kUnsupported, "no tensor argument");
-    const at::Tensor& in = args[0].toTensor();
-    // The signature matched, so dtype/sizes/strides are the planned ones; re-check what is cheap and vital.
-    if (!in.defined() || in.sizes() != c10::IntArrayRef(sizes_) || in.strides() != c10::IntArrayRef(in_strides_))
-      return Status(Code::kUnsupported, "call does not match the planned layout");
-    const void* src = in.data_ptr();
-    void* dst = outs[0].data_ptr();
-    if (reinterpret_cast<uintptr_t>(src) % align_ || reinterpret_cast<uintptr_t>(dst) % align_)
-      return Status(Code::kUnsupported, "data not aligned for vector width");
-    auto d = driver();
-    if (!d.ok()) return d.status();
-    void* params[] = {&src, &dst};
-    const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_, 1, 1, static_cast<unsigned>(block_), 1,
-                                                 1, 0, stream, params, nullptr);
-    if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel(cudal1_unary)", __FILE__, __LINE__);
-    return Status();
-  }
-
- private:
-  std::shared_ptr<LoadedModule> module_;
-  std::vector<OutputSpec> outputs_;
-  std::vector<int64_t> sizes_, in_strides_;
-  int vec_, block_;
-  uintptr_t align_;
-  unsigned grid_ = 1;
-};
 
 class UnaryPlan final : public Plan {
  public:
@@ -110,7 +64,13 @@ class UnaryPlan final : public Plan {
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));  // validates the knobs
-    return std::unique_ptr<BoundKernel>(new UnaryKernel(s_, v, std::move(m)));
+    const int vec = v.get("vec"), block = v.get("block");
+    const int64_t tile = int64_t{block} * v.get("unroll");
+    int64_t grid = std::max<int64_t>(1, (s_.space.numel / vec + tile - 1) / tile);
+    if (v.get("grid")) grid = std::min<int64_t>(grid, int64_t{m->sm_count()} * m->max_blocks_per_sm(block));
+    return std::unique_ptr<BoundKernel>(new SimpleKernel(std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides},
+                                                         s_.sizes, s_.in_strides, vec * elem_size(s_.dtype), grid,
+                                                         block));
   }
 
  private:
@@ -143,7 +103,7 @@ class UnaryFamily final : public Family {
       return Status(Code::kUnsupported, "no tensor input");
     const auto& t = p.args[0].tensor;
     s.dtype = t.dtype;
-    if (s.dtype != c10::ScalarType::Float && s.dtype != c10::ScalarType::Half && s.dtype != c10::ScalarType::BFloat16)
+    if (!generated_dtype(s.dtype))
       return Status(Code::kUnsupported, std::string("dtype ") + c10::toString(s.dtype));
     if (s.dtype == c10::ScalarType::BFloat16 && p.sm < 80) return Status(Code::kUnsupported, "bf16 needs sm_80+");
     if (p.sm < 60) return Status(Code::kUnsupported, "needs sm_60+");

@@ -29,6 +29,8 @@ void key_begin(const c10::OperatorHandle& op, SigKey* key);
 bool key_add(const c10::IValue& v, SigKey* key);
 bool key_add(const at::Tensor& t, SigKey* key);
 bool key_add(c10::string_view s, SigKey* key);
+bool key_add(int64_t v, SigKey* key);
+bool key_add(bool v, SigKey* key);
 bool key_finish(SigKey* key);
 
 /// Encodes `op` and its `nargs` arguments on top of `stack` into `key`. Returns false when the call cannot be

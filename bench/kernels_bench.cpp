@@ -1,4 +1,4 @@
-/// @brief Unary elementwise benchmark on the GPU: for each signature, the tuner searches the technique space
+/// @brief Kernel benchmark on the GPU (unary elementwise and softmax families): for each signature, the tuner searches the technique space
 /// (verification included) and the table shows ATen's and cudal1's best kernel time (medians of interleaved,
 /// L2-flushed repetitions in the same run), the speedup, the memory floor (bytes read + written over the
 /// device-to-device copy bandwidth measured first in this run) and each one's ratio to it. Whether a kernel
@@ -56,10 +56,11 @@ double copy_bandwidth() {
 
 int main(int argc, char** argv) {
   if (!dispatcher::has_torch_cuda() || dispatcher::cuda_device_count() < 1) {
-    std::printf("bench_unary needs a CUDA device and a CUDA build of LibTorch; nothing measured here.\n");
+    std::printf("bench_kernels needs a CUDA device and a CUDA build of LibTorch; nothing measured here.\n");
     return 0;
   }
   const int trials = argc > 1 ? std::atoi(argv[1]) : 24;
+  const std::string only = argc > 2 ? argv[2] : "";  // run only rows whose name contains this
   dispatcher::HookOptions h;
   h.ops = optimizer::all_family_ops();
   h.hot_calls = 1;
@@ -90,11 +91,26 @@ int main(int argc, char** argv) {
       {"neg bf16 every 2nd col [8192,4096]", [&] { return at::randn({8192, 8192}, bf16).slice(1, 0, 8192, 2); },
        [](auto& x) { return at::neg(x); }},
       {"relu f32 [256,256] (small)", [&] { return at::randn({256, 256}, f32); }, [](auto& x) { return at::relu(x); }},
+      {"softmax f32 [4096,32768]", [&] { return at::randn({4096, 32768}, f32); },
+       [](auto& x) { return at::softmax(x, -1); }},
+      {"softmax f32 [4096,65536]", [&] { return at::randn({4096, 65536}, f32); },
+       [](auto& x) { return at::softmax(x, -1); }},
+      {"log_softmax bf16 [8192,32000]", [&] { return at::randn({8192, 32000}, bf16); },
+       [](auto& x) { return at::log_softmax(x, -1); }},
+      {"softmax f16 [16384,1024] (attention rows)", [&] { return at::randn({16384, 1024}, f16); },
+       [](auto& x) { return at::softmax(x, -1); }},
+      {"softmax f32 [262144,128] (short rows)", [&] { return at::randn({262144, 128}, f32); },
+       [](auto& x) { return at::softmax(x, -1); }},
+      {"log_softmax f32 [1024,50257] (odd vocab)", [&] { return at::randn({1024, 50257}, f32); },
+       [](auto& x) { return at::log_softmax(x, -1); }},
   };
+  if (!only.empty())
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name.find(only) == std::string::npos; }),
+               rows.end());
 
   const double bw = copy_bandwidth();
   std::printf("device-to-device copy bandwidth: %.2f TB/s (bytes read + written)\n", bw / 1e12);
-  std::printf("%-42s %10s %10s %8s %10s %8s %8s %s\n", "signature", "ATen us", "cudal1 us", "speedup", "floor us",
+  std::printf("%-44s %10s %10s %8s %10s %8s %8s %s\n", "signature", "ATen us", "cudal1 us", "speedup", "floor us",
               "ATen/fl", "ours/fl", "swap / best variant");
   double log_sum = 0;
   int swapped = 0;
@@ -106,21 +122,21 @@ int main(int argc, char** argv) {
       if (r.state.load() == dispatcher::SigState::kQueued) rec = &r;
     });
     if (!rec) {
-      std::printf("%-42s (no record)\n", row.name.c_str());
+      std::printf("%-44s (no record)\n", row.name.c_str());
       continue;
     }
     auto r = tuner.tune(*rec);
     const double bytes = static_cast<double>(x.numel() * x.element_size() * 2);
     const double floor_us = bytes / bw * 1e6;
     if (!r.ok() || r->aten_us <= 0) {
-      std::printf("%-42s %s\n", row.name.c_str(), r.ok() ? r->note.c_str() : r.status().to_string().c_str());
+      std::printf("%-44s %s\n", row.name.c_str(), r.ok() ? r->note.c_str() : r.status().to_string().c_str());
       continue;
     }
     // A kernel that is not swapped in leaves ATen's time in place: the effective speedup is 1.
     const double effective = r->replaced ? r->speedup : 1.0;
     log_sum += std::log(effective);
     swapped += r->replaced;
-    std::printf("%-42s %10.1f %10.1f %7.2fx %10.1f %8.2f %8.2f %s %s\n", row.name.c_str(), r->aten_us, r->kernel_us,
+    std::printf("%-44s %10.1f %10.1f %7.2fx %10.1f %8.2f %8.2f %s %s\n", row.name.c_str(), r->aten_us, r->kernel_us,
                 r->speedup, floor_us, r->aten_us / floor_us, r->kernel_us / floor_us, r->replaced ? "SWAP" : "aten",
                 r->best_variant.c_str());
   }

@@ -1,0 +1,20 @@
+/// @brief Private: source fragments every generator shares.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+namespace cudal1::optimizer {
+
+/// `storage_t`, `to_float(storage_t)` and `to_storage(float)` for fp32, fp16 or bf16, without CUDA headers (NVRTC
+/// ships none): PTX cvt instructions, round-to-nearest-even like ATen's conversions. "" for other dtypes.
+const char* dtype_prelude(c10::ScalarType t);
+
+/// Bytes per element of the dtypes the generators handle (fp32: 4, fp16/bf16: 2).
+inline int elem_size(c10::ScalarType t) { return t == c10::ScalarType::Float ? 4 : 2; }
+
+/// True for the dtypes the generators handle.
+inline bool generated_dtype(c10::ScalarType t) {
+  return t == c10::ScalarType::Float || t == c10::ScalarType::Half || t == c10::ScalarType::BFloat16;
+}
+
+}  // namespace cudal1::optimizer

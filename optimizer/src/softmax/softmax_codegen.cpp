@@ -1,0 +1,140 @@
+/// @brief Source generation for the softmax family. The arithmetic follows ATen's CUDA kernels exactly where it
+/// matters for results: the row maximum first (fmaxf, so NaN is skipped there and surfaces through the sum, as in
+/// ATen), then the sum of exp(x - max) in fp32, then softmax = exp(x - max) / sum and
+/// log_softmax = x - (max + log(sum)). That gives ATen's NaN/Inf behaviour row for row.
+#include <sstream>
+
+#include "codegen_common.h"
+#include "softmax_family.h"
+
+namespace cudal1::optimizer::softmax {
+
+KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache) {
+  const int tpr = warp_per_row ? 32 : block;  // threads per row
+  std::ostringstream k;
+  k << "// cudal1 softmax: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
+    << " cols=" << s.cols << " vec=" << vec << " block=" << block << " warp_per_row=" << warp_per_row
+    << " cache=" << cache << "\n";
+  k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
+  k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define TPR " << tpr
+    << "\n#define RPB (BLOCK / TPR)\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (s.log ? 1 : 0)
+    << "\n";
+  k << "static constexpr index_t ROWS = " << s.rows << ";\n"
+    << "static constexpr index_t RS = " << s.row_stride << ";\n"
+    << "static constexpr int D = " << s.cols << ";\n"
+    << "static constexpr int NV = D / VEC;\n";
+  if (cache) k << "static constexpr int PER = (NV + TPR - 1) / TPR;  // vectors each thread keeps\n";
+  k << R"(#define NEG_INF __int_as_float(0xff800000u)
+struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+#if TPR == 32
+__device__ __forceinline__ float row_max(float v, float*) { return warp_max(v); }
+__device__ __forceinline__ float row_sum(float v, float*) { return warp_sum(v); }
+#else
+__device__ __forceinline__ float row_max(float v, float* red) {
+  v = warp_max(v);
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) red[w] = v;
+  __syncthreads();
+  v = warp_max(l < BLOCK / 32 ? red[l] : NEG_INF);
+  __syncthreads();
+  return v;
+}
+__device__ __forceinline__ float row_sum(float v, float* red) {
+  v = warp_sum(v);
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) red[w] = v;
+  __syncthreads();
+  v = warp_sum(l < BLOCK / 32 ? red[l] : 0.f);
+  __syncthreads();
+  return v;
+}
+#endif
+extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
+  __shared__ float red[32];
+  const int lane = threadIdx.x % TPR;
+  const index_t row = (index_t)blockIdx.x * RPB + threadIdx.x / TPR;
+  const bool live = row < ROWS;  // dead rows still take part in the reductions
+  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + (live ? row : 0) * RS);
+  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + (live ? row : 0) * (index_t)D);
+  float m = NEG_INF;
+#if CACHE
+  vec_t c[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int j = lane + i * TPR;
+    if (live && j < NV) {
+      c[i] = x[j];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(c[i].v[e]));
+    }
+  }
+#else
+  for (int j = lane; live && j < NV; j += TPR) {
+    const vec_t t = x[j];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(t.v[e]));
+  }
+#endif
+  m = row_max(m, red);
+  float s = 0.f;
+#if CACHE
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int j = lane + i * TPR;
+    if (live && j < NV) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s += expf(to_float(c[i].v[e]) - m);
+    }
+  }
+#else
+  for (int j = lane; live && j < NV; j += TPR) {
+    const vec_t t = x[j];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s += expf(to_float(t.v[e]) - m);
+  }
+#endif
+  s = row_sum(s, red);
+  const float logsum = m + logf(s);
+#if CACHE
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int j = lane + i * TPR;
+    if (live && j < NV) {
+      vec_t o;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float v = to_float(c[i].v[e]);
+        o.v[e] = to_storage(LOG ? v - logsum : expf(v - m) / s);
+      }
+      y[j] = o;
+    }
+  }
+#else
+  for (int j = lane; live && j < NV; j += TPR) {
+    const vec_t t = x[j];
+    vec_t o;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float v = to_float(t.v[e]);
+      o.v[e] = to_storage(LOG ? v - logsum : expf(v - m) / s);
+    }
+    y[j] = o;
+  }
+#endif
+}
+)";
+  return KernelSource{k.str(), "cudal1_softmax"};
+}
+
+}  // namespace cudal1::optimizer::softmax
