@@ -8,14 +8,16 @@
 namespace cudal1::optimizer {
 
 SimpleKernel::SimpleKernel(std::shared_ptr<LoadedModule> module, OutputSpec out, std::vector<int64_t> in_sizes,
-                           std::vector<int64_t> in_strides, int align, int64_t grid, int block)
+                           std::vector<int64_t> in_strides, int align, int64_t grid, int block,
+                           double input_scaled_atol)
     : module_(std::move(module)),
       outputs_{std::move(out)},
       sizes_(std::move(in_sizes)),
       strides_(std::move(in_strides)),
       align_(static_cast<uintptr_t>(std::max(align, 1))),
       grid_(static_cast<unsigned>(std::clamp<int64_t>(grid, 1, (int64_t{1} << 31) - 1))),
-      block_(static_cast<unsigned>(block)) {}
+      block_(static_cast<unsigned>(block)),
+      input_scaled_atol_(input_scaled_atol) {}
 
 Status SimpleKernel::launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept {
   if (nargs < 1 || !args[0].isTensor()) return Status(Code::kUnsupported, "no tensor argument");

@@ -72,7 +72,7 @@ class SoftmaxPlan final : public Plan {
     const int64_t grid = (s_.rows + rows_per_block - 1) / rows_per_block;
     return std::unique_ptr<BoundKernel>(new SimpleKernel(std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides},
                                                          s_.sizes, s_.in_strides, vec * elem_size(s_.dtype), grid,
-                                                         block));
+                                                         block, s_.log ? 4.0 : 0.0));
   }
 
  private:

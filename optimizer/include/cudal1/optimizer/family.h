@@ -89,6 +89,9 @@ class BoundKernel {
   /// `args` and writing `outs` (allocated per outputs()). Returns Unsupported, having done nothing, when this
   /// particular call cannot run (e.g. misaligned data); CudaError when the launch failed. Never throws.
   virtual Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept = 0;
+  /// Extra absolute tolerance, in units of eps(dtype) x max|finite input|, for ops whose rounding error scales
+  /// with the input's magnitude rather than the output's (log_softmax: x - (max + log(sum)) cancels). 0: none.
+  virtual double input_scaled_atol() const { return 0.0; }
 };
 
 /// A family's view of one signature.

@@ -6,7 +6,9 @@
 /// ATen computes the reference on the same stream; the candidate writes into an output poisoned with NaN or
 /// a finite sentinel (alternating) and framed by guard regions. A trial passes only if dtype, sizes and
 /// strides equal ATen's, every element is close within the dtype's tolerance with NaN/Inf parity, and the
-/// guards are bit-identical afterwards.
+/// guards are bit-identical afterwards. The tolerance is the dtype's (rtol, atol), plus, for kernels whose
+/// rounding error scales with the input rather than the output (BoundKernel::input_scaled_atol, e.g.
+/// log_softmax, where x - (max + log(sum)) cancels), k * eps(dtype) * max|finite input| absolute.
 ///
 /// Note [Timing]
 /// Median of many repetitions on one stream, candidate and ATen interleaved in random order per repetition,
