@@ -9,7 +9,7 @@
 #include "cudal1/core/nvrtc.h"
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
-#include "optimizer/unary_problem.h"
+#include "optimizer/problems.h"
 
 namespace cudal1::optimizer {
 namespace {
@@ -99,17 +99,8 @@ TEST_P(CompileVariants, EverySoftmaxVariant) {
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
     for (auto [rows, cols, stride] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
              {4096, 32000, 32000}, {8192, 1024, 1024}, {3, 7, 7}, {1000, 4096, 4608}}) {
-      Problem p;
-      p.op = i++ % 2 ? "_log_softmax" : "_softmax";
-      p.sm = sm;
-      dispatcher::ArgSpec a, d, h;
-      a.is_tensor = a.tensor.defined = true;
-      a.tensor.dtype = dt;
-      a.tensor.sizes = {rows, cols};
-      a.tensor.strides = {stride, 1};
-      d.value = int64_t{1};
-      h.value = false;
-      p.args = {a, d, h};
+      const Problem p = testing::softmax_problem(i++ % 2 ? "_log_softmax" : "_softmax", dt, {rows, cols},
+                                                 {stride, 1}, 1, false, sm);
       auto plan = f.plan(p);
       ASSERT_TRUE(plan.ok()) << plan.status().to_string();
       auto space = plan.value()->space();

@@ -2,29 +2,12 @@
 #include <gtest/gtest.h>
 
 #include "cudal1/optimizer/family.h"
+#include "optimizer/problems.h"
 
 namespace cudal1::optimizer {
 namespace {
 
-Problem softmax_problem(const std::string& op, c10::ScalarType dt, std::vector<int64_t> sizes,
-                        std::vector<int64_t> strides, int64_t dim = -1, bool half_to_float = false, int sm = 90,
-                        int64_t offset = 0) {
-  Problem p;
-  p.op = op;
-  p.sm = sm;
-  dispatcher::ArgSpec a;
-  a.is_tensor = true;
-  a.tensor.defined = true;
-  a.tensor.dtype = dt;
-  a.tensor.sizes = std::move(sizes);
-  a.tensor.strides = std::move(strides);
-  a.tensor.storage_offset = offset;
-  dispatcher::ArgSpec d, h;
-  d.value = dim;
-  h.value = half_to_float;
-  p.args = {a, d, h};
-  return p;
-}
+using testing::softmax_problem;
 
 const Family& family() { return *family_for("_softmax", ""); }
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "cudal1/optimizer/family.h"
-#include "optimizer/unary_problem.h"
+#include "optimizer/problems.h"
 
 namespace cudal1::optimizer {
 namespace {
