@@ -41,6 +41,15 @@ void compile_all(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<
   for (auto& t : threads) t.join();
 }
 
+/// Compiles every variant of `work` for `sm` and checks that each one did.
+void expect_all_compile(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>>& work, int sm) {
+  std::atomic<int> compiled{0};
+  compile_all(work, sm, &compiled);
+  size_t expected = 0;
+  for (const auto& w : work) expected += w.second.size();
+  EXPECT_EQ(static_cast<size_t>(compiled.load()), expected);
+}
+
 class CompileVariants : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
@@ -64,11 +73,7 @@ TEST_P(CompileVariants, EveryVariantOfEveryLayoutClassAndDtype) {
       work.emplace_back(std::move(plan).value(), std::move(space));
     }
   }
-  std::atomic<int> compiled{0};
-  compile_all(work, sm, &compiled);
-  size_t expected = 0;
-  for (const auto& w : work) expected += w.second.size();
-  EXPECT_EQ(static_cast<size_t>(compiled.load()), expected);
+  expect_all_compile(work, sm);
 }
 
 TEST_P(CompileVariants, EveryOpForEveryDtype) {
@@ -106,11 +111,7 @@ TEST_P(CompileVariants, EverySoftmaxVariant) {
       auto space = plan.value()->space();
       work.emplace_back(std::move(plan).value(), std::move(space));
     }
-  std::atomic<int> compiled{0};
-  compile_all(work, sm, &compiled);
-  size_t expected = 0;
-  for (const auto& w : work) expected += w.second.size();
-  EXPECT_EQ(static_cast<size_t>(compiled.load()), expected);
+  expect_all_compile(work, sm);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),

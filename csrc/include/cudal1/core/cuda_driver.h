@@ -14,13 +14,11 @@ namespace cudal1 {
 // so the symbol looked up is the one the headers mean.
 #define CUDAL1_DRIVER_FUNCS(X)                                                                         \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)                 \
-  X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                   \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent)       \
-  X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)   \
-  X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)          \
-  X(cuEventQuery) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamSynchronize)                   \
-  X(cuStreamIsCapturing) X(cuMemAlloc) X(cuMemFree) X(cuMemsetD32Async)                            \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamCreate) X(cuStreamDestroy)
+  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent)             \
+  X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)   \
+  X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                 \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamSynchronize) X(cuStreamIsCapturing)             \
+  X(cuStreamCreate) X(cuMemsetD32Async) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 /// Function table of the driver. Only obtainable through driver(); every pointer is non-null there.
 struct DriverApi {
