@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "norm/norm_family.h"
 #include "softmax/softmax_family.h"
 #include "unary/unary_family.h"
 
@@ -50,7 +51,8 @@ Result<Variant> Variant::from_json(const std::string& text) {
 }
 
 const std::vector<const Family*>& families() {
-  static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family()};
+  static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family(),
+                                                      &norm::norm_family()};
   return all;
 }
 

@@ -127,25 +127,34 @@ double eps(c10::ScalarType t) {
   }
 }
 
+
+
+/// The largest finite magnitude of `t` (0 when it has none).
+double max_finite(const at::Tensor& t) {
+  if (!t.defined() || t.numel() == 0) return 0;
+  const at::Tensor d = t.to(at::kDouble);
+  return at::where(at::isfinite(d), d.abs(), at::zeros_like(d)).max().item<double>();
+}
+
 /// The largest finite magnitude among the call's tensor arguments.
 double max_finite_input(const CallArgs& a) {
   double m = 0;
   for (const auto& v : a.values)
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().numel() > 0) {
-      const at::Tensor t = v.toTensor().to(at::kDouble);
-      m = std::max(m, at::where(at::isfinite(t), t.abs(), at::zeros_like(t)).max().item<double>());
-    }
+    if (v.isTensor()) m = std::max(m, max_finite(v.toTensor()));
   return m;
 }
 
-std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_atol, double* max_abs) {
+std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_atol, bool nonfinite_equivalent,
+                    double* max_abs) {
   if (out.scalar_type() != ref.scalar_type())
     return std::string("dtype ") + c10::toString(out.scalar_type()) + " vs ATen " + c10::toString(ref.scalar_type());
   if (out.sizes() != ref.sizes()) return "sizes differ from ATen's";
+  if (out.numel() == 0) return "";
   const auto [rtol, base_atol] = tolerance(ref.scalar_type());
   const double atol = base_atol + extra_atol;
   const at::Tensor o = out.to(at::kDouble), r = ref.to(at::kDouble);
-  const at::Tensor close = at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
+  at::Tensor close = at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
+  if (nonfinite_equivalent) close = close | (~at::isfinite(o) & ~at::isfinite(r));
   const bool finite_any = at::isfinite(r).any().item<bool>();
   if (finite_any) {
     const at::Tensor both = at::isfinite(o) & at::isfinite(r);
@@ -230,11 +239,15 @@ Status verify(const Problem& p, const c10::OperatorHandle& op, BoundKernel& kern
       auto api = driver();
       if (!api.ok()) return api.status();
       CUDAL1_CU_TRY(api.value()->cuStreamSynchronize(stream));
-      const double extra_atol = kernel.input_scaled_atol() > 0
-                                    ? kernel.input_scaled_atol() * eps(ref.front().scalar_type()) * max_finite_input(args)
-                                    : 0.0;
+      const double max_in = max_finite_input(args);
+      const double extra_atol = kernel.input_scaled_atol() * eps(ref.front().scalar_type()) * max_in;
       for (size_t i = 0; i < outs.size(); ++i) {
-        const std::string diff = compare(outs[i].view, ref[i], extra_atol, &local.max_abs_error);
+        const OutputTolerance tol = kernel.output_tolerance(i);
+        const double eps32 = eps(c10::ScalarType::Float);
+        const double atol_i = extra_atol + tol.input_scaled * eps32 * max_in +
+                              (tol.output_scaled > 0 ? tol.output_scaled * eps32 * max_finite(ref[i]) : 0.0);
+        const std::string diff =
+            compare(outs[i].view, ref[i], atol_i, tol.nonfinite_equivalent, &local.max_abs_error);
         if (!diff.empty())
           return Status(Code::kVerifyFailed, "trial " + std::to_string(trial) + ", output " + std::to_string(i) + ": " + diff);
         if (!guards_intact(outs[i], kernel.outputs()[i], trial))

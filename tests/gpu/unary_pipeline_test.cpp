@@ -68,7 +68,8 @@ std::vector<Case> cases() {
 }
 
 /// Tunes the signature of op(x) and checks the swapped kernel against ATen on fresh data of the same layout.
-void check_swap(const Case& c, const at::Tensor& x) {
+/// `row_atol`: extra absolute tolerance in fp32 eps x max|ATen output| (normalisations; Note [Verification]).
+void check_swap(const Case& c, const at::Tensor& x, double row_atol = 0) {
   SCOPED_TRACE(c.name + " " + std::string(c10::toString(x.scalar_type())) + " sizes " +
                c10::str(x.sizes()) + " strides " + c10::str(x.strides()));
   for (int i = 0; i < kHot; ++i) c.op(x);
@@ -96,7 +97,9 @@ void check_swap(const Case& c, const at::Tensor& x) {
   EXPECT_EQ(ours.strides(), ref.strides());
   EXPECT_EQ(ours.scalar_type(), ref.scalar_type());
   const auto [rtol, atol] = optimizer::tolerance(ref.scalar_type());
-  EXPECT_TRUE(at::allclose(ours.to(at::kDouble), ref.to(at::kDouble), rtol, atol, /*equal_nan=*/true));
+  const double extra = row_atol * 1.1920928955078125e-7 * ref.abs().max().item<double>();
+  EXPECT_TRUE(at::allclose(ours.to(at::kDouble), ref.to(at::kDouble), rtol, atol + extra, /*equal_nan=*/true))
+      << "max abs diff " << (ours.to(at::kDouble) - ref.to(at::kDouble)).abs().max().item<double>();
 }
 
 TEST(GpuPipeline, EveryOpAndDtypeContiguous) {
@@ -152,6 +155,30 @@ TEST(GpuPipeline, SoftmaxAndLogSoftmaxRowsDtypesAndSlices) {
   int k = 0;
   for (const auto& make : shapes)
     for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) check_swap(k++ % 2 ? log_softmax : softmax, make(dt));
+}
+
+TEST(GpuPipeline, LayerNormAndGroupNormThroughTheDispatcher) {
+  CUDAL1_REQUIRE_GPU();
+  const auto opts = at::TensorOptions().device(at::kCUDA);
+  int k = 0;
+  for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    const auto o = opts.dtype(dt);
+    const at::Tensor w = at::randn({1024}, o), b = at::randn({1024}, o);
+    const Case ln{"layer_norm", "aten::native_layer_norm",
+                  [w, b](const at::Tensor& x) { return at::layer_norm(x, {1024}, w, b); }};
+    const Case ln_plain{"layer_norm (no affine, 2 dims)", "aten::native_layer_norm",
+                        [](const at::Tensor& x) { return at::layer_norm(x, {x.size(-2), x.size(-1)}); }};
+    check_swap(ln, at::randn({77 + k, 1024}, o), 64);
+    check_swap(ln, at::randn({3, 5 + k, 1024}, o), 64);
+    check_swap(ln_plain, at::randn({4, 64 + k, 4099}, o), 64);  // long odd rows: streamed or split
+    check_swap(ln_plain, at::randn({1, 1}, o), 64);
+    const at::Tensor gw = at::randn({96}, o), gb = at::randn({96}, o);
+    const Case gn{"group_norm", "aten::native_group_norm",
+                  [gw, gb](const at::Tensor& x) { return at::group_norm(x, 12, gw, gb); }};
+    check_swap(gn, at::randn({2 + k, 96, 14, 14}, o), 64);
+    check_swap(gn, at::randn({3, 96, 7 + k}, o), 64);
+    ++k;
+  }
 }
 
 TEST(GpuPipeline, ReplacedOpKeepsAutogradAndStreams) {

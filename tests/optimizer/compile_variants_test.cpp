@@ -114,6 +114,26 @@ TEST_P(CompileVariants, EverySoftmaxVariant) {
   expect_all_compile(work, sm);
 }
 
+TEST_P(CompileVariants, EveryNormVariant) {
+  const int sm = GetParam();
+  const Family& f = *family_for("native_layer_norm", "");
+  std::vector<Problem> problems = {
+      testing::layer_norm_problem(at::kFloat, {64, 1024}, 1, true, true, sm),
+      testing::layer_norm_problem(at::kBFloat16, {16, 8, 4096}, 2, false, false, sm),
+      testing::layer_norm_problem(at::kHalf, {7, 999}, 1, true, false, sm),
+      testing::group_norm_problem(at::kHalf, {2, 32, 8, 8}, 8, true, sm),
+      testing::group_norm_problem(at::kFloat, {3, 12, 5}, 4, false, sm),
+  };
+  std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
+  for (const auto& p : problems) {
+    auto plan = f.plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    auto space = plan.value()->space();
+    work.emplace_back(std::move(plan).value(), std::move(space));
+  }
+  expect_all_compile(work, sm);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),
                          [](const auto& info) { return "sm_" + std::to_string(info.param); });
 

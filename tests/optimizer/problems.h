@@ -51,4 +51,36 @@ inline optimizer::Problem softmax_problem(const std::string& op, c10::ScalarType
                           value_arg(half_to_float)});
 }
 
+/// Contiguous strides of `sizes`.
+inline std::vector<int64_t> contiguous(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> st(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * sizes[d + 1];
+  return st;
+}
+
+/// An absent optional tensor argument (None).
+inline dispatcher::ArgSpec none_arg() { return value_arg(c10::IValue()); }
+
+/// A native_layer_norm problem over the last `norm_dims` dimensions of a contiguous input.
+inline optimizer::Problem layer_norm_problem(c10::ScalarType dt, std::vector<int64_t> sizes, size_t norm_dims,
+                                             bool weight = true, bool bias = true, int sm = 90, double eps = 1e-5) {
+  const std::vector<int64_t> shape(sizes.end() - static_cast<std::ptrdiff_t>(norm_dims), sizes.end());
+  auto param = [&](bool present) { return present ? tensor_arg(dt, shape, contiguous(shape)) : none_arg(); };
+  return problem("native_layer_norm", sm,
+                 {tensor_arg(dt, sizes, contiguous(sizes)), value_arg(c10::IValue(shape)), param(weight),
+                  param(bias), value_arg(eps)});
+}
+
+/// A native_group_norm problem on a contiguous [N, C, *spatial] input.
+inline optimizer::Problem group_norm_problem(c10::ScalarType dt, std::vector<int64_t> sizes, int64_t groups,
+                                             bool affine = true, int sm = 90, double eps = 1e-5) {
+  int64_t hw = 1;
+  for (size_t d = 2; d < sizes.size(); ++d) hw *= sizes[d];
+  const int64_t n = sizes[0], c = sizes[1];
+  auto param = [&] { return affine ? tensor_arg(dt, {c}, {1}) : none_arg(); };
+  return problem("native_group_norm", sm,
+                 {tensor_arg(dt, sizes, contiguous(sizes)), param(), param(), value_arg(n), value_arg(c),
+                  value_arg(hw), value_arg(groups), value_arg(eps)});
+}
+
 }  // namespace cudal1::testing

@@ -79,6 +79,19 @@ class LoadedModule {
   int sm_count_ = 1;
 };
 
+/// How far one output of a kernel may differ from ATen's beyond the dtype's (rtol, atol); Note [Verification].
+struct OutputTolerance {
+  /// Extra absolute tolerance in units of fp32 eps x max|finite input|: the error of a statistic reduced over
+  /// the input (a mean), whose size follows the input's range rather than the result's.
+  double input_scaled = 0;
+  /// Extra absolute tolerance in units of fp32 eps x max|finite ATen output|: the error of a normalised output
+  /// near zero, which follows the row's range (x - mean cancels).
+  double output_scaled = 0;
+  /// A non-finite result matches any non-finite result (a reduction over +-Inf gives Inf or NaN depending on the
+  /// order ATen's own kernel happened to combine in). Finite results must still be finite and close.
+  bool nonfinite_equivalent = false;
+};
+
 /// A variant compiled, loaded and bound to one signature: launches with the call's own arguments.
 class BoundKernel {
  public:
@@ -92,6 +105,8 @@ class BoundKernel {
   /// Extra absolute tolerance, in units of eps(dtype) x max|finite input|, for ops whose rounding error scales
   /// with the input's magnitude rather than the output's (log_softmax: x - (max + log(sum)) cancels). 0: none.
   virtual double input_scaled_atol() const { return 0.0; }
+  /// Per-output tolerance beyond the above (reductions and normalisations). Default: none.
+  virtual OutputTolerance output_tolerance(size_t /*output*/) const { return {}; }
 };
 
 /// A family's view of one signature.

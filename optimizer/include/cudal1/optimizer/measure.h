@@ -9,6 +9,12 @@
 /// guards are bit-identical afterwards. The tolerance is the dtype's (rtol, atol), plus, for kernels whose
 /// rounding error scales with the input rather than the output (BoundKernel::input_scaled_atol, e.g.
 /// log_softmax, where x - (max + log(sum)) cancels), k * eps(dtype) * max|finite input| absolute.
+/// Reductions and normalisations state a per-output tolerance (BoundKernel::output_tolerance): an absolute
+/// term in fp32 eps times max|finite input| (a mean's rounding follows the input's range) and one times
+/// max|finite ATen output| (a normalised value near zero carries the row's rounding); and, for statistics over
+/// rows holding +-Inf, non-finite matches non-finite, because ATen's own Welford gives Inf or NaN there
+/// depending on its combine order. Finite ATen results still need finite, close results, and the finite
+/// sentinel poison still catches unwritten elements.
 ///
 /// Note [Timing]
 /// Median of many repetitions on one stream, candidate and ATen interleaved in random order per repetition,

@@ -1,0 +1,268 @@
+/// @brief Source generation for the normalisation family. Statistics are fp32: a row kept in registers gets the
+/// exact two-pass mean and variance (sum, then sum of squared deviations); a row streamed through gets per-thread
+/// Welford over vectors, merged with Chan's formula, so it is read once for its statistics. The output is
+/// (x - mean) * rstd * weight + bias with rstd = rsqrtf(var + eps), var biased, as ATen. Reductions end in lane 0
+/// and are broadcast, so every thread of a row normalises with the same mean and rstd.
+#include <cstring>
+#include <sstream>
+
+#include "codegen_common.h"
+#include "norm_family.h"
+
+namespace cudal1::optimizer::norm {
+
+int64_t chunk_vectors(const NormShape& s, const NormKnobs& k) {
+  const int64_t nv = s.cols / k.vec;
+  return (nv + k.splits - 1) / k.splits;
+}
+
+namespace {
+
+const char* kBody = R"(struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
+struct Welford { float n, mean, m2; };
+__device__ __forceinline__ Welford wf_combine(Welford a, Welford b) {
+  if (b.n == 0.f) return a;
+  if (a.n == 0.f) return b;
+  const float n = a.n + b.n, f = b.n / n, d = b.mean - a.mean;
+  return Welford{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+__device__ __forceinline__ Welford wf_vector(const vec_t& t) {
+  float s = 0.f;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) s += to_float(t.v[e]);
+  const float m = s * (1.f / VEC);
+  float q = 0.f;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const float d = to_float(t.v[e]) - m;
+    q += d * d;
+  }
+  return Welford{(float)VEC, m, q};
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ Welford warp_welford(Welford w) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const Welford b{__shfl_down_sync(0xffffffffu, w.n, o), __shfl_down_sync(0xffffffffu, w.mean, o),
+                    __shfl_down_sync(0xffffffffu, w.m2, o)};
+    w = wf_combine(w, b);
+  }
+  return Welford{__shfl_sync(0xffffffffu, w.n, 0), __shfl_sync(0xffffffffu, w.mean, 0),
+                 __shfl_sync(0xffffffffu, w.m2, 0)};
+}
+#if TPR == 32
+__device__ __forceinline__ float row_sum(float v, float*) { return warp_sum(v); }
+__device__ __forceinline__ Welford row_welford(Welford w, float*) { return warp_welford(w); }
+#else
+__device__ __forceinline__ float row_sum(float v, float* red) {
+  v = warp_sum(v);
+  const int wid = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) red[wid] = v;
+  __syncthreads();
+  v = warp_sum(l < BLOCK / 32 ? red[l] : 0.f);
+  __syncthreads();
+  return v;
+}
+__device__ __forceinline__ Welford row_welford(Welford w, float* red) {
+  w = warp_welford(w);
+  const int wid = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) {
+    red[wid] = w.n;
+    red[32 + wid] = w.mean;
+    red[64 + wid] = w.m2;
+  }
+  __syncthreads();
+  Welford t{0.f, 0.f, 0.f};
+  if (l < BLOCK / 32) t = Welford{red[l], red[32 + l], red[64 + l]};
+  t = warp_welford(t);
+  __syncthreads();
+  return t;
+}
+#endif
+/// Affine parameters of vector `j` of row `row` (Note [Norm rows]).
+__device__ __forceinline__ void affine(const storage_t* __restrict__ w, const storage_t* __restrict__ b, index_t row,
+                                       index_t j, float* wv, float* bv) {
+#if GROUP
+  const index_t c = (row % G) * CPG + (j * VEC) / HW;
+  const float ww = HAS_W ? to_float(w[HAS_W ? c : 0]) : 1.f;
+  const float bb = HAS_B ? to_float(b[HAS_B ? c : 0]) : 0.f;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    wv[e] = ww;
+    bv[e] = bb;
+  }
+#else
+#if HAS_W
+  const vec_t tw = reinterpret_cast<const vec_t*>(w)[j];
+#endif
+#if HAS_B
+  const vec_t tb = reinterpret_cast<const vec_t*>(b)[j];
+#endif
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+#if HAS_W
+    wv[e] = to_float(tw.v[e]);
+#else
+    wv[e] = 1.f;
+#endif
+#if HAS_B
+    bv[e] = to_float(tb.v[e]);
+#else
+    bv[e] = 0.f;
+#endif
+  }
+#endif
+}
+__device__ __forceinline__ vec_t normalise(const vec_t& t, float mean, float rstd, const float* wv, const float* bv) {
+  vec_t o;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    float v = (to_float(t.v[e]) - mean) * rstd;
+#if HAS_W
+    v = v * wv[e];
+#endif
+#if HAS_B
+    v = v + bv[e];
+#endif
+    o.v[e] = to_storage(v);
+  }
+  return o;
+}
+extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, const storage_t* __restrict__ b,
+            storage_t* __restrict__ y, stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
+            float* __restrict__ ws, int phase) {
+  __shared__ float red[96];
+  float wv[VEC], bv[VEC];
+#if MODE < 2
+  const int lane = threadIdx.x % TPR;
+  const index_t row = (index_t)blockIdx.x * RPB + threadIdx.x / TPR;
+  const bool live = row < ROWS;  // dead rows still take part in the reductions
+  const vec_t* __restrict__ xr = reinterpret_cast<const vec_t*>(x + (live ? row : 0) * COLS);
+  vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + (live ? row : 0) * COLS);
+#if CACHE
+  vec_t c[PER];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const index_t j = lane + (index_t)i * TPR;
+    if (live && j < NV) {
+      c[i] = xr[j];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s += to_float(c[i].v[e]);
+    }
+  }
+  const float mean = row_sum(s, red) / (float)COLS;
+  float q = 0.f;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const index_t j = lane + (index_t)i * TPR;
+    if (live && j < NV) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float d = to_float(c[i].v[e]) - mean;
+        q += d * d;
+      }
+    }
+  }
+  const float var = row_sum(q, red) / (float)COLS;
+#else
+  Welford acc{0.f, 0.f, 0.f};
+  for (index_t j = lane; live && j < NV; j += TPR) acc = wf_combine(acc, wf_vector(xr[j]));
+  acc = row_welford(acc, red);
+  const float mean = acc.mean, var = acc.m2 / (float)COLS;
+#endif
+  const float rstd = rsqrtf(var + EPS);
+  if (live && lane == 0) {
+    mean_out[row] = to_stat(mean);
+    rstd_out[row] = to_stat(rstd);
+  }
+#if CACHE
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const index_t j = lane + (index_t)i * TPR;
+    if (live && j < NV) {
+      affine(w, b, row, j, wv, bv);
+      yr[j] = normalise(c[i], mean, rstd, wv, bv);
+    }
+  }
+#else
+  for (index_t j = lane; live && j < NV; j += TPR) {
+    affine(w, b, row, j, wv, bv);
+    yr[j] = normalise(xr[j], mean, rstd, wv, bv);
+  }
+#endif
+#else  // MODE 2: phase 0 writes each chunk's Welford triple, phase 1 merges a row's triples and normalises
+  const index_t blk = (REV && phase == 1) ? (index_t)gridDim.x - 1 - blockIdx.x : (index_t)blockIdx.x;
+  const index_t row = blk / S, part = blk % S;
+  const index_t j0 = part * CHV, j1 = j0 + CHV < NV ? j0 + CHV : NV;
+  const vec_t* __restrict__ xr = reinterpret_cast<const vec_t*>(x + row * COLS);
+  if (phase == 0) {
+    Welford acc{0.f, 0.f, 0.f};
+    for (index_t j = j0 + threadIdx.x; j < j1; j += BLOCK) acc = wf_combine(acc, wf_vector(xr[j]));
+    acc = row_welford(acc, red);
+    if (threadIdx.x == 0) {
+      ws[blk * 3] = acc.n;
+      ws[blk * 3 + 1] = acc.mean;
+      ws[blk * 3 + 2] = acc.m2;
+    }
+    return;
+  }
+  Welford acc{0.f, 0.f, 0.f};
+  for (index_t t = threadIdx.x; t < S; t += BLOCK) {
+    const float* p = ws + (row * S + t) * 3;
+    acc = wf_combine(acc, Welford{p[0], p[1], p[2]});
+  }
+  acc = row_welford(acc, red);
+  const float mean = acc.mean, rstd = rsqrtf(acc.m2 / (float)COLS + EPS);
+  if (part == 0 && threadIdx.x == 0) {
+    mean_out[row] = to_stat(mean);
+    rstd_out[row] = to_stat(rstd);
+  }
+  vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
+  for (index_t j = j0 + threadIdx.x; j < j1; j += BLOCK) {
+    affine(w, b, row, j, wv, bv);
+    yr[j] = normalise(xr[j], mean, rstd, wv, bv);
+  }
+#endif
+}
+)";
+
+}  // namespace
+
+KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
+  const int tpr = k.mode == 0 ? 32 : k.block;
+  uint32_t eps_bits = 0;
+  std::memcpy(&eps_bits, &s.eps, sizeof eps_bits);
+  std::ostringstream o;
+  o << "// cudal1 norm: " << (s.group ? "group" : "layer") << " " << c10::toString(s.dtype) << " rows=" << s.rows
+    << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
+    << " splits=" << k.splits << " reverse=" << k.reverse << "\n";
+  o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
+  if (s.stat_dtype == c10::ScalarType::Float)
+    o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
+  else
+    o << "typedef storage_t stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return to_storage(f); }\n";
+  o << "#define VEC " << k.vec << "\n#define BLOCK " << k.block << "\n#define TPR " << tpr
+    << "\n#define RPB (BLOCK / TPR)\n#define MODE " << k.mode << "\n#define CACHE " << (k.cache ? 1 : 0)
+    << "\n#define HAS_W " << (s.has_weight ? 1 : 0) << "\n#define HAS_B " << (s.has_bias ? 1 : 0)
+    << "\n#define GROUP " << (s.group ? 1 : 0) << "\n#define REV " << (k.reverse ? 1 : 0) << "\n";
+  o << "#define EPS __int_as_float(0x" << std::hex << eps_bits << std::dec << "u)\n";
+  // Macros rather than constants: each variant uses a different subset of them.
+  o << "#define ROWS ((index_t)" << s.rows << "LL)\n"
+    << "#define COLS ((index_t)" << s.cols << "LL)\n"
+    << "#define NV (COLS / VEC)\n"
+    << "#define G ((index_t)" << s.groups << "LL)\n#define CPG ((index_t)" << s.channels_per_group
+    << "LL)\n#define HW ((index_t)" << s.hw << "LL)\n"
+    << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)" << (k.mode == 2 ? chunk_vectors(s, k) : 1)
+    << "LL)\n";
+  if (k.cache) o << "static constexpr int PER = (int)((NV + TPR - 1) / TPR);  // vectors each thread keeps\n";
+  o << kBody;
+  return KernelSource{o.str(), "cudal1_norm"};
+}
+
+}  // namespace cudal1::optimizer::norm

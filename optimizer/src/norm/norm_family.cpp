@@ -1,0 +1,276 @@
+/// @brief The normalisation family: what it accepts (Note [Norm rows]), its technique space, features and binding.
+#include "norm_family.h"
+
+#include <optional>
+
+#include "codegen_common.h"
+
+namespace cudal1::optimizer::norm {
+namespace {
+
+constexpr int kBlocks[] = {128, 256, 512, 1024};
+constexpr int kVecs[] = {1, 2, 4, 8};
+constexpr int kSplits[] = {4, 16, 64, 256, 1024};
+
+std::optional<int64_t> int_value(const c10::IValue& v) {
+  if (v.isInt()) return v.toInt();
+  if (v.isSymInt()) {
+    const auto si = v.toSymInt();
+    if (!si.is_symbolic()) return si.expect_int();
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<int64_t>> int_list(const c10::IValue& v) {
+  if (v.isIntList()) return v.toIntVector();
+  if (!v.isList()) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& e : v.toListRef()) {
+    auto i = int_value(e);
+    if (!i) return std::nullopt;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+/// True when `t` is laid out contiguously (strides of size-1 dimensions do not matter, as in ATen).
+bool contiguous(const dispatcher::TensorSpec& t) {
+  int64_t expect = 1;
+  for (int64_t d = static_cast<int64_t>(t.sizes.size()) - 1; d >= 0; --d) {
+    if (t.sizes[d] != 1 && t.strides[d] != expect) return false;
+    expect *= t.sizes[d];
+  }
+  return true;
+}
+
+/// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
+/// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).
+Result<const dispatcher::TensorSpec*> affine_param(const dispatcher::ArgSpec& a, c10::ScalarType dtype, int64_t numel,
+                                                   const char* what) {
+  if (!a.is_tensor) {
+    if (a.value.isNone()) return static_cast<const dispatcher::TensorSpec*>(nullptr);
+    return Status(Code::kUnsupported, std::string(what) + " is not a tensor");
+  }
+  if (!a.tensor.defined) return static_cast<const dispatcher::TensorSpec*>(nullptr);
+  if (a.tensor.dtype != dtype) return Status(Code::kUnsupported, std::string(what) + " dtype differs from the input's");
+  int64_t n = 1;
+  for (int64_t x : a.tensor.sizes) n *= x;
+  if (n != numel || !contiguous(a.tensor)) return Status(Code::kUnsupported, std::string(what) + " layout");
+  return &a.tensor;
+}
+
+/// Largest vector width (elements) that every row, the parameters' offsets and the group layout allow.
+int max_vec(const NormShape& s, const std::vector<const dispatcher::TensorSpec*>& tensors) {
+  const int es = elem_size(s.dtype);
+  int v = 16 / es;
+  auto ok = [&](int vec) {
+    if (s.cols % vec != 0 || (s.group && s.hw % vec != 0)) return false;
+    for (const auto* t : tensors)
+      if (t && t->storage_offset % vec != 0) return false;
+    return true;
+  };
+  while (v > 1 && !ok(v)) v /= 2;
+  return v;
+}
+
+int cached_elements(const NormShape& s, int vec, int tpr) {
+  const int64_t nv = s.cols / vec;
+  return static_cast<int>(std::min<int64_t>((nv + tpr - 1) / tpr, 1 << 20)) * vec;
+}
+
+class NormPlan final : public Plan {
+ public:
+  explicit NormPlan(NormShape s) : s_(std::move(s)) {}
+
+  std::vector<Variant> space() const override {
+    std::vector<Variant> out;
+    auto add = [&](const NormKnobs& k) {
+      out.push_back(Variant{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"cache", k.cache ? 1 : 0},
+                             {"splits", k.splits}, {"rev", k.reverse ? 1 : 0}}});
+    };
+    for (int vec : kVecs) {
+      if (vec > s_.max_vec) continue;
+      for (int block : kBlocks) {
+        NormKnobs k;
+        k.vec = vec;
+        k.block = block;
+        if (s_.cols <= 16384) {  // warp per row: short rows
+          k.mode = 0;
+          for (bool cache : {true, false})
+            if (!cache || cached_elements(s_, vec, 32) <= kMaxCachedElements) k.cache = cache, add(k);
+        }
+        k.mode = 1;
+        for (bool cache : {true, false})
+          if (!cache || cached_elements(s_, vec, block) <= kMaxCachedElements) k.cache = cache, add(k);
+        k.mode = 2;
+        k.cache = false;
+        if (s_.cols >= 4096 && s_.rows <= 4096)
+          for (int splits : kSplits) {
+            k.splits = splits;
+            if (chunk_vectors(s_, k) < block || s_.rows * splits > (int64_t{1} << 22)) continue;
+            for (bool rev : {false, true}) k.reverse = rev, add(k);
+          }
+      }
+    }
+    return out;
+  }
+
+  std::vector<float> features(const Variant& v) const override {
+    std::vector<float> knobs;
+    for (int x : kVecs) knobs.push_back(v.get("vec") == x);
+    for (int x : kBlocks) knobs.push_back(v.get("block") == x);
+    for (int m = 0; m < 3; ++m) knobs.push_back(v.get("mode") == m);
+    knobs.push_back(v.get("cache") == 1);
+    knobs.push_back(v.get("cache") == 0);
+    knobs.push_back(v.get("splits") == 1);
+    for (int x : kSplits) knobs.push_back(v.get("splits") == x);
+    knobs.push_back(v.get("rev") == 1);
+    knobs.push_back(v.get("rev") == 0);
+    const float ctx[] = {1.f,
+                         s_.cols <= 1024 ? 1.f : 0.f,
+                         s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
+                         s_.cols > 16384 ? 1.f : 0.f,
+                         s_.rows < 264 ? 1.f : 0.f,
+                         elem_size(s_.dtype) == 2 ? 1.f : 0.f,
+                         s_.group ? 1.f : 0.f};
+    std::vector<float> f;
+    for (float c : ctx)
+      for (float k : knobs) f.push_back(c * k);
+    return f;
+  }
+
+  Result<KernelSource> source(const Variant& v) const override {
+    CUDAL1_ASSIGN_OR_RETURN(NormKnobs k, knobs_of(v));
+    return generate_norm(s_, k);
+  }
+
+  Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
+    if (!m) return Status(Code::kInvalidArgument, "no module");
+    CUDAL1_ASSIGN_OR_RETURN(NormKnobs k, knobs_of(v));
+    return make_norm_kernel(s_, k, std::move(m));
+  }
+
+ private:
+  /// The knobs of `v` when it belongs to this plan's space.
+  Result<NormKnobs> knobs_of(const Variant& v) const {
+    bool found = false;
+    for (const auto& x : space()) found = found || x.id() == v.id();
+    if (!found) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+    NormKnobs k;
+    k.mode = v.get("mode");
+    k.vec = v.get("vec");
+    k.block = v.get("block");
+    k.cache = v.get("cache") == 1;
+    k.splits = v.get("splits");
+    k.reverse = v.get("rev") == 1;
+    return k;
+  }
+
+  NormShape s_;
+};
+
+/// Checks what both ops share; fills dtype, sizes, strides.
+Status common_input(const Problem& p, NormShape* s) {
+  if (!p.args[0].is_tensor || !p.args[0].tensor.defined) return Status(Code::kUnsupported, "input is not a tensor");
+  const auto& t = p.args[0].tensor;
+  s->dtype = t.dtype;
+  if (!generated_dtype(s->dtype)) return Status(Code::kUnsupported, std::string("dtype ") + c10::toString(s->dtype));
+  if (s->dtype == c10::ScalarType::BFloat16 && p.sm < 80) return Status(Code::kUnsupported, "bf16 needs sm_80+");
+  if (!contiguous(t)) return Status(Code::kUnsupported, "input not contiguous");
+  int64_t numel = 1;
+  for (int64_t x : t.sizes) numel *= x;
+  if (numel == 0) return Status(Code::kUnsupported, "empty tensor");
+  s->sizes = t.sizes;
+  s->strides = t.strides;
+  return Status();
+}
+
+Status finish(const Problem& p, NormShape* s, const dispatcher::TensorSpec* w, const dispatcher::TensorSpec* b,
+              const c10::IValue& eps) {
+  if (!eps.isDouble()) return Status(Code::kUnsupported, "eps is not a float");
+  s->eps = static_cast<float>(eps.toDouble());  // ATen computes with eps in the accumulation type
+  s->has_weight = w != nullptr;
+  s->has_bias = b != nullptr;
+  if (s->cols > (int64_t{1} << 28)) return Status(Code::kUnsupported, "rows too long");
+  if (s->rows >= (int64_t{1} << 31)) return Status(Code::kUnsupported, "too many rows");
+  s->max_vec = max_vec(*s, {&p.args[0].tensor, w, b});
+  return Status();
+}
+
+Result<NormShape> plan_layer_norm(const Problem& p) {
+  if (p.args.size() != 5) return Status(Code::kUnsupported, "unexpected arguments");
+  NormShape s;
+  CUDAL1_RETURN_IF_ERROR(common_input(p, &s));
+  const auto shape = int_list(p.args[1].value);
+  const int64_t nd = static_cast<int64_t>(s.sizes.size());
+  if (!shape || shape->empty() || static_cast<int64_t>(shape->size()) > nd)
+    return Status(Code::kUnsupported, "normalized_shape");
+  const int64_t axis = nd - static_cast<int64_t>(shape->size());
+  s.rows = 1;
+  s.cols = 1;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d < axis) {
+      s.rows *= s.sizes[d];
+      s.stat_sizes.push_back(s.sizes[d]);
+    } else {
+      if ((*shape)[d - axis] != s.sizes[d]) return Status(Code::kUnsupported, "normalized_shape does not match");
+      s.cols *= s.sizes[d];
+      s.stat_sizes.push_back(1);
+    }
+  }
+  s.stat_dtype = c10::ScalarType::Float;  // ATen: the accumulation type
+  CUDAL1_ASSIGN_OR_RETURN(const dispatcher::TensorSpec* w, affine_param(p.args[2], s.dtype, s.cols, "weight"));
+  CUDAL1_ASSIGN_OR_RETURN(const dispatcher::TensorSpec* b, affine_param(p.args[3], s.dtype, s.cols, "bias"));
+  CUDAL1_RETURN_IF_ERROR(finish(p, &s, w, b, p.args[4].value));
+  return s;
+}
+
+Result<NormShape> plan_group_norm(const Problem& p) {
+  if (p.args.size() != 8) return Status(Code::kUnsupported, "unexpected arguments");
+  NormShape s;
+  s.group = true;
+  CUDAL1_RETURN_IF_ERROR(common_input(p, &s));
+  const auto n = int_value(p.args[3].value), c = int_value(p.args[4].value), hw = int_value(p.args[5].value),
+             g = int_value(p.args[6].value);
+  if (!n || !c || !hw || !g || *g <= 0 || *c <= 0 || *c % *g != 0) return Status(Code::kUnsupported, "group arguments");
+  int64_t inner = 1;
+  for (size_t d = 2; d < s.sizes.size(); ++d) inner *= s.sizes[d];
+  if (s.sizes.size() < 2 || s.sizes[0] != *n || s.sizes[1] != *c || inner != *hw)
+    return Status(Code::kUnsupported, "N, C, HxW do not match the input");
+  s.groups = *g;
+  s.channels_per_group = *c / *g;
+  s.hw = *hw;
+  s.rows = *n * *g;
+  s.cols = s.channels_per_group * s.hw;
+  s.stat_sizes = {*n, *g};
+  s.stat_dtype = s.dtype;  // ATen: the input's dtype unless the parameters' differ (declined below)
+  CUDAL1_ASSIGN_OR_RETURN(const dispatcher::TensorSpec* w, affine_param(p.args[1], s.dtype, *c, "weight"));
+  CUDAL1_ASSIGN_OR_RETURN(const dispatcher::TensorSpec* b, affine_param(p.args[2], s.dtype, *c, "bias"));
+  CUDAL1_RETURN_IF_ERROR(finish(p, &s, w, b, p.args[7].value));
+  return s;
+}
+
+class NormFamily final : public Family {
+ public:
+  const char* name() const override { return "norm"; }
+  int version() const override { return 1; }
+  std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
+
+  Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
+    if (!p.overload.empty()) return Status(Code::kUnsupported, "overload " + p.overload);
+    Result<NormShape> s = Status(Code::kUnsupported, "op " + p.op + " is not in this family");
+    if (p.op == "native_layer_norm") s = plan_layer_norm(p);
+    if (p.op == "native_group_norm") s = plan_group_norm(p);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<Plan>(new NormPlan(std::move(s).value()));
+  }
+};
+
+}  // namespace
+
+const Family& norm_family() {
+  static const NormFamily f;
+  return f;
+}
+
+}  // namespace cudal1::optimizer::norm

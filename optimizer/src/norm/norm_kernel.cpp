@@ -1,0 +1,110 @@
+/// @brief The bound kernel of the normalisation family: checks the call against the plan and launches one or two
+/// phases on the call's stream.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "cudal1/core/cuda_driver.h"
+#include "norm_family.h"
+
+namespace cudal1::optimizer::norm {
+namespace {
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> st(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * sizes[d + 1];
+  return st;
+}
+
+class NormKernel final : public BoundKernel {
+ public:
+  NormKernel(NormShape s, NormKnobs k, std::shared_ptr<LoadedModule> m)
+      : s_(std::move(s)), k_(k), module_(std::move(m)) {
+    outputs_.push_back(OutputSpec{s_.dtype, s_.sizes, contiguous_strides(s_.sizes)});
+    const OutputSpec stat{s_.stat_dtype, s_.stat_sizes, contiguous_strides(s_.stat_sizes)};
+    outputs_.push_back(stat);
+    outputs_.push_back(stat);
+    align_ = static_cast<uintptr_t>(k_.vec) * (s_.dtype == c10::ScalarType::Float ? 4 : 2);
+  }
+
+  const std::vector<OutputSpec>& outputs() const override { return outputs_; }
+
+  OutputTolerance output_tolerance(size_t i) const override {
+    // Note [Verification]: the output and rstd carry the row's rounding, the mean the input's.
+    OutputTolerance t;
+    t.nonfinite_equivalent = true;
+    if (i == 1)
+      t.input_scaled = 64;
+    else
+      t.output_scaled = 64;
+    return t;
+  }
+
+  Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
+    try {
+      const size_t wi = s_.group ? 1 : 2;  // weight's argument index; bias follows
+      if (nargs < wi + 2 || !args[0].isTensor()) return Status(Code::kUnsupported, "unexpected arguments");
+      const at::Tensor& x = args[0].toTensor();
+      if (!x.defined() || x.sizes() != c10::IntArrayRef(s_.sizes) || x.strides() != c10::IntArrayRef(s_.strides))
+        return Status(Code::kUnsupported, "call does not match the planned layout");
+      const void* w = nullptr;
+      const void* b = nullptr;
+      if (s_.has_weight) {
+        if (!args[wi].isTensor() || !args[wi].toTensor().defined() || !args[wi].toTensor().is_contiguous())
+          return Status(Code::kUnsupported, "weight differs from the plan");
+        w = args[wi].toTensor().data_ptr();
+      }
+      if (s_.has_bias) {
+        if (!args[wi + 1].isTensor() || !args[wi + 1].toTensor().defined() || !args[wi + 1].toTensor().is_contiguous())
+          return Status(Code::kUnsupported, "bias differs from the plan");
+        b = args[wi + 1].toTensor().data_ptr();
+      }
+      const void* xp = x.data_ptr();
+      void* yp = outs[0].data_ptr();
+      void* mp = outs[1].data_ptr();
+      void* rp = outs[2].data_ptr();
+      const bool vec_affine = !s_.group;  // layer norm loads weight and bias as vectors too
+      if (reinterpret_cast<uintptr_t>(xp) % align_ || reinterpret_cast<uintptr_t>(yp) % align_ ||
+          (vec_affine && (reinterpret_cast<uintptr_t>(w) % align_ || reinterpret_cast<uintptr_t>(b) % align_)))
+        return Status(Code::kUnsupported, "data not aligned for the vector width");
+      auto d = driver();
+      if (!d.ok()) return d.status();
+      const DriverApi* api = d.value();
+      at::Tensor ws;
+      float* wsp = nullptr;
+      if (k_.mode == 2) {
+        ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
+        wsp = ws.data_ptr<float>();
+      }
+      int64_t grid = s_.rows;
+      if (k_.mode == 0) grid = (s_.rows + k_.block / 32 - 1) / (k_.block / 32);
+      if (k_.mode == 2) grid = s_.rows * k_.splits;
+      const unsigned g = static_cast<unsigned>(std::clamp<int64_t>(grid, 1, (int64_t{1} << 31) - 1));
+      for (int phase = k_.mode == 2 ? 0 : 1; phase <= 1; ++phase) {
+        void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
+        const CUresult r = api->cuLaunchKernel(module_->function(), g, 1, 1, static_cast<unsigned>(k_.block), 1, 1, 0,
+                                               stream, params, nullptr);
+        if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
+      }
+      return Status();
+    } catch (const std::exception& e) {
+      return Status(Code::kInternal, std::string("norm launch raised: ") + e.what());
+    }
+  }
+
+ private:
+  NormShape s_;
+  NormKnobs k_;
+  std::shared_ptr<LoadedModule> module_;
+  std::vector<OutputSpec> outputs_;
+  uintptr_t align_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
+                                              std::shared_ptr<LoadedModule> module) {
+  return std::make_unique<NormKernel>(s, k, std::move(module));
+}
+
+}  // namespace cudal1::optimizer::norm

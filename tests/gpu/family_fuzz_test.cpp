@@ -1,0 +1,235 @@
+/// @brief GPU fuzz test, one per family: at least 1000 random signatures each (ranks 1-5; sizes including 0, 1,
+/// odd and prime; permuted, sliced and stepped strides; every dtype; every dim), each planned as the tuner would.
+/// For every signature the family accepts, a random variant of its space (any variant may be the one swapped in)
+/// is compiled with NVRTC, loaded and verified against ATen (fresh inputs, specials, poisoned and guarded
+/// outputs; Note [Verification]). 0 mismatches are allowed, and enough signatures must be accepted for the test
+/// to mean something.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/device_info.h"
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/measure.h"
+#include "gpu/gpu_env.h"
+#include "optimizer/problems.h"
+
+namespace cudal1 {
+namespace {
+
+using optimizer::Problem;
+using Rng = std::mt19937_64;
+
+constexpr int kSignatures = 1000;
+constexpr int64_t kMaxNumel = int64_t{1} << 21;
+
+int64_t pick(Rng& rng, std::initializer_list<int64_t> xs) {
+  return *(xs.begin() + static_cast<std::ptrdiff_t>(rng() % xs.size()));
+}
+
+/// A dimension size: 0, 1, small odd/prime, powers of two, awkward larger ones.
+int64_t draw_size(Rng& rng) {
+  switch (rng() % 10) {
+    case 0: return pick(rng, {0, 1, 1, 1});
+    case 1: case 2: return pick(rng, {2, 3, 5, 7, 11, 13, 17, 31});
+    case 3: case 4: return pick(rng, {8, 16, 32, 64, 128, 256});
+    case 5: case 6: return pick(rng, {97, 127, 129, 250, 257, 499, 1000, 1023});
+    default: return pick(rng, {1024, 2048, 3000, 4096, 5003, 8192, 32768});
+  }
+}
+
+/// Random sizes of rank `rank` whose product stays under kMaxNumel.
+std::vector<int64_t> draw_sizes(Rng& rng, int rank) {
+  std::vector<int64_t> s(rank);
+  for (auto& x : s) x = draw_size(rng);
+  auto numel = [&] { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); };
+  while (numel() > kMaxNumel) *std::max_element(s.begin(), s.end()) /= 2;
+  return s;
+}
+
+/// A random layout of `sizes`: contiguous, permuted, sliced (a window of a larger tensor, with an offset) or
+/// stepped (every 2nd element of a dimension). `kinds` bounds which are drawn (1: contiguous only).
+void draw_layout(Rng& rng, const std::vector<int64_t>& sizes, int kinds, std::vector<int64_t>* strides,
+                 int64_t* offset) {
+  const int rank = static_cast<int>(sizes.size());
+  const int kind = static_cast<int>(rng() % kinds);
+  std::vector<int64_t> alloc = sizes;
+  std::vector<int> order(rank);
+  std::iota(order.begin(), order.end(), 0);
+  int step_dim = -1;
+  if (kind == 1) std::shuffle(order.begin(), order.end(), rng);
+  if (kind == 2)
+    for (int d = 0; d < rank; ++d)
+      if (rng() % 2) alloc[d] += static_cast<int64_t>(rng() % 5) + 1;
+  if (kind == 3 && rank > 0) {
+    step_dim = static_cast<int>(rng() % rank);
+    alloc[step_dim] *= 2;
+  }
+  std::vector<int64_t> base(rank, 1);
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    base[order[i]] = s;
+    s *= std::max<int64_t>(alloc[order[i]], 1);
+  }
+  *strides = base;
+  *offset = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (d == step_dim) (*strides)[d] *= 2;
+    if (alloc[d] > sizes[d] && d != step_dim) *offset += static_cast<int64_t>(rng() % (alloc[d] - sizes[d] + 1)) * base[d];
+  }
+}
+
+c10::ScalarType draw_dtype(Rng& rng) {
+  const c10::ScalarType all[] = {at::kFloat, at::kHalf, at::kBFloat16, at::kFloat, at::kHalf, at::kBFloat16, at::kDouble};
+  return all[rng() % 7];
+}
+
+dispatcher::ArgSpec tensor(Rng& rng, c10::ScalarType dt, const std::vector<int64_t>& sizes, int kinds) {
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  draw_layout(rng, sizes, kinds, &strides, &offset);
+  return testing::tensor_arg(dt, sizes, strides, offset);
+}
+
+Problem unary(Rng& rng, int sm) {
+  static const char* ops[] = {"relu", "gelu", "gelu", "sigmoid", "tanh", "silu", "exp", "neg", "abs"};
+  const std::string op = ops[rng() % 9];
+  const auto sizes = draw_sizes(rng, 1 + static_cast<int>(rng() % 5));
+  std::vector<dispatcher::ArgSpec> args = {tensor(rng, draw_dtype(rng), sizes, 4)};
+  if (op == "gelu") args.push_back(testing::value_arg(std::string(rng() % 2 ? "tanh" : "none")));
+  return testing::problem(op, sm, std::move(args));
+}
+
+Problem softmax(Rng& rng, int sm) {
+  const int rank = 1 + static_cast<int>(rng() % 5);
+  const auto sizes = draw_sizes(rng, rank);
+  // Mostly the last dim (what the family serves); every dim, negative or not, otherwise.
+  const int64_t dim = rng() % 3 ? -1 : static_cast<int64_t>(rng() % (2 * rank)) - rank;
+  return testing::softmax_problem(rng() % 2 ? "_softmax" : "_log_softmax", draw_dtype(rng), sizes, {}, dim,
+                                  rng() % 8 == 0, sm);
+}
+
+Problem norm(Rng& rng, int sm) {
+  const c10::ScalarType dt = draw_dtype(rng);
+  const double eps = static_cast<double>(pick(rng, {1, 10, 100000})) * 1e-6;
+  if (rng() % 2) {
+    const int rank = 1 + static_cast<int>(rng() % 5);
+    const auto sizes = draw_sizes(rng, rank);
+    const size_t k = 1 + rng() % rank;
+    Problem p = testing::layer_norm_problem(dt, sizes, k, rng() % 4 != 0, rng() % 3 != 0, sm, eps);
+    p.args[0] = tensor(rng, dt, sizes, rng() % 5 ? 1 : 4);  // mostly contiguous (what ATen hands the op)
+    return p;
+  }
+  const int64_t groups = pick(rng, {1, 2, 3, 4, 8, 32});
+  const int64_t c = groups * pick(rng, {1, 2, 3, 4, 16});
+  std::vector<int64_t> sizes = {pick(rng, {1, 2, 3, 7, 16}), c};
+  const int spatial = static_cast<int>(rng() % 3);
+  for (int d = 0; d < spatial; ++d) sizes.push_back(pick(rng, {1, 3, 7, 8, 14, 28, 56}));
+  return testing::group_norm_problem(dt, sizes, groups, rng() % 3 != 0, sm, eps);
+}
+
+struct Job {
+  Problem problem;
+  std::unique_ptr<optimizer::Plan> plan;
+  optimizer::Variant variant;
+  Result<optimizer::CompiledKernel> compiled = Status(Code::kInternal, "not compiled");
+};
+
+/// Fills in the unary or softmax problem's strides when the builder left them to us.
+void layout_missing_strides(Rng& rng, Problem* p) {
+  auto& t = p->args[0].tensor;
+  if (t.strides.empty() && !t.sizes.empty()) {
+    std::vector<int64_t> strides;
+    int64_t offset = 0;
+    draw_layout(rng, t.sizes, 4, &strides, &offset);
+    t.strides = strides;
+    t.storage_offset = offset;
+  }
+  if (t.sizes.empty()) t.strides.clear();
+}
+
+void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t seed) {
+  CUDAL1_REQUIRE_GPU();
+  auto info = optimizer::device_info(0);
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  const optimizer::Family* family = optimizer::family_for(family_op, "");
+  ASSERT_NE(family, nullptr);
+  Rng rng(seed);
+  std::vector<Job> jobs;
+  std::map<std::string, int> declined;
+  for (int i = 0; i < kSignatures; ++i) {
+    Job j;
+    j.problem = draw(rng, info->sm);
+    layout_missing_strides(rng, &j.problem);
+    j.problem.signature = family_op + " #" + std::to_string(i);
+    auto plan = optimizer::family_for(j.problem.op, j.problem.overload)->plan(j.problem);
+    if (!plan.ok()) {
+      ASSERT_EQ(plan.status().code(), Code::kUnsupported) << plan.status().to_string();
+      ++declined[plan.status().message()];
+      continue;
+    }
+    const auto space = plan.value()->space();
+    ASSERT_FALSE(space.empty());
+    j.variant = space[rng() % space.size()];
+    j.plan = std::move(plan).value();
+    jobs.push_back(std::move(j));
+  }
+  // NVRTC in parallel (thread-safe), then load and verify on this thread.
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
+    threads.emplace_back([&] {
+      for (size_t i; (i = next++) < jobs.size();) {
+        auto src = jobs[i].plan->source(jobs[i].variant);
+        jobs[i].compiled = src.ok() ? optimizer::compile(src.value(), info->sm) : Result<optimizer::CompiledKernel>(src.status());
+      }
+    });
+  for (auto& t : threads) t.join();
+  int verified = 0, call_declined = 0, mismatches = 0;
+  for (auto& j : jobs) {
+    const std::string what = j.problem.op + " " + j.variant.id() + " on " + [&] {
+      std::string s;
+      for (const auto& a : j.problem.args)
+        if (a.is_tensor && a.tensor.defined)
+          s += std::string(c10::toString(a.tensor.dtype)) + c10::str(c10::IntArrayRef(a.tensor.sizes)) +
+               c10::str(c10::IntArrayRef(a.tensor.strides)) + "+" + std::to_string(a.tensor.storage_offset) + " ";
+      return s;
+    }();
+    ASSERT_TRUE(j.compiled.ok()) << what << ": " << j.compiled.status().to_string();
+    auto module = optimizer::LoadedModule::load(0, j.compiled->cubin, j.compiled->kernel_name);
+    ASSERT_TRUE(module.ok()) << what << ": " << module.status().to_string();
+    auto bound = j.plan->bind(j.variant, module.value());
+    ASSERT_TRUE(bound.ok()) << what << ": " << bound.status().to_string();
+    const auto& op = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + j.problem.op).c_str(),
+                                                                     j.problem.overload.c_str());
+    const Status st = optimizer::verify(j.problem, op, *bound.value(), 0, 3, seed ^ verified, nullptr);
+    if (st.ok()) {
+      ++verified;
+    } else if (st.code() == Code::kUnsupported) {
+      ++call_declined;  // the kernel declined this call (alignment): ATen serves it
+    } else {
+      ++mismatches;
+      ADD_FAILURE() << what << ": " << st.to_string();
+    }
+  }
+  std::printf("[fuzz %s] %d signatures: %zu planned, %d verified against ATen, %d declined at the call, "
+              "%d mismatches\n", family->name(), kSignatures, jobs.size(), verified, call_declined, mismatches);
+  for (const auto& [why, n] : declined) std::printf("[fuzz %s]   declined by the planner %4d x %s\n", family->name(), n, why.c_str());
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GE(verified, kSignatures / 4) << "too few signatures accepted for the fuzz to mean anything";
+}
+
+TEST(FamilyFuzz, UnaryElementwise) { fuzz("relu", &unary, 101); }
+TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202); }
+TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303); }
+
+}  // namespace
+}  // namespace cudal1

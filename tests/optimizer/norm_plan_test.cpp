@@ -1,0 +1,106 @@
+/// @brief What the normalisation family accepts and declines, how it maps both ops onto rows, and its space.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cudal1/optimizer/family.h"
+#include "optimizer/problems.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+using testing::group_norm_problem;
+using testing::layer_norm_problem;
+
+const Family& family() { return *family_for("native_layer_norm", ""); }
+
+Code code(const Problem& p) { return family().plan(p).status().code(); }
+
+std::vector<Variant> space(const Problem& p) {
+  auto plan = family().plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  return plan.ok() ? plan.value()->space() : std::vector<Variant>{};
+}
+
+TEST(NormPlan, ServesLayerAndGroupNorm) {
+  ASSERT_EQ(family_for("native_group_norm", ""), &family());
+  EXPECT_STREQ(family().name(), "norm");
+  EXPECT_TRUE(family().plan(layer_norm_problem(at::kFloat, {8192, 4096}, 1)).ok());
+  EXPECT_TRUE(family().plan(layer_norm_problem(at::kBFloat16, {16, 64, 256, 256}, 3, false, false)).ok());
+  EXPECT_TRUE(family().plan(layer_norm_problem(at::kHalf, {1}, 1)).ok());
+  EXPECT_TRUE(family().plan(group_norm_problem(at::kFloat, {16, 64, 56, 56}, 8)).ok());
+  EXPECT_TRUE(family().plan(group_norm_problem(at::kBFloat16, {3, 6}, 3, false)).ok());
+}
+
+TEST(NormPlan, DeclinesWhatItCannotDoExactly) {
+  EXPECT_EQ(code(layer_norm_problem(at::kDouble, {8, 16}, 1)), Code::kUnsupported);
+  EXPECT_EQ(code(layer_norm_problem(at::kFloat, {0, 16}, 1)), Code::kUnsupported);
+  EXPECT_EQ(code(layer_norm_problem(at::kBFloat16, {8, 16}, 1, true, true, 75)), Code::kUnsupported);
+  auto transposed = layer_norm_problem(at::kFloat, {16, 8}, 1);
+  transposed.args[0].tensor.strides = {1, 16};
+  EXPECT_EQ(code(transposed), Code::kUnsupported);
+  auto mixed = layer_norm_problem(at::kBFloat16, {8, 16}, 1);
+  mixed.args[2].tensor.dtype = at::kFloat;  // fp32 weight on a bf16 input
+  EXPECT_EQ(code(mixed), Code::kUnsupported);
+  auto wrong_shape = layer_norm_problem(at::kFloat, {8, 16}, 1);
+  wrong_shape.args[1].value = c10::IValue(std::vector<int64_t>{15});
+  EXPECT_EQ(code(wrong_shape), Code::kUnsupported);
+  auto bad_groups = group_norm_problem(at::kFloat, {2, 6, 4, 4}, 4);  // 6 channels in 4 groups
+  EXPECT_EQ(code(bad_groups), Code::kUnsupported);
+  auto wrong_hw = group_norm_problem(at::kFloat, {2, 6, 4, 4}, 3);
+  wrong_hw.args[5].value = c10::IValue(int64_t{15});
+  EXPECT_EQ(code(wrong_hw), Code::kUnsupported);
+}
+
+TEST(NormPlan, VectorWidthFollowsRowsOffsetsAndChannels) {
+  auto max_vec = [](const Problem& p) {
+    int m = 0;
+    for (const auto& v : space(p)) m = std::max(m, v.get("vec"));
+    return m;
+  };
+  EXPECT_EQ(max_vec(layer_norm_problem(at::kFloat, {8, 4096}, 1)), 4);
+  EXPECT_EQ(max_vec(layer_norm_problem(at::kBFloat16, {8, 4096}, 1)), 8);
+  EXPECT_EQ(max_vec(layer_norm_problem(at::kFloat, {8, 4098}, 1)), 2);
+  auto offset_weight = layer_norm_problem(at::kHalf, {8, 4096}, 1);
+  offset_weight.args[2].tensor.storage_offset = 2;
+  EXPECT_EQ(max_vec(offset_weight), 2);
+  // Group norm: a vector must not straddle two channels, so HxW bounds the width.
+  EXPECT_EQ(max_vec(group_norm_problem(at::kFloat, {4, 32, 7, 7}, 8)), 1);
+  EXPECT_EQ(max_vec(group_norm_problem(at::kFloat, {4, 32, 6, 6}, 8)), 4);
+}
+
+TEST(NormPlan, SpaceOffersSplitRowsOnlyForLongRowsAndCachingOnlyWhereRowsFit) {
+  // KernelBench LayerNorm: 16 rows of 4M elements. Only split rows and streamed block rows make sense.
+  std::set<int> modes;
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
+    modes.insert(v.get("mode"));
+    EXPECT_EQ(v.get("cache"), 0) << v.id();
+    if (v.get("mode") == 2) EXPECT_GE(v.get("splits"), 4) << v.id();
+  }
+  EXPECT_EQ(modes, (std::set<int>{1, 2}));
+  // LLM rows: 4096 features fit in registers of a block; many rows, so no splitting.
+  int cached = 0;
+  for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) {
+    cached += v.get("cache");
+    EXPECT_NE(v.get("mode"), 2) << v.id();
+    if (v.get("mode") == 0) EXPECT_EQ(v.get("cache"), 0) << v.id();  // 128 elements per lane: too many
+  }
+  EXPECT_GT(cached, 0);
+}
+
+TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
+  auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1000}, 1, true, false, 90, 1e-6));
+  ASSERT_TRUE(plan.ok());
+  const auto sp = plan.value()->space();
+  ASSERT_FALSE(sp.empty());
+  auto src = plan.value()->source(sp.front());
+  ASSERT_TRUE(src.ok());
+  EXPECT_NE(src->code.find("COLS ((index_t)1000LL)"), std::string::npos);
+  EXPECT_NE(src->code.find("HAS_B 0"), std::string::npos);
+  EXPECT_EQ(src->kernel_name, "cudal1_norm");
+  EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 2}, {"vec", 8}}}).ok());
+  EXPECT_EQ(plan.value()->features(sp.front()).size(), plan.value()->features(sp.back()).size());
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
