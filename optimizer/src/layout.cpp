@@ -28,6 +28,33 @@ bool non_overlapping_and_dense(const std::vector<int64_t>& sizes, const std::vec
 std::vector<int64_t> elementwise_output_strides(const std::vector<int64_t>& sizes,
                                                 const std::vector<int64_t>& in_strides) {
   const int n = static_cast<int>(sizes.size());
+  // TensorIterator's fast setup (compute_fast_setup_type): a contiguous input gives a contiguous output, a
+  // channels-last 4-d one a channels-last output, any other dense one its own strides. "Contiguous" ignores
+  // size-1 dimensions, whose strides the output then takes from the format, not from the input.
+  auto dense_in_order = [&](const std::vector<int>& order) {  // order: innermost first
+    int64_t expected = 1;
+    for (int d : order) {
+      if (sizes[d] == 1) continue;
+      if (in_strides[d] != expected) return false;
+      expected *= sizes[d];
+    }
+    return true;
+  };
+  auto strides_in_order = [&](const std::vector<int>& order) {
+    std::vector<int64_t> out(n);
+    int64_t s = 1;
+    for (int d : order) {
+      out[d] = s;
+      s *= std::max<int64_t>(sizes[d], 1);
+    }
+    return out;
+  };
+  std::vector<int> rowmajor(n);
+  for (int i = 0; i < n; ++i) rowmajor[i] = n - 1 - i;
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel == 0 || dense_in_order(rowmajor)) return strides_in_order(rowmajor);
+  if (n == 4 && dense_in_order({1, 3, 2, 0})) return strides_in_order({1, 3, 2, 0});
   if (non_overlapping_and_dense(sizes, in_strides)) return in_strides;
   // TensorIterator::reorder_dimensions with one operand: perm[0] is the fastest dim.
   std::vector<int> perm(n);

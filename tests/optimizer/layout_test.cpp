@@ -23,7 +23,14 @@ std::vector<at::Tensor> layouts() {
           at::randn({3, 3, 3}).as_strided({3, 3}, {1, 3}, 2),
           at::randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast),
           at::randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast).narrow(3, 0, 3),
-          at::randn({7})};
+          at::randn({7}),
+          // Size-1 dimensions whose strides differ from the format's (found by the GPU fuzz test):
+          at::randn({2048}).as_strided({1, 1023}, {1, 1}),
+          at::randn({97}).as_strided({97, 1}, {1, 97}),
+          at::randn({2}).as_strided({1}, {2}),
+          at::randn({128 * 128 * 128}).as_strided({128, 128, 1, 128}, {16384, 1, 128, 128}),
+          at::randn({32 * 32 * 39 * 31}).as_strided({32, 1, 32, 39, 31}, {38688, 31, 1209, 31, 1}),
+          at::randn({128 * 4096}).as_strided({128, 4096, 1}, {4096, 1, 524288})};
 }
 
 TEST(Layout, PredictsAtensOutputStrides) {

@@ -117,8 +117,26 @@ __device__ __forceinline__ void affine(const storage_t* __restrict__ w, const st
   }
 #endif
 }
+/// The statistics the output is computed from (Note [Norm rows]: group norm in fp16/bf16 uses rounded ones).
+__device__ __forceinline__ float used_stat(float v) {
+#if ROUND_STATS
+  return to_float(to_storage(v));
+#else
+  return v;
+#endif
+}
 __device__ __forceinline__ vec_t normalise(const vec_t& t, float mean, float rstd, const float* wv, const float* bv) {
   vec_t o;
+#if FUSED_AFFINE
+  // ATen's group norm: y = a * x + b with a = rstd * w, b = bias - a * mean (with HxW = 1 it uses the
+  // layer-norm form below).
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const float a = HAS_W ? rstd * wv[e] : rstd;
+    const float c = fmaf(-a, mean, HAS_B ? bv[e] : 0.f);
+    o.v[e] = to_storage(fmaf(a, to_float(t.v[e]), c));
+  }
+#else
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
     float v = (to_float(t.v[e]) - mean) * rstd;
@@ -130,6 +148,7 @@ __device__ __forceinline__ vec_t normalise(const vec_t& t, float mean, float rst
 #endif
     o.v[e] = to_storage(v);
   }
+#endif
   return o;
 }
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -181,19 +200,20 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
     mean_out[row] = to_stat(mean);
     rstd_out[row] = to_stat(rstd);
   }
+  const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
 #if CACHE
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const index_t j = lane + (index_t)i * TPR;
     if (live && j < NV) {
       affine(w, b, row, j, wv, bv);
-      yr[j] = normalise(c[i], mean, rstd, wv, bv);
+      yr[j] = normalise(c[i], mean_u, rstd_u, wv, bv);
     }
   }
 #else
   for (index_t j = lane; live && j < NV; j += TPR) {
     affine(w, b, row, j, wv, bv);
-    yr[j] = normalise(xr[j], mean, rstd, wv, bv);
+    yr[j] = normalise(xr[j], mean_u, rstd_u, wv, bv);
   }
 #endif
 #else  // MODE 2: phase 0 writes each chunk's Welford triple, phase 1 merges a row's triples and normalises
@@ -224,9 +244,10 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
     rstd_out[row] = to_stat(rstd);
   }
   vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
+  const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
   for (index_t j = j0 + threadIdx.x; j < j1; j += BLOCK) {
     affine(w, b, row, j, wv, bv);
-    yr[j] = normalise(xr[j], mean, rstd, wv, bv);
+    yr[j] = normalise(xr[j], mean_u, rstd_u, wv, bv);
   }
 #endif
 }
@@ -250,7 +271,9 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   o << "#define VEC " << k.vec << "\n#define BLOCK " << k.block << "\n#define TPR " << tpr
     << "\n#define RPB (BLOCK / TPR)\n#define MODE " << k.mode << "\n#define CACHE " << (k.cache ? 1 : 0)
     << "\n#define HAS_W " << (s.has_weight ? 1 : 0) << "\n#define HAS_B " << (s.has_bias ? 1 : 0)
-    << "\n#define GROUP " << (s.group ? 1 : 0) << "\n#define REV " << (k.reverse ? 1 : 0) << "\n";
+    << "\n#define GROUP " << (s.group ? 1 : 0) << "\n#define FUSED_AFFINE " << (s.group && s.hw > 1 ? 1 : 0)
+    << "\n#define ROUND_STATS " << (s.round_stats ? 1 : 0)
+    << "\n#define REV " << (k.reverse ? 1 : 0) << "\n";
   o << "#define EPS __int_as_float(0x" << std::hex << eps_bits << std::dec << "u)\n";
   // Macros rather than constants: each variant uses a different subset of them.
   o << "#define ROWS ((index_t)" << s.rows << "LL)\n"

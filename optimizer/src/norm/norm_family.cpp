@@ -1,6 +1,9 @@
 /// @brief The normalisation family: what it accepts (Note [Norm rows]), its technique space, features and binding.
 #include "norm_family.h"
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
 #include <optional>
 
 #include "codegen_common.h"
@@ -188,7 +191,10 @@ Status common_input(const Problem& p, NormShape* s) {
 Status finish(const Problem& p, NormShape* s, const dispatcher::TensorSpec* w, const dispatcher::TensorSpec* b,
               const c10::IValue& eps) {
   if (!eps.isDouble()) return Status(Code::kUnsupported, "eps is not a float");
-  s->eps = static_cast<float>(eps.toDouble());  // ATen computes with eps in the accumulation type
+  s->eps = static_cast<float>(eps.toDouble());  // ATen computes with eps in the accumulation type...
+  if (s->round_stats)  // ...except group norm, which passes eps as the input's dtype
+    s->eps = s->dtype == c10::ScalarType::Half ? static_cast<float>(c10::Half(s->eps))
+                                               : static_cast<float>(c10::BFloat16(s->eps));
   s->has_weight = w != nullptr;
   s->has_bias = b != nullptr;
   if (s->cols > (int64_t{1} << 28)) return Status(Code::kUnsupported, "rows too long");
@@ -244,6 +250,7 @@ Result<NormShape> plan_group_norm(const Problem& p) {
   s.cols = s.channels_per_group * s.hw;
   s.stat_sizes = {*n, *g};
   s.stat_dtype = s.dtype;  // ATen: the input's dtype unless the parameters' differ (declined below)
+  s.round_stats = s.dtype != c10::ScalarType::Float;
   CUDAL1_ASSIGN_OR_RETURN(const dispatcher::TensorSpec* w, affine_param(p.args[1], s.dtype, *c, "weight"));
   CUDAL1_ASSIGN_OR_RETURN(const dispatcher::TensorSpec* b, affine_param(p.args[2], s.dtype, *c, "bias"));
   CUDAL1_RETURN_IF_ERROR(finish(p, &s, w, b, p.args[7].value));

@@ -25,7 +25,10 @@ struct NormShape {
   int64_t rows = 0, cols = 0;           ///< Note [Norm rows]
   int64_t groups = 1, channels_per_group = 1, hw = 1;
   bool has_weight = false, has_bias = false;
-  float eps = 1e-5f;
+  float eps = 1e-5f;  ///< as ATen uses it (group norm in fp16/bf16: rounded to the input's dtype)
+  /// Group norm in fp16/bf16: ATen keeps mean and rstd in the input's dtype and normalises with those rounded
+  /// values (y = a * x + b, a = rstd * w, b = bias - a * mean), so the kernel does the same.
+  bool round_stats = false;
   int max_vec = 1;
 };
 

@@ -37,6 +37,10 @@ class NormKernel final : public BoundKernel {
       t.input_scaled = 64;
     else
       t.output_scaled = 64;
+    // Group norm in fp16/bf16 normalises with statistics rounded to that dtype (Note [Norm rows]); where our
+    // fp32 mean and ATen's round to neighbouring values, the output moves by one unit of the statistic's
+    // precision times rstd * |w|, bounded by 2 eps(dtype) x max|output|.
+    if (i == 0 && s_.round_stats) t.output_scaled += 2.0 * (s_.dtype == c10::ScalarType::Half ? 8192 : 65536);
     return t;
   }
 
