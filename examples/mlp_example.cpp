@@ -13,20 +13,26 @@
 
 namespace {
 
-/// A gated MLP block with the activations LLM and vision models use: SiLU on the gate half (a strided view),
-/// tanh-GELU, sigmoid and tanh on column slices.
+/// A pre-norm gated MLP block with what LLM and vision models use: LayerNorm, SiLU on the gate half (a strided
+/// view), tanh-GELU, sigmoid and tanh on column slices.
 struct Block {
+  torch::nn::LayerNorm norm{nullptr};
   torch::nn::Linear up{nullptr}, mid{nullptr}, down{nullptr};
   int64_t hidden;
   Block(int64_t d, int64_t h, torch::Device dev, torch::Dtype dt)
-      : up(torch::nn::Linear(torch::nn::LinearOptions(d, 2 * h).bias(false))),
+      : norm(torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}))),
+        up(torch::nn::Linear(torch::nn::LinearOptions(d, 2 * h).bias(false))),
         mid(torch::nn::Linear(torch::nn::LinearOptions(h, h).bias(false))),
         down(torch::nn::Linear(torch::nn::LinearOptions(h / 2, d).bias(false))),
         hidden(h) {
     for (auto* l : {&up, &mid, &down}) (*l)->to(dev, dt);
+    norm->to(dev, dt);
+    torch::NoGradGuard no_grad;  // a trained norm's affine parameters are not 1 and 0
+    norm->weight.uniform_(0.5, 1.5);
+    norm->bias.uniform_(-0.1, 0.1);
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    const auto h = up->forward(x);
+    const auto h = up->forward(norm->forward(x));
     const auto a = h.narrow(1, 0, hidden), g = h.narrow(1, hidden, hidden);
     const auto u = a * torch::silu(g);
     const auto v = torch::gelu(mid->forward(u), "tanh");
@@ -51,7 +57,7 @@ int main(int argc, char** argv) {
   const auto dev = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const auto dt = cuda ? torch::kBFloat16 : torch::kFloat;
   const int64_t batch = cuda ? 4096 : 64, d = cuda ? 2048 : 128, h = cuda ? 4096 : 256;
-  std::printf("cudal1 example: gated MLP block, batch %lld, model %lld, hidden %lld, %s on %s\n",
+  std::printf("cudal1 example: pre-norm gated MLP block, batch %lld, model %lld, hidden %lld, %s on %s\n",
               static_cast<long long>(batch), static_cast<long long>(d), static_cast<long long>(h),
               cuda ? "bf16" : "fp32", cuda ? "CUDA device 0" : "the CPU (no CUDA device here)");
   std::printf("cudal1 at start: %s\n", cudal1::status_line().c_str());
