@@ -26,4 +26,44 @@ const char* dtype_prelude(c10::ScalarType t) {
   }
 }
 
+const char* row_reduce_source() {
+  return R"(#ifndef NEG_INF
+#define NEG_INF __int_as_float(0xff800000u)
+#endif
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+#if TPR == 32
+__device__ __forceinline__ float row_max(float v, float*) { return warp_max(v); }
+__device__ __forceinline__ float row_sum(float v, float*) { return warp_sum(v); }
+#else
+__device__ __forceinline__ float row_max(float v, float* red) {
+  v = warp_max(v);
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) red[w] = v;
+  __syncthreads();
+  v = warp_max(l < BLOCK / 32 ? red[l] : NEG_INF);
+  __syncthreads();
+  return v;
+}
+__device__ __forceinline__ float row_sum(float v, float* red) {
+  v = warp_sum(v);
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) red[w] = v;
+  __syncthreads();
+  v = warp_sum(l < BLOCK / 32 ? red[l] : 0.f);
+  __syncthreads();
+  return v;
+}
+#endif
+)";
+}
+
 }  // namespace cudal1::optimizer

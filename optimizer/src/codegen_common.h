@@ -9,6 +9,11 @@ namespace cudal1::optimizer {
 /// ships none): PTX cvt instructions, round-to-nearest-even like ATen's conversions. "" for other dtypes.
 const char* dtype_prelude(c10::ScalarType t);
 
+/// `warp_sum`, `warp_max`, `row_sum(v, red)` and `row_max(v, red)`: fp32 reductions over the TPR threads of a row
+/// (a warp, or the whole block through `float red[32]` in shared memory), the result identical in every thread
+/// of the row. The source must define TPR and BLOCK first.
+const char* row_reduce_source();
+
 /// Bytes per element of the dtypes the generators handle (fp32: 4, fp16/bf16: 2).
 inline int elem_size(c10::ScalarType t) { return t == c10::ScalarType::Float ? 4 : 2; }
 

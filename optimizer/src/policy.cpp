@@ -17,7 +17,8 @@ double Policy::score(const std::vector<float>& f) const {
   return s;
 }
 
-std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& features, size_t k) {
+std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& features, size_t k,
+                                   const std::vector<int>& strata) {
   std::vector<size_t> left(features.size());
   for (size_t i = 0; i < left.size(); ++i) left[i] = i;
   std::vector<double> s(features.size());
@@ -29,6 +30,21 @@ std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& featur
   auto best = std::max_element(left.begin(), left.end(), [&](size_t a, size_t b) { return s[a] < s[b]; });
   out.push_back(*best);
   left.erase(best);
+  if (strata.size() == features.size()) {
+    std::vector<int> todo;
+    for (int st : strata)
+      if (std::find(todo.begin(), todo.end(), st) == todo.end() && st != strata[out.front()]) todo.push_back(st);
+    std::shuffle(todo.begin(), todo.end(), rng_);
+    for (int st : todo) {
+      if (out.size() >= k) break;
+      auto it = left.end();
+      for (auto i = left.begin(); i != left.end(); ++i)
+        if (strata[*i] == st && (it == left.end() || s[*i] > s[*it])) it = i;
+      if (it == left.end()) continue;
+      out.push_back(*it);
+      left.erase(it);
+    }
+  }
   while (out.size() < k && !left.empty()) {
     double mx = -1e300;
     for (size_t i : left) mx = std::max(mx, s[i]);

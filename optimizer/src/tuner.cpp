@@ -158,9 +158,13 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
 
   const std::vector<Variant> space = plan->space();
   std::vector<std::vector<float>> feats;
-  for (const auto& v : space) feats.push_back(plan->features(v));
+  std::vector<int> strata;
+  for (const auto& v : space) {
+    feats.push_back(plan->features(v));
+    strata.push_back(plan->stratum(v));
+  }
   Policy& policy = policy_for(family->name(), feats.front().size(), device);
-  const std::vector<size_t> picks = policy.choose(feats, static_cast<size_t>(opts_.trials));
+  const std::vector<size_t> picks = policy.choose(feats, static_cast<size_t>(opts_.trials), strata);
 
 #if defined(CUDAL1_TORCH_CUDA)
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));

@@ -91,6 +91,25 @@ TEST(Policy, ChooseReturnsDistinctIndicesBestFirst) {
   EXPECT_EQ(p.choose({{1, 0}}, 5).size(), 1u);
 }
 
+TEST(Policy, ChooseTriesEveryStratumOnceEvenWhenTaughtAgainstIt) {
+  Policy p(2, 5);
+  for (int i = 0; i < 50; ++i) p.learn({{1, 0}, {0, 1}}, {3.0, 1.0});  // feature 0 ("split") always won
+  // Six variants: four of stratum 0 (feature 0 set), two of stratum 1 (feature 1 set), three picks.
+  const std::vector<std::vector<float>> f = {{1, 0}, {1, 0}, {1, 0}, {1, 0}, {0, 1}, {0, 1}};
+  const std::vector<int> strata = {0, 0, 0, 0, 1, 1};
+  for (int round = 0; round < 20; ++round) {
+    const auto picks = p.choose(f, 3, strata);
+    ASSERT_EQ(picks.size(), 3u);
+    EXPECT_EQ(strata[picks[0]], 0);  // the best-scored first
+    EXPECT_EQ(strata[picks[1]], 1);  // then the uncovered stratum's best
+  }
+  // Without strata the taught policy almost never leaves stratum 0 in three picks.
+  int other = 0;
+  for (int round = 0; round < 20; ++round)
+    for (size_t i : p.choose(f, 3)) other += strata[i] == 1;
+  EXPECT_LT(other, 5);
+}
+
 TEST(Policy, JsonRoundTripAndValidation) {
   Policy p(3, 1);
   p.learn({{1, 0, 0}, {0, 0, 1}}, {1.5, 1.0});

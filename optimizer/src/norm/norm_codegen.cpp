@@ -39,11 +39,6 @@ __device__ __forceinline__ Welford wf_vector(const vec_t& t) {
   }
   return Welford{(float)VEC, m, q};
 }
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 __device__ __forceinline__ Welford warp_welford(Welford w) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -55,18 +50,8 @@ __device__ __forceinline__ Welford warp_welford(Welford w) {
                  __shfl_sync(0xffffffffu, w.m2, 0)};
 }
 #if TPR == 32
-__device__ __forceinline__ float row_sum(float v, float*) { return warp_sum(v); }
 __device__ __forceinline__ Welford row_welford(Welford w, float*) { return warp_welford(w); }
 #else
-__device__ __forceinline__ float row_sum(float v, float* red) {
-  v = warp_sum(v);
-  const int wid = threadIdx.x / 32, l = threadIdx.x % 32;
-  if (l == 0) red[wid] = v;
-  __syncthreads();
-  v = warp_sum(l < BLOCK / 32 ? red[l] : 0.f);
-  __syncthreads();
-  return v;
-}
 __device__ __forceinline__ Welford row_welford(Welford w, float* red) {
   w = warp_welford(w);
   const int wid = threadIdx.x / 32, l = threadIdx.x % 32;
@@ -284,7 +269,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)" << (k.mode == 2 ? chunk_vectors(s, k) : 1)
     << "LL)\n";
   if (k.cache) o << "static constexpr int PER = (int)((NV + TPR - 1) / TPR);  // vectors each thread keeps\n";
-  o << kBody;
+  o << row_reduce_source() << kBody;
   return KernelSource{o.str(), "cudal1_norm"};
 }
 

@@ -142,6 +142,8 @@ class NormPlan final : public Plan {
     return f;
   }
 
+  int stratum(const Variant& v) const override { return v.get("mode") * 2 + v.get("cache"); }
+
   Result<KernelSource> source(const Variant& v) const override {
     CUDAL1_ASSIGN_OR_RETURN(NormKnobs k, knobs_of(v));
     return generate_norm(s_, k);

@@ -26,40 +26,7 @@ KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool wa
   if (cache) k << "static constexpr int PER = (NV + TPR - 1) / TPR;  // vectors each thread keeps\n";
   k << R"(#define NEG_INF __int_as_float(0xff800000u)
 struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-#if TPR == 32
-__device__ __forceinline__ float row_max(float v, float*) { return warp_max(v); }
-__device__ __forceinline__ float row_sum(float v, float*) { return warp_sum(v); }
-#else
-__device__ __forceinline__ float row_max(float v, float* red) {
-  v = warp_max(v);
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-  if (l == 0) red[w] = v;
-  __syncthreads();
-  v = warp_max(l < BLOCK / 32 ? red[l] : NEG_INF);
-  __syncthreads();
-  return v;
-}
-__device__ __forceinline__ float row_sum(float v, float* red) {
-  v = warp_sum(v);
-  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-  if (l == 0) red[w] = v;
-  __syncthreads();
-  v = warp_sum(l < BLOCK / 32 ? red[l] : 0.f);
-  __syncthreads();
-  return v;
-}
-#endif
-extern "C" __global__ void __launch_bounds__(BLOCK)
+)" << row_reduce_source() << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   __shared__ float red[32];
   const int lane = threadIdx.x % TPR;

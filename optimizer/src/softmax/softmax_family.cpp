@@ -55,6 +55,8 @@ class SoftmaxPlan final : public Plan {
     return f;
   }
 
+  int stratum(const Variant& v) const override { return v.get("warp") * 2 + v.get("cache"); }
+
   Result<KernelSource> source(const Variant& v) const override {
     const int vec = v.get("vec", 0), block = v.get("block", 0), warp = v.get("warp", -1), cache = v.get("cache", -1);
     const bool block_ok = block == 128 || block == 256 || block == 512 || block == 1024;
@@ -82,7 +84,7 @@ class SoftmaxPlan final : public Plan {
 class SoftmaxFamily final : public Family {
  public:
   const char* name() const override { return "softmax"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }  // 2: row reductions from codegen_common
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

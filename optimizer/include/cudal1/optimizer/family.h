@@ -117,6 +117,9 @@ class Plan {
   virtual std::vector<Variant> space() const = 0;
   /// Features of a variant for the policy (fixed length per family, values in [0, 1]).
   virtual std::vector<float> features(const Variant& v) const = 0;
+  /// The structural class of `v` (e.g. row per warp, per block, split rows): the policy tries every class at
+  /// least once per signature when the trial budget allows (Policy::choose). Default: one class.
+  virtual int stratum(const Variant& /*v*/) const { return 0; }
   /// Generated source of `v`.
   virtual Result<KernelSource> source(const Variant& v) const = 0;
   /// Binds a loaded module of `v` to this signature.

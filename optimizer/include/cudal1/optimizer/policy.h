@@ -6,8 +6,10 @@
 /// a linear score over a family's variant features (knobs crossed with the problem's class); each tuned
 /// signature yields contrastive pairs (faster variant, slower variant) and a Bradley-Terry/logistic step
 /// w += lr * (1 - sigmoid(s_fast - s_slow)) * (phi_fast - phi_slow). Failed variants (compile error,
-/// verification mismatch) rank below every working one. Selection takes the greedy best first, then samples
-/// without replacement from softmax(score / temperature), so early signatures explore and later ones exploit.
+/// verification mismatch) rank below every working one. Selection takes the greedy best first, then the
+/// best-scored variant of each structural class (Plan::stratum) not yet covered, then samples without
+/// replacement from softmax(score / temperature), so early signatures explore and later ones exploit, and what
+/// was learned on one shape class cannot starve another of a structure that only it needs.
 /// The weights persist per GPU fingerprint and family in the cache, so learning carries across runs.
 #pragma once
 
@@ -28,9 +30,12 @@ class Policy {
   /// Score of one feature vector (higher = expected faster). `f.size()` must equal dim().
   double score(const std::vector<float>& f) const;
 
-  /// Indices of up to `k` distinct variants to try, in trial order: the best-scored first, then samples from
-  /// softmax(score / temperature) over the rest.
-  std::vector<size_t> choose(const std::vector<std::vector<float>>& features, size_t k);
+  /// Indices of up to `k` distinct variants to try, in trial order: the best-scored first; then, when `strata`
+  /// (one id per variant, e.g. the kernel's structure: row per warp / per block / split) is given, the
+  /// best-scored variant of every stratum not yet covered, so that no structure goes untried because of what
+  /// earlier signatures taught; then samples from softmax(score / temperature) over the rest.
+  std::vector<size_t> choose(const std::vector<std::vector<float>>& features, size_t k,
+                             const std::vector<int>& strata = {});
 
   /// Learns from one signature: `speedups[i]` is variant i's measured speedup over ATen (<= 0: it failed).
   /// Pairs whose speedups differ by less than `min_gap` (relative) are treated as ties and skipped.
