@@ -26,6 +26,14 @@ const char* dtype_prelude(c10::ScalarType t) {
   }
 }
 
+std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs) {
+  std::vector<float> f;
+  f.reserve(ctx.size() * knobs.size());
+  for (float c : ctx)
+    for (float k : knobs) f.push_back(c * k);
+  return f;
+}
+
 const char* row_reduce_source() {
   return R"(#ifndef NEG_INF
 #define NEG_INF __int_as_float(0xff800000u)

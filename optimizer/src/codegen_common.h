@@ -3,6 +3,8 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <vector>
+
 namespace cudal1::optimizer {
 
 /// `storage_t`, `to_float(storage_t)` and `to_storage(float)` for fp32, fp16 or bf16, without CUDA headers (NVRTC
@@ -13,6 +15,10 @@ const char* dtype_prelude(c10::ScalarType t);
 /// (a warp, or the whole block through `float red[32]` in shared memory), the result identical in every thread
 /// of the row. The source must define TPR and BLOCK first.
 const char* row_reduce_source();
+
+/// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
+/// context-major), so that the policy can learn a knob's worth per class of problem.
+std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs);
 
 /// Bytes per element of the dtypes the generators handle (fp32: 4, fp16/bf16: 2).
 inline int elem_size(c10::ScalarType t) { return t == c10::ScalarType::Float ? 4 : 2; }

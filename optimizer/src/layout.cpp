@@ -25,6 +25,13 @@ bool non_overlapping_and_dense(const std::vector<int64_t>& sizes, const std::vec
   return true;
 }
 
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> st(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d)
+    st[d] = st[d + 1] * std::max<int64_t>(sizes[d + 1], 1);
+  return st;
+}
+
 std::vector<int64_t> elementwise_output_strides(const std::vector<int64_t>& sizes,
                                                 const std::vector<int64_t>& in_strides) {
   const int n = static_cast<int>(sizes.size());
@@ -53,7 +60,7 @@ std::vector<int64_t> elementwise_output_strides(const std::vector<int64_t>& size
   for (int i = 0; i < n; ++i) rowmajor[i] = n - 1 - i;
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
-  if (numel == 0 || dense_in_order(rowmajor)) return strides_in_order(rowmajor);
+  if (numel == 0 || dense_in_order(rowmajor)) return contiguous_strides(sizes);
   if (n == 4 && dense_in_order({1, 3, 2, 0})) return strides_in_order({1, 3, 2, 0});
   if (non_overlapping_and_dense(sizes, in_strides)) return in_strides;
   // TensorIterator::reorder_dimensions with one operand: perm[0] is the fastest dim.

@@ -129,17 +129,14 @@ class NormPlan final : public Plan {
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
     knobs.push_back(v.get("rev") == 1);
     knobs.push_back(v.get("rev") == 0);
-    const float ctx[] = {1.f,
+    const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
                          s_.cols > 16384 ? 1.f : 0.f,
                          s_.rows < 264 ? 1.f : 0.f,
                          elem_size(s_.dtype) == 2 ? 1.f : 0.f,
                          s_.group ? 1.f : 0.f};
-    std::vector<float> f;
-    for (float c : ctx)
-      for (float k : knobs) f.push_back(c * k);
-    return f;
+    return crossed_features(ctx, knobs);
   }
 
   int stratum(const Variant& v) const override { return v.get("mode") * 2 + v.get("cache"); }

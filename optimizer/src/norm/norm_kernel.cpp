@@ -5,16 +5,11 @@
 #include <algorithm>
 
 #include "cudal1/core/cuda_driver.h"
+#include "cudal1/optimizer/layout.h"
 #include "norm_family.h"
 
 namespace cudal1::optimizer::norm {
 namespace {
-
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> st(sizes.size(), 1);
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * sizes[d + 1];
-  return st;
-}
 
 class NormKernel final : public BoundKernel {
  public:

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "codegen_common.h"
+#include "cudal1/optimizer/layout.h"
 #include "simple_kernel.h"
 
 namespace cudal1::optimizer::softmax {
@@ -43,16 +44,13 @@ class SoftmaxPlan final : public Plan {
     knobs.push_back(v.get("warp") == 0);
     knobs.push_back(v.get("cache") == 1);
     knobs.push_back(v.get("cache") == 0);
-    const float ctx[] = {1.f,
+    const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 8192 ? 1.f : 0.f,
                          s_.cols > 8192 ? 1.f : 0.f,
                          elem_size(s_.dtype) == 2 ? 1.f : 0.f,
                          s_.log ? 1.f : 0.f};
-    std::vector<float> f;
-    for (float c : ctx)
-      for (float k : knobs) f.push_back(c * k);
-    return f;
+    return crossed_features(ctx, knobs);
   }
 
   int stratum(const Variant& v) const override { return v.get("warp") * 2 + v.get("cache"); }
@@ -128,8 +126,7 @@ class SoftmaxFamily final : public Family {
     if (s.rows >= (int64_t{1} << 31)) return Status(Code::kUnsupported, "too many rows");
     s.sizes = t.sizes;
     s.in_strides = t.strides;
-    s.out_strides.assign(nd, 1);  // ATen writes softmax into a contiguous tensor
-    for (int64_t d = nd - 2; d >= 0; --d) s.out_strides[d] = s.out_strides[d + 1] * t.sizes[d + 1];
+    s.out_strides = contiguous_strides(t.sizes);  // ATen writes softmax into a contiguous tensor
     const int es = elem_size(s.dtype);
     s.max_vec = 16 / es;
     while (s.max_vec > 1 && (s.cols % s.max_vec != 0 || (s.rows > 1 && s.row_stride % s.max_vec != 0) ||

@@ -42,16 +42,13 @@ class UnaryPlan final : public Plan {
     knobs.push_back(v.get("grid") == 0);
     knobs.push_back(v.get("grid") == 1);
     const double lg = std::log2(static_cast<double>(std::max<int64_t>(s_.space.numel, 1)));
-    const float ctx[] = {1.f,
+    const std::vector<float> ctx = {1.f,
                          lg < 16 ? 1.f : 0.f,
                          lg >= 16 && lg < 22 ? 1.f : 0.f,
                          lg >= 22 ? 1.f : 0.f,
                          elem_size(s_.dtype) == 2 ? 1.f : 0.f,
                          s_.space.linear() ? 0.f : 1.f};
-    std::vector<float> f;
-    for (float c : ctx)
-      for (float k : knobs) f.push_back(c * k);
-    return f;
+    return crossed_features(ctx, knobs);
   }
 
   Result<KernelSource> source(const Variant& v) const override {

@@ -10,9 +10,13 @@ namespace cudal1::optimizer {
 /// True when the tensor's elements exactly fill a dense block of memory (some permutation of contiguous).
 bool non_overlapping_and_dense(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
 
+/// Row-major (contiguous) strides of `sizes`; size-0 dimensions count as 1, as ATen computes them.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+
 /// Strides of the fresh output TensorIterator allocates for an elementwise op with one input of this layout:
-/// the input's strides when it is non-overlapping and dense, else contiguous in the input's stride order
-/// (TensorIterator::reorder_dimensions rules, ties to the smaller size).
+/// contiguous for a contiguous input, channels-last for a channels-last 4-d one (size-1 dimensions ignored in
+/// both tests), the input's strides when it is otherwise non-overlapping and dense, else contiguous in the
+/// input's stride order (TensorIterator::reorder_dimensions rules, ties to the smaller size).
 std::vector<int64_t> elementwise_output_strides(const std::vector<int64_t>& sizes,
                                                 const std::vector<int64_t>& in_strides);
 
