@@ -121,6 +121,29 @@ int main(int argc, char** argv) {
        [&](auto& x) { return at::group_norm(x, 32, at::randn({320}, bf16), at::randn({320}, bf16)); }},
       {"group_norm f16 [64,256,28,28] g32", [&] { return at::randn({64, 256, 28, 28}, f16); },
        [&](auto& x) { return at::group_norm(x, 32, at::randn({256}, f16), at::randn({256}, f16)); }},
+      // Pooling: outside inference mode at::max_pool2d runs max_pool2d_with_indices, which also writes int64
+      // indices (extra_bytes); in inference mode the hook sees max_pool2d itself, which writes none.
+      {"max_pool2d f32 [32,64,512,512] k4 s1 p1", [&] { return at::randn({32, 64, 512, 512}, f32); },
+       [](auto& x) { return at::max_pool2d(x, {4, 4}, {1, 1}, {1, 1}); }, 32.0 * 64 * 511 * 511 * 8},
+      {"max_pool2d f32 [32,64,512,512] k4 s1 p1 inference", [&] { return at::randn({32, 64, 512, 512}, f32); },
+       [](auto& x) {
+         c10::InferenceMode guard;
+         return at::max_pool2d(x, {4, 4}, {1, 1}, {1, 1});
+       }},
+      {"max_pool2d f32 [32,64,256,256] k2 s2 p1 d3", [&] { return at::randn({32, 64, 256, 256}, f32); },
+       [](auto& x) { return at::max_pool2d(x, {2, 2}, {2, 2}, {1, 1}, {3, 3}); }, 32.0 * 64 * 128 * 128 * 8},
+      {"max_pool2d f16 [64,64,112,112] k3 s2 p1 (stem)", [&] { return at::randn({64, 64, 112, 112}, f16); },
+       [](auto& x) { return at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); }, 64.0 * 64 * 56 * 56 * 8},
+      {"max_pool2d bf16 channels-last [64,64,112,112] k3 s2 p1",
+       [&] { return at::randn({64, 64, 112, 112}, bf16).contiguous(at::MemoryFormat::ChannelsLast); },
+       [](auto& x) { return at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); }, 64.0 * 64 * 56 * 56 * 8},
+      {"avg_pool2d f32 [64,256,56,56] k2 s2", [&] { return at::randn({64, 256, 56, 56}, f32); },
+       [](auto& x) { return at::avg_pool2d(x, {2, 2}, {2, 2}); }},
+      {"avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1",
+       [&] { return at::randn({64, 512, 28, 28}, bf16).contiguous(at::MemoryFormat::ChannelsLast); },
+       [](auto& x) { return at::avg_pool2d(x, {3, 3}, {1, 1}, {1, 1}, false, false); }},
+      {"adaptive_avg_pool2d f32 [128,512,14,14] to 7x7", [&] { return at::randn({128, 512, 14, 14}, f32); },
+       [](auto& x) { return at::adaptive_avg_pool2d(x, {7, 7}); }},
   };
   if (!only.empty())
     rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name.find(only) == std::string::npos; }),

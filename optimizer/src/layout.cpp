@@ -122,4 +122,26 @@ IterSpace coalesce(const std::vector<int64_t>& sizes, const std::vector<int64_t>
   return it;
 }
 
+bool channels_last_strides_2d(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  if (sizes.size() != 4 || strides.size() != 4) return false;
+  if (strides[1] == 0) return false;  // trivial C dimension: NCHW
+  int64_t min = 0;
+  for (int d : {1, 3, 2, 0}) {
+    if (sizes[d] == 0 || strides[d] < min) return false;
+    if (d == 0 && min == strides[1]) return false;  // N111 / sliced N11W: NCHW by default
+    min = strides[d];
+    if (sizes[d] > 1) min *= sizes[d];
+  }
+  return true;
+}
+
+std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> st(4);
+  st[1] = 1;
+  st[3] = sizes[1];
+  st[2] = st[3] * sizes[3];
+  st[0] = st[2] * sizes[2];
+  return st;
+}
+
 }  // namespace cudal1::optimizer

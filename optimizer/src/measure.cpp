@@ -86,6 +86,7 @@ std::vector<at::Tensor> run_aten(const c10::OperatorHandle& op, const CallArgs& 
 }
 
 double poison_value(c10::ScalarType t, int trial) {
+  if (c10::isIntegralType(t, /*includeBool=*/false)) return trial % 2 ? -1.0 : 1234567.0;  // no NaN in ints
   if (trial % 2 == 0) return std::numeric_limits<double>::quiet_NaN();
   return t == c10::ScalarType::Half ? 60000.0 : 3.0e38;  // finite sentinels
 }
@@ -153,8 +154,10 @@ std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_a
   const auto [rtol, base_atol] = tolerance(ref.scalar_type());
   const double atol = base_atol + extra_atol;
   const at::Tensor o = out.to(at::kDouble), r = ref.to(at::kDouble);
-  at::Tensor close = at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
-  if (nonfinite_equivalent) close = close | (~at::isfinite(o) & ~at::isfinite(r));
+  // Integer outputs (indices) must be identical; floating ones close.
+  const bool exact = c10::isIntegralType(ref.scalar_type(), /*includeBool=*/true);
+  at::Tensor close = exact ? at::eq(out, ref) : at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
+  if (nonfinite_equivalent && !exact) close = close | (~at::isfinite(o) & ~at::isfinite(r));
   const bool finite_any = at::isfinite(r).any().item<bool>();
   if (finite_any) {
     const at::Tensor both = at::isfinite(o) & at::isfinite(r);

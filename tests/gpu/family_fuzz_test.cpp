@@ -136,6 +136,49 @@ Problem norm(Rng& rng, int sm) {
   return testing::group_norm_problem(dt, sizes, groups, rng() % 3 != 0, sm, eps);
 }
 
+/// Pooling: every op, ranks 3-4 (2 and 5 sometimes, to be declined), NCHW, channels-last or random layouts,
+/// windows with padding, stride, dilation and ceil mode (sometimes invalid ones ATen rejects), every dtype.
+Problem pool(Rng& rng, int sm) {
+  const c10::ScalarType dt = draw_dtype(rng);
+  const int rank = rng() % 10 == 0 ? static_cast<int>(pick(rng, {2, 5})) : static_cast<int>(pick(rng, {3, 4, 4}));
+  std::vector<int64_t> sizes;
+  for (int d = 0; d < rank; ++d) {
+    const bool spatial = d >= rank - 2;
+    sizes.push_back(spatial ? pick(rng, {1, 2, 3, 5, 7, 8, 13, 28, 31, 56, 64, 97, 128})
+                            : pick(rng, {1, 2, 3, 7, 16, 17, 64}));
+  }
+  auto numel = [&] { return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>()); };
+  while (numel() > kMaxNumel) *std::max_element(sizes.begin(), sizes.end()) /= 2;
+  dispatcher::ArgSpec x = tensor(rng, dt, sizes, 4);
+  if (rank == 4 && rng() % 3 == 0) x.tensor.strides = testing::channels_last(sizes), x.tensor.storage_offset = 0;
+  auto pair = [&](std::initializer_list<int64_t> xs) {
+    const int64_t a = pick(rng, xs);
+    return rng() % 4 == 0 ? std::vector<int64_t>{a} : std::vector<int64_t>{a, pick(rng, xs)};
+  };
+  const int kind = static_cast<int>(rng() % 6);
+  Problem p;
+  if (kind == 5) {
+    p = testing::adaptive_avg_pool_problem(dt, sizes, {}, {pick(rng, {1, 2, 3, 5, 7, 14, 64}), pick(rng, {1, 2, 4, 7, 9, 30})}, sm);
+  } else {
+    const auto k = pair({1, 2, 2, 3, 3, 4, 5, 7});
+    const auto stride = rng() % 4 == 0 ? std::vector<int64_t>{} : pair({1, 2, 2, 3});
+    const int64_t kmin = *std::min_element(k.begin(), k.end());
+    const auto pad = rng() % 12 == 0 ? std::vector<int64_t>{kmin} : pair({0, 0, 1, 2});  // sometimes > k/2: declined
+    std::vector<int64_t> pad_ok;
+    for (int64_t v : pad) pad_ok.push_back(std::min(v, kmin / 2));
+    const bool ceil = rng() % 2;
+    if (kind <= 2) {
+      p = testing::max_pool_problem(dt, sizes, {}, k, stride, rng() % 12 == 0 ? pad : pad_ok, pair({1, 1, 2, 3}), ceil,
+                                    kind != 0, sm);
+    } else {
+      const c10::IValue divisor = rng() % 4 == 0 ? c10::IValue(pick(rng, {1, 3, 9, -2})) : c10::IValue();
+      p = testing::avg_pool_problem(dt, sizes, {}, k, stride, pad_ok, ceil, rng() % 2, divisor, sm);
+    }
+  }
+  p.args[0] = x;
+  return p;
+}
+
 struct Job {
   Problem problem;
   std::unique_ptr<optimizer::Plan> plan;
@@ -230,6 +273,7 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
 TEST(FamilyFuzz, UnaryElementwise) { fuzz("relu", &unary, 101); }
 TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202); }
 TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303); }
+TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404); }
 
 }  // namespace
 }  // namespace cudal1

@@ -50,6 +50,18 @@ void expect_all_compile(const std::vector<std::pair<std::unique_ptr<Plan>, std::
   EXPECT_EQ(static_cast<size_t>(compiled.load()), expected);
 }
 
+/// Plans every problem with `f` and compiles every variant of every plan for `sm`.
+void expect_every_variant_compiles(const Family& f, const std::vector<Problem>& problems, int sm) {
+  std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
+  for (const auto& p : problems) {
+    auto plan = f.plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    auto space = plan.value()->space();
+    work.emplace_back(std::move(plan).value(), std::move(space));
+  }
+  expect_all_compile(work, sm);
+}
+
 class CompileVariants : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
@@ -124,14 +136,24 @@ TEST_P(CompileVariants, EveryNormVariant) {
       testing::group_norm_problem(at::kHalf, {2, 32, 8, 8}, 8, true, sm),
       testing::group_norm_problem(at::kFloat, {3, 12, 5}, 4, false, sm),
   };
-  std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
-  for (const auto& p : problems) {
-    auto plan = f.plan(p);
-    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-    auto space = plan.value()->space();
-    work.emplace_back(std::move(plan).value(), std::move(space));
-  }
-  expect_all_compile(work, sm);
+  expect_every_variant_compiles(f, problems, sm);
+}
+
+TEST_P(CompileVariants, EveryPoolVariant) {
+  const int sm = GetParam();
+  const Family& f = *family_for("max_pool2d", "");
+  const std::vector<int64_t> img = {2, 16, 33, 40};
+  std::vector<Problem> problems = {
+      testing::max_pool_problem(at::kFloat, img, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false, true, sm),
+      testing::max_pool_problem(at::kHalf, img, {}, {2, 2}, {2, 2}, {1, 1}, {3, 3}, true, false, sm),
+      testing::max_pool_problem(at::kBFloat16, img, testing::channels_last(img), {3, 3}, {2, 2}, {1, 1}, {1, 1},
+                                false, true, sm),
+      testing::avg_pool_problem(at::kFloat, {16, 33, 40}, {}, {3, 2}, {2, 1}, {1, 0}, true, false, 5, sm),
+      testing::avg_pool_problem(at::kHalf, img, testing::channels_last(img), {2, 2}, {}, {0, 0}, false, true,
+                                c10::IValue(), sm),
+      testing::adaptive_avg_pool_problem(at::kBFloat16, img, {}, {7, 5}, sm),
+  };
+  expect_every_variant_compiles(f, problems, sm);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),

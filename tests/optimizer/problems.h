@@ -83,4 +83,42 @@ inline optimizer::Problem group_norm_problem(c10::ScalarType dt, std::vector<int
                   value_arg(hw), value_arg(groups), value_arg(eps)});
 }
 
+/// A max_pool2d / max_pool2d_with_indices problem: tensor, kernel_size, stride, padding, dilation, ceil_mode.
+inline optimizer::Problem max_pool_problem(c10::ScalarType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                                           std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                                           std::vector<int64_t> pad, std::vector<int64_t> dil, bool ceil,
+                                           bool indices = true, int sm = 90) {
+  if (strides.empty()) strides = contiguous(sizes);
+  return problem(indices ? "max_pool2d_with_indices" : "max_pool2d", sm,
+                 {tensor_arg(dt, std::move(sizes), std::move(strides)), value_arg(c10::IValue(kernel)),
+                  value_arg(c10::IValue(stride)), value_arg(c10::IValue(pad)), value_arg(c10::IValue(dil)),
+                  value_arg(ceil)});
+}
+
+/// An avg_pool2d problem: tensor, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override.
+inline optimizer::Problem avg_pool_problem(c10::ScalarType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                                           std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                                           std::vector<int64_t> pad, bool ceil, bool count_include_pad,
+                                           c10::IValue divisor = c10::IValue(), int sm = 90) {
+  if (strides.empty()) strides = contiguous(sizes);
+  return problem("avg_pool2d", sm,
+                 {tensor_arg(dt, std::move(sizes), std::move(strides)), value_arg(c10::IValue(kernel)),
+                  value_arg(c10::IValue(stride)), value_arg(c10::IValue(pad)), value_arg(ceil),
+                  value_arg(count_include_pad), value_arg(std::move(divisor))});
+}
+
+/// An _adaptive_avg_pool2d problem: tensor, output_size.
+inline optimizer::Problem adaptive_avg_pool_problem(c10::ScalarType dt, std::vector<int64_t> sizes,
+                                                    std::vector<int64_t> strides, std::vector<int64_t> out,
+                                                    int sm = 90) {
+  if (strides.empty()) strides = contiguous(sizes);
+  return problem("_adaptive_avg_pool2d", sm,
+                 {tensor_arg(dt, std::move(sizes), std::move(strides)), value_arg(c10::IValue(out))});
+}
+
+/// Channels-last strides of a 4-d `sizes`.
+inline std::vector<int64_t> channels_last(const std::vector<int64_t>& s) {
+  return {s[1] * s[2] * s[3], 1, s[1] * s[3], s[1]};
+}
+
 }  // namespace cudal1::testing

@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "args.h"
 #include "codegen_common.h"
 
 namespace cudal1::optimizer::norm {
@@ -14,37 +15,6 @@ namespace {
 constexpr int kBlocks[] = {128, 256, 512, 1024};
 constexpr int kVecs[] = {1, 2, 4, 8};
 constexpr int kSplits[] = {4, 16, 64, 256, 1024};
-
-std::optional<int64_t> int_value(const c10::IValue& v) {
-  if (v.isInt()) return v.toInt();
-  if (v.isSymInt()) {
-    const auto si = v.toSymInt();
-    if (!si.is_symbolic()) return si.expect_int();
-  }
-  return std::nullopt;
-}
-
-std::optional<std::vector<int64_t>> int_list(const c10::IValue& v) {
-  if (v.isIntList()) return v.toIntVector();
-  if (!v.isList()) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const auto& e : v.toListRef()) {
-    auto i = int_value(e);
-    if (!i) return std::nullopt;
-    out.push_back(*i);
-  }
-  return out;
-}
-
-/// True when `t` is laid out contiguously (strides of size-1 dimensions do not matter, as in ATen).
-bool contiguous(const dispatcher::TensorSpec& t) {
-  int64_t expect = 1;
-  for (int64_t d = static_cast<int64_t>(t.sizes.size()) - 1; d >= 0; --d) {
-    if (t.sizes[d] != 1 && t.strides[d] != expect) return false;
-    expect *= t.sizes[d];
-  }
-  return true;
-}
 
 /// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
 /// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).

@@ -20,6 +20,13 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
 std::vector<int64_t> elementwise_output_strides(const std::vector<int64_t>& sizes,
                                                 const std::vector<int64_t>& in_strides);
 
+/// ATen's is_channels_last_strides_2d for a 4-d tensor (c10/core/MemoryFormat.h), ambiguous cases included (a
+/// trivial C stride, N111 tensors default to NCHW). False for other ranks. What suggest_memory_format() reads.
+bool channels_last_strides_2d(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+
+/// Strides of a channels-last 4-d tensor of `sizes` (ATen's get_channels_last_strides_2d).
+std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
+
 /// Iteration space of an elementwise kernel that writes a dense output in memory order.
 struct IterSpace {
   std::vector<int64_t> sizes;       ///< innermost first, size-1 dims dropped, adjacent dims merged

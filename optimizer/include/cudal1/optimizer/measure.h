@@ -14,7 +14,8 @@
 /// max|finite ATen output| (a normalised value near zero carries the row's rounding); and, for statistics over
 /// rows holding +-Inf, non-finite matches non-finite, because ATen's own Welford gives Inf or NaN there
 /// depending on its combine order. Finite ATen results still need finite, close results, and the finite
-/// sentinel poison still catches unwritten elements.
+/// sentinel poison still catches unwritten elements. Integer outputs (indices) are poisoned with -1 or a large
+/// sentinel and must equal ATen's exactly.
 ///
 /// Note [Timing]
 /// Median of many repetitions on one stream, candidate and ATen interleaved in random order per repetition,

@@ -1,0 +1,277 @@
+/// @brief Source generation for the pooling family (Note [Pooling]): one kernel template, specialised by macros
+/// to the signature (sizes, window, layout) and the variant (tile, channels per thread, block).
+#include <sstream>
+
+#include "codegen_common.h"
+#include "pool_family.h"
+
+namespace cudal1::optimizer::pool {
+
+int64_t patch_rows(const PoolShape& s, const PoolKnobs& k) {
+  return static_cast<int64_t>(k.oph - 1) * s.dh + static_cast<int64_t>(s.kh - 1) * s.dil_h + 1;
+}
+
+int64_t patch_cols(const PoolShape& s, const PoolKnobs& k) {
+  return static_cast<int64_t>(k.opw - 1) * s.dw + static_cast<int64_t>(s.kw - 1) * s.dil_w + 1;
+}
+
+int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
+  if (s.channels_last) return s.n * s.oh * s.ow * (s.c / k.opw);
+  return s.n * s.c * ((s.oh + k.oph - 1) / k.oph) * ((s.ow + k.opw - 1) / k.opw);
+}
+
+namespace {
+
+// Window reductions shared by both layouts (Note [Pooling]). `get(i, j)` reads window element (i, j) as float,
+// `ok(i, j)` says whether it lies in the image; (hs, ws) is the window's unclipped origin.
+constexpr const char* kWindows = R"(
+#define NEG_INF __int_as_float(0xff800000u)
+[[maybe_unused]] static constexpr int WU = KH * KW <= 256 ? KH * KW : 1;  // unroll small windows completely
+// ATen's first in-image position of a window starting at s (dilation steps from a negative start).
+__device__ __forceinline__ int first_in(int s, int d) { return s >= 0 ? s : s + ((-s + d - 1) / d) * d; }
+// Max in ATen's scan order: greater or NaN replaces, so the first maximum and the last NaN win.
+// `mi` (null without indices) receives the flat in-plane index of the winner.
+template <class Get, class Ok>
+__device__ __forceinline__ void max_window(int hs, int ws, Get get, Ok ok, float& m, int* mi) {
+  m = NEG_INF;
+  int i_best = CL_INIT_ZERO ? 0 : first_in(hs, DLH) * W + first_in(ws, DLW);
+#pragma unroll WU
+  for (int ij = 0; ij < KH * KW; ++ij) {
+    const int i = ij / KW, j = ij % KW;
+    if (ok(i, j)) {
+      const float v = get(i, j);
+      if (v > m || v != v) { m = v; i_best = (hs + i * DLH) * W + ws + j * DLW; }
+    }
+  }
+  if (mi) *mi = i_best;
+}
+// ATen's divisor for the window at (hs, ws): divisor_override, else the padded or the in-image extent.
+__device__ __forceinline__ int avg_divisor(int hs, int ws, bool* empty) {
+  int he = min(hs + KH, H + PH), we = min(ws + KW, W + PW);
+  const int pool_size = (he - hs) * (we - ws);
+  hs = max(hs, 0); ws = max(ws, 0); he = min(he, H); we = min(we, W);
+  *empty = hs >= he || ws >= we;
+  return DIVISOR ? DIVISOR : (COUNT_PAD ? pool_size : (he - hs) * (we - ws));
+}
+// fp32 sum of the in-image part in scan order over ATen's divisor; 0 for a window wholly in the padding.
+template <class Get, class Ok>
+__device__ __forceinline__ float avg_window(int hs, int ws, Get get, Ok ok) {
+  float s = 0.f;
+#pragma unroll WU
+  for (int ij = 0; ij < KH * KW; ++ij) {
+    const int i = ij / KW, j = ij % KW;
+    if (ok(i, j)) s += get(i, j);
+  }
+  bool empty;
+  const int div = avg_divisor(hs, ws, &empty);
+  return empty ? 0.f : s / div;
+}
+)";
+
+void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
+  k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
+    << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
+    << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
+    << " oph=" << kn.oph << " block=" << kn.block << "\n";
+  k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
+  k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
+    << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
+    << "LL\n#define SH " << s.sh << "LL\n#define SW " << s.sw << "LL\n#define KH " << s.kh << "\n#define KW " << s.kw
+    << "\n#define DH " << s.dh << "\n#define DW " << s.dw << "\n#define PH " << s.ph << "\n#define PW " << s.pw
+    << "\n#define DLH " << s.dil_h << "\n#define DLW " << s.dil_w << "\n#define DIVISOR " << s.divisor
+    << "\n#define COUNT_PAD " << (s.count_include_pad ? 1 : 0) << "\n#define INDICES " << (s.indices ? 1 : 0)
+    << "\n#define CL_INIT_ZERO " << (s.channels_last ? 1 : 0) << "\n#define OPW " << kn.opw << "\n#define OPH "
+    << kn.oph << "\n#define BLOCK " << kn.block << "\n#define THREADS " << pool_threads(s, kn) << "LL\n#define KIND "
+    << static_cast<int>(s.kind) << "\n";
+  k << kWindows;
+  k << "struct __align__(OPW * sizeof(storage_t)) ovec_t { storage_t v[OPW]; };\n"
+    << "struct __align__(OPW >= 2 ? 16 : 8) ivec_t { long long v[OPW]; };\n";
+}
+
+/// NCHW output: a tile of OPH x OPW outputs of one plane per thread, from a register patch when tiled.
+void emit_nchw(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
+  const bool patch = s.kind != PoolKind::kAdaptiveAvg && (kn.opw > 1 || kn.oph > 1);
+  k << "#define PATCH " << patch << "\n#define STORE_VEC " << (kn.opw > 1 && s.ow % kn.opw == 0)
+    << "\n#define TW ((OW + OPW - 1) / OPW)\n#define TH ((OH + OPH - 1) / OPH)\n";
+  if (patch) k << "#define PR " << patch_rows(s, kn) << "\n#define PC " << patch_cols(s, kn) << "\n";
+  k << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (t >= THREADS) return;
+  const int tw = (int)(t % TW);
+  const index_t r1 = t / TW;
+  const int th = (int)(r1 % TH);
+  const index_t plane = r1 / TH;
+  const storage_t* __restrict__ x = in + (plane / C) * SN + (plane % C) * SC;
+  const int oh0 = th * OPH, ow0 = tw * OPW;
+  float res[OPH][OPW];
+#if INDICES
+  int ri[OPH][OPW];
+#define RI(a, b) (&ri[a][b])
+#else
+#define RI(a, b) nullptr
+#endif
+#if PATCH
+  const int h0 = oh0 * DH - PH, w0 = ow0 * DW - PW;
+  bool rok[PR], cok[PC];
+#pragma unroll
+  for (int r = 0; r < PR; ++r) rok[r] = (unsigned)(h0 + r) < (unsigned)H;
+#pragma unroll
+  for (int c = 0; c < PC; ++c) cok[c] = (unsigned)(w0 + c) < (unsigned)W;
+  float p[PR][PC];  // cells no window reads are dead after unrolling and never loaded
+#pragma unroll
+  for (int r = 0; r < PR; ++r)
+#pragma unroll
+    for (int c = 0; c < PC; ++c)
+      p[r][c] = (rok[r] && cok[c]) ? to_float(x[(index_t)(h0 + r) * SH + (index_t)(w0 + c) * SW]) : 0.f;
+#endif
+#pragma unroll
+  for (int a = 0; a < OPH; ++a)
+#pragma unroll
+    for (int b = 0; b < OPW; ++b) {
+#if KIND == 2
+      const int oh = oh0 + a, ow = ow0 + b;
+      const int ih0 = (oh * H) / OH, ih1 = ((oh + 1) * H + OH - 1) / OH;
+      const int iw0 = (ow * W) / OW, iw1 = ((ow + 1) * W + OW - 1) / OW;
+      float sum = 0.f;
+      for (int hh = ih0; hh < ih1; ++hh)
+        for (int ww = iw0; ww < iw1; ++ww) sum += to_float(x[(index_t)hh * SH + (index_t)ww * SW]);
+      res[a][b] = sum / (ih1 - ih0) / (iw1 - iw0);
+#else
+      const int hs = (oh0 + a) * DH - PH, ws = (ow0 + b) * DW - PW;
+#if PATCH
+      auto get = [&](int i, int j) { return p[a * DH + i * DLH][b * DW + j * DLW]; };
+      auto ok = [&](int i, int j) { return rok[a * DH + i * DLH] && cok[b * DW + j * DLW]; };
+#else
+      auto get = [&](int i, int j) { return to_float(x[(index_t)(hs + i * DLH) * SH + (index_t)(ws + j * DLW) * SW]); };
+      auto ok = [&](int i, int j) { return (unsigned)(hs + i * DLH) < (unsigned)H && (unsigned)(ws + j * DLW) < (unsigned)W; };
+#endif
+#if KIND == 0
+      max_window(hs, ws, get, ok, res[a][b], RI(a, b));
+#else
+      res[a][b] = avg_window(hs, ws, get, ok);
+#endif
+#endif
+    }
+  storage_t* __restrict__ y = out + plane * (index_t)(OH * OW);
+#if INDICES
+  long long* __restrict__ yi = idx + plane * (index_t)(OH * OW);
+#endif
+#pragma unroll
+  for (int a = 0; a < OPH; ++a) {
+    const int oh = oh0 + a;
+    if (oh >= OH) break;
+#if STORE_VEC
+    ovec_t o;
+#pragma unroll
+    for (int b = 0; b < OPW; ++b) o.v[b] = to_storage(res[a][b]);
+    *reinterpret_cast<ovec_t*>(y + oh * OW + ow0) = o;
+#if INDICES
+    ivec_t oi;
+#pragma unroll
+    for (int b = 0; b < OPW; ++b) oi.v[b] = ri[a][b];
+    *reinterpret_cast<ivec_t*>(yi + oh * OW + ow0) = oi;
+#endif
+#else
+#pragma unroll
+    for (int b = 0; b < OPW; ++b) {
+      if (ow0 + b >= OW) break;
+      y[oh * OW + ow0 + b] = to_storage(res[a][b]);
+#if INDICES
+      yi[oh * OW + ow0 + b] = ri[a][b];
+#endif
+    }
+#endif
+  }
+}
+)";
+}
+
+/// Channels-last output: OPW adjacent channels of one output pixel per thread, one (vector) load per window
+/// element.
+void emit_channels_last(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
+  k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n";
+  k << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (t >= THREADS) return;
+  const int c0 = (int)(t % CG) * OPW;
+  const index_t pix = t / CG;
+  const int ow = (int)(pix % OW);
+  const int oh = (int)((pix / OW) % OH);
+  const storage_t* __restrict__ x = in + (pix / (OW * OH)) * SN + c0 * SC;
+  const int hs = oh * DH - PH, ws = ow * DW - PW;
+  float acc[OPW];
+#if INDICES
+  int mi[OPW];
+#endif
+#pragma unroll
+  for (int e = 0; e < OPW; ++e) {
+    acc[e] = KIND == 0 ? NEG_INF : 0.f;
+#if INDICES
+    mi[e] = CL_INIT_ZERO ? 0 : first_in(hs, DLH) * W + first_in(ws, DLW);
+#endif
+  }
+#pragma unroll WU
+  for (int ij = 0; ij < KH * KW; ++ij) {
+    const int hh = hs + (ij / KW) * DLH, ww = ws + (ij % KW) * DLW;
+    if ((unsigned)hh < (unsigned)H && (unsigned)ww < (unsigned)W) {
+      const storage_t* __restrict__ e0 = x + (index_t)hh * SH + (index_t)ww * SW;
+      float v[OPW];
+#if LOAD_VEC
+      const ovec_t lv = *reinterpret_cast<const ovec_t*>(e0);
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) v[e] = to_float(lv.v[e]);
+#else
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) v[e] = to_float(e0[e * SC]);
+#endif
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) {
+#if KIND == 0
+        if (v[e] > acc[e] || v[e] != v[e]) {
+          acc[e] = v[e];
+#if INDICES
+          mi[e] = hh * W + ww;
+#endif
+        }
+#else
+        acc[e] += v[e];
+#endif
+      }
+    }
+  }
+#if KIND == 1
+  bool empty;
+  const int div = avg_divisor(hs, ws, &empty);
+#pragma unroll
+  for (int e = 0; e < OPW; ++e) acc[e] = empty ? 0.f : acc[e] / div;
+#endif
+  const index_t o = pix * C + c0;
+  ovec_t ov;
+#pragma unroll
+  for (int e = 0; e < OPW; ++e) ov.v[e] = to_storage(acc[e]);
+  *reinterpret_cast<ovec_t*>(out + o) = ov;
+#if INDICES
+  ivec_t oi;
+#pragma unroll
+  for (int e = 0; e < OPW; ++e) oi.v[e] = mi[e];
+  *reinterpret_cast<ivec_t*>(idx + o) = oi;
+#endif
+}
+)";
+}
+
+}  // namespace
+
+KernelSource generate_pool(const PoolShape& s, const PoolKnobs& kn) {
+  std::ostringstream k;
+  emit_common(k, s, kn);
+  if (s.channels_last)
+    emit_channels_last(k, s, kn);
+  else
+    emit_nchw(k, s, kn);
+  return KernelSource{k.str(), "cudal1_pool"};
+}
+
+}  // namespace cudal1::optimizer::pool

@@ -1,0 +1,73 @@
+/// @brief Private: the pooling family (max_pool2d with or without indices, avg_pool2d, _adaptive_avg_pool2d;
+/// fp32/fp16/bf16 with fp32 arithmetic; NCHW or channels-last output as ATen picks it).
+///
+/// Note [Pooling]
+/// Every output element is computed exactly as ATen's CUDA kernel computes it, so results are bit-identical:
+/// - max: the window is scanned row by row (h outer, w inner, dilation steps, out-of-image positions
+///   skipped); an element replaces the running maximum when it is greater or NaN, so the first maximum wins
+///   and the last NaN wins. The running maximum starts at -Inf with index "first in-image position" in ATen's
+///   NCHW kernel and index 0 in its channels-last kernel (which differ only for windows of -Inf or empty
+///   windows, both possible: dilation can leave a window entirely in the padding).
+/// - avg: the in-image part of the window is summed in fp32 in the same order and divided by the ATen divisor
+///   (divisor_override, else the padded window clipped to image + padding, or the in-image count).
+/// - adaptive avg: windows [floor(o*I/O), ceil((o+1)*I/O)), fp32 sum in order, then sum / kH / kW.
+/// Technique space: NCHW outputs are computed in tiles of OPH x OPW outputs per thread from a patch of the input
+/// held in registers (each input element loaded once per tile, which matters when windows overlap: a 4x4
+/// stride-1 window reads 16 elements per output untiled, about 3 in a 4x4 tile), with vector stores of the
+/// tile's rows; channels-last outputs give each thread OPC adjacent channels of one output pixel (16-byte
+/// vector loads where the input is channels-last dense). Block size is the third knob. The index arithmetic
+/// uses compile-time sizes (no runtime division). Declines: other dtypes, empty tensors, arguments ATen rejects
+/// (it raises the error then), adaptive pooling of channels-last inputs, sizes needing 64-bit indices.
+#pragma once
+
+#include <memory>
+
+#include "cudal1/optimizer/family.h"
+
+namespace cudal1::optimizer::pool {
+
+/// The family object (a process-wide singleton).
+const Family& pool_family();
+
+enum class PoolKind { kMax, kAvg, kAdaptiveAvg };
+
+/// One planned signature (4-d view: a 3-d input has N = 1 and sN = 0).
+struct PoolShape {
+  PoolKind kind = PoolKind::kMax;
+  bool indices = false;  ///< max_pool2d_with_indices: also writes int64 indices
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> in_sizes, in_strides, out_sizes, out_strides;
+  int64_t n = 1, c = 1, h = 1, w = 1, oh = 1, ow = 1;
+  int64_t sn = 0, sc = 0, sh = 0, sw = 0;  ///< input strides (elements)
+  int kh = 1, kw = 1, dh = 1, dw = 1, ph = 0, pw = 0, dil_h = 1, dil_w = 1;  ///< kernel, stride, pad, dilation
+  bool count_include_pad = true;
+  int64_t divisor = 0;         ///< avg: divisor_override, 0 when absent
+  bool channels_last = false;  ///< output layout (ATen's suggest_memory_format of the input)
+  int max_vec = 1;             ///< channels-last: widest channel vector the input layout allows
+};
+
+/// Technique knobs of one variant.
+struct PoolKnobs {
+  int opw = 1;    ///< outputs per thread along the output's fastest dim (ow for NCHW, c for channels-last)
+  int oph = 1;    ///< NCHW: output rows per thread
+  int block = 256;
+};
+
+/// Registers one tile's input patch may take; larger tiles are not offered.
+constexpr int kMaxPatch = 64;
+
+/// Input elements (rows x cols) a tile of `k` reads in NCHW form.
+int64_t patch_rows(const PoolShape& s, const PoolKnobs& k);
+int64_t patch_cols(const PoolShape& s, const PoolKnobs& k);
+
+/// Threads one launch needs.
+int64_t pool_threads(const PoolShape& s, const PoolKnobs& k);
+
+/// CUDA source of `k` for `s`: `cudal1_pool(const storage_t* in, storage_t* out, long long* idx)`.
+KernelSource generate_pool(const PoolShape& s, const PoolKnobs& k);
+
+/// The bound kernel of a variant.
+std::unique_ptr<BoundKernel> make_pool_kernel(const PoolShape& s, const PoolKnobs& k,
+                                              std::shared_ptr<LoadedModule> module);
+
+}  // namespace cudal1::optimizer::pool

@@ -1,0 +1,132 @@
+/// @brief What the pooling family accepts and declines, the output sizes it plans (ATen's rules, ceil mode
+/// included), the layout it picks and its technique space.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cudal1/optimizer/family.h"
+#include "optimizer/problems.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+using testing::adaptive_avg_pool_problem;
+using testing::avg_pool_problem;
+using testing::channels_last;
+using testing::max_pool_problem;
+
+const Family& family() { return *family_for("max_pool2d_with_indices", ""); }
+
+Code code(const Problem& p) { return family().plan(p).status().code(); }
+
+/// The generated source of the first variant (its macros state the planned sizes and layout).
+std::string source(const Problem& p) {
+  auto plan = family().plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return "";
+  auto src = plan.value()->source(plan.value()->space().front());
+  EXPECT_TRUE(src.ok()) << src.status().to_string();
+  return src.ok() ? src->code : "";
+}
+
+bool has(const std::string& code, const std::string& line) { return code.find(line + "\n") != std::string::npos; }
+
+TEST(PoolPlan, ServesTheFourOps) {
+  EXPECT_STREQ(family().name(), "pool");
+  for (const char* op : {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"})
+    EXPECT_EQ(family_for(op, ""), &family()) << op;
+}
+
+TEST(PoolPlan, OutputSizesFollowAtenIncludingCeilMode) {
+  // (33 + 2 - 3 - 1) / 1 + 1 = 32 rows; (40 + 2 - 3 - 1) / 1 + 1 = 39 columns.
+  const auto a = source(max_pool_problem(at::kFloat, {2, 16, 33, 40}, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false));
+  EXPECT_TRUE(has(a, "#define OH 32") && has(a, "#define OW 39")) << a.substr(0, 400);
+  // Dilation 3, kernel 2, stride 2, pad 1 on 128: (128 + 2 - 3 - 1) / 2 + 1 = 64.
+  EXPECT_EQ(code(max_pool_problem(at::kHalf, {128, 128}, {}, {2}, {2}, {1}, {3}, false, false)), Code::kUnsupported)
+      << "a 2-d input is not a pooling input";
+  const auto c = source(max_pool_problem(at::kHalf, {3, 128, 128}, {}, {2}, {2}, {1}, {3}, false, false));
+  EXPECT_TRUE(has(c, "#define OH 64") && has(c, "#define OW 64") && has(c, "#define DLH 3")) << c.substr(0, 400);
+  // Ceil mode: 5 wide, kernel 2, stride 2 -> 3 windows (the last one starts inside the image) ...
+  const auto d = source(avg_pool_problem(at::kFloat, {1, 1, 5, 5}, {}, {2, 2}, {2, 2}, {0, 0}, true, true));
+  EXPECT_TRUE(has(d, "#define OH 3") && has(d, "#define OW 3")) << d.substr(0, 400);
+  // ... but a window that would start in the right padding is dropped: 5 wide, kernel 2, stride 2, pad 1 gives
+  // (5 + 2 - 1 - 1 + 1) / 2 + 1 = 4 windows, the 4th starting at 6 - 1 = 5, outside the image.
+  const auto e = source(avg_pool_problem(at::kFloat, {1, 1, 5, 5}, {}, {2, 2}, {2, 2}, {1, 1}, true, true));
+  EXPECT_TRUE(has(e, "#define OH 3") && has(e, "#define OW 3")) << e.substr(0, 400);
+  // Empty stride means stride = kernel.
+  const auto f = source(avg_pool_problem(at::kFloat, {1, 2, 9, 9}, {}, {3}, {}, {0}, false, true, 4));
+  EXPECT_TRUE(has(f, "#define DH 3") && has(f, "#define OH 3") && has(f, "#define DIVISOR 4")) << f.substr(0, 400);
+  const auto g = source(adaptive_avg_pool_problem(at::kBFloat16, {2, 8, 14, 15}, {}, {7, 4}));
+  EXPECT_TRUE(has(g, "#define OH 7") && has(g, "#define OW 4")) << g.substr(0, 400);
+}
+
+TEST(PoolPlan, ChannelsLastInputGivesChannelsLastKernel) {
+  const std::vector<int64_t> s = {4, 64, 28, 28};
+  const auto cl = source(max_pool_problem(at::kFloat, s, channels_last(s), {3, 3}, {2, 2}, {1, 1}, {1, 1}, false));
+  EXPECT_NE(cl.find("channels-last"), std::string::npos);
+  const auto nchw = source(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false));
+  EXPECT_NE(nchw.find(" nchw "), std::string::npos);
+  // An N111 tensor is NCHW in ATen's reading, whatever its strides say.
+  const std::vector<int64_t> one = {4, 1, 1, 1};
+  EXPECT_NE(source(max_pool_problem(at::kFloat, one, {1, 1, 1, 1}, {1, 1}, {}, {0, 0}, {1, 1}, false)).find(" nchw "),
+            std::string::npos);
+}
+
+TEST(PoolPlan, DeclinesWhatAtenRejectsOrItCannotDo) {
+  const std::vector<int64_t> s = {2, 4, 16, 16};
+  EXPECT_EQ(code(max_pool_problem(at::kDouble, s, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)), Code::kUnsupported);
+  EXPECT_EQ(code(max_pool_problem(at::kFloat, {0, 4, 16, 16}, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)),
+            Code::kUnsupported);
+  EXPECT_EQ(code(max_pool_problem(at::kFloat, {1, 2, 4, 16, 16}, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)),
+            Code::kUnsupported);
+  EXPECT_EQ(code(max_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, false)), Code::kUnsupported)
+      << "padding above half the kernel";
+  EXPECT_EQ(code(max_pool_problem(at::kFloat, s, {}, {2, 2}, {0, 2}, {0, 0}, {1, 1}, false)), Code::kUnsupported);
+  EXPECT_EQ(code(max_pool_problem(at::kFloat, s, {}, {2, 2, 2}, {2, 2}, {0, 0}, {1, 1}, false)), Code::kUnsupported);
+  EXPECT_EQ(code(max_pool_problem(at::kFloat, s, {}, {20, 20}, {1, 1}, {0, 0}, {1, 1}, false)), Code::kUnsupported)
+      << "window larger than the image: no output";
+  EXPECT_EQ(code(max_pool_problem(at::kBFloat16, s, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true, 75)),
+            Code::kUnsupported);
+  EXPECT_EQ(code(avg_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {0, 0}, false, true, 0)), Code::kUnsupported)
+      << "divisor_override 0";
+  EXPECT_EQ(code(adaptive_avg_pool_problem(at::kFloat, s, channels_last(s), {4, 4})), Code::kUnsupported);
+  EXPECT_EQ(code(adaptive_avg_pool_problem(at::kFloat, s, {}, {0, 4})), Code::kUnsupported);
+  auto other = max_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false);
+  other.op = "max_pool3d";
+  EXPECT_EQ(code(other), Code::kUnsupported);
+}
+
+TEST(PoolPlan, SpaceTilesOnlyWherePatchesFitAndChannelsLastHasNoRowTiles) {
+  auto space = [&](const Problem& p) {
+    auto plan = family().plan(p);
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    return plan.ok() ? plan.value()->space() : std::vector<Variant>{};
+  };
+  const std::vector<int64_t> s = {2, 16, 64, 64};
+  const auto small = space(max_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false));
+  std::set<std::pair<int, int>> tiles;
+  for (const auto& v : small) tiles.insert({v.get("opw"), v.get("oph")});
+  EXPECT_EQ(tiles.size(), 11u);  // 4 widths x 3 heights but 8 x 4 (an 8 x 16 patch)
+  EXPECT_EQ(tiles.count({8, 4}), 0u);
+  EXPECT_EQ(tiles.count({4, 4}), 1u);  // an 8 x 8 patch
+  for (const auto& v : space(max_pool_problem(at::kFloat, s, {}, {8, 8}, {1, 1}, {0, 0}, {1, 1}, false)))
+    EXPECT_TRUE(v.get("opw") == 1 && v.get("oph") == 1) << v.id() << ": an 8x8 window leaves no room for a tile";
+  for (const auto& v : space(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)))
+    EXPECT_EQ(v.get("oph"), 1) << v.id();
+  auto plan = family().plan(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false));
+  ASSERT_TRUE(plan.ok());
+  std::set<size_t> lengths;
+  std::set<int> strata;
+  for (const auto& v : plan.value()->space()) {
+    lengths.insert(plan.value()->features(v).size());
+    strata.insert(plan.value()->stratum(v));
+    EXPECT_TRUE(plan.value()->source(v).ok()) << v.id();
+  }
+  EXPECT_EQ(lengths.size(), 1u);
+  EXPECT_EQ(strata.size(), 4u);
+  EXPECT_FALSE(plan.value()->source(Variant{{{"opw", 3}, {"oph", 1}, {"block", 256}}}).ok());
+  EXPECT_FALSE(plan.value()->bind(plan.value()->space().front(), nullptr).ok());
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
