@@ -121,6 +121,14 @@ int main(int argc, char** argv) {
        [&](auto& x) { return at::group_norm(x, 32, at::randn({320}, bf16), at::randn({320}, bf16)); }},
       {"group_norm f16 [64,256,28,28] g32", [&] { return at::randn({64, 256, 28, 28}, f16); },
        [&](auto& x) { return at::group_norm(x, 32, at::randn({256}, f16), at::randn({256}, f16)); }},
+      {"cumsum f32 [32768,32768] dim 1 (KernelBench)", [&] { return at::randn({32768, 32768}, f32); },
+       [](auto& x) { return at::cumsum(x, 1); }},
+      {"cumsum f32 [4096,8192] dim 0 (outer dim)", [&] { return at::randn({4096, 8192}, f32); },
+       [](auto& x) { return at::cumsum(x, 0); }},
+      {"cumsum bf16 [8192,4096] last dim", [&] { return at::randn({8192, 4096}, bf16); },
+       [](auto& x) { return at::cumsum(x, -1); }},
+      {"cumprod f32 [4096,4096] dim 1", [&] { return at::randn({4096, 4096}, f32); },
+       [](auto& x) { return at::cumprod(x, 1); }},
   };
   if (!only.empty())
     rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name.find(only) == std::string::npos; }),

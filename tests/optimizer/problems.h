@@ -1,6 +1,7 @@
 /// @brief Test helpers: Problems built by hand (what a profiled signature gives the optimizer).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,14 @@ inline optimizer::Problem group_norm_problem(c10::ScalarType dt, std::vector<int
   return problem("native_group_norm", sm,
                  {tensor_arg(dt, sizes, contiguous(sizes)), param(), param(), value_arg(n), value_arg(c),
                   value_arg(hw), value_arg(groups), value_arg(eps)});
+}
+
+/// A cumsum / cumprod problem: tensor, dim, dtype (None unless `dtype_arg` is given).
+inline optimizer::Problem scan_problem(const std::string& op, c10::ScalarType dt, std::vector<int64_t> sizes,
+                                       std::vector<int64_t> strides, int64_t dim, int sm = 90, int64_t offset = 0,
+                                       std::optional<c10::ScalarType> dtype_arg = std::nullopt) {
+  return problem(op, sm, {tensor_arg(dt, std::move(sizes), std::move(strides), offset), value_arg(dim),
+                          dtype_arg ? value_arg(static_cast<int64_t>(*dtype_arg)) : none_arg()});
 }
 
 }  // namespace cudal1::testing
