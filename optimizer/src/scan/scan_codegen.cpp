@@ -151,18 +151,29 @@ const char* row_exact_body() {
   if (row >= OUTER) return;
   const storage_t* x = in + in_base(row, 0);
   storage_t* y = out + row * N;
+  // Four tiles are loaded ahead of their (serial) scans so that the loads overlap the carry chain; tiles past
+  // the row only carry the carry along and write nothing.
   float carry = IDENT;
-  for (index_t base = 0; base < N; base += 32) {
-    const index_t j = base + lane;
-    float v = j < N ? to_float(x[j * SD]) : IDENT;
-    if (lane == 0) v = RND(OP(v, carry));
+  for (index_t base = 0; base < N; base += 32 * 4) {
+    float t[4];
 #pragma unroll
-    for (int s = 1; s < 32; s <<= 1) {
-      const float u = __shfl_sync(FULL, v, (lane & ~(2 * s - 1)) | (s - 1));
-      if (lane & s) v = RND(OP(v, u));
+    for (int q = 0; q < 4; ++q) {
+      const index_t j = base + q * 32 + lane;
+      t[q] = j < N ? to_float(x[j * SD]) : IDENT;
     }
-    if (j < N) y[j] = to_storage(v);
-    carry = __shfl_sync(FULL, v, 31);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float v = t[q];
+      if (lane == 0) v = RND(OP(v, carry));
+#pragma unroll
+      for (int s = 1; s < 32; s <<= 1) {
+        const float u = __shfl_sync(FULL, v, (lane & ~(2 * s - 1)) | (s - 1));
+        if (lane & s) v = RND(OP(v, u));
+      }
+      const index_t j = base + q * 32 + lane;
+      if (j < N) y[j] = to_storage(v);
+      carry = __shfl_sync(FULL, v, 31);
+    }
   }
 )";
 }
