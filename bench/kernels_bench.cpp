@@ -144,6 +144,14 @@ int main(int argc, char** argv) {
        [](auto& x) { return at::avg_pool2d(x, {3, 3}, {1, 1}, {1, 1}, false, false); }},
       {"adaptive_avg_pool2d f32 [128,512,14,14] to 7x7", [&] { return at::randn({128, 512, 14, 14}, f32); },
        [](auto& x) { return at::adaptive_avg_pool2d(x, {7, 7}); }},
+      {"cumsum f32 [32768,32768] dim 1 (KernelBench)", [&] { return at::randn({32768, 32768}, f32); },
+       [](auto& x) { return at::cumsum(x, 1); }},
+      {"cumsum f32 [4096,8192] dim 0 (outer dim)", [&] { return at::randn({4096, 8192}, f32); },
+       [](auto& x) { return at::cumsum(x, 0); }},
+      {"cumsum bf16 [8192,4096] last dim", [&] { return at::randn({8192, 4096}, bf16); },
+       [](auto& x) { return at::cumsum(x, -1); }},
+      {"cumprod f32 [4096,4096] dim 1", [&] { return at::randn({4096, 4096}, f32); },
+       [](auto& x) { return at::cumprod(x, 1); }},
   };
   if (!only.empty())
     rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name.find(only) == std::string::npos; }),

@@ -5,6 +5,7 @@
 
 #include "norm/norm_family.h"
 #include "pool/pool_family.h"
+#include "scan/scan_family.h"
 #include "softmax/softmax_family.h"
 #include "unary/unary_family.h"
 
@@ -53,7 +54,8 @@ Result<Variant> Variant::from_json(const std::string& text) {
 
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family(),
-                                                      &norm::norm_family(), &pool::pool_family()};
+&norm::norm_family(), &pool::pool_family(),
+                                                      &scan::scan_family()};
   return all;
 }
 

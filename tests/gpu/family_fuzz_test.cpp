@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -179,6 +180,18 @@ Problem pool(Rng& rng, int sm) {
   return p;
 }
 
+/// Scans: cumsum and cumprod over every dim of random layouts, sometimes with a dtype argument.
+Problem scan(Rng& rng, int sm) {
+  const int rank = 1 + static_cast<int>(rng() % 5);
+  const auto sizes = draw_sizes(rng, rank);
+  const c10::ScalarType dt = draw_dtype(rng);
+  const int64_t dim = static_cast<int64_t>(rng() % (2 * rank)) - rank;  // every dim, negative or not
+  std::optional<c10::ScalarType> dtype_arg;
+  if (rng() % 8 == 0) dtype_arg = rng() % 2 ? dt : at::kDouble;  // the input's own (served) or a conversion
+  // Strides left empty: layout_missing_strides draws contiguous, permuted, sliced or stepped ones.
+  return testing::scan_problem(rng() % 3 ? "cumsum" : "cumprod", dt, sizes, {}, dim, sm, 0, dtype_arg);
+}
+
 struct Job {
   Problem problem;
   std::unique_ptr<optimizer::Plan> plan;
@@ -186,7 +199,7 @@ struct Job {
   Result<optimizer::CompiledKernel> compiled = Status(Code::kInternal, "not compiled");
 };
 
-/// Fills in the unary or softmax problem's strides when the builder left them to us.
+/// Fills in the unary, softmax or scan problem's strides when the builder left them to us.
 void layout_missing_strides(Rng& rng, Problem* p) {
   auto& t = p->args[0].tensor;
   if (t.strides.empty() && !t.sizes.empty()) {
@@ -274,6 +287,7 @@ TEST(FamilyFuzz, UnaryElementwise) { fuzz("relu", &unary, 101); }
 TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202); }
 TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303); }
 TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404); }
+TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505); }
 
 }  // namespace
 }  // namespace cudal1

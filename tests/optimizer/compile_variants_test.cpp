@@ -156,6 +156,33 @@ TEST_P(CompileVariants, EveryPoolVariant) {
   expect_every_variant_compiles(f, problems, sm);
 }
 
+TEST_P(CompileVariants, EveryScanVariant) {
+  const int sm = GetParam();
+  const Family& f = *family_for("cumsum", "");
+  using Case = std::tuple<const char*, c10::ScalarType, std::vector<int64_t>, std::vector<int64_t>, int64_t>;
+  const std::vector<Case> cases = {
+      {"cumsum", at::kFloat, {4, 1 << 20}, {1 << 20, 1}, 1},          // few long rows: every row technique
+      {"cumsum", at::kFloat, {64, 48}, {48, 1}, -1},                  // short rows: serial rows too
+      {"cumsum", at::kFloat, {3, 4096, 7}, {28672, 7, 1}, 1},         // middle dim: columns, split columns
+      {"cumsum", at::kFloat, {512, 256}, {1, 512}, 0},                // transposed: strided columns
+      {"cumsum", at::kFloat, {6, 5, 4, 3}, {1, 6, 30, 120}, 2},       // permuted rank 4, gathered columns
+      {"cumsum", at::kHalf, {8192, 4096}, {4096, 1}, 1},              // ATen's tiles, rounded per step
+      {"cumsum", at::kBFloat16, {8, 300, 5}, {1500, 5, 1}, 1},        // ATen's serial columns
+      {"cumprod", at::kFloat, {4096, 4096}, {4096, 1}, 1},
+      {"cumprod", at::kHalf, {2, 64, 16}, {1024, 16, 1}, 0},
+      {"cumprod", at::kBFloat16, {8, 300, 1}, {300, 1, 1}, 1},        // rows ATen scans serially
+      {"cumprod", at::kHalf, {2}, {1}, 0},
+  };
+  std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
+  for (const auto& [op, dt, sizes, strides, dim] : cases) {
+    auto plan = f.plan(testing::scan_problem(op, dt, sizes, strides, dim, sm));
+    ASSERT_TRUE(plan.ok()) << op << ": " << plan.status().to_string();
+    auto space = plan.value()->space();
+    work.emplace_back(std::move(plan).value(), std::move(space));
+  }
+  expect_all_compile(work, sm);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),
                          [](const auto& info) { return "sm_" + std::to_string(info.param); });
 

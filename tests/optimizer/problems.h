@@ -1,6 +1,7 @@
 /// @brief Test helpers: Problems built by hand (what a profiled signature gives the optimizer).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,14 @@ inline optimizer::Problem adaptive_avg_pool_problem(c10::ScalarType dt, std::vec
 /// Channels-last strides of a 4-d `sizes`.
 inline std::vector<int64_t> channels_last(const std::vector<int64_t>& s) {
   return {s[1] * s[2] * s[3], 1, s[1] * s[3], s[1]};
+}
+
+/// A cumsum / cumprod problem: tensor, dim, dtype (None unless `dtype_arg` is given).
+inline optimizer::Problem scan_problem(const std::string& op, c10::ScalarType dt, std::vector<int64_t> sizes,
+                                       std::vector<int64_t> strides, int64_t dim, int sm = 90, int64_t offset = 0,
+                                       std::optional<c10::ScalarType> dtype_arg = std::nullopt) {
+  return problem(op, sm, {tensor_arg(dt, std::move(sizes), std::move(strides), offset), value_arg(dim),
+                          dtype_arg ? value_arg(static_cast<int64_t>(*dtype_arg)) : none_arg()});
 }
 
 }  // namespace cudal1::testing

@@ -1,0 +1,240 @@
+/// @brief The scan family: what it accepts (Note [Scans]), its technique space, features and binding.
+#include "scan_family.h"
+
+#include <algorithm>
+
+#include "codegen_common.h"
+
+namespace cudal1::optimizer::scan {
+namespace {
+
+constexpr int kBlocks[] = {64, 128, 256, 512, 1024};
+constexpr int kVecs[] = {1, 2, 4, 8};
+constexpr int kSplits[] = {1, 4, 8, 16, 32, 64, 128};
+constexpr int64_t kMax32 = (int64_t{1} << 31) - 1;
+
+int ceil_log2(int64_t x) {
+  int l = 0;
+  while ((int64_t{1} << l) < x) ++l;
+  return l;
+}
+
+/// Largest power-of-two width <= 16 bytes for which `ok(width)` holds.
+template <typename F>
+int widest(c10::ScalarType dt, F ok) {
+  int v = 16 / elem_size(dt);
+  while (v > 1 && !ok(v)) v /= 2;
+  return v;
+}
+
+class ScanPlan final : public Plan {
+ public:
+  explicit ScanPlan(ScanShape s) : s_(std::move(s)) {}
+
+  std::vector<Variant> space() const override {
+    std::vector<Variant> out;
+    auto add = [&](int mode, int vec, int block, int splits) {
+      out.push_back(Variant{{{"mode", mode}, {"vec", vec}, {"block", block}, {"splits", splits}}});
+    };
+    if (s_.inner == 1) {
+      if (s_.reassociate) {
+        for (int vec : kVecs) {
+          if (vec > s_.max_vec_row) continue;
+          for (int block : {128, 256}) add(kRowWarp, vec, block, 1);
+          for (int block : {128, 256, 512, 1024}) add(kRowBlock, vec, block, 1);
+          if (s_.outer <= 512 && s_.n >= 8192)
+            for (int splits : {8, 32, 128}) add(kRowSplit, vec, 512, splits);
+        }
+      }
+      if (s_.reassociate || s_.row_exact)
+        for (int block : {128, 256}) add(kRowExact, 1, block, 1);
+      // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
+      // size-1 dimensions, else only worth trying on short rows.
+      if (s_.column_exact || (s_.reassociate && s_.n <= 64))
+        for (int block : {64, 128, 256}) add(kColumn, 1, block, 1);
+    } else {
+      for (int vec : kVecs) {
+        if (vec > s_.max_vec_col) continue;
+        if (s_.column_exact || s_.reassociate)
+          for (int block : {64, 128, 256, 512}) add(kColumn, vec, block, 1);
+        if (s_.reassociate && s_.n >= 64)
+          for (int splits : {4, 16, 64})
+            if (s_.n >= 8 * splits)
+              for (int block : {128, 256}) add(kColumnSplit, vec, block, splits);
+      }
+    }
+    return out;
+  }
+
+  std::vector<float> features(const Variant& v) const override {
+    std::vector<float> knobs;
+    for (int m = kRowWarp; m <= kColumnSplit; ++m) knobs.push_back(v.get("mode") == m);
+    for (int x : kVecs) knobs.push_back(v.get("vec") == x);
+    for (int x : kBlocks) knobs.push_back(v.get("block") == x);
+    for (int x : kSplits) knobs.push_back(v.get("splits") == x);
+    const int64_t lines = s_.outer * s_.inner;  // independent scans
+    const std::vector<float> ctx = {1.f,
+                                    s_.n <= 1024 ? 1.f : 0.f,
+                                    s_.n > 1024 && s_.n <= 32768 ? 1.f : 0.f,
+                                    s_.n > 32768 ? 1.f : 0.f,
+                                    lines < 1024 ? 1.f : 0.f,
+                                    s_.inner > 1 ? 1.f : 0.f,
+                                    elem_size(s_.dtype) == 2 ? 1.f : 0.f,
+                                    s_.prod ? 1.f : 0.f};
+    return crossed_features(ctx, knobs);
+  }
+
+  int stratum(const Variant& v) const override { return v.get("mode"); }
+
+  Result<KernelSource> source(const Variant& v) const override {
+    CUDAL1_ASSIGN_OR_RETURN(const ScanKnobs k, knobs_of(v));
+    return generate_scan(s_, k);
+  }
+
+  Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
+    if (!m) return Status(Code::kInvalidArgument, "no module");
+    CUDAL1_ASSIGN_OR_RETURN(const ScanKnobs k, knobs_of(v));
+    return make_scan_kernel(s_, k, std::move(m));
+  }
+
+ private:
+  /// The knobs of `v`, or InvalidArgument when `v` is not in space().
+  Result<ScanKnobs> knobs_of(const Variant& v) const {
+    for (const auto& w : space())
+      if (w.knobs == v.knobs) {
+        ScanKnobs k;
+        k.mode = v.get("mode");
+        k.vec = v.get("vec");
+        k.block = v.get("block");
+        k.splits = v.get("splits");
+        return k;
+      }
+    return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+  }
+
+  ScanShape s_;
+};
+
+class ScanFamily final : public Family {
+ public:
+  const char* name() const override { return "scan"; }
+  int version() const override { return 1; }
+  std::vector<std::string> ops() const override { return {"cumsum", "cumprod"}; }
+
+  Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
+    if ((p.op != "cumsum" && p.op != "cumprod") || !p.overload.empty())
+      return Status(Code::kUnsupported, "op " + p.op + (p.overload.empty() ? "" : "." + p.overload) +
+                                            " is not in this family");
+    if (p.args.size() != 3 || !p.args[0].is_tensor || !p.args[0].tensor.defined || p.args[1].is_tensor ||
+        !p.args[1].value.isInt() || p.args[2].is_tensor)
+      return Status(Code::kUnsupported, "unexpected arguments");
+    const auto& t = p.args[0].tensor;
+    ScanShape s;
+    s.prod = p.op == "cumprod";
+    s.dtype = t.dtype;
+    if (!generated_dtype(s.dtype))
+      return Status(Code::kUnsupported, std::string("dtype ") + c10::toString(s.dtype) + " (only fp32/fp16/bf16)");
+    const c10::IValue& dt = p.args[2].value;
+    if (!dt.isNone() && !(dt.isInt() && dt.toInt() == static_cast<int64_t>(s.dtype)))
+      return Status(Code::kUnsupported, "dtype argument converts the input");
+    if (s.dtype == c10::ScalarType::BFloat16 && p.sm < 80) return Status(Code::kUnsupported, "bf16 needs sm_80+");
+    const int64_t nd = static_cast<int64_t>(t.sizes.size());
+    if (nd == 0) return Status(Code::kUnsupported, "0-d tensor");
+    if (t.strides.size() != t.sizes.size()) return Status(Code::kUnsupported, "strides do not match sizes");
+    s.dim = p.args[1].value.toInt();
+    if (s.dim < -nd || s.dim >= nd) return Status(Code::kUnsupported, "dim out of range");
+    if (s.dim < 0) s.dim += nd;
+    int64_t numel = 1;
+    for (int64_t d = 0; d < nd; ++d) {
+      if (t.sizes[d] < 0) return Status(Code::kUnsupported, "negative size");
+      if (t.sizes[d] > 1 && t.strides[d] < 0) return Status(Code::kUnsupported, "negative stride");
+      numel *= t.sizes[d];
+      (d < s.dim ? s.outer : d > s.dim ? s.inner : s.n) *= t.sizes[d];
+    }
+    if (numel == 0) return Status(Code::kUnsupported, "empty tensor");
+    if (s.n > kMax32 || s.outer * s.inner > kMax32 || numel > (int64_t{1} << 40))
+      return Status(Code::kUnsupported, "tensor too large for 32-bit grids and scan lengths");
+    s.sizes = t.sizes;
+    s.in_strides = t.strides;
+    s.sd = s.n > 1 ? t.strides[s.dim] : 1;
+    scan_exactness(s, nd);
+    if (!s.reassociate && !s.row_exact && !s.column_exact)
+      return Status(Code::kUnsupported, std::string(s.prod ? "cumprod" : "cumsum") + " in " +
+                                            c10::toString(s.dtype) +
+                                            ": no variant reproduces ATen's association for this shape");
+    // Vector widths: the storage offset and the strides of the dims before `first` divisible by the width.
+    auto strides_ok = [&](int vec, int64_t first) {
+      if (t.storage_offset % vec != 0) return false;
+      for (int64_t d = 0; d < first; ++d)
+        if (t.sizes[d] > 1 && t.strides[d] % vec != 0) return false;
+      return true;
+    };
+    if (s.inner == 1)
+      s.max_vec_row = widest(s.dtype, [&](int v) { return s.sd == 1 && s.n % v == 0 && strides_ok(v, s.dim); });
+    else {
+      // The inner block must be contiguous in the input (stride 1 innermost, dense) for vector loads.
+      bool dense_inner = true;
+      int64_t expect = 1;
+      for (int64_t d = nd - 1; d > s.dim; --d) {
+        if (t.sizes[d] != 1 && t.strides[d] != expect) dense_inner = false;
+        expect *= t.sizes[d];
+      }
+      s.max_vec_col = widest(s.dtype, [&](int v) {
+        return dense_inner && s.inner % v == 0 && (s.n == 1 || s.sd % v == 0) && strides_ok(v, s.dim + 1);
+      });
+    }
+    return std::unique_ptr<Plan>(new ScanPlan(std::move(s)));
+  }
+};
+
+}  // namespace
+
+int aten_tile_threads(int64_t rows, int64_t size) {
+  // ATen 2.x get_log_num_threads_x_inner_scan<uint32_t>: the difference wraps in unsigned arithmetic.
+  const uint32_t lx = static_cast<uint32_t>(ceil_log2(size)), ly = static_cast<uint32_t>(ceil_log2(rows));
+  const uint32_t diff = lx - ly;
+  const uint32_t l = std::min<uint32_t>(std::max<uint32_t>(4u, (9u + diff) / 2u), 9u);
+  return 1 << l;
+}
+
+void scan_exactness(ScanShape& s, int64_t ndim) {
+  s.reassociate = !s.prod && s.dtype == c10::ScalarType::Float;
+  const bool one_row = s.outer * s.inner == 1;  // ATen: cub::DeviceScan
+  if (s.n <= 2) {  // one combine at most: every association is the same
+    s.row_exact = s.column_exact = true;
+    return;
+  }
+  if (one_row) return;
+  if (s.dim == ndim - 1) {
+    // A tile's element e depends only on e's bits below the tile size, so tiles of 32 match ATen's wider tiles
+    // for rows of at most 32.
+    s.row_exact = aten_tile_threads(s.outer, s.n) == 16 || s.n <= 32;
+  } else {
+    s.column_exact = true;
+  }
+}
+
+int64_t scan_chunk(const ScanShape& s, const ScanKnobs& k) {
+  const int64_t c = (s.n + k.splits - 1) / k.splits;
+  return (c + k.vec - 1) / k.vec * k.vec;
+}
+
+bool scan_is_exact(const ScanShape& s, const ScanKnobs& k) {
+  return (k.mode == kRowExact && s.row_exact) || (k.mode == kColumn && s.column_exact);
+}
+
+double scan_output_scaled_tolerance(const ScanShape& s, const ScanKnobs& k) {
+  if (scan_is_exact(s, k) && !s.reassociate) return 0;
+  // fp32 cumsum, any association: every combine of a prefix tree rounds a sum of a contiguous range, whose
+  // magnitude is at most 2 max|prefix|, with relative error u = eps/2; a prefix of length k has k - 1 combines,
+  // so each side errs by at most n * eps * max|prefix| (first order) and the two differ by at most 2n of our
+  // units. 3n leaves room for max|prefix| vs max|ATen output| and second-order terms.
+  return 3.0 * static_cast<double>(s.n);
+}
+
+const Family& scan_family() {
+  static const ScanFamily f;
+  return f;
+}
+
+}  // namespace cudal1::optimizer::scan

@@ -1,0 +1,159 @@
+/// @brief What the scan family accepts and declines (Note [Scans]), which techniques it offers where, and that
+/// its source is specialised and rejects foreign variants.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cudal1/optimizer/family.h"
+#include "optimizer/problems.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+using testing::contiguous;
+using testing::scan_problem;
+
+const Family& family() { return *family_for("cumsum", ""); }
+
+Problem sp(const std::string& op, c10::ScalarType dt, std::vector<int64_t> sizes, int64_t dim) {
+  auto st = contiguous(sizes);
+  return scan_problem(op, dt, std::move(sizes), std::move(st), dim);
+}
+
+/// The modes (strata) a plan offers, or {-1} when it declines.
+std::set<int> modes(const Problem& p) {
+  auto plan = family().plan(p);
+  if (!plan.ok()) return {-1};
+  std::set<int> m;
+  for (const auto& v : plan.value()->space()) {
+    m.insert(v.get("mode"));
+    EXPECT_EQ(plan.value()->stratum(v), v.get("mode"));
+  }
+  return m;
+}
+
+int max_vec(const Problem& p) {
+  auto plan = family().plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  int m = 0;
+  if (plan.ok())
+    for (const auto& v : plan.value()->space()) m = std::max(m, v.get("vec"));
+  return m;
+}
+
+TEST(ScanPlan, ServesCumsumAndCumprod) {
+  ASSERT_EQ(family_for("cumprod", ""), &family());
+  EXPECT_EQ(family_for("cumsum", "dimname"), nullptr);
+  EXPECT_STREQ(family().name(), "scan");
+  EXPECT_TRUE(family().plan(sp("cumsum", at::kFloat, {64, 4096}, 1)).ok());
+  EXPECT_TRUE(family().plan(sp("cumsum", at::kFloat, {64, 4096}, -1)).ok());
+  EXPECT_TRUE(family().plan(sp("cumsum", at::kFloat, {4096}, 0)).ok());  // one row: reassociated techniques
+  EXPECT_TRUE(family().plan(sp("cumsum", at::kHalf, {8, 300, 5}, 1)).ok());
+  EXPECT_TRUE(family().plan(sp("cumprod", at::kBFloat16, {8, 300, 5}, -3)).ok());
+  EXPECT_TRUE(family().plan(sp("cumprod", at::kFloat, {4096, 4096}, 1)).ok());
+  // dtype argument equal to the input's.
+  EXPECT_TRUE(family().plan(scan_problem("cumsum", at::kHalf, {8, 16}, {16, 1}, 0, 90, 0, at::kHalf)).ok());
+  // Permuted and sliced inputs.
+  EXPECT_TRUE(family().plan(scan_problem("cumsum", at::kFloat, {16, 8}, {1, 16}, 1)).ok());
+  EXPECT_TRUE(family().plan(scan_problem("cumsum", at::kFloat, {16, 8}, {32, 2}, 0, 90, 3)).ok());
+}
+
+TEST(ScanPlan, DeclinesWhatItCannotDoExactly) {
+  auto code = [&](const Problem& p) { return family().plan(p).status().code(); };
+  EXPECT_EQ(code(sp("cumsum", at::kDouble, {8, 16}, 1)), Code::kUnsupported);
+  EXPECT_EQ(code(sp("cumsum", at::kInt, {8, 16}, 1)), Code::kUnsupported);
+  EXPECT_EQ(code(sp("cumsum", at::kLong, {8, 16}, 1)), Code::kUnsupported);
+  EXPECT_EQ(code(sp("cumprod", at::kBool, {8, 16}, 1)), Code::kUnsupported);
+  EXPECT_EQ(code(scan_problem("cumsum", at::kFloat, {}, {}, 0)), Code::kUnsupported);       // 0-d
+  EXPECT_EQ(code(sp("cumsum", at::kFloat, {0, 16}, 1)), Code::kUnsupported);                 // empty
+  EXPECT_EQ(code(sp("cumsum", at::kFloat, {8, 16}, 2)), Code::kUnsupported);                 // dim out of range
+  EXPECT_EQ(code(sp("cumsum", at::kFloat, {8, 16}, -3)), Code::kUnsupported);
+  EXPECT_EQ(code(scan_problem("cumsum", at::kHalf, {8, 16}, {16, 1}, 1, 90, 0, at::kFloat)), Code::kUnsupported);
+  EXPECT_EQ(code(scan_problem("cumsum", at::kBFloat16, {8, 16}, {16, 1}, 1, 75)), Code::kUnsupported);
+  EXPECT_EQ(code(sp("relu", at::kFloat, {8, 16}, 1)), Code::kUnsupported);
+  // fp16/bf16 and cumprod: ATen's association cannot be reproduced for one long row (cub) ...
+  EXPECT_EQ(code(sp("cumsum", at::kHalf, {4096}, 0)), Code::kUnsupported);
+  EXPECT_EQ(code(sp("cumprod", at::kFloat, {1, 4096}, 1)), Code::kUnsupported);
+  // ... nor for rows ATen scans in tiles wider than 32 (few long rows: Tx = 128 here).
+  EXPECT_EQ(code(sp("cumsum", at::kBFloat16, {64, 4096}, 1)), Code::kUnsupported);
+  EXPECT_EQ(code(sp("cumprod", at::kFloat, {64, 4096}, 1)), Code::kUnsupported);
+  // Many short rows: Tx = 512 (unsigned wrap in ATen's heuristic), rows of 40 > 32.
+  EXPECT_EQ(code(sp("cumsum", at::kHalf, {1 << 20, 40}, 1)), Code::kUnsupported);
+}
+
+TEST(ScanPlan, ExactTechniquesWhereTheAssociationIsAtens) {
+  const std::set<int> declined = {-1};
+  // Rows ATen tiles with Tx = 16: only the tile emulation (mode 3).
+  EXPECT_EQ(modes(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), std::set<int>({3}));
+  EXPECT_EQ(modes(sp("cumprod", at::kFloat, {4096, 4096}, -1)), std::set<int>({3}));
+  // Rows of at most 32 match any tile width.
+  EXPECT_EQ(modes(sp("cumsum", at::kHalf, {1 << 20, 32}, 1)), std::set<int>({3}));
+  // An outer dimension: serial columns only, also for rows with trailing size-1 dimensions.
+  EXPECT_EQ(modes(sp("cumsum", at::kHalf, {8, 300, 5}, 1)), std::set<int>({4}));
+  EXPECT_EQ(modes(sp("cumprod", at::kHalf, {8, 300, 1}, 1)), std::set<int>({4}));
+  // Two elements: every association agrees.
+  EXPECT_EQ(modes(sp("cumprod", at::kHalf, {2}, 0)), std::set<int>({3, 4}));
+  EXPECT_NE(modes(sp("cumprod", at::kHalf, {3}, 0)), std::set<int>({3, 4}));
+  EXPECT_EQ(modes(sp("cumprod", at::kHalf, {3}, 0)), declined);
+}
+
+TEST(ScanPlan, Fp32CumsumOffersEveryTechniqueOfItsClass) {
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {32768, 32768}, 1)), std::set<int>({0, 1, 3}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {4, 1 << 20}, 1)), std::set<int>({0, 1, 2, 3}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {64, 48}, -1)), std::set<int>({0, 1, 3, 4}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {4096, 4096}, 0)), std::set<int>({4, 5}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {3, 4096, 7}, 1)), std::set<int>({4, 5}));
+}
+
+TEST(ScanPlan, VectorWidthFollowsLayoutAndAlignment) {
+  EXPECT_EQ(max_vec(sp("cumsum", at::kFloat, {64, 4096}, 1)), 4);
+  EXPECT_EQ(max_vec(sp("cumsum", at::kFloat, {64, 4098}, 1)), 2);
+  EXPECT_EQ(max_vec(sp("cumsum", at::kFloat, {64, 4096}, 0)), 4);     // columns: vectors across the inner block
+  EXPECT_EQ(max_vec(sp("cumsum", at::kHalf, {64, 4096}, 0)), 8);
+  EXPECT_EQ(max_vec(sp("cumsum", at::kFloat, {64, 4097}, 0)), 1);
+  EXPECT_EQ(max_vec(scan_problem("cumsum", at::kFloat, {64, 4096}, {4096, 1}, 1, 90, 2)), 2);  // offset
+  EXPECT_EQ(max_vec(scan_problem("cumsum", at::kFloat, {64, 4096}, {1, 64}, 1)), 1);           // transposed
+  EXPECT_EQ(max_vec(scan_problem("cumsum", at::kFloat, {64, 4096}, {8192, 2}, 0)), 1);         // strided inner
+}
+
+TEST(ScanPlan, FeaturesHaveOneLengthInUnitRange) {
+  size_t len = 0;
+  for (const auto& p : {sp("cumsum", at::kFloat, {4, 1 << 20}, 1), sp("cumprod", at::kHalf, {8, 300, 5}, 1),
+                        sp("cumsum", at::kFloat, {4096, 4096}, 0)}) {
+    auto plan = family().plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    const auto space = plan.value()->space();
+    ASSERT_FALSE(space.empty());
+    std::set<std::string> ids;
+    for (const auto& v : space) {
+      EXPECT_TRUE(ids.insert(v.id()).second) << v.id();
+      const auto f = plan.value()->features(v);
+      if (len == 0) len = f.size();
+      EXPECT_EQ(f.size(), len);
+      for (float x : f) EXPECT_TRUE(x >= 0.f && x <= 1.f);
+    }
+  }
+}
+
+TEST(ScanPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
+  auto plan = family().plan(sp("cumsum", at::kFloat, {64, 4096}, 1));
+  ASSERT_TRUE(plan.ok());
+  const auto space = plan.value()->space();
+  auto src = plan.value()->source(space.front());
+  ASSERT_TRUE(src.ok());
+  EXPECT_NE(src->code.find("#define N ((index_t)4096)"), std::string::npos);
+  EXPECT_EQ(src->kernel_name, "cudal1_scan");
+  EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 0}, {"vec", 16}, {"block", 128}, {"splits", 1}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 5}, {"vec", 1}, {"block", 128}, {"splits", 4}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 3}}}).ok());
+  EXPECT_FALSE(plan.value()->bind(space.front(), nullptr).ok());
+  // fp16 rows: the tile emulation rounds every combine to the dtype.
+  auto half = family().plan(sp("cumsum", at::kHalf, {8192, 4096}, 1));
+  ASSERT_TRUE(half.ok());
+  auto hs = half.value()->source(half.value()->space().front());
+  ASSERT_TRUE(hs.ok());
+  EXPECT_NE(hs->code.find("RND(OP(v, u))"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
