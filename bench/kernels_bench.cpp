@@ -121,6 +121,20 @@ int main(int argc, char** argv) {
        [&](auto& x) { return at::group_norm(x, 32, at::randn({320}, bf16), at::randn({320}, bf16)); }},
       {"group_norm f16 [64,256,28,28] g32", [&] { return at::randn({64, 256, 28, 28}, f16); },
        [&](auto& x) { return at::group_norm(x, 32, at::randn({256}, f16), at::randn({256}, f16)); }},
+      {"sum f32 [16,256,256] dim1 (KernelBench L1_47)", [&] { return at::randn({16, 256, 256}, f32); },
+       [](auto& x) { return at::sum(x, {1}); }},
+      {"amax f32 [16,256,256] dim1", [&] { return at::randn({16, 256, 256}, f32); },
+       [](auto& x) { return at::amax(x, {1}); }},
+      {"max.dim f32 [16,256,256] dim1 (KernelBench L1_49)", [&] { return at::randn({16, 256, 256}, f32); },
+       [](auto& x) { return std::get<0>(at::max(x, 1)); }, 16.0 * 256 * 8},  // + int64 indices
+      {"argmax f32 [128,4096,32] dim1", [&] { return at::randn({128, 4096, 32}, f32); },
+       [](auto& x) { return at::argmax(x, 1); }},
+      {"mean bf16 [8192,4096] last dim", [&] { return at::randn({8192, 4096}, bf16); },
+       [](auto& x) { return at::mean(x, {-1}); }},
+      {"sum f16 [64,1048576] last dim (long rows)", [&] { return at::randn({64, 1 << 20}, f16); },
+       [](auto& x) { return at::sum(x, {-1}); }},
+      {"var f32 [4096,4096] dim0 (columns)", [&] { return at::randn({4096, 4096}, f32); },
+       [](auto& x) { return at::var(x, {0}); }},
   };
   if (!only.empty())
     rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name.find(only) == std::string::npos; }),

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "norm/norm_family.h"
+#include "reduce/reduce_family.h"
 #include "softmax/softmax_family.h"
 #include "unary/unary_family.h"
 
@@ -52,7 +53,7 @@ Result<Variant> Variant::from_json(const std::string& text) {
 
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family(),
-                                                      &norm::norm_family()};
+                                                      &norm::norm_family(), &reduce::reduce_family()};
   return all;
 }
 

@@ -18,6 +18,7 @@
 namespace cudal1::optimizer {
 
 std::pair<double, double> tolerance(c10::ScalarType dtype) {
+  if (c10::isIntegralType(dtype, /*includeBool=*/true)) return {0.0, 0.0};  // indices, counts: exact
   switch (dtype) {
     case c10::ScalarType::Half: return {2e-3, 1e-5};
     case c10::ScalarType::BFloat16: return {1.6e-2, 1e-5};
@@ -86,6 +87,7 @@ std::vector<at::Tensor> run_aten(const c10::OperatorHandle& op, const CallArgs& 
 }
 
 double poison_value(c10::ScalarType t, int trial) {
+  if (c10::isIntegralType(t, /*includeBool=*/false)) return trial % 2 == 0 ? -7.0 : 1234567.0;  // no NaN in ints
   if (trial % 2 == 0) return std::numeric_limits<double>::quiet_NaN();
   return t == c10::ScalarType::Half ? 60000.0 : 3.0e38;  // finite sentinels
 }

@@ -4,8 +4,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include <optional>
-
+#include "arg_values.h"
 #include "codegen_common.h"
 
 namespace cudal1::optimizer::norm {
@@ -14,27 +13,6 @@ namespace {
 constexpr int kBlocks[] = {128, 256, 512, 1024};
 constexpr int kVecs[] = {1, 2, 4, 8};
 constexpr int kSplits[] = {4, 16, 64, 256, 1024};
-
-std::optional<int64_t> int_value(const c10::IValue& v) {
-  if (v.isInt()) return v.toInt();
-  if (v.isSymInt()) {
-    const auto si = v.toSymInt();
-    if (!si.is_symbolic()) return si.expect_int();
-  }
-  return std::nullopt;
-}
-
-std::optional<std::vector<int64_t>> int_list(const c10::IValue& v) {
-  if (v.isIntList()) return v.toIntVector();
-  if (!v.isList()) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const auto& e : v.toListRef()) {
-    auto i = int_value(e);
-    if (!i) return std::nullopt;
-    out.push_back(*i);
-  }
-  return out;
-}
 
 /// True when `t` is laid out contiguously (strides of size-1 dimensions do not matter, as in ATen).
 bool contiguous(const dispatcher::TensorSpec& t) {
