@@ -152,6 +152,22 @@ int main(int argc, char** argv) {
        [](auto& x) { return at::cumsum(x, -1); }},
       {"cumprod f32 [4096,4096] dim 1", [&] { return at::randn({4096, 4096}, f32); },
        [](auto& x) { return at::cumprod(x, 1); }},
+      {"sum f32 [128,4096,4095] dim1 (KernelBench L1_47)", [&] { return at::randn({128, 4096, 4095}, f32); },
+       [](auto& x) { return at::sum(x, {1}); }},
+      {"amax f32 [128,4096,4095] dim1", [&] { return at::randn({128, 4096, 4095}, f32); },
+       [](auto& x) { return at::amax(x, {1}); }},
+      {"max.dim f32 [128,4096,4095] dim1 (KernelBench L1_49)", [&] { return at::randn({128, 4096, 4095}, f32); },
+       [](auto& x) { return std::get<0>(at::max(x, 1)); }, 128.0 * 4095 * 8},  // + int64 indices
+      {"sum f32 [16,256,256] dim1 (small)", [&] { return at::randn({16, 256, 256}, f32); },
+       [](auto& x) { return at::sum(x, {1}); }},
+      {"argmax f32 [128,4096,32] dim1", [&] { return at::randn({128, 4096, 32}, f32); },
+       [](auto& x) { return at::argmax(x, 1); }},
+      {"mean bf16 [8192,4096] last dim", [&] { return at::randn({8192, 4096}, bf16); },
+       [](auto& x) { return at::mean(x, {-1}); }},
+      {"sum f16 [64,1048576] last dim (long rows)", [&] { return at::randn({64, 1 << 20}, f16); },
+       [](auto& x) { return at::sum(x, {-1}); }},
+      {"var f32 [4096,4096] dim0 (columns)", [&] { return at::randn({4096, 4096}, f32); },
+       [](auto& x) { return at::var(x, {0}); }},
   };
   if (!only.empty())
     rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name.find(only) == std::string::npos; }),

@@ -3,7 +3,8 @@
 # .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
 # second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
 # Usage: scripts/gpu_run.sh [all|build|test|bench|hook|kernels|example]...   (default: all; bench = hook + kernels)
-# BENCH_ONLY=softmax runs only the kernel-benchmark rows whose name contains it.
+# BENCH_ONLY=softmax runs only the kernel-benchmark rows whose name contains it; BENCH_TIMEOUT (s, default 400)
+# bounds that benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -55,7 +56,7 @@ if want bench || want hook; then
 fi
 if want bench || want kernels; then
   say "bench: kernels (${BENCH_ONLY:-all rows})"
-  timeout 400 $B/bench/bench_kernels "${BENCH_TRIALS:-24}" "${BENCH_ONLY:-}" >"$OUT/bench_kernels.txt" 2>&1
+  timeout "${BENCH_TIMEOUT:-400}" $B/bench/bench_kernels "${BENCH_TRIALS:-24}" "${BENCH_ONLY:-}" >"$OUT/bench_kernels.txt" 2>&1
   summary+=("bench_kernels: rc=$?")
 fi
 

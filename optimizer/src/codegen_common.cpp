@@ -34,6 +34,17 @@ std::vector<float> crossed_features(const std::vector<float>& ctx, const std::ve
   return f;
 }
 
+const char* welford_source() {
+  return R"(struct Welford { float n, mean, m2; };
+__device__ __forceinline__ Welford wf_combine(Welford a, Welford b) {
+  if (b.n == 0.f) return a;
+  if (a.n == 0.f) return b;
+  const float n = a.n + b.n, f = b.n / n, d = b.mean - a.mean;
+  return Welford{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+)";
+}
+
 const char* row_reduce_source() {
   return R"(#ifndef NEG_INF
 #define NEG_INF __int_as_float(0xff800000u)

@@ -16,6 +16,10 @@ const char* dtype_prelude(c10::ScalarType t);
 /// of the row. The source must define TPR and BLOCK first.
 const char* row_reduce_source();
 
+/// `struct Welford {n, mean, m2}` (fp32) and `wf_combine(a, b)`: Chan's merge of two partial statistics, as
+/// ATen's WelfordOps::combine (an empty side returns the other unchanged).
+const char* welford_source();
+
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
 /// context-major), so that the policy can learn a knob's worth per class of problem.
 std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs);

@@ -6,6 +6,7 @@
 #include "norm/norm_family.h"
 #include "pool/pool_family.h"
 #include "scan/scan_family.h"
+#include "reduce/reduce_family.h"
 #include "softmax/softmax_family.h"
 #include "unary/unary_family.h"
 
@@ -55,7 +56,7 @@ Result<Variant> Variant::from_json(const std::string& text) {
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family(),
 &norm::norm_family(), &pool::pool_family(),
-                                                      &scan::scan_family()};
+                                                      &scan::scan_family(), &reduce::reduce_family()};
   return all;
 }
 

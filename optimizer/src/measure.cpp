@@ -18,6 +18,7 @@
 namespace cudal1::optimizer {
 
 std::pair<double, double> tolerance(c10::ScalarType dtype) {
+  if (c10::isIntegralType(dtype, /*includeBool=*/true)) return {0.0, 0.0};  // indices, counts: exact
   switch (dtype) {
     case c10::ScalarType::Half: return {2e-3, 1e-5};
     case c10::ScalarType::BFloat16: return {1.6e-2, 1e-5};

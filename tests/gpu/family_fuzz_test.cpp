@@ -192,6 +192,46 @@ Problem scan(Rng& rng, int sm) {
   return testing::scan_problem(rng() % 3 ? "cumsum" : "cumprod", dt, sizes, {}, dim, sm, 0, dtype_arg);
 }
 
+/// Reductions: every op over random dims (one, several, none) of random layouts, keepdim both ways.
+Problem reduction(Rng& rng, int sm) {
+  static const char* specs[] = {"sum.dim_IntList", "mean.dim", "amax",   "amin",           "max.dim",
+                                "min.dim",         "argmax",   "argmin", "var.correction", "std.correction"};
+  const std::string spec = specs[rng() % 10];
+  const std::string op = spec.substr(0, spec.find('.'));
+  const int rank = 1 + static_cast<int>(rng() % 5);
+  const auto sizes = draw_sizes(rng, rank);
+  const c10::ScalarType dt = draw_dtype(rng);
+  auto any_dim = [&] { return static_cast<int64_t>(rng() % (2 * rank)) - rank; };  // negative or not
+  c10::IValue dim;
+  if (op == "max" || op == "min" || ((op == "argmax" || op == "argmin") && rng() % 4 != 0)) {
+    dim = any_dim();
+  } else if (op == "argmax" || op == "argmin" || (op != "amax" && op != "amin" && rng() % 6 == 0)) {
+    dim = c10::IValue();  // None: every dim (flattened for argmax/argmin)
+  } else {  // one or more distinct dims, in random order, some negative
+    std::vector<int> order(rank);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int64_t> ds;
+    for (int i = 0; i < 1 + static_cast<int>(rng() % rank); ++i) ds.push_back(order[i] - (rng() % 2 ? rank : 0));
+    dim = ds;
+  }
+  c10::IValue extra;
+  if (op == "sum" || op == "mean") {
+    if (rng() % 4 == 0) extra = static_cast<int64_t>(rng() % 2 ? dt : at::kFloat);  // dtype= (converting: declined)
+  } else if (op == "var" || op == "std") {
+    switch (rng() % 5) {
+      case 0: break;  // None: 1
+      case 1: extra = int64_t{0}; break;
+      case 2: extra = int64_t{2}; break;
+      case 3: extra = 0.5; break;
+      default: extra = int64_t{1};
+    }
+  }
+  Problem p = testing::reduce_problem(spec, dt, sizes, {}, dim, rng() % 2 == 0, extra, sm);
+  p.args[0] = tensor(rng, dt, sizes, 4);  // contiguous, permuted, sliced or stepped
+  return p;
+}
+
 struct Job {
   Problem problem;
   std::unique_ptr<optimizer::Plan> plan;
@@ -288,6 +328,7 @@ TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202); }
 TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303); }
 TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404); }
 TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505); }
+TEST(FamilyFuzz, Reduce) { fuzz("amax", &reduction, 606); }
 
 }  // namespace
 }  // namespace cudal1

@@ -129,5 +129,29 @@ inline optimizer::Problem scan_problem(const std::string& op, c10::ScalarType dt
   return problem(op, sm, {tensor_arg(dt, std::move(sizes), std::move(strides), offset), value_arg(dim),
                           dtype_arg ? value_arg(static_cast<int64_t>(*dtype_arg)) : none_arg()});
 }
+/// A reduction problem. `spec` is the op with its overload ("sum.dim_IntList", "mean.dim", "amax", "amin",
+/// "max.dim", "min.dim", "argmax", "argmin", "var.correction", "std.correction"); `dim` as the op takes it (an int
+/// list, an int, or None); `extra` is sum/mean's dtype or var/std's correction (None: the default).
+inline optimizer::Problem reduce_problem(const std::string& spec, c10::ScalarType dt, std::vector<int64_t> sizes,
+                                         std::vector<int64_t> strides, c10::IValue dim, bool keepdim = false,
+                                         c10::IValue extra = c10::IValue(), int sm = 90, int64_t offset = 0) {
+  const auto dot = spec.find('.');
+  std::vector<dispatcher::ArgSpec> args = {tensor_arg(dt, std::move(sizes), std::move(strides), offset),
+                                           value_arg(std::move(dim))};
+  const std::string op = spec.substr(0, dot);
+  if (op == "var" || op == "std") {
+    args.push_back(value_arg(std::move(extra)));
+    args.push_back(value_arg(keepdim));
+  } else {
+    args.push_back(value_arg(keepdim));
+    if (op == "sum" || op == "mean") args.push_back(value_arg(std::move(extra)));
+  }
+  optimizer::Problem p = problem(op, sm, std::move(args));
+  p.overload = dot == std::string::npos ? "" : spec.substr(dot + 1);
+  return p;
+}
+
+/// An int-list argument value (dims).
+inline c10::IValue dims(std::vector<int64_t> d) { return c10::IValue(std::move(d)); }
 
 }  // namespace cudal1::testing

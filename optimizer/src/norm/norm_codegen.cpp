@@ -19,13 +19,6 @@ int64_t chunk_vectors(const NormShape& s, const NormKnobs& k) {
 namespace {
 
 const char* kBody = R"(struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
-struct Welford { float n, mean, m2; };
-__device__ __forceinline__ Welford wf_combine(Welford a, Welford b) {
-  if (b.n == 0.f) return a;
-  if (a.n == 0.f) return b;
-  const float n = a.n + b.n, f = b.n / n, d = b.mean - a.mean;
-  return Welford{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
-}
 __device__ __forceinline__ Welford wf_vector(const vec_t& t) {
   float s = 0.f;
 #pragma unroll
@@ -269,7 +262,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)" << (k.mode == 2 ? chunk_vectors(s, k) : 1)
     << "LL)\n";
   if (k.cache) o << "static constexpr int PER = (int)((NV + TPR - 1) / TPR);  // vectors each thread keeps\n";
-  o << row_reduce_source() << kBody;
+  o << row_reduce_source() << welford_source() << kBody;
   return KernelSource{o.str(), "cudal1_norm"};
 }
 

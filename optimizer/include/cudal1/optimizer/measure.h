@@ -6,7 +6,8 @@
 /// ATen computes the reference on the same stream; the candidate writes into an output poisoned with NaN or
 /// a finite sentinel (alternating) and framed by guard regions. A trial passes only if dtype, sizes and
 /// strides equal ATen's, every element is close within the dtype's tolerance with NaN/Inf parity, and the
-/// guards are bit-identical afterwards. The tolerance is the dtype's (rtol, atol), plus, for kernels whose
+/// guards are bit-identical afterwards. Integer outputs (indices) must equal ATen's exactly and are poisoned with
+/// integer sentinels. The floating-point tolerance is the dtype's (rtol, atol), plus, for kernels whose
 /// rounding error scales with the input rather than the output (BoundKernel::input_scaled_atol, e.g.
 /// log_softmax, where x - (max + log(sum)) cancels), k * eps(dtype) * max|finite input| absolute.
 /// Reductions and normalisations state a per-output tolerance (BoundKernel::output_tolerance): an absolute
@@ -66,7 +67,8 @@ struct Timing {
 Result<Timing> time_against_aten(const Problem& problem, const c10::OperatorHandle& op, BoundKernel& kernel,
                                  int device, int reps, uint64_t seed);
 
-/// Relative and absolute tolerance for comparing a dtype's results with ATen's.
+/// Relative and absolute tolerance for comparing a dtype's results with ATen's; (0, 0) for integral dtypes
+/// (indices compare exactly).
 std::pair<double, double> tolerance(c10::ScalarType dtype);
 
 }  // namespace cudal1::optimizer

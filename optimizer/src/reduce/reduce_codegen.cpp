@@ -1,0 +1,263 @@
+/// @brief Source generation for the reduction family (Note [Reductions]): an accumulator per op (fp32 sum,
+/// NaN-propagating max/min, (value, index) under ATen's GreaterOrNan/LessOrNan order, Welford), the generated
+/// offset maps kept_off/red_off, and one kernel body per mode. Only thread 0 of an output's group writes it.
+#include <cstring>
+#include <sstream>
+
+#include "codegen_common.h"
+#include "reduce_family.h"
+
+namespace cudal1::optimizer::reduce {
+
+int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k) {
+  if (k.mode == 2) {
+    const int64_t nv = s.length / k.vec;
+    return (nv + k.splits - 1) / k.splits;
+  }
+  return (s.length + k.splits - 1) / k.splits;
+}
+
+namespace {
+
+// KIND 0: sum/mean; 1: amax/amin; 2: (value, index); 3: var/std. GREATER: max rather than min.
+const char* kAccumulators = R"(#define IS_NAN(v) ((v) != (v))
+#if KIND == 0
+struct acc_t { float v; };
+__device__ __forceinline__ acc_t acc_init() { return acc_t{0.f}; }
+__device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) { return acc_t{a.v + b.v}; }
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a.v += x; }
+__device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
+__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) {
+#if MEAN
+  y[o] = to_storage(a.v * MEAN_FACTOR);  // ATen's MeanOps::project
+#else
+  y[o] = to_storage(a.v);
+#endif
+}
+#elif KIND == 1
+// ATen's MaxNanFunctor / MinNanFunctor: NaN propagates.
+struct acc_t { float v; };
+__device__ __forceinline__ acc_t acc_init() { return acc_t{GREATER ? NEG_INF : POS_INF}; }
+__device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) {
+  return (IS_NAN(a.v) || (GREATER ? a.v > b.v : a.v < b.v)) ? a : b;
+}
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a = acc_combine(acc_t{x}, a); }
+__device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
+__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) { y[o] = to_storage(a.v); }
+#elif KIND == 2
+// ATen's GreaterOrNan / LessOrNan (SharedReduceOps.h): NaN wins, equal values (and NaNs) go to the lower
+// index. A total order on (value, index), so the result does not depend on the combine order.
+struct acc_t { float v; long long i; };
+__device__ __forceinline__ acc_t acc_init() { return acc_t{GREATER ? NEG_INF : POS_INF, 0x7fffffffffffffffLL}; }
+__device__ __forceinline__ bool acc_before(const acc_t& a, const acc_t& b) {
+  if (IS_NAN(a.v)) return IS_NAN(b.v) ? a.i < b.i : true;
+  if (IS_NAN(b.v)) return false;
+  return a.v == b.v ? a.i < b.i : (GREATER ? a.v > b.v : a.v < b.v);
+}
+__device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) { return acc_before(a, b) ? a : b; }
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long r) { a = acc_combine(a, acc_t{x, r}); }
+__device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
+  return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o), __shfl_xor_sync(0xffffffffu, a.i, o)};
+}
+__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long* yi, index_t o) {
+#if HAS_VALUES
+  y[o] = to_storage(a.v);
+#endif
+  yi[o] = a.i;
+}
+#else
+// ATen's WelfordOps: reduce per element, Chan's combine, project with divisor max(0, n - correction).
+typedef Welford acc_t;
+__device__ __forceinline__ acc_t acc_init() { return acc_t{0.f, 0.f, 0.f}; }
+__device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) { return wf_combine(a, b); }
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) {
+  const float n = a.n + 1.f, d = x - a.mean, m = a.mean + d / n;
+  a = acc_t{n, m, a.m2 + d * (x - m)};
+}
+__device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
+  return acc_t{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
+               __shfl_xor_sync(0xffffffffu, a.m2, o)};
+}
+__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) {
+  const float divisor = a.n > CORRECTION ? a.n - CORRECTION : 0.f;
+  const float var = a.m2 / divisor;
+#if TAKE_SQRT
+  y[o] = to_storage(sqrtf(var));
+#else
+  y[o] = to_storage(var);
+#endif
+}
+#endif
+__device__ __forceinline__ acc_t warp_combine(acc_t a) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) a = acc_combine(a, acc_shfl(a, o));
+  return a;
+}
+/// Combines over the whole block; the result is valid in thread 0.
+__device__ __forceinline__ acc_t block_combine(acc_t a, acc_t* red) {
+  a = warp_combine(a);
+#if BLOCK > 32
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  __syncthreads();
+  if (l == 0) red[w] = a;
+  __syncthreads();
+  a = warp_combine(l < BLOCK / 32 ? red[l] : acc_init());
+#endif
+  return a;
+}
+)";
+
+const char* kBody = R"(struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
+/// Reduces vectors j0 + lane, j0 + lane + step, ... < j1 of output o's row (modes 0-2).
+__device__ __forceinline__ acc_t row_range(const storage_t* __restrict__ x, index_t o, index_t j0, index_t j1,
+                                           int lane, int step) {
+  acc_t a = acc_init();
+  const index_t base = kept_off(o);
+#if VEC > 1
+  const vec_t* __restrict__ xv = reinterpret_cast<const vec_t*>(x + base);  // one stride-1 reduced run
+#pragma unroll 4
+  for (index_t j = j0 + lane; j < j1; j += step) {
+    const vec_t t = xv[j];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc_push(a, to_float(t.v[e]), (long long)j * VEC + e);
+  }
+#else
+#pragma unroll 4
+  for (index_t j = j0 + lane; j < j1; j += step) acc_push(a, to_float(x[base + red_off(j)]), j);
+#endif
+  return a;
+}
+extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_reduce(const storage_t* __restrict__ x, storage_t* __restrict__ y, long long* __restrict__ yi,
+              acc_t* __restrict__ ws, int phase) {
+#if MODE == 0
+  const int lane = threadIdx.x % 32;
+  const index_t o = (index_t)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32;
+  acc_t a = acc_init();
+  if (o < O) a = row_range(x, o, 0, NV, lane, 32);
+  a = warp_combine(a);
+  if (o < O && lane == 0) acc_store(a, y, yi, o);
+#elif MODE == 1
+  __shared__ acc_t red[32];
+  const index_t o = blockIdx.x;
+  acc_t a = block_combine(row_range(x, o, 0, NV, threadIdx.x, BLOCK), red);
+  if (threadIdx.x == 0) acc_store(a, y, yi, o);
+#elif MODE == 2
+  // Phase 0: block blk reduces chunk blk % S of row blk / S into ws[blk]; phase 1: block o merges row o's chunks.
+  __shared__ acc_t red[32];
+  if (phase == 0) {
+    const index_t blk = blockIdx.x, o = blk / S, j0 = (blk % S) * CH, j1 = j0 + CH < NV ? j0 + CH : NV;
+    const acc_t a = block_combine(row_range(x, o, j0, j1, threadIdx.x, BLOCK), red);
+    if (threadIdx.x == 0) ws[blk] = a;
+    return;
+  }
+  const index_t o = blockIdx.x;
+  acc_t a = acc_init();
+  for (index_t t = threadIdx.x; t < S; t += BLOCK) a = acc_combine(a, ws[o * S + t]);
+  a = block_combine(a, red);
+  if (threadIdx.x == 0) acc_store(a, y, yi, o);
+#else
+  // Thread (tx, ty) owns outputs c * VEC ... c * VEC + VEC - 1 and reduces r = r0 + ty, r0 + ty + TY, ... of
+  // chunk blockIdx.y; the TY partials meet in shared memory; with S > 1 chunks meet in phase 1 (ws[S][O]).
+  if (phase == 1) {
+    const index_t o = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+    if (o >= O) return;
+    acc_t a = acc_init();
+    for (index_t p = 0; p < S; ++p) a = acc_combine(a, ws[p * O + o]);
+    acc_store(a, y, yi, o);
+    return;
+  }
+  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+  const index_t c = (index_t)blockIdx.x * TX + tx;
+  const bool live = c < O / VEC;
+  const index_t r0 = (index_t)blockIdx.y * CH, r1 = r0 + CH < K ? r0 + CH : K;
+  acc_t a[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) a[e] = acc_init();
+  if (live) {
+    const index_t base = kept_off(c * VEC);
+#pragma unroll 4
+    for (index_t r = r0 + ty; r < r1; r += TY) {
+      const vec_t t = *reinterpret_cast<const vec_t*>(x + base + red_off(r));
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc_push(a[e], to_float(t.v[e]), r);
+    }
+  }
+#if TY > 1
+  __shared__ acc_t part[BLOCK * VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) part[threadIdx.x * VEC + e] = a[e];
+  __syncthreads();
+  if (ty == 0) {
+    for (int k = 1; k < TY; ++k) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) a[e] = acc_combine(a[e], part[(k * TX + tx) * VEC + e]);
+    }
+  }
+#endif
+  if (ty == 0 && live) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const index_t o = c * VEC + e;
+      if (S == 1) acc_store(a[e], y, yi, o);
+      else ws[(index_t)blockIdx.y * O + o] = a[e];
+    }
+  }
+#endif
+}
+)";
+
+/// `name(i)`: the offset of row-major index i over dims (sizes, strides), outermost first; constants inlined.
+void offset_map(std::ostringstream& o, const char* name, const std::vector<int64_t>& sizes,
+                const std::vector<int64_t>& strides) {
+  o << "__device__ __forceinline__ index_t " << name << "(index_t i) {\n  index_t off = 0;\n";
+  for (size_t d = sizes.size(); d-- > 1;)
+    o << "  off += (i % " << sizes[d] << ") * " << strides[d] << "; i /= " << sizes[d] << ";\n";
+  if (!sizes.empty()) o << "  off += i * " << strides[0] << ";\n";
+  o << "  return off;\n}\n";
+}
+
+std::string float_bits(float f) {
+  uint32_t b = 0;
+  std::memcpy(&b, &f, sizeof b);
+  std::ostringstream o;
+  o << "__int_as_float(0x" << std::hex << b << "u)";
+  return o.str();
+}
+
+int kind_of(Reduction op) {
+  switch (op) {
+    case Reduction::kSum: case Reduction::kMean: return 0;
+    case Reduction::kAmax: case Reduction::kAmin: return 1;
+    case Reduction::kVar: case Reduction::kStd: return 3;
+    default: return 2;
+  }
+}
+
+}  // namespace
+
+KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
+  const Reduction op = s.op;
+  const bool greater = op == Reduction::kAmax || op == Reduction::kMaxDim || op == Reduction::kArgmax;
+  std::ostringstream o;
+  o << "// cudal1 reduce: op=" << static_cast<int>(op) << " " << c10::toString(s.dtype) << " O=" << s.outputs
+    << " K=" << s.length << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " splits=" << k.splits
+    << " ty=" << k.ty << "\n";
+  o << "typedef int index_t;  // extent < 2^31 (planned)\n" << dtype_prelude(s.dtype);
+  o << "#define NEG_INF __int_as_float(0xff800000u)\n#define POS_INF __int_as_float(0x7f800000u)\n";
+  o << "#define KIND " << kind_of(op) << "\n#define GREATER " << (greater ? 1 : 0) << "\n#define MEAN "
+    << (op == Reduction::kMean ? 1 : 0) << "\n#define HAS_VALUES " << (s.has_values() ? 1 : 0)
+    << "\n#define TAKE_SQRT " << (op == Reduction::kStd ? 1 : 0) << "\n#define MEAN_FACTOR "
+    << float_bits(s.mean_factor) << "\n#define CORRECTION " << float_bits(s.correction) << "\n";
+  o << "#define MODE " << k.mode << "\n#define VEC " << k.vec << "\n#define BLOCK " << k.block << "\n#define TY "
+    << k.ty << "\n#define TX (BLOCK / TY)\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
+    << s.outputs << ")\n#define K ((index_t)" << s.length << ")\n#define NV ((index_t)"
+    << (k.mode == 3 ? s.length : s.length / k.vec) << ")\n#define CH ((index_t)"
+    << (k.mode >= 2 ? chunk_length(s, k) : 1) << ")\n";
+  offset_map(o, "kept_off", s.kept_sizes, s.kept_strides);
+  offset_map(o, "red_off", s.red_sizes, s.red_strides);
+  o << welford_source() << kAccumulators << kBody;
+  return KernelSource{o.str(), "cudal1_reduce"};
+}
+
+}  // namespace cudal1::optimizer::reduce

@@ -1,0 +1,150 @@
+/// @brief The reduction family: its technique space (Note [Reductions]), features, strata and binding.
+#include "reduce_family.h"
+
+#include "codegen_common.h"
+
+namespace cudal1::optimizer::reduce {
+namespace {
+
+constexpr int kVecs[] = {1, 2, 4, 8};
+constexpr int kBlocks[] = {128, 256, 512, 1024};
+constexpr int kRowSplits[] = {4, 16, 64, 256};
+constexpr int kColSplits[] = {1, 8, 32};
+constexpr int kTys[] = {1, 8};
+constexpr int64_t kMaxPartials = int64_t{1} << 22;  // workspace entries (16 bytes each)
+
+class ReducePlan final : public Plan {
+ public:
+  explicit ReducePlan(ReduceShape s) : s_(std::move(s)) {}
+
+  std::vector<Variant> space() const override {
+    std::vector<Variant> out;
+    auto add = [&](const ReduceKnobs& k) {
+      out.push_back(Variant{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"splits", k.splits},
+                             {"ty", k.ty}}});
+    };
+    const bool row_like = s_.row_vec > 1 || (!s_.red_strides.empty() && s_.red_strides.back() == 1);
+    const bool col_like = !s_.kept_strides.empty() && s_.kept_strides.back() == 1 && !row_like;
+    const int64_t k_len = s_.length, o = s_.outputs;
+    for (int vec : kVecs) {
+      if (vec > s_.row_vec || (col_like && vec > 1)) continue;
+      for (int block : kBlocks) {
+        ReduceKnobs k;
+        k.vec = vec;
+        k.block = block;
+        // Rows served by a layout whose reduced run is not innermost only get a fallback of each mode.
+        if (col_like && block != 256) continue;
+        if (k_len <= 16384 && block <= 256) k.mode = 0, add(k);
+        if (k_len >= 128 || o <= 1024) k.mode = 1, add(k);
+        k.mode = 2;
+        if (k_len >= 8192 && o <= 2048 && block >= 256 && block <= 512 && !col_like)
+          for (int splits : kRowSplits) {
+            k.splits = splits;
+            if (chunk_length(s_, k) >= block && o * splits <= kMaxPartials) add(k);
+          }
+      }
+    }
+    for (int vec : kVecs) {
+      if (vec > s_.col_vec) continue;
+      for (int block : {128, 256}) {
+        if (row_like && (block != 256 || vec > 1)) continue;  // columns of a row layout: a fallback
+        for (int ty : kTys)
+          for (int splits : kColSplits) {
+            ReduceKnobs k;
+            k.mode = 3;
+            k.vec = vec;
+            k.block = block;
+            k.ty = ty;
+            k.splits = splits;
+            if (ty > k_len || (splits > 1 && (row_like || chunk_length(s_, k) < 4 * ty || o * splits > kMaxPartials)))
+              continue;
+            add(k);
+          }
+      }
+    }
+    return out;
+  }
+
+  std::vector<float> features(const Variant& v) const override {
+    std::vector<float> knobs;
+    for (int m = 0; m < 4; ++m) knobs.push_back(v.get("mode") == m);
+    for (int x : kVecs) knobs.push_back(v.get("vec") == x);
+    for (int x : kBlocks) knobs.push_back(v.get("block") == x);
+    const int sp = v.get("splits");
+    knobs.push_back(sp == 1);
+    knobs.push_back(sp > 1 && sp <= 8);
+    knobs.push_back(sp > 8 && sp <= 64);
+    knobs.push_back(sp > 64);
+    for (int x : kTys) knobs.push_back(v.get("ty") == x);
+    const int64_t k = s_.length, o = s_.outputs;
+    const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd;
+    const std::vector<float> ctx = {1.f,
+                                    k <= 1024 ? 1.f : 0.f,
+                                    k > 1024 && k <= 16384 ? 1.f : 0.f,
+                                    k > 16384 ? 1.f : 0.f,
+                                    o < 264 ? 1.f : 0.f,
+                                    o >= 65536 ? 1.f : 0.f,
+                                    elem_size(s_.dtype) == 2 ? 1.f : 0.f,
+                                    s_.row_vec > 1 ? 1.f : 0.f,
+                                    s_.col_vec > 1 ? 1.f : 0.f,
+                                    kind_heavy ? 1.f : 0.f};
+    return crossed_features(ctx, knobs);
+  }
+
+  int stratum(const Variant& v) const override {
+    const int mode = v.get("mode");
+    return mode < 3 ? mode : (v.get("splits") > 1 ? 4 : 3);
+  }
+
+  Result<KernelSource> source(const Variant& v) const override {
+    CUDAL1_ASSIGN_OR_RETURN(ReduceKnobs k, knobs_of(v));
+    return generate_reduce(s_, k);
+  }
+
+  Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
+    if (!m) return Status(Code::kInvalidArgument, "no module");
+    CUDAL1_ASSIGN_OR_RETURN(ReduceKnobs k, knobs_of(v));
+    return make_reduce_kernel(s_, k, std::move(m));
+  }
+
+ private:
+  /// The knobs of `v` when it belongs to this plan's space.
+  Result<ReduceKnobs> knobs_of(const Variant& v) const {
+    bool found = false;
+    for (const auto& x : space()) found = found || x.id() == v.id();
+    if (!found) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+    ReduceKnobs k;
+    k.mode = v.get("mode");
+    k.vec = v.get("vec");
+    k.block = v.get("block");
+    k.splits = v.get("splits");
+    k.ty = v.get("ty");
+    return k;
+  }
+
+  ReduceShape s_;
+};
+
+class ReduceFamily final : public Family {
+ public:
+  const char* name() const override { return "reduce"; }
+  int version() const override { return 1; }
+  std::vector<std::string> ops() const override {
+    return {"sum.dim_IntList", "mean.dim", "amax",   "amin",           "max.dim",
+            "min.dim",         "argmax",   "argmin", "var.correction", "std.correction"};
+  }
+
+  Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
+    CUDAL1_ASSIGN_OR_RETURN(ReduceShape s, parse_reduction(p));
+    return std::unique_ptr<Plan>(new ReducePlan(std::move(s)));
+  }
+};
+
+}  // namespace
+
+const Family& reduce_family() {
+  static const ReduceFamily f;
+  return f;
+}
+
+}  // namespace cudal1::optimizer::reduce

@@ -1,0 +1,78 @@
+/// @brief Private: the reduction family (sum.dim_IntList, mean.dim, amax, amin, max.dim, min.dim, argmax, argmin,
+/// var.correction, std.correction; fp32/fp16/bf16 in, the input's dtype out, fp32 accumulation).
+///
+/// Note [Reductions]
+/// Every accepted call is mapped onto "outputs x reduced": output o (row-major over the kept dims, in input order,
+/// as ATen's contiguous output) reads elements at kept_off(o) + red_off(r), r row-major over the reduced dims in
+/// input order. Both offsets are generated with the signature's sizes and strides as constants, after dropping
+/// size-1 dims and merging neighbours that are contiguous in each other, so any strided input is served exactly
+/// and a contiguous row or column reduction costs one multiply. r is also the index max.dim/argmax return (a
+/// single dim, or every dim flattened for argmax with dim=None), so indices need no mapping back.
+/// The technique (mode) only decides which threads combine which elements: a warp or a block per output (rows,
+/// 16-byte vector loads when the reduced block is one stride-1 run), rows split over several blocks with a
+/// second pass through a workspace (few long rows), or a thread per kept column looping over r (columns: kept
+/// dims contiguous, coalesced across threads, vector loads over neighbouring columns), optionally with several
+/// threads per column (shared-memory combine) and r split over blockIdx.y (second pass). Every mode is correct
+/// for every layout; the space only offers the ones that can be fast.
+/// Exactness: max/min/argmax/argmin use ATen's comparison (SharedReduceOps.h GreaterOrNan/LessOrNan: NaN wins,
+/// the lowest index among equal values or among NaNs), a total order, so any combine order gives ATen's indices
+/// bit for bit; amax/amin propagate NaN (MaxNanFunctor). mean multiplies the fp32 sum by ATen's factor
+/// float(outputs) / numel; var/std use ATen's Welford (per element) and Chan (combine) in fp32 with ATen's divisor
+/// max(0, n - correction). Sums differ from ATen's only in fp32 rounding order, bounded in output_tolerance.
+/// Declined: other dtypes, dtype= conversions, empty inputs, 0-dim inputs, an empty dim list, repeated or
+/// out-of-range dims, bf16 before sm_80, inputs whose extent needs 64-bit indexing, var/std over 2^24+ elements
+/// (fp32 counts), anything the arguments do not pin down.
+#pragma once
+
+#include "cudal1/optimizer/family.h"
+
+namespace cudal1::optimizer::reduce {
+
+/// The family object (a process-wide singleton).
+const Family& reduce_family();
+
+enum class Reduction { kSum, kMean, kAmax, kAmin, kMaxDim, kMinDim, kArgmax, kArgmin, kVar, kStd };
+
+/// One planned signature (Note [Reductions]).
+struct ReduceShape {
+  Reduction op = Reduction::kSum;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> sizes, strides;  ///< the input as planned
+  int64_t offset = 0;                   ///< the input's storage offset (elements)
+  std::vector<int64_t> kept_sizes, kept_strides;  ///< merged kept dims, outermost first (empty: one output)
+  std::vector<int64_t> red_sizes, red_strides;    ///< merged reduced dims, outermost first (empty: length 1)
+  int64_t outputs = 1;  ///< O: number of results
+  int64_t length = 1;   ///< K: elements reduced into each
+  std::vector<int64_t> out_sizes;  ///< ATen's result sizes (keepdim applied); contiguous
+  float mean_factor = 1.f;         ///< mean: float(O) / numel, as ATen computes it
+  float correction = 1.f;          ///< var/std
+  int row_vec = 1;  ///< widest vector over r (one stride-1 reduced run), 1 when none
+  int col_vec = 1;  ///< widest vector over neighbouring outputs (innermost kept dim of stride 1), 1 when none
+
+  bool has_values() const;   ///< writes values of the input's dtype
+  bool has_indices() const;  ///< writes int64 indices
+};
+
+/// Technique choice (Note [Reductions]).
+struct ReduceKnobs {
+  int mode = 1;     ///< 0: warp per output; 1: block per output; 2: split rows, second pass; 3: thread per column
+  int vec = 1;      ///< elements per load (over r in modes 0-2, over outputs in mode 3)
+  int block = 256;  ///< threads per block
+  int splits = 1;   ///< mode 2: chunks per row; mode 3: chunks of r over blockIdx.y (second pass when > 1)
+  int ty = 1;       ///< mode 3: threads per column within a block
+};
+
+/// Parses a call into a shape, or declines it with Unsupported (Note [Reductions]).
+Result<ReduceShape> parse_reduction(const Problem& p);
+
+/// Vectors per chunk of a row in mode 2; reduced elements per chunk in mode 3.
+int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k);
+
+/// CUDA source of one variant: extern "C" cudal1_reduce(x, values, indices, workspace, phase).
+KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k);
+
+/// Binds a loaded module of variant `k` to `s`: one launch, or two with a workspace from torch's allocator.
+std::unique_ptr<BoundKernel> make_reduce_kernel(const ReduceShape& s, const ReduceKnobs& k,
+                                                std::shared_ptr<LoadedModule> module);
+
+}  // namespace cudal1::optimizer::reduce

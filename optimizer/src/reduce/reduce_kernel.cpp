@@ -1,0 +1,112 @@
+/// @brief The bound kernel of the reduction family: its outputs as ATen allocates them, per-output tolerances,
+/// and one or two launches on the call's stream (Note [Reductions]).
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "codegen_common.h"
+#include "cudal1/core/cuda_driver.h"
+#include "cudal1/optimizer/layout.h"
+#include "reduce_family.h"
+
+namespace cudal1::optimizer::reduce {
+namespace {
+
+constexpr int64_t kAccBytes = 16;  // the largest acc_t (value + int64 index)
+
+unsigned grid_dim(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>(n, 1, (int64_t{1} << 31) - 1)); }
+
+class ReduceKernel final : public BoundKernel {
+ public:
+  ReduceKernel(ReduceShape s, ReduceKnobs k, std::shared_ptr<LoadedModule> m)
+      : s_(std::move(s)), k_(k), module_(std::move(m)) {
+    const auto strides = contiguous_strides(s_.out_sizes);
+    if (s_.has_values()) outputs_.push_back(OutputSpec{s_.dtype, s_.out_sizes, strides});
+    if (s_.has_indices()) outputs_.push_back(OutputSpec{c10::ScalarType::Long, s_.out_sizes, strides});
+    align_ = static_cast<uintptr_t>(k_.vec) * static_cast<uintptr_t>(elem_size(s_.dtype));
+  }
+
+  const std::vector<OutputSpec>& outputs() const override { return outputs_; }
+
+  OutputTolerance output_tolerance(size_t /*output*/) const override {
+    // Note [Verification]. Max/min values and all indices are exact (Note [Reductions]): no extra tolerance,
+    // and integer outputs compare exactly. Sums differ from ATen's only in fp32 rounding order. Both sides
+    // accumulate partial sums of up to K terms of zero-mean random inputs; a chain of L additions errs by about
+    // 0.2 * eps * L * sigma (a random walk of roundings of partial sums ~ sqrt(i) sigma), and max|input| is a
+    // few sigma, so (16 + K) eps max|input| is ~20x the error of the worst (fully serial) order and still far
+    // below one input element's worth for the verification's sizes. mean is that divided by K (plus the
+    // factor's rounding); var/std (Welford on both sides) the same bound relative to the result's magnitude.
+    // Non-finite results (Inf/NaN in a row; fp16 overflow exactly at the boundary) match each other.
+    OutputTolerance t;
+    const double k = static_cast<double>(s_.length);
+    switch (s_.op) {
+      case Reduction::kSum: t.input_scaled = 16 + k; break;
+      case Reduction::kMean: t.input_scaled = 2 + (16 + k) / k; break;
+      case Reduction::kVar: case Reduction::kStd: t.output_scaled = 16 + k; break;
+      default: return t;
+    }
+    t.nonfinite_equivalent = true;
+    return t;
+  }
+
+  Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
+    try {
+      if (nargs < 1 || !args[0].isTensor()) return Status(Code::kUnsupported, "unexpected arguments");
+      const at::Tensor& x = args[0].toTensor();
+      if (!x.defined() || x.sizes() != c10::IntArrayRef(s_.sizes) || x.strides() != c10::IntArrayRef(s_.strides))
+        return Status(Code::kUnsupported, "call does not match the planned layout");
+      const void* xp = x.data_ptr();
+      void* yp = s_.has_values() ? outs[0].data_ptr() : nullptr;
+      void* ip = s_.has_indices() ? outs[s_.has_values() ? 1 : 0].data_ptr() : nullptr;
+      if (reinterpret_cast<uintptr_t>(xp) % align_) return Status(Code::kUnsupported, "input not aligned for the vector width");
+      CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+      const int64_t o = s_.outputs;
+      const bool second = k_.mode == 2 || (k_.mode == 3 && k_.splits > 1);
+      at::Tensor ws;
+      void* wsp = nullptr;
+      if (second) {
+        ws = at::empty({o * k_.splits * kAccBytes}, x.options().dtype(at::kByte));
+        wsp = ws.data_ptr();
+      }
+      for (int phase = 0; phase < (second ? 2 : 1); ++phase) {  // phase 1: the second pass
+        unsigned gx = 1, gy = 1;
+        switch (k_.mode) {
+          case 0: gx = grid_dim((o + k_.block / 32 - 1) / (k_.block / 32)); break;
+          case 1: gx = grid_dim(o); break;
+          case 2: gx = grid_dim(phase == 0 ? o * k_.splits : o); break;
+          default:
+            if (phase == 0) {
+              const int64_t tx = k_.block / k_.ty;
+              gx = grid_dim((o / k_.vec + tx - 1) / tx);
+              gy = static_cast<unsigned>(k_.splits);
+            } else {
+              gx = grid_dim((o + k_.block - 1) / k_.block);
+            }
+        }
+        void* params[] = {&xp, &yp, &ip, &wsp, &phase};
+        const CUresult r = api->cuLaunchKernel(module_->function(), gx, gy, 1, static_cast<unsigned>(k_.block), 1, 1,
+                                               0, stream, params, nullptr);
+        if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
+      }
+      return Status();
+    } catch (const std::exception& e) {
+      return Status(Code::kInternal, std::string("reduce launch raised: ") + e.what());
+    }
+  }
+
+ private:
+  ReduceShape s_;
+  ReduceKnobs k_;
+  std::shared_ptr<LoadedModule> module_;
+  std::vector<OutputSpec> outputs_;
+  uintptr_t align_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<BoundKernel> make_reduce_kernel(const ReduceShape& s, const ReduceKnobs& k,
+                                                std::shared_ptr<LoadedModule> module) {
+  return std::make_unique<ReduceKernel>(s, k, std::move(module));
+}
+
+}  // namespace cudal1::optimizer::reduce

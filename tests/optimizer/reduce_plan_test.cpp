@@ -1,0 +1,202 @@
+/// @brief What the reduction family accepts and declines, the outputs it promises (ATen's sizes, contiguous
+/// strides, dtypes), its "outputs x reduced" mapping, and its space (Note [Reductions]).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cudal1/optimizer/family.h"
+#include "optimizer/problems.h"
+#include "reduce/reduce_family.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+using testing::contiguous;
+using testing::dims;
+using testing::reduce_problem;
+
+const Family& family() { return *family_for("amax", ""); }
+
+Code code(const Problem& p) { return family().plan(p).status().code(); }
+
+std::vector<Variant> space(const Problem& p) {
+  auto plan = family().plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  return plan.ok() ? plan.value()->space() : std::vector<Variant>{};
+}
+
+/// The outputs a bound kernel of `p` promises (the first variant; no module needed to ask).
+std::vector<OutputSpec> outputs(const Problem& p) {
+  auto s = reduce::parse_reduction(p);
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  if (!s.ok()) return {};
+  return reduce::make_reduce_kernel(s.value(), reduce::ReduceKnobs{}, nullptr)->outputs();
+}
+
+Problem contiguous_problem(const std::string& spec, c10::ScalarType dt, const std::vector<int64_t>& sizes,
+                           c10::IValue dim, bool keepdim = false, c10::IValue extra = c10::IValue()) {
+  return reduce_problem(spec, dt, sizes, contiguous(sizes), std::move(dim), keepdim, std::move(extra));
+}
+
+TEST(ReducePlan, ServesEveryOp) {
+  EXPECT_STREQ(family().name(), "reduce");
+  for (const char* spec : {"sum.dim_IntList", "mean.dim", "amax", "amin", "max.dim", "min.dim", "argmax", "argmin",
+                           "var.correction", "std.correction"}) {
+    const std::string s = spec;
+    const auto dot = s.find('.');
+    EXPECT_EQ(family_for(s.substr(0, dot), dot == std::string::npos ? "" : s.substr(dot + 1)), &family()) << s;
+  }
+  EXPECT_TRUE(family().plan(contiguous_problem("sum.dim_IntList", at::kFloat, {16, 256, 256}, dims({1}))).ok());
+  EXPECT_TRUE(family().plan(contiguous_problem("mean.dim", at::kBFloat16, {8192, 4096}, dims({-1}))).ok());
+  EXPECT_TRUE(family().plan(contiguous_problem("amin", at::kHalf, {3, 5, 7}, dims({0, 2}), true)).ok());
+  EXPECT_TRUE(family().plan(contiguous_problem("max.dim", at::kFloat, {128, 4096}, c10::IValue(int64_t{1}))).ok());
+  EXPECT_TRUE(family().plan(contiguous_problem("argmin", at::kHalf, {7, 9}, c10::IValue())).ok());
+  EXPECT_TRUE(family().plan(contiguous_problem("var.correction", at::kFloat, {64, 33}, dims({0}), false,
+                                               c10::IValue(0.5))).ok());
+  EXPECT_TRUE(family().plan(contiguous_problem("std.correction", at::kBFloat16, {4, 4}, c10::IValue(), true)).ok());
+  EXPECT_TRUE(family().plan(contiguous_problem("sum.dim_IntList", at::kHalf, {4, 4}, dims({1}), false,
+                                               c10::IValue(static_cast<int64_t>(at::kHalf)))).ok());
+  // Any strides: a transposed, a sliced and an expanded (stride 0) input.
+  EXPECT_TRUE(family().plan(reduce_problem("argmax", at::kFloat, {64, 32}, {1, 64}, c10::IValue(int64_t{0}))).ok());
+  EXPECT_TRUE(family().plan(reduce_problem("sum.dim_IntList", at::kFloat, {8, 8}, {16, 2}, dims({1}), false,
+                                           c10::IValue(), 90, 3)).ok());
+  EXPECT_TRUE(family().plan(reduce_problem("amax", at::kFloat, {8, 8}, {0, 1}, dims({0}))).ok());
+}
+
+TEST(ReducePlan, DeclinesWhatItCannotDoExactly) {
+  EXPECT_EQ(code(contiguous_problem("sum.dim_IntList", at::kDouble, {8, 16}, dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("amax", at::kInt, {8, 16}, dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("argmax", at::kBool, {8, 16}, c10::IValue(int64_t{1}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("sum.dim_IntList", at::kHalf, {8, 16}, dims({1}), false,
+                                    c10::IValue(static_cast<int64_t>(at::kFloat)))),
+            Code::kUnsupported);  // dtype= converts
+  EXPECT_EQ(code(contiguous_problem("mean.dim", at::kFloat, {0, 16}, dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("amax", at::kFloat, {8, 0}, dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("amax", at::kFloat, {}, dims({0}))), Code::kUnsupported);  // 0-dim
+  EXPECT_EQ(code(contiguous_problem("amax", at::kFloat, {8, 16}, dims({}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("sum.dim_IntList", at::kFloat, {8, 16}, dims({2}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("sum.dim_IntList", at::kFloat, {8, 16}, dims({-3}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("sum.dim_IntList", at::kFloat, {8, 16}, dims({1, -1}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("max.dim", at::kFloat, {8, 16}, c10::IValue(int64_t{2}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("amax", at::kFloat, {8, 16}, c10::IValue())), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("var.correction", at::kFloat, {1 << 24}, dims({0}))), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("sum.dim_IntList", at::kFloat, {1 << 16, 1 << 15}, dims({0}))),
+            Code::kUnsupported);  // 2^31 elements: 64-bit indexing
+  auto bf16_old = contiguous_problem("amax", at::kBFloat16, {8, 16}, dims({1}));
+  bf16_old.sm = 75;
+  EXPECT_EQ(code(bf16_old), Code::kUnsupported);
+  auto bad_keepdim = contiguous_problem("amax", at::kFloat, {8, 16}, dims({1}));
+  bad_keepdim.args[2].value = c10::IValue(int64_t{1});
+  EXPECT_EQ(code(bad_keepdim), Code::kUnsupported);
+  EXPECT_EQ(code(contiguous_problem("prod.dim_int", at::kFloat, {8, 16}, c10::IValue(int64_t{1}))), Code::kUnsupported);
+}
+
+TEST(ReducePlan, OutputsAreAtensSizesContiguous) {
+  auto expect = [](const Problem& p, std::vector<int64_t> sizes, std::vector<c10::ScalarType> dtypes) {
+    const auto outs = outputs(p);
+    ASSERT_EQ(outs.size(), dtypes.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      EXPECT_EQ(outs[i].dtype, dtypes[i]);
+      EXPECT_EQ(outs[i].sizes, sizes);
+      EXPECT_EQ(outs[i].strides, contiguous(sizes));
+    }
+  };
+  const std::vector<int64_t> x = {4, 5, 6, 7};
+  expect(contiguous_problem("sum.dim_IntList", at::kHalf, x, dims({1, 3})), {4, 6}, {at::kHalf});
+  expect(contiguous_problem("sum.dim_IntList", at::kHalf, x, dims({-1, 1}), true), {4, 1, 6, 1}, {at::kHalf});
+  expect(contiguous_problem("mean.dim", at::kFloat, x, c10::IValue()), {}, {at::kFloat});
+  expect(contiguous_problem("mean.dim", at::kFloat, x, c10::IValue(), true), {1, 1, 1, 1}, {at::kFloat});
+  expect(contiguous_problem("max.dim", at::kBFloat16, x, c10::IValue(int64_t{-2})), {4, 5, 7},
+         {at::kBFloat16, at::kLong});
+  expect(contiguous_problem("min.dim", at::kFloat, x, c10::IValue(int64_t{0}), true), {1, 5, 6, 7},
+         {at::kFloat, at::kLong});
+  expect(contiguous_problem("argmax", at::kFloat, x, c10::IValue(int64_t{2})), {4, 5, 7}, {at::kLong});
+  expect(contiguous_problem("argmin", at::kFloat, x, c10::IValue()), {}, {at::kLong});
+  expect(contiguous_problem("argmax", at::kFloat, x, c10::IValue(), true), {1, 1, 1, 1}, {at::kLong});
+  expect(contiguous_problem("std.correction", at::kHalf, x, dims({0, 1, 2, 3}), true), {1, 1, 1, 1}, {at::kHalf});
+  // A permuted input still gives a contiguous result in the input's dim order (ATen's resize_reduction).
+  expect(reduce_problem("amax", at::kFloat, {6, 4}, {1, 6}, dims({0})), {4}, {at::kFloat});
+}
+
+TEST(ReducePlan, MapsRowsColumnsAndGathers) {
+  // KernelBench L1_47: [16, 256, 256] over dim 1 is 16 x 256 columns of length 256, vectorisable over columns.
+  auto col = reduce::parse_reduction(contiguous_problem("sum.dim_IntList", at::kFloat, {16, 256, 256}, dims({1})));
+  ASSERT_TRUE(col.ok());
+  EXPECT_EQ(col->outputs, 16 * 256);
+  EXPECT_EQ(col->length, 256);
+  EXPECT_EQ(col->kept_sizes, (std::vector<int64_t>{16, 256}));
+  EXPECT_EQ(col->red_strides, (std::vector<int64_t>{256}));
+  EXPECT_EQ(col->col_vec, 4);
+  EXPECT_EQ(col->row_vec, 1);
+  // The last two dims of a contiguous tensor merge into one row of 8 * 9 elements; size-1 dims vanish.
+  auto row = reduce::parse_reduction(contiguous_problem("amax", at::kHalf, {3, 1, 8, 9}, dims({2, 3, 1})));
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->red_sizes, (std::vector<int64_t>{72}));
+  EXPECT_EQ(row->kept_sizes, (std::vector<int64_t>{3}));
+  EXPECT_EQ(row->row_vec, 8);
+  // Reducing dims 0 and 2 of [4, 5, 6] keeps two reduced runs (a gather), indexed row-major.
+  auto gather = reduce::parse_reduction(contiguous_problem("var.correction", at::kFloat, {4, 5, 6}, dims({0, 2})));
+  ASSERT_TRUE(gather.ok());
+  EXPECT_EQ(gather->red_sizes, (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(gather->red_strides, (std::vector<int64_t>{30, 1}));
+  EXPECT_EQ(gather->row_vec, 1);
+  // A misaligned slice narrows the vector width; mean's factor is ATen's float(O) / numel.
+  auto sliced = reduce::parse_reduction(
+      reduce_problem("mean.dim", at::kBFloat16, {10, 64}, {66, 1}, dims({1}), false, c10::IValue(), 90, 2));
+  ASSERT_TRUE(sliced.ok());
+  EXPECT_EQ(sliced->row_vec, 2);
+  EXPECT_EQ(sliced->mean_factor, 10.f / 640.f);
+}
+
+TEST(ReducePlan, SpaceFitsTheLayout) {
+  // Few long rows: split rows are offered; many short rows: not.
+  std::set<int> modes;
+  for (const auto& v : space(contiguous_problem("sum.dim_IntList", at::kFloat, {16, 1 << 20}, dims({1})))) {
+    modes.insert(v.get("mode"));
+    if (v.get("mode") == 2) EXPECT_GE(v.get("splits"), 4) << v.id();
+  }
+  EXPECT_EQ(modes, (std::set<int>{1, 2, 3}));
+  for (const auto& v : space(contiguous_problem("mean.dim", at::kBFloat16, {8192, 4096}, dims({1})))) {
+    EXPECT_NE(v.get("mode"), 2) << v.id();
+    if (v.get("mode") == 3) EXPECT_EQ(v.get("vec"), 1) << v.id();  // a column fallback on a row layout
+  }
+  // Columns: vectorised over kept columns, split over the reduced extent when it is long.
+  int col_vec4 = 0, col_split = 0;
+  for (const auto& v : space(contiguous_problem("amax", at::kFloat, {4096, 512}, dims({0})))) {
+    if (v.get("mode") != 3) {
+      EXPECT_EQ(v.get("vec"), 1) << v.id();
+      continue;
+    }
+    col_vec4 += v.get("vec") == 4;
+    col_split += v.get("splits") > 1;
+  }
+  EXPECT_GT(col_vec4, 0);
+  EXPECT_GT(col_split, 0);
+}
+
+TEST(ReducePlan, SourceIsSpecialisedAndRejectsForeignVariants) {
+  auto plan = family().plan(contiguous_problem("max.dim", at::kHalf, {64, 1000}, c10::IValue(int64_t{1})));
+  ASSERT_TRUE(plan.ok());
+  const auto sp = plan.value()->space();
+  ASSERT_FALSE(sp.empty());
+  auto src = plan.value()->source(sp.front());
+  ASSERT_TRUE(src.ok());
+  EXPECT_NE(src->code.find("#define K ((index_t)1000)"), std::string::npos);
+  EXPECT_NE(src->code.find("#define KIND 2"), std::string::npos);
+  EXPECT_NE(src->code.find("#define HAS_VALUES 1"), std::string::npos);
+  EXPECT_EQ(src->kernel_name, "cudal1_reduce");
+  EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 2}, {"vec", 16}}}).ok());
+  std::set<std::string> ids;
+  std::set<int> strata;
+  for (const auto& v : sp) {
+    EXPECT_TRUE(ids.insert(v.id()).second) << v.id();
+    strata.insert(plan.value()->stratum(v));
+    const auto f = plan.value()->features(v);
+    EXPECT_EQ(f.size(), plan.value()->features(sp.front()).size());
+    for (float x : f) EXPECT_TRUE(x >= 0.f && x <= 1.f);
+  }
+  EXPECT_GE(strata.size(), 3u);
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
