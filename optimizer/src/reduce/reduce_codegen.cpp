@@ -55,7 +55,13 @@ __device__ __forceinline__ bool acc_before(const acc_t& a, const acc_t& b) {
   return a.v == b.v ? a.i < b.i : (GREATER ? a.v > b.v : a.v < b.v);
 }
 __device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) { return acc_before(a, b) ? a : b; }
-__device__ __forceinline__ void acc_push(acc_t& a, float x, long long r) { a = acc_combine(a, acc_t{x, r}); }
+// Each thread pushes its elements in increasing r, so a new element is "before" the running one only when it is
+// strictly greater (smaller), or NaN over a non-NaN, or the running one is still the initial sentinel: the
+// same outcome as acc_combine with 32-bit compares on the hot path.
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long r) {
+  if (IS_NAN(a.v)) return;
+  if (IS_NAN(x) || (GREATER ? x > a.v : x < a.v) || (x == a.v && a.i == 0x7fffffffffffffffLL)) a = acc_t{x, r};
+}
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
   return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o), __shfl_xor_sync(0xffffffffu, a.i, o)};
 }

@@ -128,7 +128,7 @@ class ReducePlan final : public Plan {
 class ReduceFamily final : public Family {
  public:
   const char* name() const override { return "reduce"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }  // 2: ordered push for (value, index)
   std::vector<std::string> ops() const override {
     return {"sum.dim_IntList", "mean.dim", "amax",   "amin",           "max.dim",
             "min.dim",         "argmax",   "argmin", "var.correction", "std.correction"};
