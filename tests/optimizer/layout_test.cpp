@@ -63,5 +63,16 @@ TEST(Layout, CoalesceMergesContiguousDimsOnly) {
   EXPECT_EQ(coalesce({1, 1}, {1, 1}, {1, 1}).numel, 1);
 }
 
+TEST(Layout, ChannelsLastReadingMatchesAtenIncludingAmbiguousCases) {
+  EXPECT_TRUE(channels_last_strides_2d({2, 3, 4, 5}, {60, 1, 15, 3}));
+  EXPECT_FALSE(channels_last_strides_2d({2, 3, 4, 5}, {60, 20, 5, 1}));
+  EXPECT_FALSE(channels_last_strides_2d({2, 3, 4}, {12, 4, 1}));          // not 4-d
+  EXPECT_FALSE(channels_last_strides_2d({4, 1, 1, 1}, {1, 1, 1, 1}));     // N111: NCHW by default
+  EXPECT_FALSE(channels_last_strides_2d({2, 3, 4, 5}, {60, 0, 15, 3}));   // trivial C stride
+  EXPECT_FALSE(channels_last_strides_2d({0, 3, 4, 5}, {60, 1, 15, 3}));   // empty
+  EXPECT_TRUE(channels_last_strides_2d({4, 1, 8, 8}, {64, 1, 8, 1}));     // C == 1 in channels-last strides
+  EXPECT_EQ(channels_last_strides({2, 3, 4, 5}), (std::vector<int64_t>{60, 1, 15, 3}));
+}
+
 }  // namespace
 }  // namespace cudal1::optimizer

@@ -17,7 +17,8 @@
 /// max|prefix|; bf16 at n = 4096 that is 32 x max|output|, no usable tolerance), and a reassociated product may
 /// overflow or underflow where ATen's does not. fp32 cumsum also gets the fast reassociated techniques (warp /
 /// block per row with VEC serial elements per thread, reduce-then-scan over split rows, tiled columns); their
-/// tolerance is the honest first-order bound, see scan_output_scaled_tolerance().
+/// tolerance is the first-order bound, tightened for long rows to the random-walk size of rounding errors on the
+/// random inputs verification uses (so that a lost element still shows), see scan_output_scaled_tolerance().
 /// Declined: other dtypes, a dtype argument that converts, 0-d and empty tensors, bf16 below sm_80, fp16/bf16
 /// and cumprod shapes where no variant is exact, sizes past 32-bit grid/loop limits.
 #pragma once
