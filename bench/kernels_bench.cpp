@@ -62,7 +62,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   const int trials = argc > 1 ? std::atoi(argv[1]) : 24;
-  const std::string only = argc > 2 ? argv[2] : "";  // run only rows whose name contains this
+  // Run only rows whose name contains one of these '|'-separated words (all rows when empty).
+  std::vector<std::string> only;
+  for (std::string w, all = argc > 2 ? argv[2] : ""; !all.empty();) {
+    const size_t bar = all.find('|');
+    w = all.substr(0, bar);
+    all = bar == std::string::npos ? "" : all.substr(bar + 1);
+    if (!w.empty()) only.push_back(w);
+  }
   dispatcher::HookOptions h;
   h.ops = optimizer::all_family_ops();
   h.hot_calls = 1;
@@ -170,7 +177,12 @@ int main(int argc, char** argv) {
        [](auto& x) { return at::var(x, {0}); }},
   };
   if (!only.empty())
-    rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name.find(only) == std::string::npos; }),
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](const Row& r) {
+                                return std::none_of(only.begin(), only.end(), [&](const std::string& w) {
+                                  return r.name.find(w) != std::string::npos;
+                                });
+                              }),
                rows.end());
 
   const double bw = copy_bandwidth();

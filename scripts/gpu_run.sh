@@ -3,8 +3,8 @@
 # .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
 # second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
 # Usage: scripts/gpu_run.sh [all|build|test|bench|hook|kernels|example]...   (default: all; bench = hook + kernels)
-# BENCH_ONLY=softmax runs only the kernel-benchmark rows whose name contains it; BENCH_TIMEOUT (s, default 400)
-# bounds that benchmark.
+# BENCH_ONLY='softmax|pool' runs only the kernel-benchmark rows whose name contains one of the words;
+# BENCH_TIMEOUT (s, default 400) bounds that benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
