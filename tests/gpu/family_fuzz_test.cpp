@@ -112,8 +112,15 @@ Problem unary(Rng& rng, int sm) {
 Problem softmax(Rng& rng, int sm) {
   const int rank = 1 + static_cast<int>(rng() % 5);
   const auto sizes = draw_sizes(rng, rank);
-  // Mostly the last dim (what the family serves); every dim, negative or not, otherwise.
-  const int64_t dim = rng() % 3 ? -1 : static_cast<int64_t>(rng() % (2 * rank)) - rank;
+  // Half the draws an outer dim (columns, Note [Softmax columns]), positive or negative; otherwise mostly the
+  // last dim (rows), else any dim, valid or not.
+  int64_t dim;
+  if (rank >= 2 && rng() % 2) {
+    dim = static_cast<int64_t>(rng() % (rank - 1));
+    if (rng() % 2) dim -= rank;
+  } else {
+    dim = rng() % 3 ? -1 : static_cast<int64_t>(rng() % (2 * rank)) - rank;
+  }
   return testing::softmax_problem(rng() % 2 ? "_softmax" : "_log_softmax", draw_dtype(rng), sizes, {}, dim,
                                   rng() % 8 == 0, sm);
 }

@@ -131,6 +131,20 @@ TEST_P(CompileVariants, EverySoftmaxVariant) {
       auto space = plan.value()->space();
       work.emplace_back(std::move(plan).value(), std::move(space));
     }
+  // Columns (softmax over an outer dim): small n with wide inner (every split caches), large n with small
+  // inner (no caching), odd inner (vec 1), n below every split, dim 0, n = 1; in every dtype.
+  for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
+    for (auto [sizes, dim] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+             {{4, 16, 3136}, 1}, {{32, 32000, 64}, 1}, {{5, 100, 7}, -2}, {{2, 3, 4096}, 1}, {{2048, 8, 16}, 0},
+             {{8, 1, 16}, 1}}) {
+      const Problem p = testing::softmax_problem(i++ % 2 ? "_log_softmax" : "_softmax", dt, sizes,
+                                                 testing::contiguous(sizes), dim, false, sm);
+      auto plan = f.plan(p);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      auto space = plan.value()->space();
+      ASSERT_GT(space.front().get("split"), 0) << "not a column plan";
+      work.emplace_back(std::move(plan).value(), std::move(space));
+    }
   expect_all_compile(work, sm);
 }
 

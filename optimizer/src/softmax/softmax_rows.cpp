@@ -1,0 +1,75 @@
+/// @brief The softmax family's row plan: the reduced dim is the innermost one that is not size 1; its
+/// technique space, features and binding.
+#include "codegen_common.h"
+#include "simple_kernel.h"
+#include "softmax_family.h"
+
+namespace cudal1::optimizer::softmax {
+namespace {
+
+constexpr int kBlocks[] = {128, 256, 512, 1024};
+constexpr int kVecs[] = {1, 2, 4, 8};
+
+int cached_elements(const SoftmaxShape& s, int vec, int tpr) {
+  const int64_t nv = s.cols / vec;
+  return static_cast<int>((nv + tpr - 1) / tpr) * vec;
+}
+
+class SoftmaxPlan final : public Plan {
+ public:
+  explicit SoftmaxPlan(SoftmaxShape s) : s_(std::move(s)) {}
+
+  std::vector<Variant> space() const override {
+    std::vector<Variant> out;
+    for (int vec : kVecs) {
+      if (vec > s_.max_vec) continue;
+      for (int block : kBlocks)
+        for (int warp : {1, 0})
+          for (int cache : {1, 0}) {
+            if (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements) continue;
+            out.push_back(Variant{{{"vec", vec}, {"block", block}, {"warp", warp}, {"cache", cache}}});
+          }
+    }
+    return out;
+  }
+
+  std::vector<float> features(const Variant& v) const override {
+    SoftmaxClass c;
+    c.n = s_.cols;
+    c.half = elem_size(s_.dtype) == 2;
+    c.log = s_.log;
+    return softmax_features(c, v);
+  }
+
+  int stratum(const Variant& v) const override { return v.get("warp") * 2 + v.get("cache"); }
+
+  Result<KernelSource> source(const Variant& v) const override {
+    const int vec = v.get("vec", 0), block = v.get("block", 0), warp = v.get("warp", -1), cache = v.get("cache", -1);
+    const bool block_ok = block == 128 || block == 256 || block == 512 || block == 1024;
+    if (vec < 1 || vec > s_.max_vec || s_.cols % vec != 0 || !block_ok || warp < 0 || warp > 1 || cache < 0 ||
+        cache > 1 ||
+        (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements))
+      return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+    return generate_softmax(s_, vec, block, warp == 1, cache == 1);
+  }
+
+  Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
+    if (!m) return Status(Code::kInvalidArgument, "no module");
+    CUDAL1_RETURN_IF_ERROR(source(v));
+    const int vec = v.get("vec"), block = v.get("block");
+    const int64_t rows_per_block = v.get("warp") ? block / 32 : 1;
+    const int64_t grid = (s_.rows + rows_per_block - 1) / rows_per_block;
+    return std::unique_ptr<BoundKernel>(new SimpleKernel(std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides},
+                                                         s_.sizes, s_.in_strides, vec * elem_size(s_.dtype), grid,
+                                                         block, s_.log ? 4.0 : 0.0));
+  }
+
+ private:
+  SoftmaxShape s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Plan> row_plan(SoftmaxShape s) { return std::unique_ptr<Plan>(new SoftmaxPlan(std::move(s))); }
+
+}  // namespace cudal1::optimizer::softmax
