@@ -183,6 +183,28 @@ int main(int argc, char** argv) {
        [](auto& x) { return at::sum(x, {-1}); }},
       {"var f32 [4096,4096] dim0 (columns)", [&] { return at::randn({4096, 4096}, f32); },
        [](auto& x) { return at::var(x, {0}); }},
+      // Binary family: the second operand is made once (static) so that it is not re-created per call; its
+      // bytes are counted as extra.
+      {"add bf16 [8192,4096] + bias [4096]", [&] { return at::randn({8192, 4096}, bf16); },
+       [=](auto& x) { static const at::Tensor b = at::randn({4096}, bf16); return at::add(x, b); }, 4096.0 * 2},
+      {"mul f32 [64,256,56,56] * [64,256,1,1] (SE scale)", [&] { return at::randn({64, 256, 56, 56}, f32); },
+       [=](auto& x) { static const at::Tensor s = at::randn({64, 256, 1, 1}, f32); return at::mul(x, s); },
+       64.0 * 256 * 4},
+      {"add f16 [8192,4096] + f32 [8192,4096] (promotion)", [&] { return at::randn({8192, 4096}, f16); },
+       [=](auto& x) { static const at::Tensor y = at::randn({8192, 4096}, f32); return at::add(x, y); },
+       8192.0 * 4096 * 4},
+      {"where f32 mask broadcast [8192,4096] mask [4096]", [&] { return at::randn({8192, 4096}, f32); },
+       [=](auto& x) {
+         static const at::Tensor m = at::randn({4096}, f32) > 0;
+         static const at::Tensor y = at::zeros({}, f32);
+         return at::where(m, x, y);
+       },
+       4096.0},
+      {"add f32 [16384,4096] same shape (near floor)", [&] { return at::randn({16384, 4096}, f32); },
+       [=](auto& x) { static const at::Tensor y = at::randn({16384, 4096}, f32); return at::add(x, y); },
+       16384.0 * 4096 * 4},
+      {"mul bf16 [4096,4096] transposed * [4096] (strided)", [&] { return at::randn({4096, 4096}, bf16).t(); },
+       [=](auto& x) { static const at::Tensor b = at::randn({4096}, bf16); return at::mul(x, b); }, 4096.0 * 2},
   };
   if (!only.empty())
     rows.erase(std::remove_if(rows.begin(), rows.end(),

@@ -26,6 +26,71 @@ const char* dtype_prelude(c10::ScalarType t) {
   }
 }
 
+const char* mixed_dtype_prelude() {
+  return R"(__device__ __forceinline__ float cvt_f32(float v) { return v; }
+__device__ __forceinline__ float cvt_f16(unsigned short h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ float cvt_bf16(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
+__device__ __forceinline__ float cvt_f64(double v) { return (float)v; }
+__device__ __forceinline__ float cvt_i64(long long v) { return (float)v; }
+__device__ __forceinline__ float cvt_i32(int v) { return (float)v; }
+__device__ __forceinline__ float cvt_b8(unsigned char v) { return v != 0 ? 1.f : 0.f; }
+__device__ __forceinline__ float st_f32(float f) { return f; }
+__device__ __forceinline__ unsigned short st_f16(float f) {
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ unsigned short st_bf16(float f) {
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+)";
+}
+
+const char* mixed_dtype_tag(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Double: return "f64";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Bool: return "b8";
+    default: return "";
+  }
+}
+
+const char* mixed_storage_type(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "float";
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16: return "unsigned short";
+    case c10::ScalarType::Double: return "double";
+    case c10::ScalarType::Long: return "long long";
+    case c10::ScalarType::Int: return "int";
+    case c10::ScalarType::Bool: return "unsigned char";
+    default: return "";
+  }
+}
+
+std::vector<Variant> elementwise_space(const ElementwiseKnobs& k, int max_vec) {
+  std::vector<Variant> out;
+  for (int vec : k.vecs) {
+    if (vec > max_vec) continue;
+    for (int block : k.blocks)
+      for (int unroll : k.unrolls)
+        for (int grid : {0, 1})
+          out.push_back(Variant{{{"vec", vec}, {"block", block}, {"unroll", unroll}, {"grid", grid}}});
+  }
+  return out;
+}
+
+std::vector<float> elementwise_knob_features(const ElementwiseKnobs& k, const Variant& v) {
+  std::vector<float> f;
+  for (int x : k.vecs) f.push_back(v.get("vec") == x);
+  for (int x : k.blocks) f.push_back(v.get("block") == x);
+  for (int x : k.unrolls) f.push_back(v.get("unroll") == x);
+  f.push_back(v.get("grid") == 0);
+  f.push_back(v.get("grid") == 1);
+  return f;
+}
+
 std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs) {
   std::vector<float> f;
   f.reserve(ctx.size() * knobs.size());

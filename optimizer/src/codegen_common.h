@@ -5,11 +5,23 @@
 
 #include <vector>
 
+#include "cudal1/optimizer/family.h"
+
 namespace cudal1::optimizer {
 
 /// `storage_t`, `to_float(storage_t)` and `to_storage(float)` for fp32, fp16 or bf16, without CUDA headers (NVRTC
 /// ships none): PTX cvt instructions, round-to-nearest-even like ATen's conversions. "" for other dtypes.
 const char* dtype_prelude(c10::ScalarType t);
+
+/// Conversions for kernels whose operands have different dtypes: `float cvt_<tag>(<storage>)` for every tag of
+/// mixed_dtype_tag() and `<storage> st_<tag>(float)` (round to nearest even) for f32/f16/bf16. No CUDA headers.
+const char* mixed_dtype_prelude();
+
+/// "f32", "f16", "bf16", "f64", "i64", "i32", "b8" (bool), or "" for a dtype the prelude cannot load.
+const char* mixed_dtype_tag(c10::ScalarType t);
+
+/// The storage type of a tag's dtype in generated code ("float", "unsigned short", ...), "" if unknown.
+const char* mixed_storage_type(c10::ScalarType t);
 
 /// `warp_sum`, `warp_max`, `row_sum(v, red)` and `row_max(v, red)`: fp32 reductions over the TPR threads of a row
 /// (a warp, or the whole block through `float red[32]` in shared memory), the result identical in every thread
@@ -23,6 +35,17 @@ const char* welford_source();
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
 /// context-major), so that the policy can learn a knob's worth per class of problem.
 std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs);
+
+/// Knob values of an elementwise technique space {vec, block, unroll, grid}.
+struct ElementwiseKnobs {
+  std::vector<int> vecs, blocks, unrolls;
+};
+
+/// Every {vec, block, unroll, grid in {0, 1}} variant with vec <= max_vec, vec-major (the elementwise spaces).
+std::vector<Variant> elementwise_space(const ElementwiseKnobs& k, int max_vec);
+
+/// One-hot indicators of `v`'s knobs over `k` (then grid 0, grid 1): the knob part of elementwise features.
+std::vector<float> elementwise_knob_features(const ElementwiseKnobs& k, const Variant& v);
 
 /// Bytes per element of the dtypes the generators handle (fp32: 4, fp16/bf16: 2).
 inline int elem_size(c10::ScalarType t) { return t == c10::ScalarType::Float ? 4 : 2; }

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "binary/binary_family.h"
 #include "norm/norm_family.h"
 #include "pool/pool_family.h"
 #include "scan/scan_family.h"
@@ -56,7 +57,8 @@ Result<Variant> Variant::from_json(const std::string& text) {
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family(),
 &norm::norm_family(), &pool::pool_family(),
-                                                      &scan::scan_family(), &reduce::reduce_family()};
+                                                      &scan::scan_family(), &reduce::reduce_family(),
+                                                      &binary::binary_family()};
   return all;
 }
 

@@ -63,6 +63,11 @@ CallArgs make_inputs(const Problem& p, int device, int trial, at::Generator& gen
     const auto& t = arg.tensor;
     const auto opts = at::TensorOptions().dtype(t.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
     at::Tensor base = at::empty({std::max<int64_t>(storage_extent(t), 1)}, opts);
+    if (c10::isIntegralType(t.dtype, /*includeBool=*/true)) {  // bool masks, wrapped ints: no normal_ or NaN
+      base.random_(t.dtype == c10::ScalarType::Bool ? 0 : -100, t.dtype == c10::ScalarType::Bool ? 2 : 100, gen);
+      a.values.emplace_back(base.as_strided(t.sizes, t.strides, t.storage_offset));
+      continue;
+    }
     base.normal_(0.0, scale, gen);
     if (trial % 3 != 0) {  // most trials: specials at random places
       at::Tensor u = at::empty({base.numel()}, opts.dtype(at::kFloat)).uniform_(0.0, 1.0, gen);

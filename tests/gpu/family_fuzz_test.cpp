@@ -239,6 +239,41 @@ Problem reduction(Rng& rng, int sm) {
   return p;
 }
 
+/// A binary-family signature: any op, operands broadcast from the result's shape (size-1 dims, missing leading
+/// dims), any layout, any dtype (fp64 is declined), 0-dim operands and Scalars; where.self gets a bool mask.
+Problem binary(Rng& rng, int sm) {
+  static const char* specs[] = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "maximum", "minimum",
+                                "pow.Tensor_Tensor", "where.self", "add.Scalar", "sub.Scalar", "mul.Scalar",
+                                "div.Scalar"};
+  const std::string spec = specs[rng() % 12];
+  const auto dot = spec.find('.');
+  const std::string op = spec.substr(0, dot), overload = dot == std::string::npos ? "" : spec.substr(dot + 1);
+  const auto shape = draw_sizes(rng, 1 + static_cast<int>(rng() % 5));
+  auto operand = [&](c10::ScalarType dt) {
+    if (rng() % 8 == 0) return testing::zero_dim_arg(rng() % 4 ? dt : at::kDouble);
+    std::vector<int64_t> sizes(shape.begin() + static_cast<std::ptrdiff_t>(rng() % 3 == 0 ? rng() % shape.size() : 0),
+                               shape.end());
+    for (auto& x : sizes)
+      if (rng() % 3 == 0) x = 1;
+    return tensor(rng, dt, sizes, 4);
+  };
+  auto scalar = [&]() -> c10::IValue {
+    switch (rng() % 4) {
+      case 0: return int64_t{3};
+      case 1: return 0.5;
+      case 2: return -2.25;
+      default: return 0.1;  // not exact in fp16/bf16: declined there
+    }
+  };
+  std::vector<dispatcher::ArgSpec> args;
+  if (op == "where") args.push_back(operand(at::kBool));
+  args.push_back(operand(draw_dtype(rng)));
+  if (args.back().tensor.sizes.empty() && rng() % 2) args.back() = tensor(rng, args.back().tensor.dtype, shape, 4);
+  args.push_back(overload == "Scalar" ? testing::value_arg(scalar()) : operand(draw_dtype(rng)));
+  if (op == "add" || op == "sub") args.push_back(testing::value_arg(rng() % 3 ? c10::IValue(int64_t{1}) : scalar()));
+  return testing::binary_problem(op, overload, std::move(args), sm);
+}
+
 struct Job {
   Problem problem;
   std::unique_ptr<optimizer::Plan> plan;
@@ -336,6 +371,7 @@ TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303); }
 TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404); }
 TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505); }
 TEST(FamilyFuzz, Reduce) { fuzz("amax", &reduction, 606); }
+TEST(FamilyFuzz, Binary) { fuzz("maximum", &binary, 707); }
 
 }  // namespace
 }  // namespace cudal1

@@ -1,4 +1,4 @@
-/// @brief NVRTC compiles every variant of the unary, softmax, norm and reduce technique spaces, for every dtype
+/// @brief NVRTC compiles every variant of the unary, softmax, norm, reduce and binary technique spaces, for every dtype
 /// and layout class, for sm_80 and sm_90, and every op for every dtype. Host-only: needs NVRTC, not a GPU.
 #include <gtest/gtest.h>
 
@@ -231,6 +231,40 @@ TEST_P(CompileVariants, EveryReduceVariant) {
       testing::reduce_problem("amax", at::kFloat, {9, 31}, {64, 2}, dims({1}), false, c10::IValue(), sm, 5),
   };
   expect_all_compile(plan_all(f, problems), sm);
+}
+
+TEST_P(CompileVariants, EveryBinaryVariant) {
+  const int sm = GetParam();
+  using testing::binary_problem;
+  using testing::contiguous;
+  using testing::tensor_arg;
+  using testing::value_arg;
+  auto dense = [](c10::ScalarType dt, std::vector<int64_t> sizes) {
+    const auto st = contiguous(sizes);
+    return tensor_arg(dt, std::move(sizes), st);
+  };
+  const c10::IValue one(int64_t{1});
+  // Shape classes: same shape, row and column broadcast, scalar and 0-dim operands, mixed dtypes, strided and
+  // transposed inputs, where.self with a broadcast mask, pow, maximum, and a CPU-scalar divisor.
+  std::vector<Problem> problems = {
+      binary_problem("add", "Tensor", {dense(at::kFloat, {256, 512}), dense(at::kFloat, {256, 512}), value_arg(one)}, sm),
+      binary_problem("add", "Tensor", {dense(at::kBFloat16, {64, 4096}), dense(at::kBFloat16, {4096}), value_arg(one)}, sm),
+      binary_problem("sub", "Tensor", {dense(at::kHalf, {64, 96}), dense(at::kHalf, {64, 1}), value_arg(2.0)}, sm),
+      binary_problem("mul", "Scalar", {dense(at::kHalf, {1000, 8}), value_arg(0.5)}, sm),
+      binary_problem("mul", "Tensor", {dense(at::kFloat, {8, 64, 7, 7}), dense(at::kFloat, {8, 64, 1, 1})}, sm),
+      binary_problem("add", "Tensor", {dense(at::kHalf, {128, 64}), dense(at::kFloat, {128, 64}), value_arg(one)}, sm),
+      binary_problem("add", "Tensor", {dense(at::kBFloat16, {33, 17}), testing::zero_dim_arg(at::kDouble), value_arg(one)},
+                     sm),
+      binary_problem("div", "Tensor", {tensor_arg(at::kFloat, {64, 32}, {1, 64}), dense(at::kBFloat16, {32})}, sm),
+      binary_problem("div", "Scalar", {tensor_arg(at::kHalf, {16, 40}, {80, 2}), value_arg(4.0)}, sm),
+      binary_problem("maximum", "", {dense(at::kBFloat16, {50, 64}), testing::zero_dim_arg(at::kFloat)}, sm),
+      binary_problem("pow", "Tensor_Tensor", {dense(at::kFloat, {300, 16}), dense(at::kFloat, {16})}, sm),
+      binary_problem("where", "self",
+                     {dense(at::kBool, {256}), dense(at::kHalf, {32, 256}), testing::zero_dim_arg(at::kHalf)}, sm),
+      binary_problem("where", "self",
+                     {dense(at::kBool, {32, 1}), dense(at::kFloat, {32, 256}), dense(at::kHalf, {256})}, sm),
+  };
+  expect_every_variant_compiles(*family_for("add", "Tensor"), problems, sm);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),

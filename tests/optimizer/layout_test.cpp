@@ -41,6 +41,52 @@ TEST(Layout, PredictsAtensOutputStrides) {
   }
 }
 
+OperandLayout layout_of(const at::Tensor& t) { return {t.sizes().vec(), t.strides().vec()}; }
+
+// Binary and ternary ops: same-dtype operands, so that CPU's TensorIterator (which casts mixed dtypes to
+// temporaries first) sees exactly the layouts CUDA's does.
+TEST(Layout, PredictsAtensBroadcastOutputStrides) {
+  const auto ls = layouts();
+  std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
+  for (size_t i = 0; i < ls.size(); ++i)
+    for (size_t j = 0; j < ls.size(); ++j)
+      if (ls[i].sizes() == ls[j].sizes()) pairs.emplace_back(ls[i], ls[j]);
+  const at::Tensor m = at::randn({8, 16}), nchw = at::randn({4, 6, 5, 7});
+  const at::Tensor cl = nchw.contiguous(at::MemoryFormat::ChannelsLast);
+  pairs.insert(pairs.end(), {{m, at::randn({16})},
+                             {at::randn({16}), m},
+                             {m, at::randn({8, 1})},
+                             {m.t(), at::randn({8})},
+                             {m.t(), at::randn({16, 1})},
+                             {m, at::scalar_tensor(2.0)},
+                             {at::scalar_tensor(2.0), m.t()},
+                             {cl, at::randn({4, 6, 1, 1})},
+                             {cl, at::randn({6, 1, 1})},
+                             {at::randn({1, 6, 1, 1}), cl},
+                             {cl, nchw},
+                             {nchw, cl},
+                             {cl, at::randn({7})},
+                             {cl.narrow(3, 0, 3), at::randn({1, 6, 5, 1})},
+                             {at::randn({5, 1, 3}), at::randn({4, 1})},
+                             {at::randn({3, 1, 5}).transpose(0, 2), at::randn({4, 1})},
+                             {at::randn({6, 8, 10}).permute({2, 0, 1}), at::randn({6, 1})},
+                             {at::randn({2, 3, 4}).transpose(1, 2), at::randn({4, 2, 3}).transpose(0, 1)}});
+  for (const auto& [a, b] : pairs) {
+    std::vector<int64_t> shape;
+    ASSERT_TRUE(broadcast_shape({layout_of(a), layout_of(b)}, &shape)) << a.sizes() << " " << b.sizes();
+    const at::Tensor out = at::add(a, b);
+    ASSERT_EQ(shape, out.sizes().vec());
+    EXPECT_EQ(broadcast_output_strides(shape, {layout_of(a), layout_of(b)}), out.strides().vec())
+        << "a " << a.sizes() << a.strides() << " b " << b.sizes() << b.strides();
+    const at::Tensor cond = at::randn({out.size(-1)}) > 0;
+    const at::Tensor w = at::where(cond, a, b);
+    EXPECT_EQ(broadcast_output_strides(shape, {layout_of(cond), layout_of(a), layout_of(b)}), w.strides().vec())
+        << "where: a " << a.sizes() << a.strides() << " b " << b.sizes() << b.strides();
+  }
+  std::vector<int64_t> shape;
+  EXPECT_FALSE(broadcast_shape({{{3, 4}, {4, 1}}, {{5}, {1}}}, &shape));
+}
+
 TEST(Layout, NonOverlappingAndDense) {
   EXPECT_TRUE(non_overlapping_and_dense({4, 5}, {5, 1}));
   EXPECT_TRUE(non_overlapping_and_dense({4, 5}, {1, 4}));

@@ -52,6 +52,17 @@ inline optimizer::Problem softmax_problem(const std::string& op, c10::ScalarType
                           value_arg(half_to_float)});
 }
 
+/// A binary-family problem ("add", "Tensor", {self, other, alpha}).
+inline optimizer::Problem binary_problem(const std::string& op, const std::string& overload,
+                                         std::vector<dispatcher::ArgSpec> args, int sm = 90) {
+  optimizer::Problem p = problem(op, sm, std::move(args));
+  p.overload = overload;
+  return p;
+}
+
+/// A 0-dim tensor argument.
+inline dispatcher::ArgSpec zero_dim_arg(c10::ScalarType dt) { return tensor_arg(dt, {}, {}); }
+
 /// Contiguous strides of `sizes`.
 inline std::vector<int64_t> contiguous(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> st(sizes.size(), 1);

@@ -22,7 +22,8 @@ TEST(UnaryPlan, CoversTheRequiredOps) {
     EXPECT_TRUE(f->plan(problem(op, at::kFloat, {8, 8}, {8, 1})).ok()) << op;
   }
   EXPECT_EQ(family_for("relu", "out"), nullptr);
-  EXPECT_EQ(generators_fingerprint(), "unary_elementwise:1,softmax:3,norm:1,pool:1,scan:1,reduce:2");
+  EXPECT_EQ(generators_fingerprint(),
+            "unary_elementwise:1,softmax:3,norm:1,pool:1,scan:1,reduce:2,binary_elementwise:1");
 }
 
 TEST(UnaryPlan, DeclinesWhatItCannotDoExactly) {

@@ -11,36 +11,19 @@
 namespace cudal1::optimizer::unary {
 namespace {
 
-constexpr int kBlocks[] = {128, 256, 512, 1024};
-constexpr int kUnrolls[] = {1, 2, 4, 8};
-constexpr int kVecs[] = {1, 2, 4, 8};
+const ElementwiseKnobs kKnobs = {{1, 2, 4, 8}, {128, 256, 512, 1024}, {1, 2, 4, 8}};
 constexpr int kMaxDims = 8;
 
 class UnaryPlan final : public Plan {
  public:
   explicit UnaryPlan(UnaryShape s) : s_(std::move(s)) {}
 
-  std::vector<Variant> space() const override {
-    std::vector<Variant> out;
-    for (int vec : kVecs) {
-      if (vec > s_.max_vec) continue;
-      for (int block : kBlocks)
-        for (int unroll : kUnrolls)
-          for (int grid : {0, 1})
-            out.push_back(Variant{{{"vec", vec}, {"block", block}, {"unroll", unroll}, {"grid", grid}}});
-    }
-    return out;
-  }
+  std::vector<Variant> space() const override { return elementwise_space(kKnobs, s_.max_vec); }
 
   std::vector<float> features(const Variant& v) const override {
     // One-hot knobs, then the knobs crossed with the problem's class (size, dtype width, layout), so that one
     // policy can learn what works where.
-    std::vector<float> knobs;
-    for (int x : kVecs) knobs.push_back(v.get("vec") == x);
-    for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    for (int x : kUnrolls) knobs.push_back(v.get("unroll") == x);
-    knobs.push_back(v.get("grid") == 0);
-    knobs.push_back(v.get("grid") == 1);
+    const std::vector<float> knobs = elementwise_knob_features(kKnobs, v);
     const double lg = std::log2(static_cast<double>(std::max<int64_t>(s_.space.numel, 1)));
     const std::vector<float> ctx = {1.f,
                          lg < 16 ? 1.f : 0.f,
