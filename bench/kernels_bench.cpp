@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
     std::printf("bench_kernels needs a CUDA device and a CUDA build of LibTorch; nothing measured here.\n");
     return 0;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows reach a redirected file as they finish, even if killed
   const int trials = argc > 1 ? std::atoi(argv[1]) : 24;
   // Run only rows whose name contains one of these '|'-separated words (all rows when empty).
   std::vector<std::string> only;
