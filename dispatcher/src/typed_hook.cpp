@@ -5,13 +5,20 @@
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mul_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/where_ops.h>
 
 #include <functional>
 #include <map>
@@ -23,6 +30,7 @@ c10::IValue boxed(const at::Tensor& t) { return c10::IValue(t); }
 c10::IValue boxed(c10::string_view s) { return c10::IValue(std::string(s.data(), s.size())); }
 c10::IValue boxed(int64_t v) { return c10::IValue(v); }
 c10::IValue boxed(bool v) { return c10::IValue(v); }
+c10::IValue boxed(const c10::Scalar& v) { return c10::IValue(v); }
 
 template <typename Op>
 const c10::OperatorHandle& handle() {
@@ -73,6 +81,28 @@ const std::map<std::string, std::function<void(torch::Library&, const char*)>>& 
        }},
       {"gelu", [](torch::Library& l, const char* n) {
          l.impl(n, TORCH_FN((typed_hook<at::_ops::gelu, const at::Tensor&, c10::string_view>)));
+       }},
+      // Binary ops: called everywhere in a model, so their cold path must stay cheap.
+      {"add.Tensor", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::add_Tensor, const at::Tensor&, const at::Tensor&, const c10::Scalar&>)));
+       }},
+      {"sub.Tensor", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::sub_Tensor, const at::Tensor&, const at::Tensor&, const c10::Scalar&>)));
+       }},
+      {"mul.Tensor", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::mul_Tensor, const at::Tensor&, const at::Tensor&>)));
+       }},
+      {"div.Tensor", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::div_Tensor, const at::Tensor&, const at::Tensor&>)));
+       }},
+      {"maximum", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::maximum, const at::Tensor&, const at::Tensor&>)));
+       }},
+      {"minimum", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::minimum, const at::Tensor&, const at::Tensor&>)));
+       }},
+      {"where.self", [](torch::Library& l, const char* n) {
+         l.impl(n, TORCH_FN((typed_hook<at::_ops::where_self, const at::Tensor&, const at::Tensor&, const at::Tensor&>)));
        }},
   };
   return *t;

@@ -23,7 +23,7 @@ class HookEnv : public ::testing::Environment {
   void SetUp() override {
     HookOptions o;
     o.mode = Mode::kTune;
-    o.ops = {"relu", "clamp_min", "gelu", "sigmoid", "exp", "mul.Tensor"};
+    o.ops = {"relu", "clamp_min", "gelu", "sigmoid", "exp", "mul.Tensor", "add.Tensor", "where.self"};
     o.hot_calls = 10;
     o.sample_every = 1;
     o.profile_cpu = true;
@@ -143,6 +143,21 @@ TEST(HookCpu, SignaturesSeparateShapesStridesDtypesAndScalars) {
   EXPECT_EQ(calls_of("aten::relu(f32[4,3]{6,1}@cpu)"), 1u);
   EXPECT_EQ(calls_of("aten::gelu(f32[4,6]{6,1}@cpu, approximate='none')"), 1u);
   EXPECT_EQ(calls_of("aten::gelu(f32[4,6]{6,1}@cpu, approximate='tanh')"), 1u);
+}
+
+TEST(HookCpu, BinaryOpsKeyTheirScalarsAndPassThroughUnchanged) {
+  const at::Tensor a = at::randn({4, 6}), b = at::randn({6});
+  const at::Tensor mask = at::randn({4, 6}) > 0;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(at::equal(at::add(a, b, 2), aten_only([&] { return at::add(a, b, 2); })));
+    EXPECT_TRUE(at::equal(at::add(a, b), aten_only([&] { return at::add(a, b); })));
+    EXPECT_TRUE(at::equal(at::add(a, b, 0.5), aten_only([&] { return at::add(a, b, 0.5); })));
+    EXPECT_TRUE(at::equal(at::where(mask, a, b), aten_only([&] { return at::where(mask, a, b); })));
+  }
+  EXPECT_EQ(calls_of("aten::add.Tensor(f32[4,6]{6,1}@cpu, f32[6]{1}@cpu, alpha=2)"), 2u);
+  EXPECT_EQ(calls_of("aten::add.Tensor(f32[4,6]{6,1}@cpu, f32[6]{1}@cpu, alpha=1)"), 2u);
+  EXPECT_EQ(calls_of("aten::add.Tensor(f32[4,6]{6,1}@cpu, f32[6]{1}@cpu, alpha=0.5)"), 2u);
+  EXPECT_EQ(calls_of("aten::where.self(b8[4,6]{6,1}@cpu, f32[4,6]{6,1}@cpu, f32[6]{1}@cpu)"), 2u);
 }
 
 /// A CPU replacement: relu computed by ATen's where(), counting its calls; or declining / failing on demand.
