@@ -2,6 +2,7 @@
 /// in hook_state.cpp; the two carriers in boxed_hook.cpp and typed_hook.cpp.
 #include "cudal1/dispatcher/hook.h"
 
+#include "cudal1/core/log.h"
 #include "hook_state.h"
 
 namespace cudal1::dispatcher {
@@ -26,9 +27,15 @@ Status register_kernels(HookState& st) {
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect,
                                                __FILE__, __LINE__);
   try {
-    for (const auto& spec : st.ops)
-      if (!detail::register_typed(*lib, spec))
-        lib->impl(spec.c_str(), torch::CppFunction::makeFromBoxedFunction<&detail::boxed_hook>());
+    for (const auto& spec : st.ops) {
+      bool typed = false;
+      try {
+        typed = detail::register_typed(*lib, spec);
+      } catch (const std::exception& e) {  // a torch whose schema differs from our typed kernel: use the boxed one
+        CUDAL1_LOG(kWarn, "typed hook for " << spec << " refused (" << e.what() << "); using the boxed one");
+      }
+      if (!typed) lib->impl(spec.c_str(), torch::CppFunction::makeFromBoxedFunction<&detail::boxed_hook>());
+    }
   } catch (const std::exception& e) {
     return Status(Code::kInternal, std::string("registering the hook failed: ") + e.what());
   }
