@@ -43,19 +43,6 @@ __device__ __forceinline__ unsigned short st_bf16(float f) {
 )";
 }
 
-const char* mixed_dtype_tag(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return "f32";
-    case c10::ScalarType::Half: return "f16";
-    case c10::ScalarType::BFloat16: return "bf16";
-    case c10::ScalarType::Double: return "f64";
-    case c10::ScalarType::Long: return "i64";
-    case c10::ScalarType::Int: return "i32";
-    case c10::ScalarType::Bool: return "b8";
-    default: return "";
-  }
-}
-
 const char* mixed_storage_type(c10::ScalarType t) {
   switch (t) {
     case c10::ScalarType::Float: return "float";

@@ -13,12 +13,10 @@ namespace cudal1::optimizer {
 /// ships none): PTX cvt instructions, round-to-nearest-even like ATen's conversions. "" for other dtypes.
 const char* dtype_prelude(c10::ScalarType t);
 
-/// Conversions for kernels whose operands have different dtypes: `float cvt_<tag>(<storage>)` for every tag of
-/// mixed_dtype_tag() and `<storage> st_<tag>(float)` (round to nearest even) for f32/f16/bf16. No CUDA headers.
+/// Conversions for kernels whose operands have different dtypes: `float cvt_<tag>(<storage>)` for the tags
+/// f32, f16, bf16, f64, i64, i32 and b8 (the dispatcher's dtype_short_name, which names them) and
+/// `<storage> st_<tag>(float)` (round to nearest even) for f32/f16/bf16. No CUDA headers.
 const char* mixed_dtype_prelude();
-
-/// "f32", "f16", "bf16", "f64", "i64", "i32", "b8" (bool), or "" for a dtype the prelude cannot load.
-const char* mixed_dtype_tag(c10::ScalarType t);
 
 /// The storage type of a tag's dtype in generated code ("float", "unsigned short", ...), "" if unknown.
 const char* mixed_storage_type(c10::ScalarType t);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "cudal1/core/cuda_driver.h"
+#include "grid.h"
 
 namespace cudal1::optimizer {
 
@@ -15,7 +16,7 @@ SimpleKernel::SimpleKernel(std::shared_ptr<LoadedModule> module, OutputSpec out,
       sizes_(std::move(in_sizes)),
       strides_(std::move(in_strides)),
       align_(static_cast<uintptr_t>(std::max(align, 1))),
-      grid_(static_cast<unsigned>(std::clamp<int64_t>(grid, 1, (int64_t{1} << 31) - 1))),
+      grid_(grid_dim(grid)),
       block_(static_cast<unsigned>(block)),
       input_scaled_atol_(input_scaled_atol) {}
 

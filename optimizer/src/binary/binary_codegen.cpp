@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "../codegen_common.h"
+#include "cudal1/dispatcher/signature_of.h"
 #include "binary_family.h"
 
 namespace cudal1::optimizer::binary {
@@ -37,7 +38,7 @@ std::string math_expr(const BinaryShape& s, const std::string& a, const std::str
 }  // namespace
 
 KernelSource generate_binary(const BinaryShape& s, int vec, int block, int unroll, bool grid_stride) {
-  const std::string out_tag = mixed_dtype_tag(s.out_dtype);
+  const std::string out_tag = dispatcher::dtype_short_name(s.out_dtype);
   std::ostringstream k;
   k << "// cudal1 binary_elementwise: " << s.math << " -> " << c10::toString(s.out_dtype) << " vec=" << vec
     << " block=" << block << " unroll=" << unroll << " grid_stride=" << grid_stride << "\n";
@@ -86,7 +87,7 @@ KernelSource generate_binary(const BinaryShape& s, int vec, int block, int unrol
     const bool cond = s.math == "where" && i == 0;
     k << "  float s" << is << " = v" << is << ";\n";
     if (o.kind == OperandKind::kZeroDim)
-      k << "  if (p" << is << ") s" << is << " = " << (cond ? "" : "to_common(") << "cvt_" << mixed_dtype_tag(o.dtype)
+      k << "  if (p" << is << ") s" << is << " = " << (cond ? "" : "to_common(") << "cvt_" << dispatcher::dtype_short_name(o.dtype)
         << "(*(const " << mixed_storage_type(o.dtype) << "*)p" << is << ")" << (cond ? "" : ")") << ";\n";
   }
   if (s.math == "div" && s.ins[1].kind != OperandKind::kTensor) k << "  const bool recip = p1 == 0;\n";
@@ -105,7 +106,7 @@ KernelSource generate_binary(const BinaryShape& s, int vec, int block, int unrol
   for (size_t t = 0; t < tensors.size(); ++t) {
     const size_t i = tensors[t];
     const auto& op = s.ins[i];
-    const std::string is = std::to_string(i), tag = mixed_dtype_tag(op.dtype), st = mixed_storage_type(op.dtype);
+    const std::string is = std::to_string(i), tag = dispatcher::dtype_short_name(op.dtype), st = mixed_storage_type(op.dtype);
     const std::string at = "q" + is + "[o[" + std::to_string(t) + "]";
     if (vec > 1 && vector_readable(s, i, vec)) {
       k << "      { const pack_t<" << st << ", VEC> r = *reinterpret_cast<const pack_t<" << st << ", VEC>*>(&" << at

@@ -7,6 +7,7 @@
 
 #include "../codegen_common.h"
 #include "binary_family.h"
+#include "grid.h"
 #include "cudal1/core/cuda_driver.h"
 
 namespace cudal1::optimizer::binary {
@@ -19,7 +20,7 @@ class BinaryKernel final : public BoundKernel {
         s_(std::move(s)),
         outputs_{OutputSpec{s_.out_dtype, s_.shape, s_.out_strides}},
         vec_(vec),
-        grid_(static_cast<unsigned>(std::clamp<int64_t>(grid, 1, (int64_t{1} << 31) - 1))),
+        grid_(grid_dim(grid)),
         block_(static_cast<unsigned>(block)) {}
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }

@@ -6,6 +6,7 @@
 
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/optimizer/layout.h"
+#include "grid.h"
 #include "norm_family.h"
 
 namespace cudal1::optimizer::norm {
@@ -78,7 +79,7 @@ class NormKernel final : public BoundKernel {
       int64_t grid = s_.rows;
       if (k_.mode == 0) grid = (s_.rows + k_.block / 32 - 1) / (k_.block / 32);
       if (k_.mode == 2) grid = s_.rows * k_.splits;
-      const unsigned g = static_cast<unsigned>(std::clamp<int64_t>(grid, 1, (int64_t{1} << 31) - 1));
+      const unsigned g = grid_dim(grid);
       for (int phase = k_.mode == 2 ? 0 : 1; phase <= 1; ++phase) {
         void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
         const CUresult r = api->cuLaunchKernel(module_->function(), g, 1, 1, static_cast<unsigned>(k_.block), 1, 1, 0,

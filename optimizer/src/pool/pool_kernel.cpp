@@ -6,6 +6,7 @@
 
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
+#include "grid.h"
 #include "pool_family.h"
 
 namespace cudal1::optimizer::pool {
@@ -40,7 +41,7 @@ class PoolKernel final : public BoundKernel {
       auto d = driver();
       if (!d.ok()) return d.status();
       const int64_t grid = (pool_threads(s_, k_) + k_.block - 1) / k_.block;
-      const unsigned g = static_cast<unsigned>(std::clamp<int64_t>(grid, 1, (int64_t{1} << 31) - 1));
+      const unsigned g = grid_dim(grid);
       void* params[] = {&xp, &yp, &ip};
       const CUresult r = d.value()->cuLaunchKernel(module_->function(), g, 1, 1, static_cast<unsigned>(k_.block), 1,
                                                    1, 0, stream, params, nullptr);

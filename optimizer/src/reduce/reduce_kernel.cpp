@@ -6,6 +6,7 @@
 
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
+#include "grid.h"
 #include "cudal1/optimizer/layout.h"
 #include "reduce_family.h"
 
@@ -14,7 +15,6 @@ namespace {
 
 constexpr int64_t kAccBytes = 16;  // the largest acc_t (value + int64 index)
 
-unsigned grid_dim(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>(n, 1, (int64_t{1} << 31) - 1)); }
 
 class ReduceKernel final : public BoundKernel {
  public:

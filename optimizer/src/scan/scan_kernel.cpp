@@ -6,13 +6,12 @@
 
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
+#include "grid.h"
 #include "cudal1/optimizer/layout.h"
 #include "scan_family.h"
 
 namespace cudal1::optimizer::scan {
 namespace {
-
-unsigned clamp_grid(int64_t g) { return static_cast<unsigned>(std::clamp<int64_t>(g, 1, (int64_t{1} << 31) - 1)); }
 
 class ScanKernel final : public BoundKernel {
  public:
@@ -71,7 +70,7 @@ class ScanKernel final : public BoundKernel {
       const bool two_phase = k_.mode == kRowSplit || k_.mode == kColumnSplit;
       for (int phase = two_phase ? 0 : 1; phase <= 1; ++phase) {
         void* params[] = {&xp, &yp, &wsp, &phase};
-        const CUresult r = d.value()->cuLaunchKernel(module_->function(), clamp_grid(grid_x_), clamp_grid(grid_y_), 1,
+        const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim(grid_x_), grid_dim(grid_y_), 1,
                                                      static_cast<unsigned>(k_.block), 1, 1, 0, stream, params, nullptr);
         if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
       }
