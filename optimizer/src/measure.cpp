@@ -350,12 +350,46 @@ Result<Timing> time_against_aten(const Problem& p, const c10::OperatorHandle& op
   }
 }
 
+Result<double> time_device_copy(int64_t bytes, int device, int reps) {
+  if (bytes < 2 || reps < 1) return Status(Code::kInvalidArgument, "time_device_copy: bytes >= 2 and reps >= 1");
+  try {
+    dispatcher::BypassScope bypass;
+    dispatcher::ContextScope ctx(device);
+    CUDAL1_RETURN_IF_ERROR(ctx.status());
+    CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+    const CUstream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    const auto opts = at::TensorOptions().dtype(at::kByte).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    at::Tensor src = at::ones({bytes / 2}, opts), dst = at::empty({bytes / 2}, opts);
+    constexpr size_t kFlushBytes = size_t{256} << 20;
+    at::Tensor flush = at::empty({static_cast<int64_t>(kFlushBytes / 4)}, opts.dtype(at::kInt));
+    const auto flush_ptr = reinterpret_cast<CUdeviceptr>(flush.data_ptr());
+    EventTriple ev(api);
+    std::vector<double> ts;
+    for (int r = -3; r < reps; ++r) {  // three warm-up copies
+      CUDAL1_CU_TRY(api->cuMemsetD32Async(flush_ptr, 0x5a5a5a5a, kFlushBytes / 4, stream));
+      CUDAL1_CU_TRY(api->cuEventRecord(ev.e[0], stream));
+      dst.copy_(src);
+      CUDAL1_CU_TRY(api->cuEventRecord(ev.e[1], stream));
+      CUDAL1_CU_TRY(api->cuEventSynchronize(ev.e[1]));
+      float ms = 0;
+      CUDAL1_CU_TRY(api->cuEventElapsedTime(&ms, ev.e[0], ev.e[1]));
+      if (r >= 0) ts.push_back(ms * 1000.0);
+    }
+    return median(ts);
+  } catch (const std::exception& e) {
+    return Status(Code::kInternal, std::string("copy timing raised: ") + e.what());
+  }
+}
+
 #else  // CPU-only LibTorch
 
 Status verify(const Problem&, const c10::OperatorHandle&, BoundKernel&, int, int, uint64_t, VerifyReport*) {
   return Status(Code::kUnavailable, "verification needs a CUDA build of LibTorch");
 }
 Result<Timing> time_against_aten(const Problem&, const c10::OperatorHandle&, BoundKernel&, int, int, uint64_t) {
+  return Status(Code::kUnavailable, "timing needs a CUDA build of LibTorch");
+}
+Result<double> time_device_copy(int64_t, int, int) {
   return Status(Code::kUnavailable, "timing needs a CUDA build of LibTorch");
 }
 

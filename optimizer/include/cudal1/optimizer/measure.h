@@ -67,6 +67,12 @@ struct Timing {
 Result<Timing> time_against_aten(const Problem& problem, const c10::OperatorHandle& op, BoundKernel& kernel,
                                  int device, int reps, uint64_t seed);
 
+/// Median time (us) of ATen's device-to-device copy of `bytes / 2` bytes (so `bytes` are read + written), timed
+/// like time_against_aten (L2 flushed before each of `reps` repetitions, events on the current stream). The
+/// practical floor of an op that must move `bytes`: bandwidth-bound for large sizes, launch-bound for small.
+/// Unavailable in CPU-only builds; InvalidArgument when bytes < 2 or reps < 1.
+Result<double> time_device_copy(int64_t bytes, int device, int reps);
+
 /// Relative and absolute tolerance for comparing a dtype's results with ATen's; (0, 0) for integral dtypes
 /// (indices compare exactly).
 std::pair<double, double> tolerance(c10::ScalarType dtype);
