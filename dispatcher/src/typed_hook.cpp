@@ -2,35 +2,67 @@
 /// arguments (a stack is built only to create a record or to run a replacement).
 #include "hook_state.h"  // first: the generated op headers need the dispatcher's types
 
+#include <ATen/ops/_adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/amax_ops.h>
+#include <ATen/ops/amin_ops.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/argmin_ops.h>
+#include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/cumprod_ops.h>
+#include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/max_pool2d_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/min_ops.h>
 #include <ATen/ops/minimum_ops.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_group_norm_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/std_ops.h>
 #include <ATen/ops/sub_ops.h>
+#include <ATen/ops/sum_ops.h>
 #include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/var_ops.h>
 #include <ATen/ops/where_ops.h>
 
 #include <functional>
 #include <map>
+#include <tuple>
+#include <utility>
 
 namespace cudal1::dispatcher::detail {
 namespace {
 
-c10::IValue boxed(const at::Tensor& t) { return c10::IValue(t); }
+// Arguments are keyed and boxed through the same IValue conversions the dispatcher's own boxing uses, so a
+// typed call and a boxed call of the same arguments get the same signature (tests/dispatcher, HookCpu).
+template <typename T>
+c10::IValue boxed(const T& v) {
+  return c10::IValue(v);
+}
 c10::IValue boxed(c10::string_view s) { return c10::IValue(std::string(s.data(), s.size())); }
-c10::IValue boxed(int64_t v) { return c10::IValue(v); }
-c10::IValue boxed(bool v) { return c10::IValue(v); }
-c10::IValue boxed(const c10::Scalar& v) { return c10::IValue(v); }
+
+bool key_arg(const at::Tensor& t, SigKey* k) { return key_add(t, k); }
+bool key_arg(c10::string_view s, SigKey* k) { return key_add(s, k); }
+bool key_arg(int64_t v, SigKey* k) { return key_add(v, k); }
+bool key_arg(bool v, SigKey* k) { return key_add(v, k); }
+template <typename T>
+bool key_arg(const T& v, SigKey* k) {  // optional tensors, int lists, doubles, scalars, dtypes: as boxed
+  return key_add(boxed(v), k);
+}
 
 template <typename Op>
 const c10::OperatorHandle& handle() {
@@ -38,72 +70,82 @@ const c10::OperatorHandle& handle() {
   return h;
 }
 
-/// The typed kernel of an op whose schema is `at::Tensor(Args...)`.
-template <typename Op, typename... Args>
-at::Tensor typed_hook(c10::DispatchKeySet ks, Args... args) {
-  HookState* st = active_state();
-  if (!st) return Op::redispatch(after_hook(ks), args...);
-  DepthGuard depth;
-  Visit v;
-  SigKey key;
-  key_begin(handle<Op>(), &key);
-  if ((key_add(args, &key) && ...) && key_finish(&key)) {
-    std::optional<torch::jit::Stack> stack;
-    visit_call(*st, handle<Op>(), key, sizeof...(Args), [&] {
-      if (!stack) stack.emplace(torch::jit::Stack{boxed(args)...});
-      return &*stack;
-    }, &v);
-    if (v.served) {
-      v.sample->finish();
-      return std::move(stack->back()).toTensor();
-    }
+/// The outputs a replacement left on the stack, as the op returns them (one tensor or a tuple of tensors).
+template <typename R>
+struct FromStack {
+  static R take(torch::jit::Stack& s) { return std::move(s.back()).toTensor(); }
+};
+template <typename... T>
+struct FromStack<std::tuple<T...>> {
+  static std::tuple<T...> take(torch::jit::Stack& s) { return take(s, std::index_sequence_for<T...>{}); }
+  template <size_t... I>
+  static std::tuple<T...> take(torch::jit::Stack& s, std::index_sequence<I...>) {
+    const size_t base = s.size() - sizeof...(T);
+    return std::tuple<T...>(std::move(s[base + I]).toTensor()...);
   }
-  at::Tensor out = Op::redispatch(after_hook(ks), args...);  // ATen's own errors propagate unchanged
-  if (v.sample) v.sample->finish();
-  return out;
+};
+
+/// The typed kernel of `Op`, its C++ signature taken from the op's generated schema (so the same source
+/// builds against each torch version's argument types).
+template <typename Op, typename Schema = typename Op::schema>
+struct Typed;
+template <typename Op, typename R, typename... Args>
+struct Typed<Op, R(Args...)> {
+  static R hook(c10::DispatchKeySet ks, Args... args) {
+    HookState* st = active_state();
+    if (!st) return Op::redispatch(after_hook(ks), args...);
+    DepthGuard depth;
+    Visit v;
+    SigKey key;
+    key_begin(handle<Op>(), &key);
+    if ((key_arg(args, &key) && ...) && key_finish(&key)) {
+      std::optional<torch::jit::Stack> stack;
+      visit_call(*st, handle<Op>(), key, sizeof...(Args), [&] {
+        if (!stack) stack.emplace(torch::jit::Stack{boxed(args)...});
+        return &*stack;
+      }, &v);
+      if (v.served) {
+        v.sample->finish();
+        return FromStack<R>::take(*stack);
+      }
+    }
+    R out = Op::redispatch(after_hook(ks), args...);  // ATen's own errors propagate unchanged
+    if (v.sample) v.sample->finish();
+    return out;
+  }
+};
+
+using Registrar = std::function<void(torch::Library&, const char*)>;
+template <typename Op>
+Registrar typed() {
+  return [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN(Typed<Op>::hook)); };
 }
 
-
-const std::map<std::string, std::function<void(torch::Library&, const char*)>>& table() {
-  static const auto* t = new std::map<std::string, std::function<void(torch::Library&, const char*)>>{
-      {"relu", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::relu, const at::Tensor&>))); }},
-      {"sigmoid", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::sigmoid, const at::Tensor&>))); }},
-      {"tanh", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::tanh, const at::Tensor&>))); }},
-      {"silu", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::silu, const at::Tensor&>))); }},
-      {"exp", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::exp, const at::Tensor&>))); }},
-      {"neg", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::neg, const at::Tensor&>))); }},
-      {"abs", [](torch::Library& l, const char* n) { l.impl(n, TORCH_FN((typed_hook<at::_ops::abs, const at::Tensor&>))); }},
-      {"_softmax", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::_softmax, const at::Tensor&, int64_t, bool>)));
-       }},
-      {"_log_softmax", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::_log_softmax, const at::Tensor&, int64_t, bool>)));
-       }},
-      {"gelu", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::gelu, const at::Tensor&, c10::string_view>)));
-       }},
-      // Binary ops: called everywhere in a model, so their cold path must stay cheap.
-      {"add.Tensor", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::add_Tensor, const at::Tensor&, const at::Tensor&, const c10::Scalar&>)));
-       }},
-      {"sub.Tensor", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::sub_Tensor, const at::Tensor&, const at::Tensor&, const c10::Scalar&>)));
-       }},
-      {"mul.Tensor", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::mul_Tensor, const at::Tensor&, const at::Tensor&>)));
-       }},
-      {"div.Tensor", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::div_Tensor, const at::Tensor&, const at::Tensor&>)));
-       }},
-      {"maximum", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::maximum, const at::Tensor&, const at::Tensor&>)));
-       }},
-      {"minimum", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::minimum, const at::Tensor&, const at::Tensor&>)));
-       }},
-      {"where.self", [](torch::Library& l, const char* n) {
-         l.impl(n, TORCH_FN((typed_hook<at::_ops::where_self, const at::Tensor&, const at::Tensor&, const at::Tensor&>)));
-       }},
+const std::map<std::string, Registrar>& table() {
+  namespace ops = at::_ops;
+  static const auto* t = new std::map<std::string, Registrar>{
+      // unary
+      {"relu", typed<ops::relu>()}, {"sigmoid", typed<ops::sigmoid>()}, {"tanh", typed<ops::tanh>()},
+      {"silu", typed<ops::silu>()}, {"exp", typed<ops::exp>()}, {"neg", typed<ops::neg>()},
+      {"abs", typed<ops::abs>()}, {"gelu", typed<ops::gelu>()},
+      // softmax, norm, pool, scan
+      {"_softmax", typed<ops::_softmax>()}, {"_log_softmax", typed<ops::_log_softmax>()},
+      {"native_layer_norm", typed<ops::native_layer_norm>()}, {"native_group_norm", typed<ops::native_group_norm>()},
+      {"max_pool2d", typed<ops::max_pool2d>()}, {"max_pool2d_with_indices", typed<ops::max_pool2d_with_indices>()},
+      {"avg_pool2d", typed<ops::avg_pool2d>()}, {"_adaptive_avg_pool2d", typed<ops::_adaptive_avg_pool2d>()},
+      {"cumsum", typed<ops::cumsum>()}, {"cumprod", typed<ops::cumprod>()},
+      // reductions
+      {"sum.dim_IntList", typed<ops::sum_dim_IntList>()}, {"mean.dim", typed<ops::mean_dim>()},
+      {"amax", typed<ops::amax>()}, {"amin", typed<ops::amin>()}, {"max.dim", typed<ops::max_dim>()},
+      {"min.dim", typed<ops::min_dim>()}, {"argmax", typed<ops::argmax>()}, {"argmin", typed<ops::argmin>()},
+      {"var.correction", typed<ops::var_correction>()}, {"std.correction", typed<ops::std_correction>()},
+      // binary: called everywhere in a model, so their cold path must stay cheap
+      {"add.Tensor", typed<ops::add_Tensor>()}, {"sub.Tensor", typed<ops::sub_Tensor>()},
+      {"mul.Tensor", typed<ops::mul_Tensor>()}, {"div.Tensor", typed<ops::div_Tensor>()},
+      {"add.Scalar", typed<ops::add_Scalar>()}, {"sub.Scalar", typed<ops::sub_Scalar>()},
+      {"mul.Scalar", typed<ops::mul_Scalar>()}, {"div.Scalar", typed<ops::div_Scalar>()},
+      {"maximum", typed<ops::maximum>()}, {"minimum", typed<ops::minimum>()},
+      {"pow.Tensor_Tensor", typed<ops::pow_Tensor_Tensor>()}, {"where.self", typed<ops::where_self>()},
   };
   return *t;
 }

@@ -23,7 +23,9 @@ class HookEnv : public ::testing::Environment {
   void SetUp() override {
     HookOptions o;
     o.mode = Mode::kTune;
-    o.ops = {"relu", "clamp_min", "gelu", "sigmoid", "exp", "mul.Tensor", "add.Tensor", "where.self"};
+    o.ops = {"relu",        "clamp_min",         "gelu",           "sigmoid", "exp",    "mul.Tensor",
+             "add.Tensor",  "where.self",        "native_layer_norm", "max.dim", "cumsum", "var.correction",
+             "sum.dim_IntList"};
     o.hot_calls = 10;
     o.sample_every = 1;
     o.profile_cpu = true;
@@ -52,6 +54,11 @@ uint64_t calls_of(const std::string& text) {
 }
 
 at::Tensor aten_only(const std::function<at::Tensor()>& f) {
+  BypassScope b;
+  return f();
+}
+
+std::tuple<at::Tensor, at::Tensor> aten_only_pair(const std::function<std::tuple<at::Tensor, at::Tensor>()>& f) {
   BypassScope b;
   return f();
 }
@@ -198,6 +205,52 @@ TEST(HookCpu, ReplacementServesCallsAndAutogradStillWorks) {
   ASSERT_TRUE(y.requires_grad());
   (y * 3).sum().backward();
   EXPECT_TRUE(at::equal(xg.grad(), (x > 0).to(at::kFloat) * 3));
+}
+
+/// A CPU replacement for any op: ATen itself, called boxed with the hooks bypassed.
+class AtenReplacement final : public Replacement {
+ public:
+  explicit AtenReplacement(const c10::OperatorHandle& op) : op_(op) {}
+  Status run(torch::jit::Stack* stack, size_t) noexcept override {
+    ++runs;
+    BypassScope b;
+    op_.callBoxed(stack);
+    return Status();
+  }
+  std::string describe() const override { return "aten"; }
+  std::atomic<int> runs{0};
+
+ private:
+  c10::OperatorHandle op_;
+};
+
+// The typed carrier covers ops with optional tensors, int lists, doubles, optional dtypes and scalars, and
+// tuple results: each keys its arguments like the boxed form and returns what a replacement left on the stack.
+TEST(HookCpu, TypedCarrierKeysEveryArgumentKindAndServesTuples) {
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({8});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(at::equal(std::get<0>(at::native_layer_norm(x, {8}, w, {}, 1e-5)),
+                          aten_only([&] { return std::get<0>(at::native_layer_norm(x, {8}, w, {}, 1e-5)); })));
+    EXPECT_TRUE(at::equal(at::cumsum(x, 1, at::kDouble), aten_only([&] { return at::cumsum(x, 1, at::kDouble); })));
+    EXPECT_TRUE(at::equal(at::var(x, at::IntArrayRef{0}, 0, true), aten_only([&] { return at::var(x, at::IntArrayRef{0}, 0, true); })));
+    EXPECT_TRUE(at::equal(at::sum(x, at::IntArrayRef{1}), aten_only([&] { return at::sum(x, at::IntArrayRef{1}); })));
+  }
+  EXPECT_EQ(calls_of("aten::native_layer_norm(f32[4,8]{8,1}@cpu, [8], f32[8]{1}@cpu, None, 1.0000000000000001e-05)"), 2u);
+  EXPECT_EQ(calls_of("aten::cumsum(f32[4,8]{8,1}@cpu, 1, dtype=7)"), 2u);
+  EXPECT_EQ(calls_of("aten::var.correction(f32[4,8]{8,1}@cpu, [0], correction=0, keepdim=True)"), 2u);
+  EXPECT_EQ(calls_of("aten::sum.dim_IntList(f32[4,8]{8,1}@cpu, [1], False, dtype=None)"), 2u);
+
+  at::max(x, 1);
+  SigRecord* r = find("aten::max.dim(f32[4,8]{8,1}@cpu, 1, False)");
+  ASSERT_NE(r, nullptr);
+  auto owned = std::make_unique<AtenReplacement>(c10::Dispatcher::singleton().findSchemaOrThrow("aten::max", "dim"));
+  AtenReplacement* rep = owned.get();
+  r->install(std::move(owned), SigRecord::Outcome{});
+  const auto [values, indices] = at::max(x, 1);
+  EXPECT_EQ(rep->runs.load(), 1);
+  const auto [ref_values, ref_indices] = aten_only_pair([&] { return at::max(x, 1); });
+  EXPECT_TRUE(at::equal(values, ref_values));
+  EXPECT_TRUE(at::equal(indices, ref_indices));
 }
 
 TEST(HookCpu, DecliningReplacementFallsBackQuietly) {
