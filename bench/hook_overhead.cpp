@@ -2,7 +2,7 @@
 /// process, the modes interleaved at random by Google Benchmark (run with --benchmark_repetitions=N
 /// --benchmark_enable_random_interleaving=true): cudal1 off (hook kernels unregistered), hook registered but
 /// bypassed (the dispatcher's boxing cost alone), on and cold (profiled, not replaced), on and replaced (served
-/// by a cudal1 kernel).
+/// by a cudal1 kernel); and off / cold for layer norm (a tuple-returning op with optional arguments).
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
@@ -87,10 +87,30 @@ void BM_Relu_OnReplaced(benchmark::State& state) {
   run(state, replaced_input());
 }
 
+/// A multi-output op with optional tensors, an int list and a double: layer norm over [4,16].
+void run_layer_norm(benchmark::State& state) {
+  static const at::Tensor x = at::randn({4, 16}, opts()), w = at::randn({16}, opts()), b = at::randn({16}, opts());
+  for (auto _ : state) benchmark::DoNotOptimize(at::native_layer_norm(x, {16}, w, b, 1e-5));
+  state.SetLabel(on_gpu() ? "cuda" : "cpu");
+}
+
+void BM_LayerNorm_Off(benchmark::State& state) {
+  if (!set_up() || !dispatcher::suspend_hooks().ok()) return state.SkipWithError("set-up failed");
+  run_layer_norm(state);
+  dispatcher::resume_hooks();
+}
+
+void BM_LayerNorm_OnCold(benchmark::State& state) {
+  if (!set_up()) return state.SkipWithError("set-up failed");
+  run_layer_norm(state);
+}
+
 BENCHMARK(BM_Relu_Off)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnBypassed)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnCold)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnReplaced)->MinTime(0.2);
+BENCHMARK(BM_LayerNorm_Off)->MinTime(0.2);
+BENCHMARK(BM_LayerNorm_OnCold)->MinTime(0.2);
 
 }  // namespace
 
