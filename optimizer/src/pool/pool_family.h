@@ -16,8 +16,29 @@
 /// stride-1 window reads 16 elements per output untiled, about 3 in a 4x4 tile), with vector stores of the
 /// tile's rows; channels-last outputs give each thread OPC adjacent channels of one output pixel (16-byte
 /// vector loads where the input is channels-last dense). Block size is the third knob. The index arithmetic
-/// uses compile-time sizes (no runtime division). Declines: other dtypes, empty tensors, arguments ATen rejects
+/// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
+/// block's input in shared memory (Note [Pooling smem]). Declines: other dtypes, empty tensors, arguments ATen rejects
 /// (it raises the error then), adaptive pooling of channels-last inputs, sizes needing 64-bit indices.
+///
+/// Note [Pooling smem]
+/// Knob smem=1 (NCHW max/avg, overlapping windows only). The register-patch kernel loads each tile's
+/// (OPH-1)*DH+KH x (OPW-1)*DW+KW patch with scalar loads; neighbouring threads' patches overlap, so the L1/LSU
+/// pipe carries several times the bytes (k4 s1, 4x4 tiles: 49 loads per 16 outputs, each warp load spanning 4
+/// 128-byte wavefronts: ~0.38 wavefronts per output, ~3x the input bytes). With smem=1 a block is BY x BX threads
+/// (BX = 32, or the next power of two >= the tiles per row) covering BY*OPH x BX*OPW outputs of one plane; it
+/// loads its input rectangle IR x IC once, coalesced (consecutive threads, consecutive columns), as fp32 into
+/// shared memory (zero outside the image; padding cells are skipped by the in-image tests anyway), syncs,
+/// and each thread copies its patch into registers with VEC-float shared loads (VEC = 4/2/1 as OPW*DW allows,
+/// so a quarter-warp's 16-byte reads hit distinct banks), then runs the same window loops: the values and the
+/// order they are combined in are unchanged, so results stay bit-identical. Bytes: DRAM reads stay the input
+/// once (the halo rows/columns shared with neighbouring blocks, IR*IC/(BY*OPH*DH*BX*OPW*DW) - 1 = 5-20%,
+/// come from L2); the L1 pipe drops to ~0.04 wavefronts per output for the fill plus ~0.11 for the patch
+/// reads (k4 s1, 4x4 tiles, block 128: 19 x 132 floats = 10 KB). Limits: static shared memory <= 48 KB
+/// (kMaxSmemBytes: the launch passes no dynamic shared memory and sets no attribute), the register patch,
+/// read in whole vectors, <= kMaxPatch floats. Predictions (H200, floor = input read once + outputs written
+/// once): max_pool2d f32 [32,64,512,512] k4 s1 p1 1.67x -> ~1.15-1.25x without indices and 1.54x -> ~1.1-1.2x
+/// with (the 8-byte index stores are then 2/3 of the bytes); the f16 k3 s2 stem 1.34x -> ~1.15-1.2x (tiny:
+/// 231 MB, launch and tail effects of a ~56 us kernel remain).
 #pragma once
 
 #include <memory>
@@ -51,7 +72,20 @@ struct PoolKnobs {
   int opw = 1;    ///< outputs per thread along the output's fastest dim (ow for NCHW, c for channels-last)
   int oph = 1;    ///< NCHW: output rows per thread
   int block = 256;
+  int smem = 0;   ///< NCHW max/avg: 1 stages the block's input rectangle in shared memory (Note [Pooling smem])
 };
+
+/// Geometry of a shared-memory variant: BY x BX threads per block, the staged input rectangle (rows x cols of
+/// the image, `pitch` floats per shared row), the float vector width of patch reads and the bytes it takes.
+struct SmemTile {
+  int bx = 1, by = 1, vec = 1;
+  int64_t rows = 0, cols = 0, pitch = 0, patch_cols = 0, bytes = 0;
+};
+
+/// Static shared memory a variant may take (the default per-block limit without opting in to more).
+constexpr int64_t kMaxSmemBytes = 48 * 1024;
+
+SmemTile smem_tile(const PoolShape& s, const PoolKnobs& k);
 
 /// Registers one tile's input patch may take; larger tiles are not offered.
 constexpr int kMaxPatch = 64;
