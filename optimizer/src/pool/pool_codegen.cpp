@@ -1,5 +1,6 @@
 /// @brief Source generation for the pooling family (Note [Pooling]): one kernel template, specialised by macros
 /// to the signature (sizes, window, layout) and the variant (tile, channels per thread, block).
+#include <algorithm>
 #include <sstream>
 
 #include "codegen_common.h"
@@ -31,7 +32,19 @@ SmemTile smem_tile(const PoolShape& s, const PoolKnobs& k) {
   return g;
 }
 
+PixelTile pixel_tile(const PoolShape& s, const PoolKnobs& k) {
+  PixelTile g;
+  const int64_t groups = s.c / k.opw;
+  while (groups % (2 * g.sg) == 0 && 2 * g.sg * k.opw * elem_size(s.dtype) <= 128 && 2 * g.sg <= k.block) g.sg *= 2;
+  g.py = std::max(1, k.block / g.sg / std::max(1, k.px));
+  return g;
+}
+
 int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
+  if (s.channels_last && k.px) {
+    const PixelTile g = pixel_tile(s, k);
+    return s.n * (s.c / k.opw / g.sg) * ((s.oh + g.py - 1) / g.py) * ((s.ow + k.px - 1) / k.px) * k.block;
+  }
   if (s.channels_last) return s.n * s.oh * s.ow * (s.c / k.opw);
   const int64_t th = (s.oh + k.oph - 1) / k.oph, tw = (s.ow + k.opw - 1) / k.opw;
   if (k.smem) {
@@ -93,7 +106,7 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
-    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << "\n";
+    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
@@ -254,9 +267,27 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 /// Channels-last output: OPW adjacent channels of one output pixel per thread, one (vector) load per window
 /// element.
 void emit_channels_last(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
-  k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n";
+  k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n#define PX " << kn.px
+    << "\n";
+  if (kn.px) {
+    const PixelTile g = pixel_tile(s, kn);
+    k << "#define SG " << g.sg << "\n#define PY " << g.py << "\n#define BTW ((OW + PX - 1) / PX)\n"
+      << "#define BTH ((OH + PY - 1) / PY)\n";
+  }
   k << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+#if PX
+  // Block: SG channel groups (one 128-byte slice of a pixel where C allows) x PY x PX output pixels, so the
+  // overlapping windows of the block's pixels meet in L1 (Note [Pooling channels-last tiles]).
+  const int bw = (int)(blockIdx.x % BTW), bh = (int)((blockIdx.x / BTW) % BTH);
+  const index_t r1 = blockIdx.x / (BTW * BTH);
+  const int c0 = (int)((r1 % (CG / SG)) * SG + threadIdx.x % SG) * OPW;
+  const index_t n = r1 / (CG / SG);
+  const int ow = bw * PX + (int)(threadIdx.x / SG) % PX, oh = bh * PY + (int)(threadIdx.x / SG) / PX;
+  if (oh >= OH || ow >= OW) return;
+  const index_t pix = (n * OH + oh) * OW + ow;
+  const storage_t* __restrict__ x = in + n * SN + c0 * SC;
+#else
   const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
   if (t >= THREADS) return;
   const int c0 = (int)(t % CG) * OPW;
@@ -264,6 +295,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
   const int ow = (int)(pix % OW);
   const int oh = (int)((pix / OW) % OH);
   const storage_t* __restrict__ x = in + (pix / (OW * OH)) * SN + c0 * SC;
+#endif
   const int hs = oh * DH - PH, ws = ow * DW - PW;
   float acc[OPW];
 #if INDICES

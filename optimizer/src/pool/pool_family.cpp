@@ -14,6 +14,7 @@ constexpr int kOpws[] = {1, 2, 4, 8};
 constexpr int kOphs[] = {1, 2, 4};
 constexpr int kBlocks[] = {128, 256, 512};
 constexpr int kSmems[] = {0, 1};
+constexpr int kPxs[] = {0, 4, 8};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
@@ -43,7 +44,7 @@ class PoolPlan final : public Plan {
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
     for (const PoolKnobs& k : knob_space())
-      out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}}});
+      out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px}}});
     return out;
   }
 
@@ -53,6 +54,7 @@ class PoolPlan final : public Plan {
     for (int x : kOphs) knobs.push_back(v.get("oph") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
     for (int x : kSmems) knobs.push_back(v.get("smem") == x);
+    for (int x : kPxs) knobs.push_back(v.get("px") == x);
     const std::vector<float> ctx = {1.f,
                                     s_.kind == PoolKind::kMax ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAvg ? 1.f : 0.f,
@@ -65,7 +67,7 @@ class PoolPlan final : public Plan {
   }
 
   int stratum(const Variant& v) const override {
-    return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") ? 4 : 0);
+    return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -86,20 +88,24 @@ class PoolPlan final : public Plan {
     for (int opw : kOpws)
       for (int oph : kOphs)
         for (int block : kBlocks)
-          for (int smem : kSmems) {
-            const PoolKnobs k{opw, oph, block, smem};
-            if (s_.channels_last) {
-              if (oph > 1 || s_.c % opw != 0 || opw * es > 16 || smem) continue;
-            } else {
-              if (opw > 1 && opw >= 2 * s_.ow) continue;  // a tile wider than the row only idles threads
-              if (oph > 1 && (oph >= 2 * s_.oh || s_.kind == PoolKind::kAdaptiveAvg)) continue;
-              if ((opw > 1 || oph > 1) && s_.kind != PoolKind::kAdaptiveAvg &&
-                  patch_rows(s_, k) * patch_cols(s_, k) > kMaxPatch)
-                continue;
-              if (smem && !smem_fits(k)) continue;
+          for (int smem : kSmems)
+            for (int px : kPxs) {
+              const PoolKnobs k{opw, oph, block, smem, px};
+              if (s_.channels_last) {
+                if (oph > 1 || s_.c % opw != 0 || opw * es > 16 || smem) continue;
+                // Pixel tiles pay only where windows overlap; a tile twice the row's width only idles threads.
+                if (px && (!overlap() || px >= 2 * s_.ow || px > block / pixel_tile(s_, k).sg)) continue;
+              } else {
+                if (px) continue;
+                if (opw > 1 && opw >= 2 * s_.ow) continue;  // a tile wider than the row only idles threads
+                if (oph > 1 && (oph >= 2 * s_.oh || s_.kind == PoolKind::kAdaptiveAvg)) continue;
+                if ((opw > 1 || oph > 1) && s_.kind != PoolKind::kAdaptiveAvg &&
+                    patch_rows(s_, k) * patch_cols(s_, k) > kMaxPatch)
+                  continue;
+                if (smem && !smem_fits(k)) continue;
+              }
+              out.push_back(k);
             }
-            out.push_back(k);
-          }
     return out;
   }
 
@@ -116,9 +122,9 @@ class PoolPlan final : public Plan {
   }
 
   Result<PoolKnobs> knobs_of(const Variant& v) const {
-    const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem")};
+    const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px")};
     for (const PoolKnobs& x : knob_space())
-      if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem) return k;
+      if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px) return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
