@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
        [](auto& x) { return at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}); }, 64.0 * 64 * 56 * 56 * 8},
       {"avg_pool2d f32 [64,256,56,56] k2 s2", [&] { return at::randn({64, 256, 56, 56}, f32); },
        [](auto& x) { return at::avg_pool2d(x, {2, 2}, {2, 2}); }},
+      {"avg_pool2d f16 [64,128,112,112] k3 s1 p1", [&] { return at::randn({64, 128, 112, 112}, f16); },
+       [](auto& x) { return at::avg_pool2d(x, {3, 3}, {1, 1}, {1, 1}); }},
       {"avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1",
        [&] { return at::randn({64, 512, 28, 28}, bf16).contiguous(at::MemoryFormat::ChannelsLast); },
        [](auto& x) { return at::avg_pool2d(x, {3, 3}, {1, 1}, {1, 1}, false, false); }},

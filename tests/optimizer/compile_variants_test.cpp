@@ -174,6 +174,8 @@ TEST_P(CompileVariants, EveryPoolVariant) {
       testing::avg_pool_problem(at::kHalf, img, testing::channels_last(img), {2, 2}, {}, {0, 0}, false, true,
                                 c10::IValue(), sm),
       testing::adaptive_avg_pool_problem(at::kBFloat16, img, {}, {7, 5}, sm),
+      testing::avg_pool_problem(at::kFloat, {2, 24, 13, 9}, testing::channels_last({2, 24, 13, 9}), {3, 3}, {1, 2},
+                                {1, 1}, true, false, c10::IValue(), sm),
   };
   expect_every_variant_compiles(f, problems, sm);
 }

@@ -2,6 +2,7 @@
 /// included), the layout it picks and its technique space.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "cudal1/optimizer/family.h"
@@ -123,9 +124,87 @@ TEST(PoolPlan, SpaceTilesOnlyWherePatchesFitAndChannelsLastHasNoRowTiles) {
     EXPECT_TRUE(plan.value()->source(v).ok()) << v.id();
   }
   EXPECT_EQ(lengths.size(), 1u);
-  EXPECT_EQ(strata.size(), 4u);
+  EXPECT_EQ(strata.size(), 8u);  // tiles across rows, down columns, both, neither; each with or without staging
   EXPECT_FALSE(plan.value()->source(Variant{{{"opw", 3}, {"oph", 1}, {"block", 256}}}).ok());
   EXPECT_FALSE(plan.value()->bind(plan.value()->space().front(), nullptr).ok());
+}
+
+/// The value of `#define name` in a generated source, -1 if absent.
+int64_t macro(const std::string& code, const std::string& name) {
+  const auto at = code.find("#define " + name + " ");
+  return at == std::string::npos ? -1 : std::stoll(code.substr(at + name.size() + 9));
+}
+
+/// Every variant of the plan of `p` with its generated source.
+std::vector<std::pair<Variant, std::string>> variants(const Problem& p) {
+  auto plan = family().plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<std::pair<Variant, std::string>> out;
+  if (!plan.ok()) return out;
+  for (const auto& v : plan.value()->space()) {
+    auto src = plan.value()->source(v);
+    EXPECT_TRUE(src.ok()) << v.id();
+    if (src.ok()) out.emplace_back(v, src->code);
+  }
+  return out;
+}
+
+TEST(PoolPlan, SharedMemoryStagingOnlyForOverlappingWindowsAndWithinTheStaticLimit) {
+  const std::vector<int64_t> s = {2, 4, 256, 256};
+  // k3 s2: windows overlap by one column and row; every staged rectangle fits 48 KB of static shared memory.
+  std::set<std::tuple<int, int, int>> staged;
+  for (const auto& [v, code] : variants(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false))) {
+    EXPECT_TRUE(has(code, "#define SMEM " + std::to_string(v.get("smem")))) << v.id();
+    if (!v.get("smem")) continue;
+    staged.insert({v.get("opw"), v.get("oph"), v.get("block")});
+    EXPECT_LE(macro(code, "IR") * macro(code, "PITCH") * 4, 48 * 1024) << v.id();
+    EXPECT_EQ(macro(code, "BX") * macro(code, "BY"), v.get("block")) << v.id();
+    EXPECT_EQ(macro(code, "PITCH") % macro(code, "VEC"), 0) << v.id();
+    EXPECT_GE(macro(code, "PITCH"), macro(code, "IC")) << v.id();
+  }
+  EXPECT_EQ(staged.count({4, 2, 128}), 1u);  // 17 rows x 260 floats
+  EXPECT_EQ(staged.count({4, 2, 512}), 0u) << "65 rows x 260 floats: over 48 KB";
+  EXPECT_EQ(staged.count({1, 1, 256}), 1u);
+  // Dilation makes k2 s2 windows overlap; a 5 x 5 window at stride 1 in a 3-d input; odd planes.
+  auto count_staged = [&](const Problem& p) {
+    int n = 0;
+    for (const auto& [v, code] : variants(p)) n += v.get("smem");
+    return n;
+  };
+  EXPECT_GT(count_staged(max_pool_problem(at::kHalf, s, {}, {2, 2}, {2, 2}, {1, 1}, {3, 3}, true, false)), 0);
+  EXPECT_GT(count_staged(avg_pool_problem(at::kBFloat16, {7, 13, 31}, {}, {5, 5}, {1, 1}, {2, 2}, true, false, 3)), 0);
+  // Windows that do not overlap read every element once anyway; adaptive and channels-last kernels never stage.
+  EXPECT_EQ(count_staged(max_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)), 0);
+  EXPECT_EQ(count_staged(adaptive_avg_pool_problem(at::kFloat, s, {}, {7, 7})), 0);
+  EXPECT_EQ(count_staged(max_pool_problem(at::kFloat, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false)), 0);
+}
+
+TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {
+  auto tiled = [&](const Problem& p) {
+    auto out = variants(p);
+    out.erase(std::remove_if(out.begin(), out.end(), [](const auto& x) { return x.first.get("px") == 0; }), out.end());
+    return out;
+  };
+  const std::vector<int64_t> s = {2, 512, 28, 28};
+  const auto bf16 = tiled(avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false));
+  std::set<std::pair<int, int>> seen;
+  for (const auto& [v, code] : bf16) {
+    seen.insert({v.get("opw"), v.get("px")});
+    EXPECT_TRUE(has(code, "#define PX " + std::to_string(v.get("px")))) << v.id();
+    EXPECT_EQ(macro(code, "SG") * macro(code, "PY") * v.get("px"), v.get("block")) << v.id();
+    EXPECT_LE(macro(code, "SG") * v.get("opw") * 2, 128) << v.id() << ": a slice is at most 128 bytes";
+    EXPECT_EQ(512 / v.get("opw") % macro(code, "SG"), 0) << v.id();
+  }
+  EXPECT_EQ(seen.count({8, 8}), 1u);
+  EXPECT_EQ(seen.count({8, 4}), 1u);
+  // Odd channel counts give one group per slice; windows that do not overlap and NCHW inputs get no tiles.
+  const std::vector<int64_t> odd = {3, 7, 13, 5};
+  const auto o = tiled(max_pool_problem(at::kHalf, odd, channels_last(odd), {3, 3}, {1, 2}, {1, 1}, {2, 1}, true, true));
+  ASSERT_FALSE(o.empty());
+  for (const auto& [v, code] : o) EXPECT_EQ(macro(code, "SG"), 1) << v.id();
+  for (const auto& [v, code] : o) EXPECT_LT(v.get("px"), 2 * 3) << v.id() << ": OW is 3 (ceil mode)";
+  EXPECT_TRUE(tiled(avg_pool_problem(at::kHalf, s, channels_last(s), {2, 2}, {}, {0, 0}, false, true)).empty());
+  EXPECT_TRUE(tiled(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 /// @brief Source generation for the pooling family (Note [Pooling]): one kernel template, specialised by macros
 /// to the signature (sizes, window, layout) and the variant (tile, channels per thread, block).
+#include <algorithm>
 #include <sstream>
 
 #include "codegen_common.h"
@@ -15,9 +16,42 @@ int64_t patch_cols(const PoolShape& s, const PoolKnobs& k) {
   return static_cast<int64_t>(k.opw - 1) * s.dw + static_cast<int64_t>(s.kw - 1) * s.dil_w + 1;
 }
 
+SmemTile smem_tile(const PoolShape& s, const PoolKnobs& k) {
+  SmemTile g;
+  const int64_t tw = (s.ow + k.opw - 1) / k.opw;
+  while (g.bx < 32 && g.bx < tw && g.bx < k.block) g.bx *= 2;
+  g.by = k.block / g.bx;
+  g.rows = static_cast<int64_t>(g.by * k.oph - 1) * s.dh + static_cast<int64_t>(s.kh - 1) * s.dil_h + 1;
+  g.cols = static_cast<int64_t>(g.bx * k.opw - 1) * s.dw + static_cast<int64_t>(s.kw - 1) * s.dil_w + 1;
+  const int64_t step = static_cast<int64_t>(k.opw) * s.dw;  // tile columns between adjacent threads' patches
+  g.vec = step % 4 == 0 ? 4 : step % 2 == 0 ? 2 : 1;
+  const int64_t pc = patch_cols(s, k);
+  g.patch_cols = (pc + g.vec - 1) / g.vec * g.vec;
+  g.pitch = (g.bx - 1) * step + g.patch_cols;  // >= cols, a multiple of vec
+  g.bytes = g.rows * g.pitch * static_cast<int64_t>(sizeof(float));
+  return g;
+}
+
+PixelTile pixel_tile(const PoolShape& s, const PoolKnobs& k) {
+  PixelTile g;
+  const int64_t groups = s.c / k.opw;
+  while (groups % (2 * g.sg) == 0 && 2 * g.sg * k.opw * elem_size(s.dtype) <= 128 && 2 * g.sg <= k.block) g.sg *= 2;
+  g.py = std::max(1, k.block / g.sg / std::max(1, k.px));
+  return g;
+}
+
 int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
+  if (s.channels_last && k.px) {
+    const PixelTile g = pixel_tile(s, k);
+    return s.n * (s.c / k.opw / g.sg) * ((s.oh + g.py - 1) / g.py) * ((s.ow + k.px - 1) / k.px) * k.block;
+  }
   if (s.channels_last) return s.n * s.oh * s.ow * (s.c / k.opw);
-  return s.n * s.c * ((s.oh + k.oph - 1) / k.oph) * ((s.ow + k.opw - 1) / k.opw);
+  const int64_t th = (s.oh + k.oph - 1) / k.oph, tw = (s.ow + k.opw - 1) / k.opw;
+  if (k.smem) {
+    const SmemTile g = smem_tile(s, k);
+    return s.n * s.c * ((th + g.by - 1) / g.by) * ((tw + g.bx - 1) / g.bx) * k.block;
+  }
+  return s.n * s.c * th * tw;
 }
 
 namespace {
@@ -72,7 +106,7 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
-    << " oph=" << kn.oph << " block=" << kn.block << "\n";
+    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
@@ -90,12 +124,40 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
 
 /// NCHW output: a tile of OPH x OPW outputs of one plane per thread, from a register patch when tiled.
 void emit_nchw(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
-  const bool patch = s.kind != PoolKind::kAdaptiveAvg && (kn.opw > 1 || kn.oph > 1);
+  const bool patch = s.kind != PoolKind::kAdaptiveAvg && (kn.opw > 1 || kn.oph > 1 || kn.smem);
   k << "#define PATCH " << patch << "\n#define STORE_VEC " << (kn.opw > 1 && s.ow % kn.opw == 0)
-    << "\n#define TW ((OW + OPW - 1) / OPW)\n#define TH ((OH + OPH - 1) / OPH)\n";
+    << "\n#define TW ((OW + OPW - 1) / OPW)\n#define TH ((OH + OPH - 1) / OPH)\n#define SMEM " << kn.smem << "\n";
   if (patch) k << "#define PR " << patch_rows(s, kn) << "\n#define PC " << patch_cols(s, kn) << "\n";
+  if (kn.smem) {
+    const SmemTile g = smem_tile(s, kn);
+    k << "#define BX " << g.bx << "\n#define BY " << g.by << "\n#define BTW ((TW + BX - 1) / BX)\n#define BTH ((TH + BY - 1) / BY)"
+      << "\n#define IR " << g.rows << "\n#define IC " << g.cols << "\n#define PITCH " << g.pitch << "\n#define VEC " << g.vec
+      << "\n#define PCV ((PC + VEC - 1) / VEC)\n"
+      << "struct __align__(VEC * sizeof(float)) svec_t { float v[VEC]; };\n";
+  }
   k << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+#if SMEM
+  // Block (bh, bw) of a plane: BY x BX threads, OPH x OPW outputs each. Every thread helps stage the block's
+  // input rectangle (IR x IC of the image, from (h0, w0); padding and the pitch's spare columns hold 0), then
+  // reads its patch from shared memory in VEC-float vectors. No thread returns before the barrier.
+  __shared__ __align__(16) float tile[IR * PITCH];
+  const index_t plane = blockIdx.x / (BTH * BTW);
+  const int bh = (int)((blockIdx.x / BTW) % BTH), bw = (int)(blockIdx.x % BTW);
+  const storage_t* __restrict__ x = in + (plane / C) * SN + (plane % C) * SC;
+  {
+    const int h0 = bh * (BY * OPH * DH) - PH, w0 = bw * (BX * OPW * DW) - PW;
+    for (int i = threadIdx.x; i < IR * PITCH; i += BLOCK) {
+      const int hh = h0 + i / PITCH, c = i % PITCH, ww = w0 + c;
+      tile[i] = c < IC && (unsigned)hh < (unsigned)H && (unsigned)ww < (unsigned)W
+                    ? to_float(x[(index_t)hh * SH + (index_t)ww * SW]) : 0.f;
+    }
+  }
+  __syncthreads();
+  const int ty = threadIdx.x / BX, tx = threadIdx.x % BX;
+  const int oh0 = (bh * BY + ty) * OPH, ow0 = (bw * BX + tx) * OPW;
+  if (oh0 >= OH || ow0 >= OW) return;
+#else
   const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
   if (t >= THREADS) return;
   const int tw = (int)(t % TW);
@@ -104,6 +166,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
   const index_t plane = r1 / TH;
   const storage_t* __restrict__ x = in + (plane / C) * SN + (plane % C) * SC;
   const int oh0 = th * OPH, ow0 = tw * OPW;
+#endif
   float res[OPH][OPW];
 #if INDICES
   int ri[OPH][OPW];
@@ -118,12 +181,26 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
   for (int r = 0; r < PR; ++r) rok[r] = (unsigned)(h0 + r) < (unsigned)H;
 #pragma unroll
   for (int c = 0; c < PC; ++c) cok[c] = (unsigned)(w0 + c) < (unsigned)W;
+#if SMEM
+  // Patch row r of this thread starts at tile row ty*OPH*DH + r, column tx*OPW*DW (a multiple of VEC, as is PITCH).
+  float p[PR][PCV * VEC];
+  const float* __restrict__ tp = tile + ty * (OPH * DH) * PITCH + tx * (OPW * DW);
+#pragma unroll
+  for (int r = 0; r < PR; ++r)
+#pragma unroll
+    for (int q = 0; q < PCV; ++q) {
+      const svec_t v = *reinterpret_cast<const svec_t*>(tp + r * PITCH + q * VEC);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) p[r][q * VEC + e] = v.v[e];
+    }
+#else
   float p[PR][PC];  // cells no window reads are dead after unrolling and never loaded
 #pragma unroll
   for (int r = 0; r < PR; ++r)
 #pragma unroll
     for (int c = 0; c < PC; ++c)
       p[r][c] = (rok[r] && cok[c]) ? to_float(x[(index_t)(h0 + r) * SH + (index_t)(w0 + c) * SW]) : 0.f;
+#endif
 #endif
 #pragma unroll
   for (int a = 0; a < OPH; ++a)
@@ -190,9 +267,27 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 /// Channels-last output: OPW adjacent channels of one output pixel per thread, one (vector) load per window
 /// element.
 void emit_channels_last(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
-  k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n";
+  k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n#define PX " << kn.px
+    << "\n";
+  if (kn.px) {
+    const PixelTile g = pixel_tile(s, kn);
+    k << "#define SG " << g.sg << "\n#define PY " << g.py << "\n#define BTW ((OW + PX - 1) / PX)\n"
+      << "#define BTH ((OH + PY - 1) / PY)\n";
+  }
   k << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+#if PX
+  // Block: SG channel groups (one 128-byte slice of a pixel where C allows) x PY x PX output pixels, so the
+  // overlapping windows of the block's pixels meet in L1 (Note [Pooling channels-last tiles]).
+  const int bw = (int)(blockIdx.x % BTW), bh = (int)((blockIdx.x / BTW) % BTH);
+  const index_t r1 = blockIdx.x / (BTW * BTH);
+  const int c0 = (int)((r1 % (CG / SG)) * SG + threadIdx.x % SG) * OPW;
+  const index_t n = r1 / (CG / SG);
+  const int ow = bw * PX + (int)(threadIdx.x / SG) % PX, oh = bh * PY + (int)(threadIdx.x / SG) / PX;
+  if (oh >= OH || ow >= OW) return;
+  const index_t pix = (n * OH + oh) * OW + ow;
+  const storage_t* __restrict__ x = in + n * SN + c0 * SC;
+#else
   const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
   if (t >= THREADS) return;
   const int c0 = (int)(t % CG) * OPW;
@@ -200,6 +295,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
   const int ow = (int)(pix % OW);
   const int oh = (int)((pix / OW) % OH);
   const storage_t* __restrict__ x = in + (pix / (OW * OH)) * SN + c0 * SC;
+#endif
   const int hs = oh * DH - PH, ws = ow * DW - PW;
   float acc[OPW];
 #if INDICES

@@ -13,6 +13,8 @@ namespace {
 constexpr int kOpws[] = {1, 2, 4, 8};
 constexpr int kOphs[] = {1, 2, 4};
 constexpr int kBlocks[] = {128, 256, 512};
+constexpr int kSmems[] = {0, 1};
+constexpr int kPxs[] = {0, 4, 8};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
@@ -42,7 +44,7 @@ class PoolPlan final : public Plan {
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
     for (const PoolKnobs& k : knob_space())
-      out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}}});
+      out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px}}});
     return out;
   }
 
@@ -51,20 +53,22 @@ class PoolPlan final : public Plan {
     for (int x : kOpws) knobs.push_back(v.get("opw") == x);
     for (int x : kOphs) knobs.push_back(v.get("oph") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    const bool overlap = static_cast<int64_t>(s_.kh - 1) * s_.dil_h + 1 > s_.dh ||
-                         static_cast<int64_t>(s_.kw - 1) * s_.dil_w + 1 > s_.dw;
+    for (int x : kSmems) knobs.push_back(v.get("smem") == x);
+    for (int x : kPxs) knobs.push_back(v.get("px") == x);
     const std::vector<float> ctx = {1.f,
                                     s_.kind == PoolKind::kMax ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAvg ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAdaptiveAvg ? 1.f : 0.f,
                                     s_.channels_last ? 1.f : 0.f,
                                     s_.indices ? 1.f : 0.f,
-                                    overlap ? 1.f : 0.f,
+                                    overlap() ? 1.f : 0.f,
                                     elem_size(s_.dtype) == 2 ? 1.f : 0.f};
     return crossed_features(ctx, knobs);
   }
 
-  int stratum(const Variant& v) const override { return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0); }
+  int stratum(const Variant& v) const override {
+    return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
+  }
 
   Result<KernelSource> source(const Variant& v) const override {
     CUDAL1_ASSIGN_OR_RETURN(const PoolKnobs k, knobs_of(v));
@@ -83,26 +87,44 @@ class PoolPlan final : public Plan {
     const int es = elem_size(s_.dtype);
     for (int opw : kOpws)
       for (int oph : kOphs)
-        for (int block : kBlocks) {
-          const PoolKnobs k{opw, oph, block};
-          if (s_.channels_last) {
-            if (oph > 1 || s_.c % opw != 0 || opw * es > 16) continue;
-          } else {
-            if (opw > 1 && opw >= 2 * s_.ow) continue;  // a tile wider than the row only idles threads
-            if (oph > 1 && (oph >= 2 * s_.oh || s_.kind == PoolKind::kAdaptiveAvg)) continue;
-            if ((opw > 1 || oph > 1) && s_.kind != PoolKind::kAdaptiveAvg &&
-                patch_rows(s_, k) * patch_cols(s_, k) > kMaxPatch)
-              continue;
-          }
-          out.push_back(k);
-        }
+        for (int block : kBlocks)
+          for (int smem : kSmems)
+            for (int px : kPxs) {
+              const PoolKnobs k{opw, oph, block, smem, px};
+              if (s_.channels_last) {
+                if (oph > 1 || s_.c % opw != 0 || opw * es > 16 || smem) continue;
+                // Pixel tiles pay only where windows overlap; a tile twice the row's width only idles threads.
+                if (px && (!overlap() || px >= 2 * s_.ow || px > block / pixel_tile(s_, k).sg)) continue;
+              } else {
+                if (px) continue;
+                if (opw > 1 && opw >= 2 * s_.ow) continue;  // a tile wider than the row only idles threads
+                if (oph > 1 && (oph >= 2 * s_.oh || s_.kind == PoolKind::kAdaptiveAvg)) continue;
+                if ((opw > 1 || oph > 1) && s_.kind != PoolKind::kAdaptiveAvg &&
+                    patch_rows(s_, k) * patch_cols(s_, k) > kMaxPatch)
+                  continue;
+                if (smem && !smem_fits(k)) continue;
+              }
+              out.push_back(k);
+            }
     return out;
   }
 
+  /// Note [Pooling smem]: staging pays only where windows overlap (otherwise every input element is read once
+  /// anyway); the rectangle must fit the static limit and the register patch (read in whole vectors) kMaxPatch.
+  bool smem_fits(const PoolKnobs& k) const {
+    if (s_.kind == PoolKind::kAdaptiveAvg || !overlap()) return false;
+    const SmemTile g = smem_tile(s_, k);
+    return g.bytes <= kMaxSmemBytes && patch_rows(s_, k) * g.patch_cols <= kMaxPatch;
+  }
+
+  bool overlap() const {
+    return static_cast<int64_t>(s_.kh - 1) * s_.dil_h + 1 > s_.dh || static_cast<int64_t>(s_.kw - 1) * s_.dil_w + 1 > s_.dw;
+  }
+
   Result<PoolKnobs> knobs_of(const Variant& v) const {
-    const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block")};
+    const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px")};
     for (const PoolKnobs& x : knob_space())
-      if (x.opw == k.opw && x.oph == k.oph && x.block == k.block) return k;
+      if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px) return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
@@ -197,7 +219,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

@@ -16,8 +16,48 @@
 /// stride-1 window reads 16 elements per output untiled, about 3 in a 4x4 tile), with vector stores of the
 /// tile's rows; channels-last outputs give each thread OPC adjacent channels of one output pixel (16-byte
 /// vector loads where the input is channels-last dense). Block size is the third knob. The index arithmetic
-/// uses compile-time sizes (no runtime division). Declines: other dtypes, empty tensors, arguments ATen rejects
-/// (it raises the error then), adaptive pooling of channels-last inputs, sizes needing 64-bit indices.
+/// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
+/// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
+/// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]). Declines: other dtypes, empty tensors,
+/// arguments ATen rejects (it raises the error then), adaptive pooling of channels-last inputs, sizes needing
+/// 64-bit indices.
+///
+/// Note [Pooling smem]
+/// Knob smem=1 (NCHW max/avg, overlapping windows only). The register-patch kernel loads each tile's
+/// (OPH-1)*DH+KH x (OPW-1)*DW+KW patch with scalar loads; neighbouring threads' patches overlap, so the L1/LSU
+/// pipe carries several times the bytes (k4 s1, 4x4 tiles: 49 loads per 16 outputs, each warp load spanning 4
+/// 128-byte wavefronts: ~0.38 wavefronts per output, ~3x the input bytes). With smem=1 a block is BY x BX threads
+/// (BX = 32, or the next power of two >= the tiles per row) covering BY*OPH x BX*OPW outputs of one plane; it
+/// loads its input rectangle IR x IC once, coalesced (consecutive threads, consecutive columns), as fp32 into
+/// shared memory (zero outside the image; padding cells are skipped by the in-image tests anyway), syncs,
+/// and each thread copies its patch into registers with VEC-float shared loads (VEC = 4/2/1 as OPW*DW allows,
+/// so a quarter-warp's 16-byte reads hit distinct banks), then runs the same window loops: the values and the
+/// order they are combined in are unchanged, so results stay bit-identical. Bytes: DRAM reads stay the input
+/// once (the halo rows/columns shared with neighbouring blocks, IR*IC/(BY*OPH*DH*BX*OPW*DW) - 1 = 5-20%,
+/// come from L2); the L1 pipe drops to ~0.04 wavefronts per output for the fill plus ~0.11 for the patch
+/// reads (k4 s1, 4x4 tiles, block 128: 19 x 132 floats = 10 KB). Limits: static shared memory <= 48 KB
+/// (kMaxSmemBytes: the launch passes no dynamic shared memory and sets no attribute), the register patch,
+/// read in whole vectors, <= kMaxPatch floats. Predictions (H200, floor = input read once + outputs written
+/// once): max_pool2d f32 [32,64,512,512] k4 s1 p1 1.67x -> ~1.15-1.25x without indices and 1.54x -> ~1.1-1.2x
+/// with (the 8-byte index stores are then 2/3 of the bytes); the f16 k3 s2 stem 1.34x -> ~1.15-1.2x (tiny:
+/// 231 MB, launch and tail effects of a ~56 us kernel remain).
+///
+/// Note [Pooling channels-last tiles]
+/// Knob px (channels-last, overlapping windows only). With px=0 thread t takes channel group t % (C/OPW) of
+/// pixel t / (C/OPW): a block of 256 threads x 8 bf16 channels covers 4 adjacent pixels of a 512-channel
+/// image, so its 3x3 stride-1 windows need 3 x 6 input pixels for 4 outputs: 4.5 input reads per output from
+/// L2 (vertical neighbours sit in other blocks, whose lines L1 rarely still holds). That is why avg_pool2d
+/// bf16 channels-last [64,512,28,28] k3 s1 ran at 2.19x the floor. With px > 0 a block is SG channel groups
+/// (a power of two dividing C/OPW, at most 128 bytes of channels: one full line per pixel) x PY x px output
+/// pixels (SG * PY * px = block): its windows meet in L1, and L2 reads fall to (PY+2)(px+2)/(PY*px) per
+/// output for k3 s1: 8 x 4 pixels 1.9, 4 x 8 1.9, 8 x 8 (block 512) 1.56; for the k3 s2 stem from 6.75/4 to
+/// 9 x 17 / (4 * 8) / 4 = 1.2x the input bytes. A warp still reads whole 128-byte lines (4 pixels x 8 groups x
+/// 16 bytes). Only the thread-to-(pixel, channels) map changes; each output's window loop is the px=0 one, so
+/// results are identical. Predictions: avg_pool2d bf16 channels-last k3 s1 2.19x -> ~1.3x (28 = 3.5 x 8: an
+/// 8-wide tile idles 1/8 of its threads; the 4 x 8 tile fits 28 = 7 x 4 columns exactly but not the rows),
+/// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7
+/// (1.77x; its 2x2 windows do not overlap, so neither knob applies: what remains there is the OW = 7 row
+/// tiles of opw=2 idling 1/8 of the threads and the small problem's ~15 us floor).
 #pragma once
 
 #include <memory>
@@ -51,7 +91,29 @@ struct PoolKnobs {
   int opw = 1;    ///< outputs per thread along the output's fastest dim (ow for NCHW, c for channels-last)
   int oph = 1;    ///< NCHW: output rows per thread
   int block = 256;
+  int smem = 0;   ///< NCHW max/avg: 1 stages the block's input rectangle in shared memory (Note [Pooling smem])
+  int px = 0;     ///< channels-last: 0 channel-fastest order, else blocks of PY x px output pixels (Note below)
 };
+
+/// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing
+/// C / OPW, at most 128 bytes) times py x px output pixels per block.
+struct PixelTile {
+  int sg = 1, py = 1;
+};
+
+PixelTile pixel_tile(const PoolShape& s, const PoolKnobs& k);
+
+/// Geometry of a shared-memory variant: BY x BX threads per block, the staged input rectangle (rows x cols of
+/// the image, `pitch` floats per shared row), the float vector width of patch reads and the bytes it takes.
+struct SmemTile {
+  int bx = 1, by = 1, vec = 1;
+  int64_t rows = 0, cols = 0, pitch = 0, patch_cols = 0, bytes = 0;
+};
+
+/// Static shared memory a variant may take (the default per-block limit without opting in to more).
+constexpr int64_t kMaxSmemBytes = 48 * 1024;
+
+SmemTile smem_tile(const PoolShape& s, const PoolKnobs& k);
 
 /// Registers one tile's input patch may take; larger tiles are not offered.
 constexpr int kMaxPatch = 64;
