@@ -122,14 +122,17 @@ std::set<std::tuple<int, int, int>> knobs(const Problem& p, int mode) {
 }
 
 TEST(ScanPlan, SinglePassKnobs) {
-  // A lane per tile: the widest loads the row allows, 4/8/16 lanes per row.
+  // A lane per tile: the widest loads the row allows or (vec 1) coalesced accesses staged through shared
+  // memory, 4/8/16 lanes per row.
   const auto lanes = knobs(sp("cumsum", at::kBFloat16, {8192, 4096}, 1), 6);
-  EXPECT_EQ(lanes.size(), 6u);
+  EXPECT_EQ(lanes.size(), 12u);
   for (const auto& [vec, block, splits] : lanes) {
-    EXPECT_EQ(vec, 8);
+    EXPECT_TRUE(vec == 8 || vec == 1);
     EXPECT_TRUE(splits == 4 || splits == 8 || splits == 16);
   }
-  for (const auto& [vec, block, splits] : knobs(sp("cumprod", at::kFloat, {4096, 4092}, 1), 6)) EXPECT_EQ(vec, 4);
+  for (const auto& [vec, block, splits] : knobs(sp("cumprod", at::kFloat, {4096, 4092}, 1), 6))
+    EXPECT_TRUE(vec == 4 || vec == 1);
+  EXPECT_EQ(knobs(sp("cumprod", at::kHalf, {4096, 4095}, 1), 6).size(), 6u);  // odd rows: staged only
   // Transposed rows: scalar strided loads.
   for (const auto& [vec, block, splits] : knobs(scan_problem("cumprod", at::kHalf, {4096, 64}, {1, 4096}, 1), 6))
     EXPECT_EQ(vec, 1);
@@ -198,6 +201,17 @@ TEST(ScanPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
       ASSERT_TRUE(ls.ok());
       EXPECT_NE(ls->code.find("chain_total(a, c)"), std::string::npos);
     }
+  // Staged (coalesced) loads exactly for vec 1 on contiguous rows.
+  auto staged = family().plan(sp("cumprod", at::kHalf, {4096, 4095}, 1));
+  ASSERT_TRUE(staged.ok());
+  auto ss = staged.value()->source(Variant{{{"mode", 6}, {"vec", 1}, {"block", 128}, {"splits", 8}}});
+  ASSERT_TRUE(ss.ok()) << ss.status().to_string();
+  EXPECT_NE(ss->code.find("#define STAGED 1"), std::string::npos);
+  auto direct = family().plan(scan_problem("cumprod", at::kHalf, {4096, 64}, {1, 4096}, 1));
+  ASSERT_TRUE(direct.ok());
+  auto ds = direct.value()->source(Variant{{{"mode", 6}, {"vec", 1}, {"block", 128}, {"splits", 8}}});
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_NE(ds->code.find("#define STAGED 0"), std::string::npos);
   auto cols = family().plan(sp("cumsum", at::kFloat, {4096, 8192}, 0));
   ASSERT_TRUE(cols.ok());
   auto lb = cols.value()->source(Variant{{{"mode", 7}, {"vec", 4}, {"block", 256}, {"splits", 16}}});

@@ -252,7 +252,8 @@ KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k) {
   c << "struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };\n" << in_base_source(s);
   const bool row = k.mode == kRowWarp || k.mode == kRowBlock || k.mode == kRowSplit;
   if (row) c << row_helpers();
-  if (k.mode == kRowLanes) c << row_lanes_source();
+  if (k.mode == kRowLanes)
+    c << "#define STAGED " << (k.vec == 1 && s.sd == 1 ? 1 : 0) << "\n" << row_lanes_source();
   c << "extern \"C\" __global__ void __launch_bounds__(BLOCK)\n"
        "cudal1_scan(const storage_t* __restrict__ in, storage_t* __restrict__ out, float* __restrict__ ws, "
        "int phase) {\n";

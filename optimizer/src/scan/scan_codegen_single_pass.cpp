@@ -6,7 +6,18 @@
 namespace cudal1::optimizer::scan {
 
 const char* row_lanes_source() {
-  return R"(/// Loads the 32 elements of one tile (VEC per load; pads past the row with the identity).
+  return R"(#if STAGED
+/// Loads the warp's next 32 tiles coalesced: rs[k] is element `lane` of lane k's tile (row row0 + k / SPLITS).
+__device__ __forceinline__ void load_staged(const storage_t* x, const index_t* roff, index_t row0, index_t b,
+                                            int lane, storage_t* rs) {
+#pragma unroll
+  for (int k = 0; k < 32; ++k) {
+    const index_t j = b + 32 * (k % SPLITS) + lane;
+    rs[k] = row0 + k / SPLITS < OUTER && j < N ? x[roff[k / SPLITS] + j] : to_storage(IDENT);
+  }
+}
+#else
+/// Loads the 32 elements of one tile (VEC per load; pads past the row with the identity).
 __device__ __forceinline__ void load_tile(const storage_t* x, index_t j0, bool live, vec_t* raw) {
 #pragma unroll
   for (int i = 0; i < 32 / VEC; ++i) {
@@ -23,6 +34,7 @@ __device__ __forceinline__ void load_tile(const storage_t* x, index_t j0, bool l
     }
   }
 }
+#endif
 /// The tile's last element from its carry: the combines on the path c -> 0 -> 1 -> 3 -> 7 -> 15 -> 31.
 __device__ __forceinline__ float chain_total(const float* a, float c) {
   c = RND(OP(a[0], c));
@@ -41,24 +53,47 @@ const char* row_lanes_body() {
   // element e but the one at its highest bit), passes the carry through the path 0, 1, 3, 7, 15, 31 to the next
   // lane (six combines per tile on the serial path, no shuffle inside the tile), then finishes each element
   // e > 0 as OP(a[e], out[2^hb(e) - 1]): the combines kRowExact (and ATen) make, with the same operands.
+  // STAGED (contiguous rows, VEC 1): loads and stores coalesced, transposed through shared memory (33 floats a
+  // lane: conflict-free both ways); otherwise each lane loads its own tile, VEC elements at a time.
   const int lane = threadIdx.x & 31, t = lane % SPLITS;
   const index_t row0 = ((index_t)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32) * (32 / SPLITS);
   if (row0 >= OUTER) return;  // whole warps leave together; the others keep every lane for the shuffles
   const index_t row = row0 + lane / SPLITS;
   const bool live = row < OUTER;
+  const int seg = lane & ~(SPLITS - 1);  // first lane of this row's segment
+#if STAGED
+  __shared__ float stage[BLOCK / 32][32 * 33];
+  float* sw = stage[threadIdx.x / 32];
+  const index_t my_off = in_base(live ? row : row0, 0);
+  index_t roff[32 / SPLITS];  // input offsets of the warp's rows
+#pragma unroll
+  for (int r = 0; r < 32 / SPLITS; ++r) roff[r] = __shfl_sync(FULL, my_off, r * SPLITS);
+  storage_t rs[32];
+  load_staged(in, roff, row0, 0, lane, rs);
+#else
   const storage_t* x = in + in_base(live ? row : row0, 0);
   storage_t* y = out + (live ? row : row0) * N;
-  const int seg = lane & ~(SPLITS - 1);  // first lane of this row's segment
   vec_t raw[32 / VEC];
   load_tile(x, (index_t)t * 32, live, raw);
+#endif
   float carry = IDENT;
   for (index_t base = 0; base < N; base += 32 * SPLITS) {
     float a[32];
+#if STAGED
+#pragma unroll
+    for (int k = 0; k < 32; ++k) sw[33 * k + lane] = to_float(rs[k]);
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < 32; ++e) a[e] = sw[33 * lane + e];
+    __syncwarp();
+    load_staged(in, roff, row0, base + 32 * SPLITS, lane, rs);  // the next tiles, in flight meanwhile
+#else
 #pragma unroll
     for (int i = 0; i < 32 / VEC; ++i)
 #pragma unroll
       for (int e = 0; e < VEC; ++e) a[i * VEC + e] = to_float(raw[i].v[e]);
     load_tile(x, base + 32 * SPLITS + (index_t)t * 32, live, raw);  // the next tiles, in flight meanwhile
+#endif
 #pragma unroll
     for (int l = 0; l < 5; ++l)  // Sklansky step s = 2^l, fixed trip counts so that a[] stays in registers
 #pragma unroll
@@ -79,6 +114,17 @@ const char* row_lanes_body() {
       const int p = e >= 16 ? 16 : e >= 8 ? 8 : e >= 4 ? 4 : e >= 2 ? 2 : 1;  // highest power of two <= e
       a[e] = RND(OP(a[e], a[p - 1]));
     }
+#if STAGED
+#pragma unroll
+    for (int e = 0; e < 32; ++e) sw[33 * lane + e] = a[e];
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+      const index_t j = base + 32 * (k % SPLITS) + lane;
+      if (row0 + k / SPLITS < OUTER && j < N) out[(row0 + k / SPLITS) * N + j] = to_storage(sw[33 * k + lane]);
+    }
+    __syncwarp();
+#else
 #pragma unroll
     for (int i = 0; i < 32 / VEC; ++i) {
       const index_t j = base + (index_t)t * 32 + i * VEC;
@@ -92,6 +138,7 @@ const char* row_lanes_body() {
       y[j] = to_storage(a[i]);
 #endif
     }
+#endif
   }
 )";
 }

@@ -49,10 +49,15 @@ class ScanPlan final : public Plan {
       }
       if (s_.reassociate || s_.row_exact)
         for (int block : {128, 256}) add(kRowExact, 1, block, 1);
-      // ATen's tiles with a tile per lane (Note [Scans]): exact wherever kRowExact is; widest loads only.
-      if (s_.row_exact)
-        for (int lanes : {4, 8, 16})
-          for (int block : {128, 256}) add(kRowLanes, s_.max_vec_row, block, lanes);
+      // ATen's tiles with a tile per lane (Note [Scans]): exact wherever kRowExact is; the widest loads, and on
+      // contiguous rows vec 1 = coalesced accesses transposed through shared memory.
+      if (s_.row_exact) {
+        std::vector<int> vecs = {s_.max_vec_row};
+        if (s_.max_vec_row > 1) vecs.push_back(1);  // vector loads need sd == 1: vec 1 is then the staged one
+        for (int vec : vecs)
+          for (int lanes : {4, 8, 16})
+            for (int block : {128, 256}) add(kRowLanes, vec, block, lanes);
+      }
       // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
       // size-1 dimensions, else only worth trying on short rows.
       if (s_.column_exact || (s_.reassociate && s_.n <= 64))

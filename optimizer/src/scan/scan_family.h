@@ -51,8 +51,11 @@
 ///     inherent to ATen's order) + 6 per lane of the row on the carry path, no shuffle inside a tile, one per
 ///     tile on the carry path; the next tiles' loads are in flight meanwhile. bf16 costs 3-4 instructions a
 ///     rounded combine: ~0.6 warp-instructions per element, ~19 us of issue for [8192, 4096] against the 32 us
-///     floor, so the exact order does not pin the speed above the floor; predicted 1.1-1.25x (risk: a warp's
-///     16-byte loads are 64/128 bytes apart, L1 merges the sectors). cumprod f32 rounds for free: ~1.1x.
+///     floor, so the exact order does not pin the speed above the floor; predicted 1.1-1.25x. Risk: a warp's
+///     16-byte accesses are 64/128 bytes apart (2x the L2 sector writes of coalesced stores), so vec 1 on
+///     contiguous rows is a staged variant instead: coalesced element loads and stores, transposed through 33
+///     floats of shared memory per lane (+~0.2 warp-instructions per element). cumprod f32 rounds for free:
+///     ~1.1x predicted either way.
 ///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
 #pragma once
 
