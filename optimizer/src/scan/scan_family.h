@@ -48,8 +48,11 @@
 ///     before the step at its highest bit) does not depend on the carry, and the carry reaches the next tile
 ///     through the six combines of elements 0, 1, 3, 7, 15, 31. kRowLanes gives each lane a whole tile in
 ///     registers (16-byte loads where the row allows): 80 combines per tile (Sklansky's 2.5 per element,
-///     inherent to ATen's order) + 6 per lane of the row on the carry path, no shuffle inside a tile, one per
-///     tile on the carry path; the next tiles' loads are in flight meanwhile. bf16 costs 3-4 instructions a
+///     inherent to ATen's order) + 6 x SPLITS per step on the carry path (every lane evaluates the chain while
+///     the carry walks its row's SPLITS lanes), no shuffle inside a tile, one per tile on the carry path; the
+///     next tiles' loads are in flight meanwhile. Checked bit for bit on the host against a transcription of
+///     ATen's loop (fp16 sums and products, lengths 1-700, 4/8/16 lanes). Offered only where the exact order is
+///     required (fp32 cumsum rows are at the floor reassociated). bf16 costs 3-4 instructions a
 ///     rounded combine: ~0.6 warp-instructions per element, ~19 us of issue for [8192, 4096] against the 32 us
 ///     floor, so the exact order does not pin the speed above the floor; predicted 1.1-1.25x. Risk: a warp's
 ///     16-byte accesses are 64/128 bytes apart (2x the L2 sector writes of coalesced stores), so vec 1 on
