@@ -196,6 +196,8 @@ TEST_P(CompileVariants, EveryScanVariant) {
       {"cumprod", at::kHalf, {2, 64, 16}, {1024, 16, 1}, 0},
       {"cumprod", at::kBFloat16, {8, 300, 1}, {300, 1, 1}, 1},        // rows ATen scans serially
       {"cumprod", at::kHalf, {2}, {1}, 0},
+      {"cumprod", at::kHalf, {4096, 64}, {1, 4096}, 1},            // a lane per tile, strided scalar loads
+      {"cumsum", at::kFloat, {4096, 8190}, {8190, 1}, 0},          // single-pass columns, two per thread
   };
   std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>> work;
   for (const auto& [op, dt, sizes, strides, dim] : cases) {

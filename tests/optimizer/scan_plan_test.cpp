@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "cudal1/optimizer/family.h"
 #include "optimizer/problems.h"
@@ -83,17 +84,16 @@ TEST(ScanPlan, DeclinesWhatItCannotDoExactly) {
 
 TEST(ScanPlan, ExactTechniquesWhereTheAssociationIsAtens) {
   const std::set<int> declined = {-1};
-  // Rows ATen tiles with Tx = 16: only the tile emulation (mode 3).
-  EXPECT_EQ(modes(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), std::set<int>({3}));
-  EXPECT_EQ(modes(sp("cumprod", at::kFloat, {4096, 4096}, -1)), std::set<int>({3}));
+  // Rows ATen tiles with Tx = 16: only the tile emulations (a warp per tile, mode 3; a lane per tile, mode 6).
+  EXPECT_EQ(modes(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), std::set<int>({3, 6}));
+  EXPECT_EQ(modes(sp("cumprod", at::kFloat, {4096, 4096}, -1)), std::set<int>({3, 6}));
   // Rows of at most 32 match any tile width.
-  EXPECT_EQ(modes(sp("cumsum", at::kHalf, {1 << 20, 32}, 1)), std::set<int>({3}));
+  EXPECT_EQ(modes(sp("cumsum", at::kHalf, {1 << 20, 32}, 1)), std::set<int>({3, 6}));
   // An outer dimension: serial columns only, also for rows with trailing size-1 dimensions.
   EXPECT_EQ(modes(sp("cumsum", at::kHalf, {8, 300, 5}, 1)), std::set<int>({4}));
   EXPECT_EQ(modes(sp("cumprod", at::kHalf, {8, 300, 1}, 1)), std::set<int>({4}));
   // Two elements: every association agrees.
-  EXPECT_EQ(modes(sp("cumprod", at::kHalf, {2}, 0)), std::set<int>({3, 4}));
-  EXPECT_NE(modes(sp("cumprod", at::kHalf, {3}, 0)), std::set<int>({3, 4}));
+  EXPECT_EQ(modes(sp("cumprod", at::kHalf, {2}, 0)), std::set<int>({3, 4, 6}));
   EXPECT_EQ(modes(sp("cumprod", at::kHalf, {3}, 0)), declined);
 }
 
@@ -101,8 +101,49 @@ TEST(ScanPlan, Fp32CumsumOffersEveryTechniqueOfItsClass) {
   EXPECT_EQ(modes(sp("cumsum", at::kFloat, {32768, 32768}, 1)), std::set<int>({0, 1, 3}));
   EXPECT_EQ(modes(sp("cumsum", at::kFloat, {4, 1 << 20}, 1)), std::set<int>({0, 1, 2, 3}));
   EXPECT_EQ(modes(sp("cumsum", at::kFloat, {64, 48}, -1)), std::set<int>({0, 1, 3, 4}));
-  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {4096, 4096}, 0)), std::set<int>({4, 5}));
-  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {3, 4096, 7}, 1)), std::set<int>({4, 5}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {4096, 4096}, 0)), std::set<int>({4, 5, 7}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {3, 4096, 7}, 1)), std::set<int>({4, 5, 7}));
+  // Single-pass columns: at most 64 chunks of (BLOCK / 32) x rows, and fp32 cumsum only.
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {1 << 16, 8}, 0)), std::set<int>({4, 5}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {8, 8}, 0)), std::set<int>({4}));
+  EXPECT_EQ(modes(sp("cumsum", at::kFloat, {16, 8}, 0)), std::set<int>({4, 7}));
+  EXPECT_EQ(modes(sp("cumsum", at::kHalf, {4096, 4096}, 0)), std::set<int>({4}));
+}
+
+/// The knobs of every variant of mode `mode` a plan offers, as (vec, block, splits).
+std::set<std::tuple<int, int, int>> knobs(const Problem& p, int mode) {
+  std::set<std::tuple<int, int, int>> k;
+  auto plan = family().plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (plan.ok())
+    for (const auto& v : plan.value()->space())
+      if (v.get("mode") == mode) k.insert({v.get("vec"), v.get("block"), v.get("splits")});
+  return k;
+}
+
+TEST(ScanPlan, SinglePassKnobs) {
+  // A lane per tile: the widest loads the row allows or (vec 1) coalesced accesses staged through shared
+  // memory, 4/8/16 lanes per row.
+  const auto lanes = knobs(sp("cumsum", at::kBFloat16, {8192, 4096}, 1), 6);
+  EXPECT_EQ(lanes.size(), 12u);
+  for (const auto& [vec, block, splits] : lanes) {
+    EXPECT_TRUE(vec == 8 || vec == 1);
+    EXPECT_TRUE(splits == 4 || splits == 8 || splits == 16);
+  }
+  for (const auto& [vec, block, splits] : knobs(sp("cumprod", at::kFloat, {4096, 4092}, 1), 6))
+    EXPECT_TRUE(vec == 4 || vec == 1);
+  EXPECT_EQ(knobs(sp("cumprod", at::kHalf, {4096, 4095}, 1), 6).size(), 6u);  // odd rows: staged only
+  // Transposed rows: scalar strided loads.
+  for (const auto& [vec, block, splits] : knobs(scan_problem("cumprod", at::kHalf, {4096, 64}, {1, 4096}, 1), 6))
+    EXPECT_EQ(vec, 1);
+  // Columns in one pass: at most 64 values per thread, at most 64 chunks (4096 rows: chunks of >= 64 rows).
+  const auto look = knobs(sp("cumsum", at::kFloat, {4096, 8192}, 0), 7);
+  EXPECT_FALSE(look.empty());
+  EXPECT_TRUE(look.count({4, 256, 16}));
+  for (const auto& [vec, block, splits] : look) {
+    EXPECT_LE(vec * splits, 64);
+    EXPECT_LE((4096 + block / 32 * splits - 1) / (block / 32 * splits), 64);
+  }
 }
 
 TEST(ScanPlan, VectorWidthFollowsLayoutAndAlignment) {
@@ -153,6 +194,31 @@ TEST(ScanPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   auto hs = half.value()->source(half.value()->space().front());
   ASSERT_TRUE(hs.ok());
   EXPECT_NE(hs->code.find("RND(OP(v, u))"), std::string::npos);
+  // The single-pass techniques: their bodies, and the look-back's tiling constants.
+  for (const auto& v : half.value()->space())
+    if (v.get("mode") == 6) {
+      auto ls = half.value()->source(v);
+      ASSERT_TRUE(ls.ok());
+      EXPECT_NE(ls->code.find("chain_total(a, c)"), std::string::npos);
+    }
+  // Staged (coalesced) loads exactly for vec 1 on contiguous rows.
+  auto staged = family().plan(sp("cumprod", at::kHalf, {4096, 4095}, 1));
+  ASSERT_TRUE(staged.ok());
+  auto ss = staged.value()->source(Variant{{{"mode", 6}, {"vec", 1}, {"block", 128}, {"splits", 8}}});
+  ASSERT_TRUE(ss.ok()) << ss.status().to_string();
+  EXPECT_NE(ss->code.find("#define STAGED 1"), std::string::npos);
+  auto direct = family().plan(scan_problem("cumprod", at::kHalf, {4096, 64}, {1, 4096}, 1));
+  ASSERT_TRUE(direct.ok());
+  auto ds = direct.value()->source(Variant{{{"mode", 6}, {"vec", 1}, {"block", 128}, {"splits", 8}}});
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_NE(ds->code.find("#define STAGED 0"), std::string::npos);
+  auto cols = family().plan(sp("cumsum", at::kFloat, {4096, 8192}, 0));
+  ASSERT_TRUE(cols.ok());
+  auto lb = cols.value()->source(Variant{{{"mode", 7}, {"vec", 4}, {"block", 256}, {"splits", 16}}});
+  ASSERT_TRUE(lb.ok()) << lb.status().to_string();
+  EXPECT_NE(lb->code.find("#define GROUPS ((index_t)64)"), std::string::npos);
+  EXPECT_NE(lb->code.find("#define CHUNKS ((index_t)32)"), std::string::npos);
+  EXPECT_NE(lb->code.find("#define CH ((index_t)128)"), std::string::npos);
 }
 
 }  // namespace

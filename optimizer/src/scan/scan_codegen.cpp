@@ -246,9 +246,14 @@ KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k) {
   c << "#define OUTER ((index_t)" << s.outer << ")\n#define N ((index_t)" << s.n << ")\n#define INNER ((index_t)"
     << s.inner << ")\n#define LINES (OUTER * INNER)\n#define SD ((index_t)" << s.sd << ")\n#define CH ((index_t)"
     << scan_chunk(s, k) << ")\n";
+  if (k.mode == kColumnLookback)
+    c << "#define GROUPS ((index_t)" << scan_groups(s, k) << ")\n#define CHUNKS ((index_t)" << scan_chunks(s, k)
+      << ")\n";
   c << "struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };\n" << in_base_source(s);
   const bool row = k.mode == kRowWarp || k.mode == kRowBlock || k.mode == kRowSplit;
   if (row) c << row_helpers();
+  if (k.mode == kRowLanes)
+    c << "#define STAGED " << (k.vec == 1 && s.sd == 1 ? 1 : 0) << "\n" << row_lanes_source();
   c << "extern \"C\" __global__ void __launch_bounds__(BLOCK)\n"
        "cudal1_scan(const storage_t* __restrict__ in, storage_t* __restrict__ out, float* __restrict__ ws, "
        "int phase) {\n";
@@ -257,6 +262,8 @@ KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k) {
     case kRowBlock:
     case kRowSplit: c << row_block_body(); break;
     case kRowExact: c << row_exact_body(); break;
+    case kRowLanes: c << row_lanes_body(); break;
+    case kColumnLookback: c << column_lookback_body(); break;
     default: c << column_body(); break;
   }
   c << "}\n";

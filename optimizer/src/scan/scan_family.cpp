@@ -49,6 +49,16 @@ class ScanPlan final : public Plan {
       }
       if (s_.reassociate || s_.row_exact)
         for (int block : {128, 256}) add(kRowExact, 1, block, 1);
+      // ATen's tiles with a tile per lane (Note [Scans]): exact wherever kRowExact is; the widest loads, and on
+      // contiguous rows vec 1 = coalesced accesses transposed through shared memory. Only where the exact order
+      // is required: fp32 cumsum rows already reach the floor reassociated, and more strata dilute the tuner.
+      if (s_.row_exact && !s_.reassociate) {
+        std::vector<int> vecs = {s_.max_vec_row};
+        if (s_.max_vec_row > 1) vecs.push_back(1);  // vector loads need sd == 1: vec 1 is then the staged one
+        for (int vec : vecs)
+          for (int lanes : {4, 8, 16})
+            for (int block : {128, 256}) add(kRowLanes, vec, block, lanes);
+      }
       // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
       // size-1 dimensions, else only worth trying on short rows.
       if (s_.column_exact || (s_.reassociate && s_.n <= 64))
@@ -62,6 +72,15 @@ class ScanPlan final : public Plan {
           for (int splits : {4, 16, 64})
             if (s_.n >= 8 * splits)
               for (int block : {128, 256}) add(kColumnSplit, vec, block, splits);
+        // Single pass: up to 64 registers of data per thread, at most 64 chunks (each tile sums the totals of
+        // the chunks before it, a quadratic but L2-resident read).
+        if (s_.reassociate && s_.n >= 16)
+          for (int rows : {8, 16, 32})
+            for (int block : {128, 256}) {
+              const ScanKnobs k{kColumnLookback, vec, block, rows};
+              if (rows * vec <= 64 && scan_chunks(s_, k) <= 64 && scan_chunks(s_, k) * scan_groups(s_, k) <= kMax32)
+                add(kColumnLookback, vec, block, rows);
+            }
       }
     }
     return out;
@@ -69,7 +88,7 @@ class ScanPlan final : public Plan {
 
   std::vector<float> features(const Variant& v) const override {
     std::vector<float> knobs;
-    for (int m = kRowWarp; m <= kColumnSplit; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = kRowWarp; m <= kColumnLookback; ++m) knobs.push_back(v.get("mode") == m);
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
@@ -119,7 +138,7 @@ class ScanPlan final : public Plan {
 class ScanFamily final : public Family {
  public:
   const char* name() const override { return "scan"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }
   std::vector<std::string> ops() const override { return {"cumsum", "cumprod"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -216,12 +235,23 @@ void scan_exactness(ScanShape& s, int64_t ndim) {
 }
 
 int64_t scan_chunk(const ScanShape& s, const ScanKnobs& k) {
+  if (k.mode == kColumnLookback) return static_cast<int64_t>(k.block / 32) * k.splits;
   const int64_t c = (s.n + k.splits - 1) / k.splits;
   return (c + k.vec - 1) / k.vec * k.vec;
 }
 
+int64_t scan_groups(const ScanShape& s, const ScanKnobs& k) {
+  const int64_t cols = 32 * static_cast<int64_t>(k.vec);
+  return (s.outer * s.inner + cols - 1) / cols;
+}
+
+int64_t scan_chunks(const ScanShape& s, const ScanKnobs& k) {
+  const int64_t ch = scan_chunk(s, k);
+  return (s.n + ch - 1) / ch;
+}
+
 bool scan_is_exact(const ScanShape& s, const ScanKnobs& k) {
-  return (k.mode == kRowExact && s.row_exact) || (k.mode == kColumn && s.column_exact);
+  return ((k.mode == kRowExact || k.mode == kRowLanes) && s.row_exact) || (k.mode == kColumn && s.column_exact);
 }
 
 double scan_output_scaled_tolerance(const ScanShape& s, const ScanKnobs& k) {

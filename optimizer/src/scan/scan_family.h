@@ -9,8 +9,9 @@
 ///     then a Sklansky scan (Tx = 16 in torch 1.13; in torch 2.x Tx = 16 exactly when
 ///     ceil_log2(rows) - 9 <= ceil_log2(size) <= ceil_log2(rows), see aten_tile_threads);
 ///   - otherwise: one thread per column walking the dimension serially.
-/// Two of our techniques reproduce those associations step for step, rounding like ATen: `row_exact` (a warp
-/// per row, tiles of 32 = 2 x 16, Sklansky by shuffles) and `column` (serial per column). They are exact (only
+/// Three of our techniques reproduce those associations step for step, rounding like ATen: `row_exact` (a warp
+/// per row, tiles of 32 = 2 x 16, Sklansky by shuffles), `row_lanes` (the same combines, a tile per lane, see
+/// below) and `column` (serial per column). They are exact (only
 /// the last bit of NaN payloads or the sign of a zero sum may differ) wherever the association is the same:
 /// scan_exactness() says where. fp16/bf16 and cumprod are planned only with exact variants: an fp32-accumulated
 /// fp16 scan differs from ATen's by ATen's own rounding, which grows with the length (up to n * 2 u(dtype) *
@@ -21,6 +22,44 @@
 /// random inputs verification uses (so that a lost element still shows), see scan_output_scaled_tolerance().
 /// Declined: other dtypes, a dtype argument that converts, 0-d and empty tensors, bf16 below sm_80, fp16/bf16
 /// and cumprod shapes where no variant is exact, sizes past 32-bit grid/loop limits.
+///
+/// Reaching the memory floor (floor = input read once + output written once at ~4.15 TB/s on the H200):
+///   - Outer dims (kColumnSplit, [4096, 8192] f32 dim 0: 256 MiB moved, floor 64.5 us) read the input twice
+///     (chunk totals, then the scan from the carries): 3 passes, 1.5x the floor at best, measured 1.78x. Too few
+///     columns (8192) to stream without splitting the dimension: 62 columns per SM cannot keep the ~32 KiB per SM
+///     in flight that the floor needs. kColumnLookback keeps a tile (32 x VEC columns x BLOCK/32 x R rows) in
+///     registers (R x VEC <= 64 values per thread), publishes its column totals as 64-bit (flag, value) status
+///     words, sums the totals of the chunks before it (warp w takes chunks w, w + NW, ..., so the association is
+///     fixed and the result does not depend on timing, unlike a look-back that stops at the first inclusive
+///     prefix) and writes. Bytes: one read, one write, plus status: chunks x lines x 8 B written (2 MiB for 32
+///     chunks of 128 rows over 8192 columns) and sum_c c x that / chunks read from L2 (31 MiB), the memset of
+///     the status words (2 MiB): predicted 1.05-1.15x the floor (100 registers, 2 blocks of 256 per SM, 128 KiB
+///     of loads in flight per SM). At most 64 chunks: the look-back reads grow with chunks^2. A tile waits only
+///     on tiles of lower chunks, which have lower block indices and were dispatched first (CUB's assumption),
+///     and publishes before it waits: no deadlock.
+///   - Exact rows (ATen's Tx = 16 tiles, [8192, 4096] bf16: floor 32.3 us; cumprod f32 [4096, 4096] too).
+///     ATen (ScanUtils.cuh, tensor_kernel_scan_innermost_dim): tile t's element 0 becomes op(x0, carry), then
+///     Sklansky steps s = 1..Tx: element ti = (k / s) * 2s + s + k % s takes op(buf[ti], buf[ti - k % s - 1]),
+///     each combine rounded to the dtype; the carry is the tile's last element. kRowExact runs that with a warp
+///     per tile (5 shuffle levels plus a carry shuffle on the serial path, ~230 cycles a tile): a row is 128
+///     tiles, the 8192 rows are one wave of warps, so the kernel time is one row's latency (measured 2.35x the
+///     floor); it also needs 6 shuffles per 32 elements (~24 us of shuffle throughput for this tensor). The
+///     association itself is cheap enough: element e > 0 is op(S_e, out[2^hb(e) - 1]) where S_e (e's value
+///     before the step at its highest bit) does not depend on the carry, and the carry reaches the next tile
+///     through the six combines of elements 0, 1, 3, 7, 15, 31. kRowLanes gives each lane a whole tile in
+///     registers (16-byte loads where the row allows): 80 combines per tile (Sklansky's 2.5 per element,
+///     inherent to ATen's order) + 6 x SPLITS per step on the carry path (every lane evaluates the chain while
+///     the carry walks its row's SPLITS lanes), no shuffle inside a tile, one per tile on the carry path; the
+///     next tiles' loads are in flight meanwhile. Checked bit for bit on the host against a transcription of
+///     ATen's loop (fp16 sums and products, lengths 1-700, 4/8/16 lanes). Offered only where the exact order is
+///     required (fp32 cumsum rows are at the floor reassociated). bf16 costs 3-4 instructions a
+///     rounded combine: ~0.6 warp-instructions per element, ~19 us of issue for [8192, 4096] against the 32 us
+///     floor, so the exact order does not pin the speed above the floor; predicted 1.1-1.25x. Risk: a warp's
+///     16-byte accesses are 64/128 bytes apart (2x the L2 sector writes of coalesced stores), so vec 1 on
+///     contiguous rows is a staged variant instead: coalesced element loads and stores, transposed through 33
+///     floats of shared memory per lane (+~0.2 warp-instructions per element). cumprod f32 rounds for free:
+///     ~1.1x predicted either way.
+///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -38,6 +77,9 @@ enum ScanMode : int {
   kRowExact = 3,   ///< ATen's tile-of-32 Sklansky scan, rounded per step like ATen (Note [Scans])
   kColumn = 4,     ///< a thread per VEC columns, serial along the dimension, rounded per step like ATen
   kColumnSplit = 5,///< the dimension split in SPLITS chunks: chunk totals (phase 0), then serial from carries
+  kRowLanes = 6,   ///< kRowExact's association with a tile of 32 per lane, SPLITS lanes per row (Note [Scans])
+  kColumnLookback = 7,  ///< one launch: tiles of 32 x VEC columns x (BLOCK / 32) x SPLITS rows, each chunk
+                        ///< publishing its column totals and adding those of the chunks before it
 };
 
 /// One planned signature, viewed as [outer, n, inner] (the output is contiguous in that view).
@@ -60,7 +102,7 @@ struct ScanKnobs {
   int mode = kColumn;
   int vec = 1;
   int block = 256;
-  int splits = 1;  ///< kRowSplit / kColumnSplit
+  int splits = 1;  ///< kRowSplit / kColumnSplit: chunks; kRowLanes: lanes per row; kColumnLookback: rows per thread
 };
 
 /// Threads per tile row ATen 2.x uses for an innermost scan of `rows` rows of `size` (torch 1.13: always 16).
@@ -69,8 +111,12 @@ int aten_tile_threads(int64_t rows, int64_t size);
 /// Fills row_exact / column_exact / reassociate of `s` from its op, dtype, rank and dimension (Note [Scans]).
 void scan_exactness(ScanShape& s, int64_t ndim);
 
-/// Elements each split-mode chunk covers (a multiple of the vector width).
+/// Elements each split-mode chunk covers (a multiple of the vector width); rows of a kColumnLookback tile.
 int64_t scan_chunk(const ScanShape& s, const ScanKnobs& k);
+
+/// kColumnLookback: column groups (tiles across the lines) and chunks (tiles along the dimension).
+int64_t scan_groups(const ScanShape& s, const ScanKnobs& k);
+int64_t scan_chunks(const ScanShape& s, const ScanKnobs& k);
 
 /// Extra absolute tolerance of variant `k`, in fp32 eps x max|finite ATen output| (OutputTolerance), 0 for
 /// exact variants.
@@ -82,7 +128,14 @@ bool scan_is_exact(const ScanShape& s, const ScanKnobs& k);
 /// CUDA source of one variant: extern "C" cudal1_scan(in, out, workspace, phase).
 KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k);
 
-/// Binds a loaded module of variant `k` to `s`: one launch, or two with an fp32 workspace (split modes).
+/// Pieces of the single-pass techniques' source (scan_codegen_single_pass.cpp): kRowLanes' helpers and body,
+/// kColumnLookback's body.
+const char* row_lanes_source();
+const char* row_lanes_body();
+const char* column_lookback_body();
+
+/// Binds a loaded module of variant `k` to `s`: one launch, or two with an fp32 workspace (split modes), or a
+/// zeroed status workspace and one launch (kColumnLookback).
 std::unique_ptr<BoundKernel> make_scan_kernel(const ScanShape& s, const ScanKnobs& k,
                                               std::shared_ptr<LoadedModule> module);
 

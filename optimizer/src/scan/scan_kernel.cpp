@@ -1,5 +1,6 @@
 /// @brief The bound kernel of the scan family: checks the call against the plan and launches one phase, or two
-/// with an fp32 workspace of chunk totals (split techniques), on the call's stream.
+/// with an fp32 workspace of chunk totals (split techniques), or a zeroed status workspace then one phase
+/// (kColumnLookback), on the call's stream.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -25,6 +26,12 @@ class ScanKernel final : public BoundKernel {
       case kRowWarp:
       case kRowExact: grid_x_ = (s_.outer + k_.block / 32 - 1) / (k_.block / 32); break;
       case kRowBlock: grid_x_ = s_.outer; break;
+      case kRowLanes: grid_x_ = (s_.outer + k_.block / k_.splits - 1) / (k_.block / k_.splits); break;
+      case kColumnLookback:
+        grid_x_ = scan_groups(s_, k_) * scan_chunks(s_, k_);
+        workspace_ = 2 * lines * scan_chunks(s_, k_);  // a 64-bit status word per column and chunk
+        zero_workspace_ = true;
+        break;
       case kRowSplit:
         grid_x_ = s_.outer * k_.splits;
         workspace_ = s_.outer * k_.splits;
@@ -66,6 +73,11 @@ class ScanKernel final : public BoundKernel {
       if (workspace_ > 0) {
         ws = at::empty({workspace_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
+        if (zero_workspace_) {
+          const CUresult r = d.value()->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp), 0,
+                                                         static_cast<size_t>(workspace_), stream);
+          if (r != CUDA_SUCCESS) return cu_status(r, "cuMemsetD32Async", __FILE__, __LINE__);
+        }
       }
       const bool two_phase = k_.mode == kRowSplit || k_.mode == kColumnSplit;
       for (int phase = two_phase ? 0 : 1; phase <= 1; ++phase) {
@@ -86,7 +98,8 @@ class ScanKernel final : public BoundKernel {
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
-  int64_t grid_x_ = 1, grid_y_ = 1, workspace_ = 0;
+  int64_t grid_x_ = 1, grid_y_ = 1, workspace_ = 0;  ///< workspace_: fp32 words
+  bool zero_workspace_ = false;  ///< kColumnLookback's status words start at 0 (not published)
 };
 
 }  // namespace

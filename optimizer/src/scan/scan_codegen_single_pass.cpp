@@ -1,0 +1,240 @@
+/// @brief Kernel bodies of the two single-pass scan techniques (Note [Scans], "Reaching the memory floor"):
+/// kRowLanes (ATen's tile-of-32 association with a tile per lane) and kColumnLookback (columns split along the
+/// dimension, chunk totals published and summed by later chunks in one launch).
+#include "scan_family.h"
+
+namespace cudal1::optimizer::scan {
+
+const char* row_lanes_source() {
+  return R"(#if STAGED
+/// Loads the warp's next 32 tiles coalesced: rs[k] is element `lane` of lane k's tile (row row0 + k / SPLITS).
+__device__ __forceinline__ void load_staged(const storage_t* x, const index_t* roff, index_t row0, index_t b,
+                                            int lane, storage_t* rs) {
+#pragma unroll
+  for (int k = 0; k < 32; ++k) {
+    const index_t j = b + 32 * (k % SPLITS) + lane;
+    rs[k] = row0 + k / SPLITS < OUTER && j < N ? x[roff[k / SPLITS] + j] : to_storage(IDENT);
+  }
+}
+#else
+/// Loads the 32 elements of one tile (VEC per load; pads past the row with the identity).
+__device__ __forceinline__ void load_tile(const storage_t* x, index_t j0, bool live, vec_t* raw) {
+#pragma unroll
+  for (int i = 0; i < 32 / VEC; ++i) {
+    const index_t j = j0 + i * VEC;
+    if (live && j < N) {
+#if VEC > 1
+      raw[i] = *reinterpret_cast<const vec_t*>(x + j);
+#else
+      raw[i].v[0] = x[j * SD];
+#endif
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) raw[i].v[e] = to_storage(IDENT);
+    }
+  }
+}
+#endif
+/// The tile's last element from its carry: the combines on the path c -> 0 -> 1 -> 3 -> 7 -> 15 -> 31.
+__device__ __forceinline__ float chain_total(const float* a, float c) {
+  c = RND(OP(a[0], c));
+  c = RND(OP(a[1], c));
+  c = RND(OP(a[3], c));
+  c = RND(OP(a[7], c));
+  c = RND(OP(a[15], c));
+  return RND(OP(a[31], c));
+}
+)";
+}
+
+const char* row_lanes_body() {
+  return R"(  // SPLITS lanes per row, each holding one tile of 32 (ATen's 2 x Tx, Tx = 16) of the row's next 32 x SPLITS
+  // elements. A lane runs the combines of the tile's Sklansky scan that do not involve element 0 (every step of
+  // element e but the one at its highest bit), passes the carry through the path 0, 1, 3, 7, 15, 31 to the next
+  // lane (six combines per tile on the serial path, no shuffle inside the tile), then finishes each element
+  // e > 0 as OP(a[e], out[2^hb(e) - 1]): the combines kRowExact (and ATen) make, with the same operands.
+  // STAGED (contiguous rows, VEC 1): loads and stores coalesced, transposed through shared memory (33 floats a
+  // lane: conflict-free both ways); otherwise each lane loads its own tile, VEC elements at a time.
+  const int lane = threadIdx.x & 31, t = lane % SPLITS;
+  const index_t row0 = ((index_t)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32) * (32 / SPLITS);
+  if (row0 >= OUTER) return;  // whole warps leave together; the others keep every lane for the shuffles
+  const index_t row = row0 + lane / SPLITS;
+  const bool live = row < OUTER;
+  const int seg = lane & ~(SPLITS - 1);  // first lane of this row's segment
+#if STAGED
+  __shared__ float stage[BLOCK / 32][32 * 33];
+  float* sw = stage[threadIdx.x / 32];
+  const index_t my_off = in_base(live ? row : row0, 0);
+  index_t roff[32 / SPLITS];  // input offsets of the warp's rows
+#pragma unroll
+  for (int r = 0; r < 32 / SPLITS; ++r) roff[r] = __shfl_sync(FULL, my_off, r * SPLITS);
+  storage_t rs[32];
+  load_staged(in, roff, row0, 0, lane, rs);
+#else
+  const storage_t* x = in + in_base(live ? row : row0, 0);
+  storage_t* y = out + (live ? row : row0) * N;
+  vec_t raw[32 / VEC];
+  load_tile(x, (index_t)t * 32, live, raw);
+#endif
+  float carry = IDENT;
+  for (index_t base = 0; base < N; base += 32 * SPLITS) {
+    float a[32];
+#if STAGED
+#pragma unroll
+    for (int k = 0; k < 32; ++k) sw[33 * k + lane] = to_float(rs[k]);
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < 32; ++e) a[e] = sw[33 * lane + e];
+    __syncwarp();
+    load_staged(in, roff, row0, base + 32 * SPLITS, lane, rs);  // the next tiles, in flight meanwhile
+#else
+#pragma unroll
+    for (int i = 0; i < 32 / VEC; ++i)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) a[i * VEC + e] = to_float(raw[i].v[e]);
+    load_tile(x, base + 32 * SPLITS + (index_t)t * 32, live, raw);  // the next tiles, in flight meanwhile
+#endif
+#pragma unroll
+    for (int l = 0; l < 5; ++l)  // Sklansky step s = 2^l, fixed trip counts so that a[] stays in registers
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const int s = 1 << l;
+        if ((e & s) && e >= 2 * s) a[e] = RND(OP(a[e], a[(e & ~(2 * s - 1)) | (s - 1)]));
+      }
+    float c = carry, cin = carry;
+#pragma unroll
+    for (int q = 0; q < SPLITS; ++q) {
+      if (t == q) cin = c;
+      c = __shfl_sync(FULL, chain_total(a, c), seg | q);
+    }
+    carry = c;
+    a[0] = RND(OP(a[0], cin));
+#pragma unroll
+    for (int e = 1; e < 32; ++e) {
+      const int p = e >= 16 ? 16 : e >= 8 ? 8 : e >= 4 ? 4 : e >= 2 ? 2 : 1;  // highest power of two <= e
+      a[e] = RND(OP(a[e], a[p - 1]));
+    }
+#if STAGED
+#pragma unroll
+    for (int e = 0; e < 32; ++e) sw[33 * lane + e] = a[e];
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+      const index_t j = base + 32 * (k % SPLITS) + lane;
+      if (row0 + k / SPLITS < OUTER && j < N) out[(row0 + k / SPLITS) * N + j] = to_storage(sw[33 * k + lane]);
+    }
+    __syncwarp();
+#else
+#pragma unroll
+    for (int i = 0; i < 32 / VEC; ++i) {
+      const index_t j = base + (index_t)t * 32 + i * VEC;
+      if (!live || j >= N) continue;
+#if VEC > 1
+      vec_t r;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(a[i * VEC + e]);
+      *reinterpret_cast<vec_t*>(y + j) = r;
+#else
+      y[j] = to_storage(a[i]);
+#endif
+    }
+#endif
+  }
+)";
+}
+
+const char* column_lookback_body() {
+  return R"(  // A tile of 32 x VEC columns x CH rows (BLOCK / 32 warps of R = SPLITS rows each). Tile (chunk c, column
+  // group g) is blockIdx.x = c * GROUPS + g, so a chunk's predecessors have lower block indices and were
+  // dispatched first (the same assumption as CUB's single-pass scans): every tile publishes its column totals
+  // before it waits, and waits only on lower chunks, so some waited-on tile is always running or done.
+  // A status word is (1 << 32) | float bits; the workspace is zeroed before the launch (0 = not yet).
+  __shared__ float tot[NW][32 * VEC], part[NW][32 * VEC];
+  volatile unsigned long long* st = reinterpret_cast<volatile unsigned long long*>(ws);
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const index_t c = blockIdx.x / GROUPS, g = blockIdx.x % GROUPS;
+  const index_t col = (g * 32 + tx) * VEC;
+  const bool live = col < LINES;
+  const index_t o = live ? col / INNER : 0, i = live ? col % INNER : 0;
+  const storage_t* x = in + in_base(o, i);
+  storage_t* y = out + o * N * INNER + i;
+  const index_t lo = c * CH + (index_t)ty * SPLITS;
+  float v[SPLITS][VEC];
+#pragma unroll
+  for (int r = 0; r < SPLITS; ++r) {
+    const index_t k = lo + r;
+    if (live && k < N) {
+#if VEC > 1
+      const vec_t t = *reinterpret_cast<const vec_t*>(x + k * SD);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[r][e] = to_float(t.v[e]);
+#else
+      v[r][0] = to_float(x[k * SD]);
+#endif
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[r][e] = IDENT;
+    }
+  }
+#pragma unroll
+  for (int r = 1; r < SPLITS; ++r)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[r][e] = OP(v[r - 1][e], v[r][e]);
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) tot[ty][tx * VEC + e] = v[SPLITS - 1][e];
+  __syncthreads();
+  if (ty == 0 && live && c + 1 < CHUNKS) {  // publish this chunk's column totals
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      float a = IDENT;
+      for (int w = 0; w < NW; ++w) a = OP(a, tot[w][tx * VEC + e]);
+      st[c * LINES + col + e] = (1ull << 32) | __float_as_uint(a);
+    }
+  }
+  // Warp w sums the totals of chunks w, w + NW, ... below c (a fixed order: the result does not depend on timing).
+  float pre[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) pre[e] = IDENT;
+  if (live)
+    for (index_t p = ty; p < c; p += NW) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        unsigned long long w = st[p * LINES + col + e];
+        while ((w >> 32) == 0) {
+#if __CUDA_ARCH__ >= 700
+          __nanosleep(64);
+#endif
+          w = st[p * LINES + col + e];
+        }
+        pre[e] = OP(pre[e], __uint_as_float((unsigned)w));
+      }
+    }
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) part[ty][tx * VEC + e] = pre[e];
+  __syncthreads();
+  // Exclusive prefix of this thread's rows: earlier chunks (warp partials in order), then earlier warps' rows.
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    float a = IDENT;
+    for (int w = 0; w < NW; ++w) a = OP(a, part[w][tx * VEC + e]);
+    for (int w = 0; w < ty; ++w) a = OP(a, tot[w][tx * VEC + e]);
+    pre[e] = a;
+  }
+  if (!live) return;
+#pragma unroll
+  for (int r = 0; r < SPLITS; ++r) {
+    const index_t k = lo + r;
+    if (k >= N) break;
+#if VEC > 1
+    vec_t t;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) t.v[e] = to_storage(OP(pre[e], v[r][e]));
+    *reinterpret_cast<vec_t*>(y + k * INNER) = t;
+#else
+    y[k * INNER] = to_storage(OP(pre[0], v[r][0]));
+#endif
+  }
+)";
+}
+
+}  // namespace cudal1::optimizer::scan
