@@ -19,19 +19,20 @@ int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k) {
 
 namespace {
 
-// KIND 0: sum/mean; 1: amax/amin; 2: (value, index); 3: var/std. GREATER: max rather than min.
+// KIND 0: sum/mean; 1: amax/amin; 2: (value, index); 3: var/std. GREATER: max rather than min. ELEM(x): the
+// term an element contributes (x; a norm's |x|, x * x, ...), PROJECT(v): the result of the sum (v; sqrtf, ...).
 const char* kAccumulators = R"(#define IS_NAN(v) ((v) != (v))
 #if KIND == 0
 struct acc_t { float v; };
 __device__ __forceinline__ acc_t acc_init() { return acc_t{0.f}; }
 __device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) { return acc_t{a.v + b.v}; }
-__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a.v += x; }
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a.v += ELEM(x); }
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) {
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) {
 #if MEAN
-  y[o] = to_storage(a.v * MEAN_FACTOR);  // ATen's MeanOps::project
+  y[o] = to_out(a.v * MEAN_FACTOR);  // ATen's MeanOps::project
 #else
-  y[o] = to_storage(a.v);
+  y[o] = to_out(PROJECT(a.v));
 #endif
 }
 #elif KIND == 1
@@ -41,9 +42,9 @@ __device__ __forceinline__ acc_t acc_init() { return acc_t{GREATER ? NEG_INF : P
 __device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) {
   return (IS_NAN(a.v) || (GREATER ? a.v > b.v : a.v < b.v)) ? a : b;
 }
-__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a = acc_combine(acc_t{x}, a); }
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a = acc_combine(acc_t{ELEM(x)}, a); }
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) { y[o] = to_storage(a.v); }
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) { y[o] = to_out(a.v); }
 #elif KIND == 2
 // ATen's GreaterOrNan / LessOrNan (SharedReduceOps.h): NaN wins, equal values (and NaNs) go to the lower
 // index. A total order on (value, index), so the result does not depend on the combine order.
@@ -65,9 +66,9 @@ __device__ __forceinline__ void acc_push(acc_t& a, float x, long long r) {
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
   return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o), __shfl_xor_sync(0xffffffffu, a.i, o)};
 }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long* yi, index_t o) {
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long* yi, index_t o) {
 #if HAS_VALUES
-  y[o] = to_storage(a.v);
+  y[o] = to_out(a.v);
 #endif
   yi[o] = a.i;
 }
@@ -84,13 +85,13 @@ __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
   return acc_t{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
                __shfl_xor_sync(0xffffffffu, a.m2, o)};
 }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) {
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) {
   const float divisor = a.n > CORRECTION ? a.n - CORRECTION : 0.f;
   const float var = a.m2 / divisor;
 #if TAKE_SQRT
-  y[o] = to_storage(sqrtf(var));
+  y[o] = to_out(sqrtf(var));
 #else
-  y[o] = to_storage(var);
+  y[o] = to_out(var);
 #endif
 }
 #endif
@@ -134,7 +135,7 @@ __device__ __forceinline__ acc_t row_range(const storage_t* __restrict__ x, inde
   return a;
 }
 extern "C" __global__ void __launch_bounds__(BLOCK)
-cudal1_reduce(const storage_t* __restrict__ x, storage_t* __restrict__ y, long long* __restrict__ yi,
+cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long* __restrict__ yi,
               acc_t* __restrict__ ws, int phase) {
 #if MODE == 0
   const int lane = threadIdx.x % 32;
@@ -231,27 +232,53 @@ std::string float_bits(float f) {
   return o.str();
 }
 
-int kind_of(Reduction op) {
-  switch (op) {
+int kind_of(const ReduceShape& s) {
+  switch (s.op) {
     case Reduction::kSum: case Reduction::kMean: return 0;
     case Reduction::kAmax: case Reduction::kAmin: return 1;
     case Reduction::kVar: case Reduction::kStd: return 3;
+    case Reduction::kNorm: return s.ord == NormOrd::kInf || s.ord == NormOrd::kNegInf ? 1 : 0;
     default: return 2;
   }
+}
+
+/// `out_t`, `to_out(float)`, and the ELEM / PROJECT macros of the accumulators (a norm's term and projection as
+/// ATen's NormZeroOps ... NormOps compute them in fp32; identity for the other ops).
+void elem_and_projection(std::ostringstream& o, const ReduceShape& s) {
+  if (s.out_dtype == s.dtype) {
+    o << "typedef storage_t out_t;\n#define to_out to_storage\n";
+  } else {  // a norm's dtype=float of fp16/bf16 input
+    o << "typedef float out_t;\n__device__ __forceinline__ float to_out(float f) { return f; }\n";
+  }
+  const char* elem = "(x)";
+  const char* project = "(v)";
+  if (s.op == Reduction::kNorm) {
+    switch (s.ord) {
+      case NormOrd::kZero: elem = "((x) == 0.f ? 0.f : 1.f)"; break;  // NaN counts
+      case NormOrd::kOne: case NormOrd::kInf: case NormOrd::kNegInf: elem = "fabsf(x)"; break;
+      case NormOrd::kTwo: elem = "((x) * (x))", project = "sqrtf(v)"; break;
+      case NormOrd::kP: elem = "powf(fabsf(x), NORM_P)", project = "powf((v), NORM_INV_P)"; break;
+    }
+  }
+  // ATen: pow(|x|, acc_t(p)) and pow(s, acc_t(1.0) / acc_t(p)), the division in fp32.
+  o << "#define NORM_P " << float_bits(s.norm_p) << "\n#define NORM_INV_P " << float_bits(1.f / s.norm_p)
+    << "\n#define ELEM(x) " << elem << "\n#define PROJECT(v) " << project << "\n";
 }
 
 }  // namespace
 
 KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
   const Reduction op = s.op;
-  const bool greater = op == Reduction::kAmax || op == Reduction::kMaxDim || op == Reduction::kArgmax;
+  const bool greater = op == Reduction::kAmax || op == Reduction::kMaxDim || op == Reduction::kArgmax ||
+                       (op == Reduction::kNorm && s.ord == NormOrd::kInf);
   std::ostringstream o;
   o << "// cudal1 reduce: op=" << static_cast<int>(op) << " " << c10::toString(s.dtype) << " O=" << s.outputs
     << " K=" << s.length << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " splits=" << k.splits
     << " ty=" << k.ty << "\n";
   o << "typedef int index_t;  // extent < 2^31 (planned)\n" << dtype_prelude(s.dtype);
+  elem_and_projection(o, s);
   o << "#define NEG_INF __int_as_float(0xff800000u)\n#define POS_INF __int_as_float(0x7f800000u)\n";
-  o << "#define KIND " << kind_of(op) << "\n#define GREATER " << (greater ? 1 : 0) << "\n#define MEAN "
+  o << "#define KIND " << kind_of(s) << "\n#define GREATER " << (greater ? 1 : 0) << "\n#define MEAN "
     << (op == Reduction::kMean ? 1 : 0) << "\n#define HAS_VALUES " << (s.has_values() ? 1 : 0)
     << "\n#define TAKE_SQRT " << (op == Reduction::kStd ? 1 : 0) << "\n#define MEAN_FACTOR "
     << float_bits(s.mean_factor) << "\n#define CORRECTION " << float_bits(s.correction) << "\n";

@@ -77,7 +77,8 @@ class ReducePlan final : public Plan {
     knobs.push_back(sp > 64);
     for (int x : kTys) knobs.push_back(v.get("ty") == x);
     const int64_t k = s_.length, o = s_.outputs;
-    const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd;
+    const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd ||
+                            (s_.op == Reduction::kNorm && s_.ord == NormOrd::kP);  // powf per element
     const std::vector<float> ctx = {1.f,
                                     k <= 1024 ? 1.f : 0.f,
                                     k > 1024 && k <= 16384 ? 1.f : 0.f,
@@ -128,10 +129,10 @@ class ReducePlan final : public Plan {
 class ReduceFamily final : public Family {
  public:
   const char* name() const override { return "reduce"; }
-  int version() const override { return 2; }  // 2: ordered push for (value, index)
+  int version() const override { return 3; }  // 2: ordered push for (value, index); 3: norms, out_t
   std::vector<std::string> ops() const override {
-    return {"sum.dim_IntList", "mean.dim", "amax",   "amin",           "max.dim",
-            "min.dim",         "argmax",   "argmin", "var.correction", "std.correction"};
+    return {"sum.dim_IntList", "mean.dim", "amax",           "amin",           "max.dim",           "min.dim",
+            "argmax",          "argmin",   "var.correction", "std.correction", "linalg_vector_norm"};
   }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
