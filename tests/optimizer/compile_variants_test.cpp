@@ -230,6 +230,7 @@ TEST_P(CompileVariants, EveryReduceVariant) {
       contig("sum.dim_IntList", at::kHalf, {3, 5}, c10::IValue(), true),
       contig("argmax", at::kFloat, {4096, 512}, c10::IValue(int64_t{0})),
       testing::reduce_problem("amax", at::kFloat, {9, 31}, {64, 2}, dims({1}), false, c10::IValue(), sm, 5),
+      contig("max.dim", at::kFloat, {4, 64, 33}, c10::IValue(int64_t{1})),  // odd columns: column tiles, vec 1
   };
   // linalg_vector_norm: every ord class (ord 2 rows, ord 1 columns, inf/-inf, 0, p), dtype=float of fp16/bf16,
   // every dim (one output), a transposed input.

@@ -112,6 +112,23 @@ __device__ __forceinline__ acc_t block_combine(acc_t a, acc_t* red) {
 #endif
   return a;
 }
+// The column tile's running state (mode 4). (value, index) runs in 32 bits (K < 2^31, planned), started as
+// (+-inf, the thread's first r): the first push then leaves exactly that element, so each later push in increasing
+// r replaces only a strictly greater (smaller) value or a NaN over a non-NaN (GreaterOrNan / LessOrNan with the
+// lower index kept): two compares. A thread without rows contributes acc_init(). Other kinds run their acc_t.
+#if KIND == 2
+struct run_t { float v; int i; };
+__device__ __forceinline__ run_t run_init(index_t r) { return run_t{GREATER ? NEG_INF : POS_INF, r}; }
+__device__ __forceinline__ void run_push(run_t& a, float x, index_t r) {
+  if (a.v == a.v && !(GREATER ? a.v >= x : a.v <= x)) a = run_t{x, r};
+}
+__device__ __forceinline__ acc_t run_acc(run_t a, bool any) { return any ? acc_t{a.v, (long long)a.i} : acc_init(); }
+#else
+typedef acc_t run_t;
+__device__ __forceinline__ run_t run_init(index_t) { return acc_init(); }
+__device__ __forceinline__ void run_push(run_t& a, float x, index_t r) { acc_push(a, x, r); }
+__device__ __forceinline__ acc_t run_acc(run_t a, bool) { return a; }
+#endif
 )";
 
 const char* kBody = R"(struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
@@ -133,6 +150,15 @@ __device__ __forceinline__ acc_t row_range(const storage_t* __restrict__ x, inde
   for (index_t j = j0 + lane; j < j1; j += step) acc_push(a, to_float(x[base + red_off(j)]), j);
 #endif
   return a;
+}
+/// Phase 1 of the column modes: output o merges its S chunk partials ws[p * O + o] in order.
+__device__ __forceinline__ void column_second_pass(const acc_t* __restrict__ ws, out_t* __restrict__ y,
+                                                   long long* __restrict__ yi) {
+  const index_t o = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (o >= O) return;
+  acc_t a = acc_init();
+  for (index_t p = 0; p < S; ++p) a = acc_combine(a, ws[p * O + o]);
+  acc_store(a, y, yi, o);
 }
 extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long* __restrict__ yi,
@@ -163,17 +189,74 @@ cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long*
   for (index_t t = threadIdx.x; t < S; t += BLOCK) a = acc_combine(a, ws[o * S + t]);
   a = block_combine(a, red);
   if (threadIdx.x == 0) acc_store(a, y, yi, o);
+#elif MODE == 4
+  // Column tile: block x owns TILE = 32 * CPT * VEC neighbouring outputs, lane l the vectors c = x * 32 * CPT +
+  // j * 32 + l (j < CPT), so each warp load covers 32 neighbouring vectors; warp w reduces rows r0 + w, r0 + w + NW,
+  // ... of chunk blockIdx.y, UNR rows of loads in flight before they are pushed; the NW partials meet in shared
+  // memory (acc_combine); with S > 1 chunks meet in phase 1 (ws[S][O]). A column past O re-reads column 0 (no
+  // branch in the loop) and is not stored.
+  if (phase == 1) return column_second_pass(ws, y, yi);
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const index_t r0 = (index_t)blockIdx.y * CH, r1 = r0 + CH < K ? r0 + CH : K;
+  index_t base[CPT];
+  bool live[CPT];
+#pragma unroll
+  for (int j = 0; j < CPT; ++j) {
+    const index_t c = ((index_t)blockIdx.x * CPT + j) * 32 + lane;
+    live[j] = c < O / VEC;
+    base[j] = kept_off(live[j] ? c * VEC : 0);
+  }
+  run_t run[CPT * VEC];
+#pragma unroll
+  for (int q = 0; q < CPT * VEC; ++q) run[q] = run_init(r0 + w);
+  index_t r = r0 + w;
+  for (; r + (UNR - 1) * NW < r1; r += UNR * NW) {
+    vec_t t[UNR][CPT];
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) {
+      const index_t off = red_off(r + u * NW);
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) t[u][j] = *reinterpret_cast<const vec_t*>(x + base[j] + off);
+    }
+#pragma unroll
+    for (int u = 0; u < UNR; ++u)
+#pragma unroll
+      for (int j = 0; j < CPT; ++j)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t[u][j].v[e]), r + u * NW);
+  }
+  for (; r < r1; r += NW) {
+    const index_t off = red_off(r);
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) {
+      const vec_t t = *reinterpret_cast<const vec_t*>(x + base[j] + off);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t.v[e]), r);
+    }
+  }
+  __shared__ acc_t part[BLOCK * CPT * VEC];
+  const bool any = r0 + w < r1;
+#pragma unroll
+  for (int q = 0; q < CPT * VEC; ++q) part[threadIdx.x * CPT * VEC + q] = run_acc(run[q], any);
+  __syncthreads();
+  if (w != 0) return;
+#pragma unroll
+  for (int j = 0; j < CPT; ++j) {
+    if (!live[j]) continue;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const int q = j * VEC + e;
+      acc_t a = part[lane * CPT * VEC + q];
+      for (int k = 1; k < NW; ++k) a = acc_combine(a, part[(k * 32 + lane) * CPT * VEC + q]);
+      const index_t o = (((index_t)blockIdx.x * CPT + j) * 32 + lane) * VEC + e;
+      if (S == 1) acc_store(a, y, yi, o);
+      else ws[(index_t)blockIdx.y * O + o] = a;
+    }
+  }
 #else
   // Thread (tx, ty) owns outputs c * VEC ... c * VEC + VEC - 1 and reduces r = r0 + ty, r0 + ty + TY, ... of
   // chunk blockIdx.y; the TY partials meet in shared memory; with S > 1 chunks meet in phase 1 (ws[S][O]).
-  if (phase == 1) {
-    const index_t o = (index_t)blockIdx.x * BLOCK + threadIdx.x;
-    if (o >= O) return;
-    acc_t a = acc_init();
-    for (index_t p = 0; p < S; ++p) a = acc_combine(a, ws[p * O + o]);
-    acc_store(a, y, yi, o);
-    return;
-  }
+  if (phase == 1) return column_second_pass(ws, y, yi);
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
   const index_t c = (index_t)blockIdx.x * TX + tx;
   const bool live = c < O / VEC;
@@ -283,9 +366,10 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
     << "\n#define TAKE_SQRT " << (op == Reduction::kStd ? 1 : 0) << "\n#define MEAN_FACTOR "
     << float_bits(s.mean_factor) << "\n#define CORRECTION " << float_bits(s.correction) << "\n";
   o << "#define MODE " << k.mode << "\n#define VEC " << k.vec << "\n#define BLOCK " << k.block << "\n#define TY "
-    << k.ty << "\n#define TX (BLOCK / TY)\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
+    << k.ty << "\n#define TX (BLOCK / TY)\n#define NW (BLOCK / 32)\n#define CPT " << k.ty
+    << "\n#define UNR (CPT * VEC >= 2 ? 4 : 8)\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
     << s.outputs << ")\n#define K ((index_t)" << s.length << ")\n#define NV ((index_t)"
-    << (k.mode == 3 ? s.length : s.length / k.vec) << ")\n#define CH ((index_t)"
+    << (k.mode >= 3 ? s.length : s.length / k.vec) << ")\n#define CH ((index_t)"
     << (k.mode >= 2 ? chunk_length(s, k) : 1) << ")\n";
   offset_map(o, "kept_off", s.kept_sizes, s.kept_strides);
   offset_map(o, "red_off", s.red_sizes, s.red_strides);

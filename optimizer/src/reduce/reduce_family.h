@@ -13,8 +13,11 @@
 /// 16-byte vector loads when the reduced block is one stride-1 run), rows split over several blocks with a
 /// second pass through a workspace (few long rows), or a thread per kept column looping over r (columns: kept
 /// dims contiguous, coalesced across threads, vector loads over neighbouring columns), optionally with several
-/// threads per column (shared-memory combine) and r split over blockIdx.y (second pass). Every mode is correct
-/// for every layout; the space only offers the ones that can be fast.
+/// threads per column (shared-memory combine) and r split over blockIdx.y (second pass), or a column tile (mode 4:
+/// lane l of every warp owns vectors l, l + 32, ... of the block's 32 * CPT * VEC neighbouring columns, the warps
+/// split r, UNR rows of loads in flight per thread; (value, index) runs as (float, int32) with a two-compare push,
+/// see run_push; one shared-memory combine). Every mode is correct for every layout; the space only offers the
+/// ones that can be fast.
 /// Exactness: max/min/argmax/argmin use ATen's comparison (SharedReduceOps.h GreaterOrNan/LessOrNan: NaN wins,
 /// the lowest index among equal values or among NaNs), a total order, so any combine order gives ATen's indices
 /// bit for bit; amax/amin propagate NaN (MaxNanFunctor). mean multiplies the fp32 sum by ATen's factor
@@ -29,7 +32,8 @@
 /// list (but a norm's), repeated or out-of-range dims, bf16 before sm_80, inputs whose extent needs 64-bit
 /// indexing, var/std and ord-0 norms over 2^24+ elements (fp32 counts), norms over one element (ATen returns
 /// abs(x) or x != 0 without squaring: no overflow), norms of ord p outside 0.25 <= |p| <= 16 (below, the
-/// tolerance grows as 1/|p|, see output_tolerance; above, |x|^p overflows fp32), anything the arguments do not pin down.
+/// tolerance grows as 1/|p|, see output_tolerance; above, |x|^p overflows fp32), anything the arguments do not
+/// pin down.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -69,11 +73,12 @@ struct ReduceShape {
 
 /// Technique choice (Note [Reductions]).
 struct ReduceKnobs {
-  int mode = 1;     ///< 0: warp per output; 1: block per output; 2: split rows, second pass; 3: thread per column
-  int vec = 1;      ///< elements per load (over r in modes 0-2, over outputs in mode 3)
+  int mode = 1;     ///< 0: warp per output; 1: block per output; 2: split rows, second pass; 3: thread per column;
+                    ///< 4: column tile (a warp per 32 neighbouring vectors of columns, warps split r)
+  int vec = 1;      ///< elements per load (over r in modes 0-2, over outputs in modes 3-4)
   int block = 256;  ///< threads per block
-  int splits = 1;   ///< mode 2: chunks per row; mode 3: chunks of r over blockIdx.y (second pass when > 1)
-  int ty = 1;       ///< mode 3: threads per column within a block
+  int splits = 1;   ///< mode 2: chunks per row; modes 3-4: chunks of r over blockIdx.y (second pass when > 1)
+  int ty = 1;       ///< mode 3: threads per column within a block; mode 4: vectors of columns per thread (CPT)
 };
 
 /// Parses a call into a shape, or declines it with Unsupported (Note [Reductions]).

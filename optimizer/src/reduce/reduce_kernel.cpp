@@ -77,7 +77,7 @@ class ReduceKernel final : public BoundKernel {
       if (reinterpret_cast<uintptr_t>(xp) % align_) return Status(Code::kUnsupported, "input not aligned for the vector width");
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
       const int64_t o = s_.outputs;
-      const bool second = k_.mode == 2 || (k_.mode == 3 && k_.splits > 1);
+      const bool second = k_.mode == 2 || (k_.mode >= 3 && k_.splits > 1);
       at::Tensor ws;
       void* wsp = nullptr;
       if (second) {
@@ -90,6 +90,15 @@ class ReduceKernel final : public BoundKernel {
           case 0: gx = grid_dim((o + k_.block / 32 - 1) / (k_.block / 32)); break;
           case 1: gx = grid_dim(o); break;
           case 2: gx = grid_dim(phase == 0 ? o * k_.splits : o); break;
+          case 4:
+            if (phase == 0) {
+              const int64_t tile = 32 * k_.ty;  // vectors of columns per block
+              gx = grid_dim((o / k_.vec + tile - 1) / tile);
+              gy = static_cast<unsigned>(k_.splits);
+            } else {
+              gx = grid_dim((o + k_.block - 1) / k_.block);
+            }
+            break;
           default:
             if (phase == 0) {
               const int64_t tx = k_.block / k_.ty;

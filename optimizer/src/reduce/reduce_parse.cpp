@@ -140,7 +140,8 @@ Status parse_norm_args(const Problem& p, ReduceShape* s) {
   else if (ord == 1) s->ord = NormOrd::kOne;
   else if (ord == 2) s->ord = NormOrd::kTwo;
   else if (std::isinf(ord)) s->ord = ord > 0 ? NormOrd::kInf : NormOrd::kNegInf;
-  else if (std::isnan(ord) || std::fabs(ord) < 0.25 || std::fabs(ord) > 16) return unsupported("ord outside 0.25 <= |p| <= 16");
+  else if (std::isnan(ord) || std::fabs(ord) < 0.25 || std::fabs(ord) > 16)
+    return unsupported("ord outside 0.25 <= |p| <= 16");
   else s->ord = NormOrd::kP, s->norm_p = static_cast<float>(ord);
   const c10::IValue& dt = p.args[4].value;
   if (dt.isNone()) return Status();
