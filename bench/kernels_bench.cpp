@@ -188,6 +188,14 @@ int main(int argc, char** argv) {
        [](auto& x) { return at::sum(x, {-1}); }},
       {"var f32 [4096,4096] dim0 (columns)", [&] { return at::randn({4096, 4096}, f32); },
        [](auto& x) { return at::var(x, {0}); }},
+      {"vector_norm f32 [4096,8192] dim -1 ord 2", [&] { return at::randn({4096, 8192}, f32); },
+       [](auto& x) { return at::linalg_vector_norm(x, 2, {-1}); }},
+      {"vector_norm bf16 [8192,4096] dim -1 ord 2 (LLM row norms)", [&] { return at::randn({8192, 4096}, bf16); },
+       [](auto& x) { return at::linalg_vector_norm(x, 2, {-1}); }},
+      {"vector_norm f32 [16,64,256,256] all dims ord 2 (KernelBench L1_37)",
+       [&] { return at::randn({16, 64, 256, 256}, f32); }, [](auto& x) { return at::linalg_vector_norm(x, 2); }},
+      {"vector_norm f32 [4096,4096] dim 0 ord 1", [&] { return at::randn({4096, 4096}, f32); },
+       [](auto& x) { return at::linalg_vector_norm(x, 1, {0}); }},
       // Binary family: the second operand is made once (static) so that it is not re-created per call; its
       // bytes are counted as extra.
       {"add bf16 [8192,4096] + bias [4096]", [&] { return at::randn({8192, 4096}, bf16); },

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -199,15 +200,64 @@ Problem scan(Rng& rng, int sm) {
   return testing::scan_problem(rng() % 3 ? "cumsum" : "cumprod", dt, sizes, {}, dim, sm, 0, dtype_arg);
 }
 
-/// Reductions: every op over random dims (one, several, none) of random layouts, keepdim both ways.
+/// Distinct dims of a rank-`rank` tensor, 1..rank of them in random order, some negative.
+std::vector<int64_t> draw_dims(Rng& rng, int rank) {
+  std::vector<int> order(rank);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int64_t> ds;
+  for (int i = 0; i < 1 + static_cast<int>(rng() % rank); ++i) ds.push_back(order[i] - (rng() % 2 ? rank : 0));
+  return ds;
+}
+
+/// linalg_vector_norm: every ord class (0, 1, 2 as int or double, inf, -inf, other p, one declined p), dims as
+/// None, [] or a list, keepdim both ways, dtype= None, the input's, fp32 (widening fp16/bf16) or a declined one.
+Problem vector_norm(Rng& rng, int sm, int rank, const std::vector<int64_t>& sizes, c10::ScalarType dt) {
+  const double inf = std::numeric_limits<double>::infinity();
+  c10::IValue ord;
+  switch (rng() % 12) {
+    case 0: ord = 0.0; break;
+    case 1: ord = int64_t{1}; break;
+    case 2: case 3: ord = 2.0; break;
+    case 4: ord = int64_t{2}; break;
+    case 5: ord = inf; break;
+    case 6: ord = -inf; break;
+    case 7: ord = int64_t{3}; break;
+    case 8: ord = 0.5; break;
+    case 9: ord = -1.0; break;
+    case 10: ord = 2.5; break;
+    default: ord = 0.1;  // outside 0.25 <= |p| <= 16: declined
+  }
+  c10::IValue dim;
+  switch (rng() % 6) {
+    case 0: break;  // None: every dim
+    case 1: dim = std::vector<int64_t>{}; break;  // []: every dim too
+    default: dim = draw_dims(rng, rank);
+  }
+  c10::IValue dtype;
+  switch (rng() % 8) {
+    case 0: dtype = static_cast<int64_t>(dt); break;
+    case 1: case 2: dtype = static_cast<int64_t>(at::kFloat); break;  // widens fp16/bf16
+    case 3: dtype = static_cast<int64_t>(rng() % 2 ? at::kDouble : at::kHalf); break;  // declined or narrowing
+    default: break;
+  }
+  Problem p = testing::vector_norm_problem(dt, sizes, {}, ord, dim, rng() % 2 == 0, dtype, sm);
+  p.args[0] = tensor(rng, dt, sizes, 4);  // contiguous, permuted, sliced or stepped
+  return p;
+}
+
+/// Reductions: every op over random dims (one, several, none) of random layouts, keepdim both ways; a quarter of
+/// the draws are linalg_vector_norm.
 Problem reduction(Rng& rng, int sm) {
   static const char* specs[] = {"sum.dim_IntList", "mean.dim", "amax",   "amin",           "max.dim",
                                 "min.dim",         "argmax",   "argmin", "var.correction", "std.correction"};
-  const std::string spec = specs[rng() % 10];
-  const std::string op = spec.substr(0, spec.find('.'));
+  const size_t pick_op = rng() % 40;
   const int rank = 1 + static_cast<int>(rng() % 5);
   const auto sizes = draw_sizes(rng, rank);
   const c10::ScalarType dt = draw_dtype(rng);
+  if (pick_op >= 30) return vector_norm(rng, sm, rank, sizes, dt);
+  const std::string spec = specs[pick_op % 10];
+  const std::string op = spec.substr(0, spec.find('.'));
   auto any_dim = [&] { return static_cast<int64_t>(rng() % (2 * rank)) - rank; };  // negative or not
   c10::IValue dim;
   if (op == "max" || op == "min" || ((op == "argmax" || op == "argmin") && rng() % 4 != 0)) {
@@ -215,12 +265,7 @@ Problem reduction(Rng& rng, int sm) {
   } else if (op == "argmax" || op == "argmin" || (op != "amax" && op != "amin" && rng() % 6 == 0)) {
     dim = c10::IValue();  // None: every dim (flattened for argmax/argmin)
   } else {  // one or more distinct dims, in random order, some negative
-    std::vector<int> order(rank);
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    std::vector<int64_t> ds;
-    for (int i = 0; i < 1 + static_cast<int>(rng() % rank); ++i) ds.push_back(order[i] - (rng() % 2 ? rank : 0));
-    dim = ds;
+    dim = draw_dims(rng, rank);
   }
   c10::IValue extra;
   if (op == "sum" || op == "mean") {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <tuple>
 #include <thread>
 
@@ -233,7 +234,26 @@ TEST_P(CompileVariants, EveryReduceVariant) {
       contig("sum.dim_IntList", at::kHalf, {3, 5}, c10::IValue(), true),
       contig("argmax", at::kFloat, {4096, 512}, c10::IValue(int64_t{0})),
       testing::reduce_problem("amax", at::kFloat, {9, 31}, {64, 2}, dims({1}), false, c10::IValue(), sm, 5),
+      contig("max.dim", at::kFloat, {4, 64, 33}, c10::IValue(int64_t{1})),  // odd columns: column tiles, vec 1
   };
+  // linalg_vector_norm: every ord class (ord 2 rows, ord 1 columns, inf/-inf, 0, p), dtype=float of fp16/bf16,
+  // every dim (one output), a transposed input.
+  const double inf = std::numeric_limits<double>::infinity();
+  const c10::IValue f32(static_cast<int64_t>(at::kFloat));
+  auto norm = [&](c10::ScalarType dt, std::vector<int64_t> sizes, c10::IValue ord, c10::IValue dim,
+                  c10::IValue dtype = c10::IValue()) {
+    const auto st = contiguous(sizes);
+    return testing::vector_norm_problem(dt, std::move(sizes), st, std::move(ord), std::move(dim), false,
+                                        std::move(dtype), sm);
+  };
+  problems.push_back(norm(at::kBFloat16, {64, 4096}, c10::IValue(2.0), dims({-1})));
+  problems.push_back(norm(at::kFloat, {512, 300}, c10::IValue(int64_t{1}), dims({0})));
+  problems.push_back(norm(at::kHalf, {33, 17, 5}, c10::IValue(inf), dims({0, 2}), f32));
+  problems.push_back(norm(at::kFloat, {16, 64, 256}, c10::IValue(-inf), c10::IValue()));
+  problems.push_back(norm(at::kBFloat16, {8, 40000}, c10::IValue(0.0), dims({1}), f32));
+  problems.push_back(norm(at::kFloat, {7, 1000}, c10::IValue(-1.5), dims({1})));
+  problems.push_back(testing::vector_norm_problem(at::kHalf, {100, 64}, {1, 100}, c10::IValue(3.0), dims({1}), true,
+                                                  c10::IValue(), sm));
   expect_all_compile(plan_all(f, problems), sm);
 }
 

@@ -162,6 +162,16 @@ inline optimizer::Problem reduce_problem(const std::string& spec, c10::ScalarTyp
   return p;
 }
 
+/// A linalg_vector_norm signature: (self, Scalar ord, int[1]? dim, bool keepdim, *, ScalarType? dtype).
+inline optimizer::Problem vector_norm_problem(c10::ScalarType dt, std::vector<int64_t> sizes,
+                                              std::vector<int64_t> strides, c10::IValue ord, c10::IValue dim,
+                                              bool keepdim = false, c10::IValue dtype = c10::IValue(), int sm = 90,
+                                              int64_t offset = 0) {
+  return problem("linalg_vector_norm", sm,
+                 {tensor_arg(dt, std::move(sizes), std::move(strides), offset), value_arg(std::move(ord)),
+                  value_arg(std::move(dim)), value_arg(keepdim), value_arg(std::move(dtype))});
+}
+
 /// An int-list argument value (dims).
 inline c10::IValue dims(std::vector<int64_t> d) { return c10::IValue(std::move(d)); }
 

@@ -2,6 +2,8 @@
 /// strides, dtypes), its "outputs x reduced" mapping, and its space (Note [Reductions]).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "cudal1/optimizer/family.h"
@@ -158,11 +160,18 @@ TEST(ReducePlan, SpaceFitsTheLayout) {
   EXPECT_EQ(modes, (std::set<int>{1, 2, 3}));
   for (const auto& v : space(contiguous_problem("mean.dim", at::kBFloat16, {8192, 4096}, dims({1})))) {
     EXPECT_NE(v.get("mode"), 2) << v.id();
+    EXPECT_NE(v.get("mode"), 4) << v.id();  // no column tiles on a row layout
     if (v.get("mode") == 3) EXPECT_EQ(v.get("vec"), 1) << v.id();  // a column fallback on a row layout
   }
-  // Columns: vectorised over kept columns, split over the reduced extent when it is long.
-  int col_vec4 = 0, col_split = 0;
+  // Columns: vectorised over kept columns, split over the reduced extent when it is long; column tiles too.
+  int col_vec4 = 0, col_split = 0, tile_vec4 = 0, tile_split = 0;
   for (const auto& v : space(contiguous_problem("amax", at::kFloat, {4096, 512}, dims({0})))) {
+    if (v.get("mode") == 4) {
+      tile_vec4 += v.get("vec") == 4;
+      tile_split += v.get("splits") > 1;
+      EXPECT_LE(v.get("block") * v.get("ty") * v.get("vec"), 2048) << v.id();
+      continue;
+    }
     if (v.get("mode") != 3) {
       EXPECT_EQ(v.get("vec"), 1) << v.id();
       continue;
@@ -172,6 +181,104 @@ TEST(ReducePlan, SpaceFitsTheLayout) {
   }
   EXPECT_GT(col_vec4, 0);
   EXPECT_GT(col_split, 0);
+  EXPECT_GT(tile_vec4, 0);
+  EXPECT_GT(tile_split, 0);
+}
+
+TEST(ReducePlan, ColumnTilesServeOddColumns) {
+  // KernelBench L1_49: max.dim over the middle dim of [128, 4096, 4095]: 4095 columns (odd: no vectors), tiles of
+  // 32 or 64 columns per warp, the old thread-per-column mode still offered; a tile's source runs (value, index)
+  // in 32 bits.
+  auto plan = family().plan(contiguous_problem("max.dim", at::kFloat, {128, 4096, 4095}, c10::IValue(int64_t{1})));
+  ASSERT_TRUE(plan.ok());
+  std::set<int> cpts, modes, strata;
+  const Variant* tile = nullptr;
+  const auto sp = plan.value()->space();
+  for (const auto& v : sp) {
+    modes.insert(v.get("mode"));
+    strata.insert(plan.value()->stratum(v));
+    if (v.get("mode") != 4) continue;
+    EXPECT_EQ(v.get("vec"), 1) << v.id();
+    cpts.insert(v.get("ty"));
+    if (!tile && v.get("splits") == 1) tile = &v;
+  }
+  EXPECT_TRUE(modes.count(3) && modes.count(4));
+  EXPECT_EQ(cpts, (std::set<int>{1, 2}));
+  EXPECT_TRUE(strata.count(5) && strata.count(6));
+  ASSERT_NE(tile, nullptr);
+  auto src = plan.value()->source(*tile);
+  ASSERT_TRUE(src.ok());
+  EXPECT_NE(src->code.find("struct run_t { float v; int i; };"), std::string::npos);
+  EXPECT_NE(src->code.find("#define MODE 4"), std::string::npos);
+  // A single output (every dim) gets no tiles.
+  for (const auto& v : space(contiguous_problem("sum.dim_IntList", at::kFloat, {64, 64}, c10::IValue())))
+    EXPECT_NE(v.get("mode"), 4) << v.id();
+}
+
+Problem norm(c10::ScalarType dt, const std::vector<int64_t>& sizes, c10::IValue ord, c10::IValue dim,
+             bool keepdim = false, c10::IValue dtype = c10::IValue()) {
+  return testing::vector_norm_problem(dt, sizes, contiguous(sizes), std::move(ord), std::move(dim), keepdim,
+                                      std::move(dtype));
+}
+
+TEST(ReducePlan, VectorNormOrdsDtypesAndDeclines) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(family_for("linalg_vector_norm", ""), &family());
+  // Every ord class, int or double ords; dim None and [] are every dim (one output); keepdim.
+  auto two = reduce::parse_reduction(norm(at::kBFloat16, {8192, 4096}, c10::IValue(int64_t{2}), dims({-1})));
+  ASSERT_TRUE(two.ok()) << two.status().to_string();
+  EXPECT_EQ(two->ord, reduce::NormOrd::kTwo);
+  EXPECT_EQ(two->out_dtype, at::kBFloat16);
+  EXPECT_EQ(two->length, 4096);
+  EXPECT_EQ(reduce::parse_reduction(norm(at::kFloat, {4, 5}, c10::IValue(0.0), dims({1})))->ord,
+            reduce::NormOrd::kZero);
+  EXPECT_EQ(reduce::parse_reduction(norm(at::kFloat, {4, 5}, c10::IValue(1.0), dims({1})))->ord, reduce::NormOrd::kOne);
+  EXPECT_EQ(reduce::parse_reduction(norm(at::kHalf, {4, 5}, c10::IValue(inf), dims({0})))->ord, reduce::NormOrd::kInf);
+  EXPECT_EQ(reduce::parse_reduction(norm(at::kHalf, {4, 5}, c10::IValue(-inf), dims({0})))->ord,
+            reduce::NormOrd::kNegInf);
+  auto p3 = reduce::parse_reduction(norm(at::kFloat, {4, 5}, c10::IValue(int64_t{3}), dims({1})));
+  ASSERT_TRUE(p3.ok());
+  EXPECT_EQ(p3->ord, reduce::NormOrd::kP);
+  EXPECT_EQ(p3->norm_p, 3.f);
+  auto all = reduce::parse_reduction(norm(at::kFloat, {16, 64, 256, 256}, c10::IValue(2.0), c10::IValue()));
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->outputs, 1);
+  EXPECT_TRUE(all->out_sizes.empty());
+  EXPECT_EQ(reduce::parse_reduction(norm(at::kFloat, {3, 4}, c10::IValue(2.0), dims({}), true))->out_sizes,
+            (std::vector<int64_t>{1, 1}));
+  // dtype=float of fp16/bf16 input: fp32 result; the input's own dtype: unchanged.
+  const auto f32 = c10::IValue(static_cast<int64_t>(at::kFloat));
+  auto widened = reduce::parse_reduction(norm(at::kHalf, {64, 100}, c10::IValue(2.0), dims({1}), false, f32));
+  ASSERT_TRUE(widened.ok());
+  EXPECT_EQ(widened->out_dtype, at::kFloat);
+  EXPECT_EQ(outputs(norm(at::kBFloat16, {64, 100}, c10::IValue(1.0), dims({1}), true, f32)).front().dtype, at::kFloat);
+  EXPECT_EQ(outputs(norm(at::kHalf, {64, 100}, c10::IValue(1.0), dims({0}), true)).front().sizes,
+            (std::vector<int64_t>{1, 100}));
+  EXPECT_TRUE(family().plan(norm(at::kHalf, {64, 100}, c10::IValue(2.0), dims({1}), false,
+                                 c10::IValue(static_cast<int64_t>(at::kHalf)))).ok());
+  // Declined: fp64, dtype= double or narrowing, exotic ords, empty input, one element per output (ATen's abs
+  // path), ord 0 past fp32 counts, bool ord.
+  EXPECT_EQ(code(norm(at::kDouble, {4, 5}, c10::IValue(2.0), dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {4, 5}, c10::IValue(2.0), dims({1}), false,
+                      c10::IValue(static_cast<int64_t>(at::kDouble)))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {4, 5}, c10::IValue(2.0), dims({1}), false,
+                      c10::IValue(static_cast<int64_t>(at::kHalf)))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {4, 5}, c10::IValue(0.1), dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {4, 5}, c10::IValue(100.0), dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {4, 5}, c10::IValue(std::nan("")), dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {4, 0}, c10::IValue(2.0), dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {4, 1}, c10::IValue(2.0), dims({1}))), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {1, 1}, c10::IValue(2.0), c10::IValue())), Code::kUnsupported);
+  EXPECT_EQ(code(norm(at::kFloat, {1 << 24, 2}, c10::IValue(0.0), dims({0}))), Code::kUnsupported);
+  EXPECT_TRUE(family().plan(norm(at::kFloat, {1 << 24, 2}, c10::IValue(2.0), dims({0}))).ok());
+  EXPECT_EQ(code(norm(at::kFloat, {4, 5}, c10::IValue(true), dims({1}))), Code::kUnsupported);
+  // The source carries the term and the projection.
+  auto plan = family().plan(norm(at::kFloat, {64, 100}, c10::IValue(3.0), dims({1})));
+  ASSERT_TRUE(plan.ok());
+  auto src = plan.value()->source(plan.value()->space().front());
+  ASSERT_TRUE(src.ok());
+  EXPECT_NE(src->code.find("#define ELEM(x) powf(fabsf(x), NORM_P)"), std::string::npos);
+  EXPECT_NE(src->code.find("#define PROJECT(v) powf((v), NORM_INV_P)"), std::string::npos);
 }
 
 TEST(ReducePlan, SourceIsSpecialisedAndRejectsForeignVariants) {

@@ -19,19 +19,20 @@ int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k) {
 
 namespace {
 
-// KIND 0: sum/mean; 1: amax/amin; 2: (value, index); 3: var/std. GREATER: max rather than min.
+// KIND 0: sum/mean; 1: amax/amin; 2: (value, index); 3: var/std. GREATER: max rather than min. ELEM(x): the
+// term an element contributes (x; a norm's |x|, x * x, ...), PROJECT(v): the result of the sum (v; sqrtf, ...).
 const char* kAccumulators = R"(#define IS_NAN(v) ((v) != (v))
 #if KIND == 0
 struct acc_t { float v; };
 __device__ __forceinline__ acc_t acc_init() { return acc_t{0.f}; }
 __device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) { return acc_t{a.v + b.v}; }
-__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a.v += x; }
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a.v += ELEM(x); }
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) {
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) {
 #if MEAN
-  y[o] = to_storage(a.v * MEAN_FACTOR);  // ATen's MeanOps::project
+  y[o] = to_out(a.v * MEAN_FACTOR);  // ATen's MeanOps::project
 #else
-  y[o] = to_storage(a.v);
+  y[o] = to_out(PROJECT(a.v));
 #endif
 }
 #elif KIND == 1
@@ -41,9 +42,9 @@ __device__ __forceinline__ acc_t acc_init() { return acc_t{GREATER ? NEG_INF : P
 __device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) {
   return (IS_NAN(a.v) || (GREATER ? a.v > b.v : a.v < b.v)) ? a : b;
 }
-__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a = acc_combine(acc_t{x}, a); }
+__device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a = acc_combine(acc_t{ELEM(x)}, a); }
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) { y[o] = to_storage(a.v); }
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) { y[o] = to_out(a.v); }
 #elif KIND == 2
 // ATen's GreaterOrNan / LessOrNan (SharedReduceOps.h): NaN wins, equal values (and NaNs) go to the lower
 // index. A total order on (value, index), so the result does not depend on the combine order.
@@ -65,9 +66,9 @@ __device__ __forceinline__ void acc_push(acc_t& a, float x, long long r) {
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
   return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o), __shfl_xor_sync(0xffffffffu, a.i, o)};
 }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long* yi, index_t o) {
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long* yi, index_t o) {
 #if HAS_VALUES
-  y[o] = to_storage(a.v);
+  y[o] = to_out(a.v);
 #endif
   yi[o] = a.i;
 }
@@ -84,13 +85,13 @@ __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
   return acc_t{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
                __shfl_xor_sync(0xffffffffu, a.m2, o)};
 }
-__device__ __forceinline__ void acc_store(acc_t a, storage_t* y, long long*, index_t o) {
+__device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) {
   const float divisor = a.n > CORRECTION ? a.n - CORRECTION : 0.f;
   const float var = a.m2 / divisor;
 #if TAKE_SQRT
-  y[o] = to_storage(sqrtf(var));
+  y[o] = to_out(sqrtf(var));
 #else
-  y[o] = to_storage(var);
+  y[o] = to_out(var);
 #endif
 }
 #endif
@@ -111,6 +112,23 @@ __device__ __forceinline__ acc_t block_combine(acc_t a, acc_t* red) {
 #endif
   return a;
 }
+// The column tile's running state (mode 4). (value, index) runs in 32 bits (K < 2^31, planned), started as
+// (+-inf, the thread's first r): the first push then leaves exactly that element, so each later push in increasing
+// r replaces only a strictly greater (smaller) value or a NaN over a non-NaN (GreaterOrNan / LessOrNan with the
+// lower index kept): two compares. A thread without rows contributes acc_init(). Other kinds run their acc_t.
+#if KIND == 2
+struct run_t { float v; int i; };
+__device__ __forceinline__ run_t run_init(index_t r) { return run_t{GREATER ? NEG_INF : POS_INF, r}; }
+__device__ __forceinline__ void run_push(run_t& a, float x, index_t r) {
+  if (a.v == a.v && !(GREATER ? a.v >= x : a.v <= x)) a = run_t{x, r};
+}
+__device__ __forceinline__ acc_t run_acc(run_t a, bool any) { return any ? acc_t{a.v, (long long)a.i} : acc_init(); }
+#else
+typedef acc_t run_t;
+__device__ __forceinline__ run_t run_init(index_t) { return acc_init(); }
+__device__ __forceinline__ void run_push(run_t& a, float x, index_t r) { acc_push(a, x, r); }
+__device__ __forceinline__ acc_t run_acc(run_t a, bool) { return a; }
+#endif
 )";
 
 const char* kBody = R"(struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
@@ -133,8 +151,17 @@ __device__ __forceinline__ acc_t row_range(const storage_t* __restrict__ x, inde
 #endif
   return a;
 }
+/// Phase 1 of the column modes: output o merges its S chunk partials ws[p * O + o] in order.
+__device__ __forceinline__ void column_second_pass(const acc_t* __restrict__ ws, out_t* __restrict__ y,
+                                                   long long* __restrict__ yi) {
+  const index_t o = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (o >= O) return;
+  acc_t a = acc_init();
+  for (index_t p = 0; p < S; ++p) a = acc_combine(a, ws[p * O + o]);
+  acc_store(a, y, yi, o);
+}
 extern "C" __global__ void __launch_bounds__(BLOCK)
-cudal1_reduce(const storage_t* __restrict__ x, storage_t* __restrict__ y, long long* __restrict__ yi,
+cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long* __restrict__ yi,
               acc_t* __restrict__ ws, int phase) {
 #if MODE == 0
   const int lane = threadIdx.x % 32;
@@ -162,17 +189,74 @@ cudal1_reduce(const storage_t* __restrict__ x, storage_t* __restrict__ y, long l
   for (index_t t = threadIdx.x; t < S; t += BLOCK) a = acc_combine(a, ws[o * S + t]);
   a = block_combine(a, red);
   if (threadIdx.x == 0) acc_store(a, y, yi, o);
+#elif MODE == 4
+  // Column tile: block x owns TILE = 32 * CPT * VEC neighbouring outputs, lane l the vectors c = x * 32 * CPT +
+  // j * 32 + l (j < CPT), so each warp load covers 32 neighbouring vectors; warp w reduces rows r0 + w, r0 + w + NW,
+  // ... of chunk blockIdx.y, UNR rows of loads in flight before they are pushed; the NW partials meet in shared
+  // memory (acc_combine); with S > 1 chunks meet in phase 1 (ws[S][O]). A column past O re-reads column 0 (no
+  // branch in the loop) and is not stored.
+  if (phase == 1) return column_second_pass(ws, y, yi);
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const index_t r0 = (index_t)blockIdx.y * CH, r1 = r0 + CH < K ? r0 + CH : K;
+  index_t base[CPT];
+  bool live[CPT];
+#pragma unroll
+  for (int j = 0; j < CPT; ++j) {
+    const index_t c = ((index_t)blockIdx.x * CPT + j) * 32 + lane;
+    live[j] = c < O / VEC;
+    base[j] = kept_off(live[j] ? c * VEC : 0);
+  }
+  run_t run[CPT * VEC];
+#pragma unroll
+  for (int q = 0; q < CPT * VEC; ++q) run[q] = run_init(r0 + w);
+  index_t r = r0 + w;
+  for (; r + (UNR - 1) * NW < r1; r += UNR * NW) {
+    vec_t t[UNR][CPT];
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) {
+      const index_t off = red_off(r + u * NW);
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) t[u][j] = *reinterpret_cast<const vec_t*>(x + base[j] + off);
+    }
+#pragma unroll
+    for (int u = 0; u < UNR; ++u)
+#pragma unroll
+      for (int j = 0; j < CPT; ++j)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t[u][j].v[e]), r + u * NW);
+  }
+  for (; r < r1; r += NW) {
+    const index_t off = red_off(r);
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) {
+      const vec_t t = *reinterpret_cast<const vec_t*>(x + base[j] + off);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t.v[e]), r);
+    }
+  }
+  __shared__ acc_t part[BLOCK * CPT * VEC];
+  const bool any = r0 + w < r1;
+#pragma unroll
+  for (int q = 0; q < CPT * VEC; ++q) part[threadIdx.x * CPT * VEC + q] = run_acc(run[q], any);
+  __syncthreads();
+  if (w != 0) return;
+#pragma unroll
+  for (int j = 0; j < CPT; ++j) {
+    if (!live[j]) continue;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const int q = j * VEC + e;
+      acc_t a = part[lane * CPT * VEC + q];
+      for (int k = 1; k < NW; ++k) a = acc_combine(a, part[(k * 32 + lane) * CPT * VEC + q]);
+      const index_t o = (((index_t)blockIdx.x * CPT + j) * 32 + lane) * VEC + e;
+      if (S == 1) acc_store(a, y, yi, o);
+      else ws[(index_t)blockIdx.y * O + o] = a;
+    }
+  }
 #else
   // Thread (tx, ty) owns outputs c * VEC ... c * VEC + VEC - 1 and reduces r = r0 + ty, r0 + ty + TY, ... of
   // chunk blockIdx.y; the TY partials meet in shared memory; with S > 1 chunks meet in phase 1 (ws[S][O]).
-  if (phase == 1) {
-    const index_t o = (index_t)blockIdx.x * BLOCK + threadIdx.x;
-    if (o >= O) return;
-    acc_t a = acc_init();
-    for (index_t p = 0; p < S; ++p) a = acc_combine(a, ws[p * O + o]);
-    acc_store(a, y, yi, o);
-    return;
-  }
+  if (phase == 1) return column_second_pass(ws, y, yi);
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
   const index_t c = (index_t)blockIdx.x * TX + tx;
   const bool live = c < O / VEC;
@@ -231,34 +315,61 @@ std::string float_bits(float f) {
   return o.str();
 }
 
-int kind_of(Reduction op) {
-  switch (op) {
+int kind_of(const ReduceShape& s) {
+  switch (s.op) {
     case Reduction::kSum: case Reduction::kMean: return 0;
     case Reduction::kAmax: case Reduction::kAmin: return 1;
     case Reduction::kVar: case Reduction::kStd: return 3;
+    case Reduction::kNorm: return s.ord == NormOrd::kInf || s.ord == NormOrd::kNegInf ? 1 : 0;
     default: return 2;
   }
+}
+
+/// `out_t`, `to_out(float)`, and the ELEM / PROJECT macros of the accumulators (a norm's term and projection as
+/// ATen's NormZeroOps ... NormOps compute them in fp32; identity for the other ops).
+void elem_and_projection(std::ostringstream& o, const ReduceShape& s) {
+  if (s.out_dtype == s.dtype) {
+    o << "typedef storage_t out_t;\n#define to_out to_storage\n";
+  } else {  // a norm's dtype=float of fp16/bf16 input
+    o << "typedef float out_t;\n__device__ __forceinline__ float to_out(float f) { return f; }\n";
+  }
+  const char* elem = "(x)";
+  const char* project = "(v)";
+  if (s.op == Reduction::kNorm) {
+    switch (s.ord) {
+      case NormOrd::kZero: elem = "((x) == 0.f ? 0.f : 1.f)"; break;  // NaN counts
+      case NormOrd::kOne: case NormOrd::kInf: case NormOrd::kNegInf: elem = "fabsf(x)"; break;
+      case NormOrd::kTwo: elem = "((x) * (x))", project = "sqrtf(v)"; break;
+      case NormOrd::kP: elem = "powf(fabsf(x), NORM_P)", project = "powf((v), NORM_INV_P)"; break;
+    }
+  }
+  // ATen: pow(|x|, acc_t(p)) and pow(s, acc_t(1.0) / acc_t(p)), the division in fp32.
+  o << "#define NORM_P " << float_bits(s.norm_p) << "\n#define NORM_INV_P " << float_bits(1.f / s.norm_p)
+    << "\n#define ELEM(x) " << elem << "\n#define PROJECT(v) " << project << "\n";
 }
 
 }  // namespace
 
 KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
   const Reduction op = s.op;
-  const bool greater = op == Reduction::kAmax || op == Reduction::kMaxDim || op == Reduction::kArgmax;
+  const bool greater = op == Reduction::kAmax || op == Reduction::kMaxDim || op == Reduction::kArgmax ||
+                       (op == Reduction::kNorm && s.ord == NormOrd::kInf);
   std::ostringstream o;
   o << "// cudal1 reduce: op=" << static_cast<int>(op) << " " << c10::toString(s.dtype) << " O=" << s.outputs
     << " K=" << s.length << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " splits=" << k.splits
     << " ty=" << k.ty << "\n";
   o << "typedef int index_t;  // extent < 2^31 (planned)\n" << dtype_prelude(s.dtype);
+  elem_and_projection(o, s);
   o << "#define NEG_INF __int_as_float(0xff800000u)\n#define POS_INF __int_as_float(0x7f800000u)\n";
-  o << "#define KIND " << kind_of(op) << "\n#define GREATER " << (greater ? 1 : 0) << "\n#define MEAN "
+  o << "#define KIND " << kind_of(s) << "\n#define GREATER " << (greater ? 1 : 0) << "\n#define MEAN "
     << (op == Reduction::kMean ? 1 : 0) << "\n#define HAS_VALUES " << (s.has_values() ? 1 : 0)
     << "\n#define TAKE_SQRT " << (op == Reduction::kStd ? 1 : 0) << "\n#define MEAN_FACTOR "
     << float_bits(s.mean_factor) << "\n#define CORRECTION " << float_bits(s.correction) << "\n";
   o << "#define MODE " << k.mode << "\n#define VEC " << k.vec << "\n#define BLOCK " << k.block << "\n#define TY "
-    << k.ty << "\n#define TX (BLOCK / TY)\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
+    << k.ty << "\n#define TX (BLOCK / TY)\n#define NW (BLOCK / 32)\n#define CPT " << k.ty
+    << "\n#define UNR (CPT * VEC >= 2 ? 4 : 8)\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
     << s.outputs << ")\n#define K ((index_t)" << s.length << ")\n#define NV ((index_t)"
-    << (k.mode == 3 ? s.length : s.length / k.vec) << ")\n#define CH ((index_t)"
+    << (k.mode >= 3 ? s.length : s.length / k.vec) << ")\n#define CH ((index_t)"
     << (k.mode >= 2 ? chunk_length(s, k) : 1) << ")\n";
   offset_map(o, "kept_off", s.kept_sizes, s.kept_strides);
   offset_map(o, "red_off", s.red_sizes, s.red_strides);

@@ -11,7 +11,20 @@ constexpr int kBlocks[] = {128, 256, 512, 1024};
 constexpr int kRowSplits[] = {4, 16, 64, 256};
 constexpr int kColSplits[] = {1, 8, 32};
 constexpr int kTys[] = {1, 8};
+constexpr int kColumnsPerThread[] = {1, 2};  // mode 4's ty
+constexpr int kTileBlocks[] = {256, 512, 1024};
+constexpr int kTileSplits[] = {1, 8};
 constexpr int64_t kMaxPartials = int64_t{1} << 22;  // workspace entries (16 bytes each)
+
+ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits) {
+  ReduceKnobs k;
+  k.mode = mode;
+  k.vec = vec;
+  k.block = block;
+  k.ty = ty;
+  k.splits = splits;
+  return k;
+}
 
 class ReducePlan final : public Plan {
  public:
@@ -50,24 +63,33 @@ class ReducePlan final : public Plan {
         if (row_like && (block != 256 || vec > 1)) continue;  // columns of a row layout: a fallback
         for (int ty : kTys)
           for (int splits : kColSplits) {
-            ReduceKnobs k;
-            k.mode = 3;
-            k.vec = vec;
-            k.block = block;
-            k.ty = ty;
-            k.splits = splits;
+            const ReduceKnobs k = column_knobs(3, vec, block, ty, splits);
             if (ty > k_len || (splits > 1 && (row_like || chunk_length(s_, k) < 4 * ty || o * splits > kMaxPartials)))
               continue;
             add(k);
           }
       }
     }
+    // Column tiles (mode 4, Note [Reductions]): kept outputs contiguous (more than one, so K < 2^30); warps split
+    // r, ty is columns per thread (CPT); the shared-memory combine holds BLOCK * CPT * VEC partials (<= 32 KB).
+    if (!s_.kept_strides.empty() && s_.kept_strides.back() == 1 && !row_like && o > 1)
+      for (int vec : kVecs) {
+        if (vec > s_.col_vec) continue;
+        for (int block : kTileBlocks)
+          for (int cpt : kColumnsPerThread)
+            for (int splits : kTileSplits) {
+              const ReduceKnobs k = column_knobs(4, vec, block, cpt, splits);
+              if (vec * cpt > 4 || block * cpt * vec > 2048 || block / 32 > k_len) continue;
+              if (splits > 1 && (chunk_length(s_, k) < 4 * (block / 32) || o * splits > kMaxPartials)) continue;
+              add(k);
+            }
+      }
     return out;
   }
 
   std::vector<float> features(const Variant& v) const override {
     std::vector<float> knobs;
-    for (int m = 0; m < 4; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < 5; ++m) knobs.push_back(v.get("mode") == m);
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
     const int sp = v.get("splits");
@@ -76,8 +98,10 @@ class ReducePlan final : public Plan {
     knobs.push_back(sp > 8 && sp <= 64);
     knobs.push_back(sp > 64);
     for (int x : kTys) knobs.push_back(v.get("ty") == x);
+    knobs.push_back(v.get("mode") == 4 && v.get("ty") == 2);
     const int64_t k = s_.length, o = s_.outputs;
-    const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd;
+    const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd ||
+                            (s_.op == Reduction::kNorm && s_.ord == NormOrd::kP);  // powf per element
     const std::vector<float> ctx = {1.f,
                                     k <= 1024 ? 1.f : 0.f,
                                     k > 1024 && k <= 16384 ? 1.f : 0.f,
@@ -93,7 +117,8 @@ class ReducePlan final : public Plan {
 
   int stratum(const Variant& v) const override {
     const int mode = v.get("mode");
-    return mode < 3 ? mode : (v.get("splits") > 1 ? 4 : 3);
+    if (mode < 3) return mode;
+    return (mode == 3 ? 3 : 5) + (v.get("splits") > 1 ? 1 : 0);
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -128,10 +153,10 @@ class ReducePlan final : public Plan {
 class ReduceFamily final : public Family {
  public:
   const char* name() const override { return "reduce"; }
-  int version() const override { return 2; }  // 2: ordered push for (value, index)
+  int version() const override { return 3; }  // 2: ordered push for (value, index); 3: norms, out_t, tiles
   std::vector<std::string> ops() const override {
-    return {"sum.dim_IntList", "mean.dim", "amax",   "amin",           "max.dim",
-            "min.dim",         "argmax",   "argmin", "var.correction", "std.correction"};
+    return {"sum.dim_IntList", "mean.dim", "amax",           "amin",           "max.dim",           "min.dim",
+            "argmax",          "argmin",   "var.correction", "std.correction", "linalg_vector_norm"};
   }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

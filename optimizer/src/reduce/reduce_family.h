@@ -1,5 +1,6 @@
 /// @brief Private: the reduction family (sum.dim_IntList, mean.dim, amax, amin, max.dim, min.dim, argmax, argmin,
-/// var.correction, std.correction; fp32/fp16/bf16 in, the input's dtype out, fp32 accumulation).
+/// var.correction, std.correction, linalg_vector_norm; fp32/fp16/bf16 in, the input's dtype out (or fp32 for a
+/// norm's dtype=float of fp16/bf16), fp32 accumulation).
 ///
 /// Note [Reductions]
 /// Every accepted call is mapped onto "outputs x reduced": output o (row-major over the kept dims, in input order,
@@ -12,16 +13,27 @@
 /// 16-byte vector loads when the reduced block is one stride-1 run), rows split over several blocks with a
 /// second pass through a workspace (few long rows), or a thread per kept column looping over r (columns: kept
 /// dims contiguous, coalesced across threads, vector loads over neighbouring columns), optionally with several
-/// threads per column (shared-memory combine) and r split over blockIdx.y (second pass). Every mode is correct
-/// for every layout; the space only offers the ones that can be fast.
+/// threads per column (shared-memory combine) and r split over blockIdx.y (second pass), or a column tile (mode 4:
+/// lane l of every warp owns vectors l, l + 32, ... of the block's 32 * CPT * VEC neighbouring columns, the warps
+/// split r, UNR rows of loads in flight per thread; (value, index) runs as (float, int32) with a two-compare push,
+/// see run_push; one shared-memory combine). Every mode is correct for every layout; the space only offers the
+/// ones that can be fast.
 /// Exactness: max/min/argmax/argmin use ATen's comparison (SharedReduceOps.h GreaterOrNan/LessOrNan: NaN wins,
 /// the lowest index among equal values or among NaNs), a total order, so any combine order gives ATen's indices
 /// bit for bit; amax/amin propagate NaN (MaxNanFunctor). mean multiplies the fp32 sum by ATen's factor
 /// float(outputs) / numel; var/std use ATen's Welford (per element) and Chan (combine) in fp32 with ATen's divisor
 /// max(0, n - correction). Sums differ from ATen's only in fp32 rounding order, bounded in output_tolerance.
-/// Declined: other dtypes, dtype= conversions, empty inputs, 0-dim inputs, an empty dim list, repeated or
-/// out-of-range dims, bf16 before sm_80, inputs whose extent needs 64-bit indexing, var/std over 2^24+ elements
-/// (fp32 counts), anything the arguments do not pin down.
+/// linalg_vector_norm (ReduceNormKernel.cu, SharedReduceOps.h) is a sum or a max/min of a per-element term in
+/// fp32 with a projection: ord 0 counts x != 0 (NaN counts), 1 sums |x|, 2 sums x*x then sqrtf, inf/-inf take
+/// max/min |x| (NaN propagates), another finite p sums powf(|x|, float(p)) then powf(s, 1.f / float(p)); the
+/// result is the input's dtype rounded once, or fp32 for dtype=float of fp16/bf16 input (ATen's gpu_lowp_to_f32
+/// path reads the fp16/bf16 input itself). An empty dim list means every dim, as in ATen.
+/// Declined: other dtypes, dtype= conversions (but a norm's to fp32), empty inputs, 0-dim inputs, an empty dim
+/// list (but a norm's), repeated or out-of-range dims, bf16 before sm_80, inputs whose extent needs 64-bit
+/// indexing, var/std and ord-0 norms over 2^24+ elements (fp32 counts), norms over one element (ATen returns
+/// abs(x) or x != 0 without squaring: no overflow), norms of ord p outside 0.25 <= |p| <= 16 (below, the
+/// tolerance grows as 1/|p|, see output_tolerance; above, |x|^p overflows fp32), anything the arguments do not
+/// pin down.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -31,12 +43,16 @@ namespace cudal1::optimizer::reduce {
 /// The family object (a process-wide singleton).
 const Family& reduce_family();
 
-enum class Reduction { kSum, kMean, kAmax, kAmin, kMaxDim, kMinDim, kArgmax, kArgmin, kVar, kStd };
+enum class Reduction { kSum, kMean, kAmax, kAmin, kMaxDim, kMinDim, kArgmax, kArgmin, kVar, kStd, kNorm };
+
+/// linalg_vector_norm's ord classes (ATen's NormZeroOps, NormOneOps, NormTwoOps, AbsMaxOps, AbsMinOps, NormOps).
+enum class NormOrd { kZero, kOne, kTwo, kInf, kNegInf, kP };
 
 /// One planned signature (Note [Reductions]).
 struct ReduceShape {
   Reduction op = Reduction::kSum;
-  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::ScalarType dtype = c10::ScalarType::Float;      ///< the input's
+  c10::ScalarType out_dtype = c10::ScalarType::Float;  ///< the values' (the input's, or fp32 for a norm's dtype=)
   std::vector<int64_t> sizes, strides;  ///< the input as planned
   int64_t offset = 0;                   ///< the input's storage offset (elements)
   std::vector<int64_t> kept_sizes, kept_strides;  ///< merged kept dims, outermost first (empty: one output)
@@ -46,6 +62,8 @@ struct ReduceShape {
   std::vector<int64_t> out_sizes;  ///< ATen's result sizes (keepdim applied); contiguous
   float mean_factor = 1.f;         ///< mean: float(O) / numel, as ATen computes it
   float correction = 1.f;          ///< var/std
+  NormOrd ord = NormOrd::kTwo;     ///< linalg_vector_norm
+  float norm_p = 2.f;              ///< ord kP: float(p), as ATen's acc_t(p)
   int row_vec = 1;  ///< widest vector over r (one stride-1 reduced run), 1 when none
   int col_vec = 1;  ///< widest vector over neighbouring outputs (innermost kept dim of stride 1), 1 when none
 
@@ -55,11 +73,12 @@ struct ReduceShape {
 
 /// Technique choice (Note [Reductions]).
 struct ReduceKnobs {
-  int mode = 1;     ///< 0: warp per output; 1: block per output; 2: split rows, second pass; 3: thread per column
-  int vec = 1;      ///< elements per load (over r in modes 0-2, over outputs in mode 3)
+  int mode = 1;     ///< 0: warp per output; 1: block per output; 2: split rows, second pass; 3: thread per column;
+                    ///< 4: column tile (a warp per 32 neighbouring vectors of columns, warps split r)
+  int vec = 1;      ///< elements per load (over r in modes 0-2, over outputs in modes 3-4)
   int block = 256;  ///< threads per block
-  int splits = 1;   ///< mode 2: chunks per row; mode 3: chunks of r over blockIdx.y (second pass when > 1)
-  int ty = 1;       ///< mode 3: threads per column within a block
+  int splits = 1;   ///< mode 2: chunks per row; modes 3-4: chunks of r over blockIdx.y (second pass when > 1)
+  int ty = 1;       ///< mode 3: threads per column within a block; mode 4: vectors of columns per thread (CPT)
 };
 
 /// Parses a call into a shape, or declines it with Unsupported (Note [Reductions]).

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
@@ -21,7 +22,7 @@ class ReduceKernel final : public BoundKernel {
   ReduceKernel(ReduceShape s, ReduceKnobs k, std::shared_ptr<LoadedModule> m)
       : s_(std::move(s)), k_(k), module_(std::move(m)) {
     const auto strides = contiguous_strides(s_.out_sizes);
-    if (s_.has_values()) outputs_.push_back(OutputSpec{s_.dtype, s_.out_sizes, strides});
+    if (s_.has_values()) outputs_.push_back(OutputSpec{s_.out_dtype, s_.out_sizes, strides});
     if (s_.has_indices()) outputs_.push_back(OutputSpec{c10::ScalarType::Long, s_.out_sizes, strides});
     align_ = static_cast<uintptr_t>(k_.vec) * static_cast<uintptr_t>(elem_size(s_.dtype));
   }
@@ -37,12 +38,27 @@ class ReduceKernel final : public BoundKernel {
     // below one input element's worth for the verification's sizes. mean is that divided by K (plus the
     // factor's rounding); var/std (Welford on both sides) the same bound relative to the result's magnitude.
     // Non-finite results (Inf/NaN in a row; fp16 overflow exactly at the boundary) match each other.
+    // Norms of ord 1, 2 and p sum non-negative terms: each side's sum errs by at most (K - 1) u of itself in any
+    // order, and by a random walk of ~eps sqrt(K) / 6 of itself for a serial chain of K (partial sums i/K of the
+    // total, each rounded by up to u), so min(K, 16 sqrt(K)) + 16 eps (~100 standard deviations for the
+    // longest chain) bounds both sides' difference relative to the sum; sqrtf halves it, powf(s, 1/p) scales it
+    // by 1/|p| and adds a few ulp of powf on each side (the per-element powf terms too, if the two libdevice
+    // builds differ). Ord 0 counts exactly (planned below 2^24), inf/-inf pick an element: no extra tolerance.
     OutputTolerance t;
     const double k = static_cast<double>(s_.length);
+    const double sum_rel = std::min(k, 16 * std::sqrt(k)) + 16;
     switch (s_.op) {
       case Reduction::kSum: t.input_scaled = 16 + k; break;
       case Reduction::kMean: t.input_scaled = 2 + (16 + k) / k; break;
       case Reduction::kVar: case Reduction::kStd: t.output_scaled = 16 + k; break;
+      case Reduction::kNorm:
+        switch (s_.ord) {
+          case NormOrd::kOne: t.output_scaled = sum_rel; break;
+          case NormOrd::kTwo: t.output_scaled = sum_rel / 2 + 4; break;
+          case NormOrd::kP: t.output_scaled = (sum_rel + 16) / std::fabs(s_.norm_p) + 16; break;
+          default: return t;
+        }
+        break;
       default: return t;
     }
     t.nonfinite_equivalent = true;
@@ -61,7 +77,7 @@ class ReduceKernel final : public BoundKernel {
       if (reinterpret_cast<uintptr_t>(xp) % align_) return Status(Code::kUnsupported, "input not aligned for the vector width");
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
       const int64_t o = s_.outputs;
-      const bool second = k_.mode == 2 || (k_.mode == 3 && k_.splits > 1);
+      const bool second = k_.mode == 2 || (k_.mode >= 3 && k_.splits > 1);
       at::Tensor ws;
       void* wsp = nullptr;
       if (second) {
@@ -74,6 +90,15 @@ class ReduceKernel final : public BoundKernel {
           case 0: gx = grid_dim((o + k_.block / 32 - 1) / (k_.block / 32)); break;
           case 1: gx = grid_dim(o); break;
           case 2: gx = grid_dim(phase == 0 ? o * k_.splits : o); break;
+          case 4:
+            if (phase == 0) {
+              const int64_t tile = 32 * k_.ty;  // vectors of columns per block
+              gx = grid_dim((o / k_.vec + tile - 1) / tile);
+              gy = static_cast<unsigned>(k_.splits);
+            } else {
+              gx = grid_dim((o + k_.block - 1) / k_.block);
+            }
+            break;
           default:
             if (phase == 0) {
               const int64_t tx = k_.block / k_.ty;

@@ -1,6 +1,7 @@
 /// @brief The reduction family's reading of a call: which op, which dims, the output ATen returns, and the
 /// "outputs x reduced" form of the input (Note [Reductions]); declines what it cannot reproduce exactly.
 #include <algorithm>
+#include <cmath>
 
 #include "args.h"
 #include "codegen_common.h"
@@ -21,11 +22,12 @@ struct OpInfo {
 //   sum.dim_IntList / mean.dim (self, int[1]? dim, bool keepdim, *, ScalarType? dtype)
 //   amax / amin (self, int[1] dim, bool keepdim); max.dim / min.dim (self, int dim, bool keepdim)
 //   argmax / argmin (self, int? dim, bool keepdim); var/std.correction (self, int[1]? dim, *, Scalar? correction, bool keepdim)
+//   linalg_vector_norm (self, Scalar ord, int[1]? dim, bool keepdim, *, ScalarType? dtype)
 constexpr OpInfo kOps[] = {
     {"sum.dim_IntList", Reduction::kSum, 4}, {"mean.dim", Reduction::kMean, 4},  {"amax", Reduction::kAmax, 3},
     {"amin", Reduction::kAmin, 3},           {"max.dim", Reduction::kMaxDim, 3}, {"min.dim", Reduction::kMinDim, 3},
     {"argmax", Reduction::kArgmax, 3},       {"argmin", Reduction::kArgmin, 3},  {"var.correction", Reduction::kVar, 4},
-    {"std.correction", Reduction::kStd, 4},
+    {"std.correction", Reduction::kStd, 4},  {"linalg_vector_norm", Reduction::kNorm, 5},
 };
 
 /// Drops size-1 dims and merges neighbours whose elements follow on each other (row-major order kept).
@@ -44,8 +46,7 @@ void merge_dims(const std::vector<int64_t>& sizes, const std::vector<int64_t>& s
 }
 
 /// The dims to reduce (sorted, wrapped), or Unsupported for what ATen would reject or we do not serve.
-Result<std::vector<bool>> reduced_mask(const Problem& p, Reduction op, int64_t rank) {
-  const c10::IValue& d = p.args[1].value;
+Result<std::vector<bool>> reduced_mask(const c10::IValue& d, Reduction op, int64_t rank) {
   std::vector<bool> mask(static_cast<size_t>(rank), false);
   std::vector<int64_t> dims;
   const bool single = op == Reduction::kMaxDim || op == Reduction::kMinDim || op == Reduction::kArgmax ||
@@ -64,6 +65,10 @@ Result<std::vector<bool>> reduced_mask(const Problem& p, Reduction op, int64_t r
   } else {
     const auto v = int_list(d);
     if (!v) return unsupported("dim is not an int list");
+    if (v->empty() && op == Reduction::kNorm) {  // linalg_vector_norm: every dim (make_dim_mask)
+      std::fill(mask.begin(), mask.end(), true);
+      return mask;
+    }
     if (v->empty()) return unsupported("empty dim list");  // means "every dim" in ATen; not served
     dims = *v;
   }
@@ -123,6 +128,30 @@ Status map_dims(const std::vector<bool>& mask, ReduceShape* s) {
   return Status();
 }
 
+/// linalg_vector_norm's ord and dtype= (Note [Reductions]): the ord class, float(p), and the result dtype ATen's
+/// check_linalg_norm_dtype allows and we serve (the input's, or fp32 for fp16/bf16 input).
+Status parse_norm_args(const Problem& p, ReduceShape* s) {
+  const c10::IValue& o = p.args[1].value;
+  double ord = 0;
+  if (o.isInt()) ord = static_cast<double>(o.toInt());
+  else if (o.isDouble()) ord = o.toDouble();
+  else return unsupported("ord is not a real number");
+  if (ord == 0) s->ord = NormOrd::kZero;
+  else if (ord == 1) s->ord = NormOrd::kOne;
+  else if (ord == 2) s->ord = NormOrd::kTwo;
+  else if (std::isinf(ord)) s->ord = ord > 0 ? NormOrd::kInf : NormOrd::kNegInf;
+  else if (std::isnan(ord) || std::fabs(ord) < 0.25 || std::fabs(ord) > 16)
+    return unsupported("ord outside 0.25 <= |p| <= 16");
+  else s->ord = NormOrd::kP, s->norm_p = static_cast<float>(ord);
+  const c10::IValue& dt = p.args[4].value;
+  if (dt.isNone()) return Status();
+  if (!dt.isInt()) return unsupported("dtype is not a ScalarType");
+  const auto want = static_cast<c10::ScalarType>(dt.toInt());
+  if (want == s->dtype) return Status();
+  if (want == c10::ScalarType::Float) return s->out_dtype = want, Status();  // fp16/bf16 read, fp32 result
+  return unsupported(std::string("dtype=") + c10::toString(want));
+}
+
 }  // namespace
 
 bool ReduceShape::has_values() const { return op != Reduction::kArgmax && op != Reduction::kArgmin; }
@@ -153,14 +182,17 @@ Result<ReduceShape> parse_reduction(const Problem& p) {
   const int64_t rank = static_cast<int64_t>(s.sizes.size());
 
   const bool var = s.op == Reduction::kVar || s.op == Reduction::kStd;
-  const c10::IValue& keep = p.args[var ? 3 : 2].value;
+  const bool norm = s.op == Reduction::kNorm;
+  const c10::IValue& keep = p.args[var || norm ? 3 : 2].value;
   if (!keep.isBool()) return unsupported("keepdim is not a bool");
   const bool keepdim = keep.toBool();
+  s.out_dtype = s.dtype;
   if (s.op == Reduction::kSum || s.op == Reduction::kMean) {
     const c10::IValue& dt = p.args[3].value;
     if (!dt.isNone() && !(dt.isInt() && dt.toInt() == static_cast<int64_t>(s.dtype)))
       return unsupported("dtype= converts");
   }
+  if (norm) CUDAL1_RETURN_IF_ERROR(parse_norm_args(p, &s));
   if (var) {
     const c10::IValue& c = p.args[2].value;
     double corr = 1.0;  // ATen: correction.value_or(1), as accscalar_t (fp32 here)
@@ -169,9 +201,13 @@ Result<ReduceShape> parse_reduction(const Problem& p) {
     else if (!c.isNone()) return unsupported("correction is not a real number");
     s.correction = static_cast<float>(corr);
   }
-  CUDAL1_ASSIGN_OR_RETURN(std::vector<bool> mask, reduced_mask(p, s.op, rank));
+  CUDAL1_ASSIGN_OR_RETURN(std::vector<bool> mask, reduced_mask(p.args[norm ? 2 : 1].value, s.op, rank));
   CUDAL1_RETURN_IF_ERROR(map_dims(mask, &s));
   if (var && s.length >= (int64_t{1} << 24)) return unsupported("var/std over 2^24+ elements (fp32 counts)");
+  if (norm && s.ord == NormOrd::kZero && s.length >= (int64_t{1} << 24))
+    return unsupported("ord-0 norm over 2^24+ elements (fp32 counts)");
+  // ATen's is_reduce_over_1D_vector: every reduced dim of size 1 gives abs(x) (or x != 0), not sqrt(x * x).
+  if (norm && s.length == 1) return unsupported("norm over one element (ATen's abs path)");
 
   // Output sizes as ATen's resize_reduction: kept dims, reduced ones as 1 with keepdim (argmax with dim=None
   // reduces every dim of the flattened input, so keepdim gives all ones there too); contiguous.
