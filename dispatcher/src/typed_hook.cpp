@@ -17,6 +17,7 @@
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/max_pool2d_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
@@ -139,6 +140,7 @@ const std::map<std::string, Registrar>& table() {
       {"amax", typed<ops::amax>()}, {"amin", typed<ops::amin>()}, {"max.dim", typed<ops::max_dim>()},
       {"min.dim", typed<ops::min_dim>()}, {"argmax", typed<ops::argmax>()}, {"argmin", typed<ops::argmin>()},
       {"var.correction", typed<ops::var_correction>()}, {"std.correction", typed<ops::std_correction>()},
+      {"linalg_vector_norm", typed<ops::linalg_vector_norm>()},
       // binary: called everywhere in a model, so their cold path must stay cheap
       {"add.Tensor", typed<ops::add_Tensor>()}, {"sub.Tensor", typed<ops::sub_Tensor>()},
       {"mul.Tensor", typed<ops::mul_Tensor>()}, {"div.Tensor", typed<ops::div_Tensor>()},
