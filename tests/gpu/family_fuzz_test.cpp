@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -126,9 +127,27 @@ Problem softmax(Rng& rng, int sm) {
                                   rng() % 8 == 0, sm);
 }
 
+/// Few long rows: the split-row modes. Some pass kMaxNumel (up to 4.9M elements) so that mode 3 gets several
+/// row groups with a short last one (Note [Norm groups]; fp32 3 x 2^20: 8 MB groups of 2 rows; 7 x 699050:
+/// 3 rows, or 6 in 16 MB groups; fp16/bf16 7 x 699050: 6 rows per 8 MB group; fp32 9 x 393216: 5 rows).
+Problem long_norm(Rng& rng, int sm, c10::ScalarType dt, double eps) {
+  if (rng() % 2) {
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 2097152}, {3, 1048576}, {7, 699050},  {5, 524288},
+                                                  {9, 393216},  {2, 262144},  {16, 131072}, {5, 99991},
+                                                  {64, 32768}};
+    const auto [rows, cols] = shapes[rng() % std::size(shapes)];
+    return testing::layer_norm_problem(dt, {rows, cols}, 1, rng() % 2 != 0, rng() % 2 != 0, sm, eps);
+  }
+  const int64_t n = pick(rng, {1, 3}), groups = pick(rng, {1, 2, 3}), cpg = pick(rng, {1, 2});
+  int64_t hw = pick(rng, {65536, 99991, 131072, 262144});
+  while (n * groups * cpg * hw > 2 * kMaxNumel) hw /= 2;
+  return testing::group_norm_problem(dt, {n, groups * cpg, hw}, groups, rng() % 2 != 0, sm, eps);
+}
+
 Problem norm(Rng& rng, int sm) {
   const c10::ScalarType dt = draw_dtype(rng);
   const double eps = static_cast<double>(pick(rng, {1, 10, 100000})) * 1e-6;
+  if (rng() % 3 == 0) return long_norm(rng, sm, dt, eps);
   if (rng() % 2) {
     const int rank = 1 + static_cast<int>(rng() % 5);
     const auto sizes = draw_sizes(rng, rank);

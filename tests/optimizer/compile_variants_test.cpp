@@ -158,6 +158,9 @@ TEST_P(CompileVariants, EveryNormVariant) {
       testing::layer_norm_problem(at::kHalf, {7, 999}, 1, true, false, sm),
       testing::group_norm_problem(at::kHalf, {2, 32, 8, 8}, 8, true, sm),
       testing::group_norm_problem(at::kFloat, {3, 12, 5}, 4, false, sm),
+      // Rows long enough for row groups (mode 3): fused-affine fp16 group norm, fp32 layer norm.
+      testing::group_norm_problem(at::kHalf, {2, 64, 128, 128}, 4, true, sm),
+      testing::layer_norm_problem(at::kFloat, {5, 1 << 20}, 1, true, true, sm),
   };
   expect_every_variant_compiles(f, problems, sm);
 }

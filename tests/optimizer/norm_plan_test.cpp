@@ -75,9 +75,9 @@ TEST(NormPlan, SpaceOffersSplitRowsOnlyForLongRowsAndCachingOnlyWhereRowsFit) {
   for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
     modes.insert(v.get("mode"));
     EXPECT_EQ(v.get("cache"), 0) << v.id();
-    if (v.get("mode") == 2) EXPECT_GE(v.get("splits"), 4) << v.id();
+    if (v.get("mode") >= 2) EXPECT_GE(v.get("splits"), 4) << v.id();
   }
-  EXPECT_EQ(modes, (std::set<int>{1, 2}));
+  EXPECT_EQ(modes, (std::set<int>{1, 2, 3}));
   // LLM rows: 4096 features fit in registers of a block; many rows, so no splitting.
   int cached = 0;
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) {
@@ -86,6 +86,55 @@ TEST(NormPlan, SpaceOffersSplitRowsOnlyForLongRowsAndCachingOnlyWhereRowsFit) {
     if (v.get("mode") == 0) EXPECT_EQ(v.get("cache"), 0) << v.id();  // 128 elements per lane: too many
   }
   EXPECT_GT(cached, 0);
+}
+
+TEST(NormPlan, RowGroupsAreSizedForL2AndOfferedWhereRowsAreSplit) {
+  // Note [Norm groups]. KernelBench LayerNorm: 16 MB rows, so a group is one row whatever its size, and the
+  // 8 and 16 MB knob values would be the same variant: only one is offered.
+  std::set<int> chunks;
+  int grouped = 0;
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
+    if (v.get("mode") != 3) continue;
+    ++grouped;
+    chunks.insert(v.get("chunk"));
+    EXPECT_EQ(v.get("vec"), 4) << v.id();
+    EXPECT_EQ(v.get("cache"), 0) << v.id();
+    EXPECT_GE(v.get("block"), 256) << v.id();
+    EXPECT_EQ(v.get("splits"), 256) << v.id();
+  }
+  EXPECT_EQ(grouped, 3 * 2);  // blocks x ahead: 256 parts per row (16 or 64 leave SMs idle in a 1-row group)
+  EXPECT_EQ(chunks, (std::set<int>{8}));
+  // Group norm f32 [16,64,256,256] g8: 2 MB rows, groups of 4 and 8 rows; both `ahead` strata are there.
+  std::set<int> strata;
+  auto plan = family().plan(group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8));
+  ASSERT_TRUE(plan.ok());
+  chunks.clear();
+  for (const auto& v : plan.value()->space()) {
+    if (v.get("mode") != 3) continue;
+    chunks.insert(v.get("chunk"));
+    strata.insert(plan.value()->stratum(v));
+  }
+  EXPECT_EQ(chunks, (std::set<int>{8, 16}));
+  EXPECT_EQ(strata, (std::set<int>{6, 7}));
+  // Many short rows: no splitting, so no groups.
+  for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) EXPECT_NE(v.get("mode"), 3);
+}
+
+TEST(NormPlan, RowGroupSourceNamesItsGroups) {
+  // 64 rows of 1M fp32 (4 MB): 8 MB groups hold 2 rows, so 32 groups.
+  auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false));
+  ASSERT_TRUE(plan.ok());
+  bool seen = false;
+  for (const auto& v : plan.value()->space()) {
+    if (v.get("mode") != 3 || v.get("chunk") != 8 || v.get("ahead") != 1) continue;
+    auto src = plan.value()->source(v);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("#define RPG ((index_t)2LL)"), std::string::npos);
+    EXPECT_NE(src->code.find("#define NG ((index_t)32LL)"), std::string::npos);
+    EXPECT_NE(src->code.find("#define AHEAD 1"), std::string::npos);
+    seen = true;
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {

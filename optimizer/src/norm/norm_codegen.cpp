@@ -3,6 +3,7 @@
 /// Welford over vectors, merged with Chan's formula, so it is read once for its statistics. The output is
 /// (x - mean) * rstd * weight + bias with rstd = rsqrtf(var + eps), var biased, as ATen. Reductions end in lane 0
 /// and are broadcast, so every thread of a row normalises with the same mean and rstd.
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -14,6 +15,17 @@ namespace cudal1::optimizer::norm {
 int64_t chunk_vectors(const NormShape& s, const NormKnobs& k) {
   const int64_t nv = s.cols / k.vec;
   return (nv + k.splits - 1) / k.splits;
+}
+
+int64_t rows_per_group(const NormShape& s, const NormKnobs& k) {
+  const int64_t row_bytes = s.cols * (s.dtype == c10::ScalarType::Float ? 4 : 2);
+  const int64_t fit = (int64_t{k.chunk_mb} << 20) / row_bytes;
+  return std::max<int64_t>(1, std::min(fit, s.rows));
+}
+
+int64_t row_groups(const NormShape& s, const NormKnobs& k) {
+  const int64_t rpg = rows_per_group(s, k);
+  return (s.rows + rpg - 1) / rpg;
 }
 
 namespace {
@@ -129,12 +141,91 @@ __device__ __forceinline__ vec_t normalise(const vec_t& t, float mean, float rst
 #endif
   return o;
 }
+#if MODE == 3
+/// Calls f(j, xr[j]) for this thread's vectors j of [j0, j1), in order, four loads in flight (Note [Norm groups]).
+template <typename F>
+__device__ __forceinline__ void for_vectors(const vec_t* __restrict__ xr, index_t j0, index_t j1, F&& f) {
+  index_t j = j0 + threadIdx.x;
+  for (; j + 3 * BLOCK < j1; j += 4 * BLOCK) {
+    vec_t t[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) t[u] = xr[j + u * BLOCK];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) f(j + u * BLOCK, t[u]);
+  }
+  for (; j < j1; j += BLOCK) f(j, xr[j]);
+}
+/// Row group g, first read: this block's parts' triples to the workspace, then its arrival on g's counter.
+__device__ __forceinline__ void group_stats(const storage_t* __restrict__ x, float* __restrict__ ws,
+                                            unsigned* __restrict__ arrived, index_t g, float* red) {
+  for (index_t i = blockIdx.x; i < RPG * S; i += gridDim.x) {
+    const index_t row = g * RPG + i / S, part = i % S;
+    if (row >= ROWS) break;  // the last group may be short; uniform over the block
+    const index_t j0 = part * CHV, j1 = j0 + CHV < NV ? j0 + CHV : NV;
+    Welford acc{0.f, 0.f, 0.f};
+    for_vectors(reinterpret_cast<const vec_t*>(x + row * COLS), j0, j1,
+                [&](index_t, const vec_t& t) { acc = wf_combine(acc, wf_vector(t)); });
+    acc = row_welford(acc, red);
+    if (threadIdx.x == 0) {
+      float* p = ws + (row * S + part) * 3;
+      p[0] = acc.n;
+      p[1] = acc.mean;
+      p[2] = acc.m2;
+    }
+  }
+  if (threadIdx.x == 0) {  // the triples above were written by this thread
+    __threadfence();
+    atomicAdd(arrived + g, 1u);
+  }
+}
+/// Returns when every block of the grid has arrived on group g's counter (all blocks are resident: the launch
+/// is cooperative).
+__device__ __forceinline__ void group_wait(const unsigned* arrived, index_t g) {
+  if (threadIdx.x == 0) {
+    while (*reinterpret_cast<const volatile unsigned*>(arrived + g) < gridDim.x) __nanosleep(64);
+    __threadfence();
+  }
+  __syncthreads();
+}
+/// Row group g, second read (from L2): merge each part's row triples (same order in every block), normalise.
+__device__ __forceinline__ void group_normalise(const storage_t* __restrict__ x, const storage_t* __restrict__ w,
+                                                const storage_t* __restrict__ b, storage_t* __restrict__ y,
+                                                stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
+                                                const float* ws, index_t g, float* red) {
+  float wv[VEC], bv[VEC];
+  for (index_t i = blockIdx.x; i < RPG * S; i += gridDim.x) {
+    const index_t row = g * RPG + i / S, part = i % S;
+    if (row >= ROWS) break;
+    Welford acc{0.f, 0.f, 0.f};
+    for (index_t t = threadIdx.x; t < S; t += BLOCK) {
+      const float* p = ws + (row * S + t) * 3;  // written by other blocks: ld.global.cg, not L1
+      acc = wf_combine(acc, Welford{__ldcg(p), __ldcg(p + 1), __ldcg(p + 2)});
+    }
+    acc = row_welford(acc, red);
+    const float mean = acc.mean, rstd = rsqrtf(acc.m2 / (float)COLS + EPS);
+    if (part == 0 && threadIdx.x == 0) {
+      mean_out[row] = to_stat(mean);
+      rstd_out[row] = to_stat(rstd);
+    }
+    const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
+    const vec_t* __restrict__ xr = reinterpret_cast<const vec_t*>(x + row * COLS);
+    vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
+    const index_t j0 = part * CHV, j1 = j0 + CHV < NV ? j0 + CHV : NV;
+    for_vectors(xr, j0, j1, [&](index_t j, const vec_t& t) {
+      affine(w, b, row, j, wv, bv);
+      yr[j] = normalise(t, mean_u, rstd_u, wv, bv);
+    });
+  }
+}
+#endif
 extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, const storage_t* __restrict__ b,
             storage_t* __restrict__ y, stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
             float* __restrict__ ws, int phase) {
   __shared__ float red[96];
+#if MODE < 3
   float wv[VEC], bv[VEC];
+#endif
 #if MODE < 2
   const int lane = threadIdx.x % TPR;
   const index_t row = (index_t)blockIdx.x * RPB + threadIdx.x / TPR;
@@ -194,7 +285,7 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
     yr[j] = normalise(xr[j], mean_u, rstd_u, wv, bv);
   }
 #endif
-#else  // MODE 2: phase 0 writes each chunk's Welford triple, phase 1 merges a row's triples and normalises
+#elif MODE == 2  // phase 0 writes each chunk's Welford triple, phase 1 merges a row's triples and normalises
   const index_t blk = (REV && phase == 1) ? (index_t)gridDim.x - 1 - blockIdx.x : (index_t)blockIdx.x;
   const index_t row = blk / S, part = blk % S;
   const index_t j0 = part * CHV, j1 = j0 + CHV < NV ? j0 + CHV : NV;
@@ -227,6 +318,15 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
     affine(w, b, row, j, wv, bv);
     yr[j] = normalise(xr[j], mean_u, rstd_u, wv, bv);
   }
+#else  // MODE 3: row groups in one cooperative launch (Note [Norm groups]); the counters follow the triples
+  unsigned* const arrived = reinterpret_cast<unsigned*>(ws + ROWS * S * 3);
+  for (index_t g = 0; g < NG + AHEAD; ++g) {
+    if (g < NG) group_stats(x, ws, arrived, g, red);
+    if (g >= AHEAD) {
+      group_wait(arrived, g - AHEAD);
+      group_normalise(x, w, b, y, mean_out, rstd_out, ws, g - AHEAD, red);
+    }
+  }
 #endif
 }
 )";
@@ -240,7 +340,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   std::ostringstream o;
   o << "// cudal1 norm: " << (s.group ? "group" : "layer") << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
-    << " splits=" << k.splits << " reverse=" << k.reverse << "\n";
+    << " splits=" << k.splits << " reverse=" << k.reverse << " chunk_mb=" << k.chunk_mb << " ahead=" << k.ahead
+    << "\n";
   o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   if (s.stat_dtype == c10::ScalarType::Float)
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
@@ -259,8 +360,11 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "#define NV (COLS / VEC)\n"
     << "#define G ((index_t)" << s.groups << "LL)\n#define CPG ((index_t)" << s.channels_per_group
     << "LL)\n#define HW ((index_t)" << s.hw << "LL)\n"
-    << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)" << (k.mode == 2 ? chunk_vectors(s, k) : 1)
+    << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)" << (k.mode >= 2 ? chunk_vectors(s, k) : 1)
     << "LL)\n";
+  if (k.mode == 3)
+    o << "#define RPG ((index_t)" << rows_per_group(s, k) << "LL)\n#define NG ((index_t)" << row_groups(s, k)
+      << "LL)\n#define AHEAD " << (k.ahead ? 1 : 0) << "\n";
   if (k.cache) o << "static constexpr int PER = (int)((NV + TPR - 1) / TPR);  // vectors each thread keeps\n";
   o << row_reduce_source() << welford_source() << kBody;
   return KernelSource{o.str(), "cudal1_norm"};

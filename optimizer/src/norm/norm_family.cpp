@@ -15,6 +15,9 @@ namespace {
 constexpr int kBlocks[] = {128, 256, 512, 1024};
 constexpr int kVecs[] = {1, 2, 4, 8};
 constexpr int kSplits[] = {4, 16, 64, 256, 1024};
+constexpr int kGroupSplits[] = {16, 64, 256};  ///< mode 3: each part merges all of its row's triples: not 1024
+constexpr int64_t kMinGroupParts = 128;  ///< mode 3: fewer parts per group than ~SMs leave HBM idle
+constexpr int kGroupMb[] = {8, 16};        ///< mode 3: row group sizes (Note [Norm groups])
 
 /// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
 /// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).
@@ -58,8 +61,10 @@ class NormPlan final : public Plan {
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
     auto add = [&](const NormKnobs& k) {
-      out.push_back(Variant{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"cache", k.cache ? 1 : 0},
-                             {"splits", k.splits}, {"rev", k.reverse ? 1 : 0}}});
+      Variant v{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"cache", k.cache ? 1 : 0},
+                 {"splits", k.splits}, {"rev", k.reverse ? 1 : 0}}};
+      if (k.mode == 3) v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
+      out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
       if (vec > s_.max_vec) continue;
@@ -85,6 +90,7 @@ class NormPlan final : public Plan {
           }
       }
     }
+    add_group_variants(add);
     return out;
   }
 
@@ -92,13 +98,15 @@ class NormPlan final : public Plan {
     std::vector<float> knobs;
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    for (int m = 0; m < 3; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < 4; ++m) knobs.push_back(v.get("mode") == m);
     knobs.push_back(v.get("cache") == 1);
     knobs.push_back(v.get("cache") == 0);
     knobs.push_back(v.get("splits") == 1);
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
     knobs.push_back(v.get("rev") == 1);
     knobs.push_back(v.get("rev") == 0);
+    for (int x : kGroupMb) knobs.push_back(v.get("chunk") == x);
+    knobs.push_back(v.get("ahead") == 1);
     const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
@@ -109,7 +117,7 @@ class NormPlan final : public Plan {
     return crossed_features(ctx, knobs);
   }
 
-  int stratum(const Variant& v) const override { return v.get("mode") * 2 + v.get("cache"); }
+  int stratum(const Variant& v) const override { return v.get("mode") * 2 + v.get("cache") + v.get("ahead"); }
 
   Result<KernelSource> source(const Variant& v) const override {
     CUDAL1_ASSIGN_OR_RETURN(NormKnobs k, knobs_of(v));
@@ -135,7 +143,35 @@ class NormPlan final : public Plan {
     k.cache = v.get("cache") == 1;
     k.splits = v.get("splits");
     k.reverse = v.get("rev") == 1;
+    k.chunk_mb = v.get("chunk");
+    k.ahead = v.get("ahead") == 1;
     return k;
+  }
+
+  /// Mode 3 (Note [Norm groups]), where mode 2 is offered: the widest vector only (they stream), blocks of
+  /// 256-1024, each group size that gives a different number of rows per group, with and without `ahead`;
+  /// only splits that give a part at least a block of vectors and a group at least kMinGroupParts parts.
+  template <typename Add>
+  void add_group_variants(const Add& add) const {
+    if (!(s_.cols >= 4096 && s_.rows <= 4096)) return;
+    NormKnobs k;
+    k.mode = 3;
+    k.vec = s_.max_vec;
+    for (int block : {256, 512, 1024}) {
+      k.block = block;
+      for (int splits : kGroupSplits) {
+        k.splits = splits;
+        if (chunk_vectors(s_, k) < block) continue;
+        int64_t last_rows = 0;
+        for (int mb : kGroupMb) {
+          k.chunk_mb = mb;
+          if (rows_per_group(s_, k) == last_rows) continue;  // rows larger than the smaller group
+          if (rows_per_group(s_, k) * splits < kMinGroupParts) continue;
+          last_rows = rows_per_group(s_, k);
+          for (bool ahead : {false, true}) k.ahead = ahead, add(k);
+        }
+      }
+    }
   }
 
   NormShape s_;
@@ -229,7 +265,7 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

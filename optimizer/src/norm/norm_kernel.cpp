@@ -21,6 +21,14 @@ class NormKernel final : public BoundKernel {
     outputs_.push_back(stat);
     outputs_.push_back(stat);
     align_ = static_cast<uintptr_t>(k_.vec) * (s_.dtype == c10::ScalarType::Float ? 4 : 2);
+    if (k_.mode == 3) {
+      // Note [Norm groups]: the grid must be resident at once; the parts of a group are dealt evenly over it.
+      const int64_t parts = rows_per_group(s_, k_) * k_.splits;
+      const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
+      const int64_t per_block = (parts + resident - 1) / resident;
+      group_grid_ = static_cast<unsigned>((parts + per_block - 1) / per_block);
+      groups_ = row_groups(s_, k_);
+    }
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -72,10 +80,12 @@ class NormKernel final : public BoundKernel {
       const DriverApi* api = d.value();
       at::Tensor ws;
       float* wsp = nullptr;
-      if (k_.mode == 2) {
-        ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
+      if (k_.mode >= 2) {
+        const int64_t triples = s_.rows * k_.splits * 3;
+        ws = at::empty({triples + (k_.mode == 3 ? groups_ : 0)}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
+      if (k_.mode == 3) return launch_groups(api, x, w, b, yp, mp, rp, wsp, stream);
       int64_t grid = s_.rows;
       if (k_.mode == 0) grid = (s_.rows + k_.block / 32 - 1) / (k_.block / 32);
       if (k_.mode == 2) grid = s_.rows * k_.splits;
@@ -93,11 +103,35 @@ class NormKernel final : public BoundKernel {
   }
 
  private:
+  /// Mode 3: zeroes the group counters behind the triples, then one cooperative launch (Note [Norm groups]).
+  /// A grid the device cannot keep resident now (e.g. under MPS limits) fails to launch, and a stream being
+  /// captured into a graph is not given a cooperative node: Unsupported either way, so ATen serves the call.
+  Status launch_groups(const DriverApi* api, const at::Tensor& x, const void* w, const void* b, void* yp, void* mp,
+                       void* rp, float* wsp, CUstream stream) const {
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUDAL1_CU_TRY(api->cuStreamIsCapturing(stream, &capture));
+    if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return Status(Code::kUnsupported, "stream is being captured");
+    const int64_t triples = s_.rows * k_.splits * 3;
+    CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp + triples), 0,
+                                        static_cast<size_t>(groups_), stream));
+    const void* xp = x.data_ptr();
+    int phase = 1;
+    void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
+    const CUresult r = api->cuLaunchCooperativeKernel(module_->function(), group_grid_, 1, 1,
+                                                      static_cast<unsigned>(k_.block), 1, 1, 0, stream, params);
+    if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE || r == CUDA_ERROR_NOT_SUPPORTED)
+      return Status(Code::kUnsupported, "cooperative grid cannot be resident: " + cu_error_text(r));
+    if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchCooperativeKernel", __FILE__, __LINE__);
+    return Status();
+  }
+
   NormShape s_;
   NormKnobs k_;
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
+  unsigned group_grid_ = 1;  ///< mode 3: blocks of the cooperative launch
+  int64_t groups_ = 0;       ///< mode 3: row groups (one counter each)
 };
 
 }  // namespace

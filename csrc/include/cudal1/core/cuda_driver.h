@@ -18,7 +18,8 @@ namespace cudal1 {
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)   \
   X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                 \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamSynchronize) X(cuStreamIsCapturing)             \
-  X(cuStreamCreate) X(cuMemsetD32Async) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuStreamCreate) X(cuMemsetD32Async) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                  \
+  X(cuLaunchCooperativeKernel)
 
 /// Function table of the driver. Only obtainable through driver(); every pointer is non-null there.
 struct DriverApi {
