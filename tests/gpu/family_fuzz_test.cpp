@@ -155,8 +155,12 @@ Problem batch_norm(Rng& rng, int sm) {
   std::vector<int64_t> sizes = draw_sizes(rng, rank);
   if (rng() % 2) {
     sizes[1] = pick(rng, {1, 3, 8, 16, 24, 64, 96, 256});
-    while (std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>()) > kMaxNumel)
-      sizes[0] = std::max<int64_t>(sizes[0] / 2, 1), sizes.back() = std::max<int64_t>(sizes.back() / 2, 1);
+    while (std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>()) > kMaxNumel) {
+      size_t big = sizes.size() > 2 ? 2 : 0;  // halve the largest dim other than the channels
+      for (size_t d = 0; d < sizes.size(); ++d)
+        if (d != 1 && sizes[d] > sizes[big]) big = d;
+      sizes[big] /= 2;
+    }
   }
   // cudnn_batch_norm mostly as ATen calls it (fp32, or fp16 with fp32 parameters, weight and bias given).
   c10::ScalarType dt = draw_dtype(rng);

@@ -42,8 +42,10 @@ Result<std::vector<int64_t>> cudnn_out_strides(const dispatcher::TensorSpec& t) 
       if (sz[d] != 1 && t.strides[d] != cl[d]) return Status(Code::kUnsupported, "input not channels-last contiguous");
     return cl;
   }
-  if (sz.size() == 5 && sz[1] * sz[2] * sz[3] * sz[4] == 1)
-    return Status(Code::kUnsupported, "5-d input whose suggested format is ambiguous");
+  // 5-d: ATen's is_channels_last_strides_3d is false for exactly contiguous strides unless C * D * H * W == 1;
+  // other strides of size-1 dims could tip it, so only those are taken.
+  if (sz.size() == 5 && (sz[1] * sz[2] * sz[3] * sz[4] == 1 || t.strides != contiguous_strides(sz)))
+    return Status(Code::kUnsupported, "5-d input whose suggested format is not plainly contiguous");
   if (!contiguous(t)) return Status(Code::kUnsupported, "input not contiguous in its suggested format");
   return contiguous_strides(sz);
 }
