@@ -95,6 +95,14 @@ TEST(BatchNormPlan, OutputsAsAtenAllocatesThem) {
     EXPECT_EQ(cudnn[i].strides, std::vector<int64_t>{1});
   }
   EXPECT_EQ(cudnn[3].dtype, at::kByte);
+  // Note [Batch norm inference]: cuDNN's association is not ATen's native one.
+  auto s = batchnorm::parse_batch_norm(batch_norm_problem("cudnn_batch_norm", at::kHalf, at::kFloat, img));
+  ASSERT_TRUE(s.ok());
+  const auto k = batchnorm::make_batchnorm_kernel(s.value(), batchnorm::BnKnobs{}, nullptr);
+  EXPECT_TRUE(k->output_tolerance(0).nonfinite_equivalent);
+  EXPECT_TRUE(k->output_tolerance(0).overflow_equivalent);
+  EXPECT_GT(k->output_tolerance(0).output_scaled, 0);
+  EXPECT_EQ(k->output_tolerance(1).output_scaled, 0);
   EXPECT_EQ(cudnn[3].sizes, std::vector<int64_t>{0});
   // A contiguous input with a size-1 dim at an odd stride: the output gets canonical strides.
   auto odd = outputs(batch_norm_problem("cudnn_batch_norm", at::kFloat, at::kFloat, {2, 16, 1, 9}, {144, 9, 1000, 1}));

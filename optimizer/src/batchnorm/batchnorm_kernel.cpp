@@ -34,6 +34,7 @@ class BnKernel final : public BoundKernel {
     if (i == 0) {
       t.output_scaled = 16;
       t.nonfinite_equivalent = s_.cudnn;  // Inf - Inf vs Inf * 0 orders give NaN or Inf
+      t.overflow_equivalent = true;       // fp16 outputs at the edge of overflow round to 65504 or Inf
     }
     return t;
   }
