@@ -36,6 +36,16 @@ struct Row {
   double extra_bytes = 0;
 };
 
+/// Eval-mode batch norm of `x` over dim 1 with parameters and running statistics made with `o` (their dtype),
+/// through cudnn_batch_norm or native_batch_norm (the op the hook sees); returns the normalised output.
+at::Tensor bn_eval(const at::Tensor& x, const at::TensorOptions& o, bool cudnn) {
+  const int64_t c = x.size(1);
+  const at::Tensor w = at::randn({c}, o), b = at::randn({c}, o), rm = at::randn({c}, o);
+  const at::Tensor rv = at::rand({c}, o).add_(0.5);  // in place: no hooked op
+  return cudnn ? std::get<0>(at::cudnn_batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5))
+               : std::get<0>(at::native_batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5));
+}
+
 /// Device-to-device copy bandwidth (bytes read + written per second), median of 20 copies of 2 GiB.
 double copy_bandwidth() {
 #if defined(CUDAL1_TORCH_CUDA)
@@ -139,6 +149,19 @@ int main(int argc, char** argv) {
        [&](auto& x) { return at::group_norm(x, 32, at::randn({320}, bf16), at::randn({320}, bf16)); }},
       {"group_norm f16 [64,256,28,28] g32", [&] { return at::randn({64, 256, 28, 28}, f16); },
        [&](auto& x) { return at::group_norm(x, 32, at::randn({256}, f16), at::randn({256}, f16)); }},
+      // Batch norm in eval form, called as ATen's BatchNorm modules reach the CUDA backend on torch 2.11 (Note
+      // [Batch norm inference]); the [C] parameters and statistics are negligible bytes.
+      {"batch_norm cudnn f32 [64,256,56,56] (ResNet)", [&] { return at::randn({64, 256, 56, 56}, f32); },
+       [&](auto& x) { return bn_eval(x, f32, true); }},
+      {"batch_norm cudnn f16 [64,256,56,56] f32 params", [&] { return at::randn({64, 256, 56, 56}, f16); },
+       [&](auto& x) { return bn_eval(x, f32, true); }},
+      {"batch_norm native bf16 cl [64,512,28,28] f32 params",
+       [&] { return at::randn({64, 512, 28, 28}, bf16).contiguous(at::MemoryFormat::ChannelsLast); },
+       [&](auto& x) { return bn_eval(x, f32, false); }},
+      {"batch_norm native f32 [8192,4096] (BatchNorm1d)", [&] { return at::randn({8192, 4096}, f32); },
+       [&](auto& x) { return bn_eval(x, f32, false); }},
+      {"batch_norm native f16 [32,128,112,112] f16 params", [&] { return at::randn({32, 128, 112, 112}, f16); },
+       [&](auto& x) { return bn_eval(x, f16, false); }},
       // Pooling: outside inference mode at::max_pool2d runs max_pool2d_with_indices, which also writes int64
       // indices (extra_bytes); in inference mode the hook sees max_pool2d itself, which writes none.
       {"max_pool2d f32 [32,64,512,512] k4 s1 p1", [&] { return at::randn({32, 64, 512, 512}, f32); },

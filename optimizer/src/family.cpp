@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "batchnorm/batchnorm_family.h"
 #include "binary/binary_family.h"
 #include "norm/norm_family.h"
 #include "pool/pool_family.h"
@@ -55,10 +56,10 @@ Result<Variant> Variant::from_json(const std::string& text) {
 }
 
 const std::vector<const Family*>& families() {
-  static const std::vector<const Family*> all = {&unary::unary_family(), &softmax::softmax_family(),
-&norm::norm_family(), &pool::pool_family(),
-                                                      &scan::scan_family(), &reduce::reduce_family(),
-                                                      &binary::binary_family()};
+  static const std::vector<const Family*> all = {&unary::unary_family(),   &softmax::softmax_family(),
+                                                      &norm::norm_family(),     &pool::pool_family(),
+                                                      &scan::scan_family(),     &reduce::reduce_family(),
+                                                      &binary::binary_family(), &batchnorm::batchnorm_family()};
   return all;
 }
 

@@ -3,6 +3,7 @@
 #include "cudal1/optimizer/measure.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "cudal1/core/cuda_driver.h"
@@ -151,7 +152,17 @@ double max_finite_input(const CallArgs& a) {
   return m;
 }
 
-std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_atol, bool nonfinite_equivalent,
+/// The largest finite magnitude of a floating dtype.
+double dtype_max(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return 65504.0;
+    case c10::ScalarType::BFloat16: return 3.3895313892515355e38;
+    case c10::ScalarType::Double: return std::numeric_limits<double>::max();
+    default: return 3.4028234663852886e38;
+  }
+}
+
+std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_atol, const OutputTolerance& tol,
                     double* max_abs) {
   if (out.scalar_type() != ref.scalar_type())
     return std::string("dtype ") + c10::toString(out.scalar_type()) + " vs ATen " + c10::toString(ref.scalar_type());
@@ -163,7 +174,11 @@ std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_a
   // Integer outputs (indices) must be identical; floating ones close.
   const bool exact = c10::isIntegralType(ref.scalar_type(), /*includeBool=*/true);
   at::Tensor close = exact ? at::eq(out, ref) : at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
-  if (nonfinite_equivalent && !exact) close = close | (~at::isfinite(o) & ~at::isfinite(r));
+  if (tol.nonfinite_equivalent && !exact) close = close | (~at::isfinite(o) & ~at::isfinite(r));
+  if (tol.overflow_equivalent && !exact) {
+    const double edge = dtype_max(ref.scalar_type()) * (1.0 - rtol);
+    close = close | ((o.abs() >= edge) & (r.abs() >= edge) & (at::sign(o) == at::sign(r)));
+  }
   const bool finite_any = at::isfinite(r).any().item<bool>();
   if (finite_any) {
     const at::Tensor both = at::isfinite(o) & at::isfinite(r);
@@ -256,7 +271,7 @@ Status verify(const Problem& p, const c10::OperatorHandle& op, BoundKernel& kern
         const double atol_i = extra_atol + tol.input_scaled * eps32 * max_in +
                               (tol.output_scaled > 0 ? tol.output_scaled * eps32 * max_finite(ref[i]) : 0.0);
         const std::string diff =
-            compare(outs[i].view, ref[i], atol_i, tol.nonfinite_equivalent, &local.max_abs_error);
+            compare(outs[i].view, ref[i], atol_i, tol, &local.max_abs_error);
         if (!diff.empty())
           return Status(Code::kVerifyFailed, "trial " + std::to_string(trial) + ", output " + std::to_string(i) + ": " + diff);
         if (!guards_intact(outs[i], kernel.outputs()[i], trial))

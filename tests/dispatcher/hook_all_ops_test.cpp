@@ -21,6 +21,8 @@ TEST(HookAllOps, RegistersEveryFunctionalOpAndNoViewOrInPlace) {
   EXPECT_TRUE(has("relu"));
   EXPECT_TRUE(has("addmm"));
   EXPECT_TRUE(has("add.Tensor"));
+  EXPECT_TRUE(has("cudnn_batch_norm"));  // several outputs, optional tensors (Note [Batch norm inference])
+  EXPECT_TRUE(has("native_batch_norm"));
   EXPECT_FALSE(has("relu_"));
   EXPECT_FALSE(has("add.out"));
   EXPECT_FALSE(has("transpose.int"));

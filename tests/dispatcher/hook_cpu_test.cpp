@@ -25,7 +25,7 @@ class HookEnv : public ::testing::Environment {
     o.mode = Mode::kTune;
     o.ops = {"relu",        "clamp_min",         "gelu",           "sigmoid", "exp",    "mul.Tensor",
              "add.Tensor",  "where.self",        "native_layer_norm", "max.dim", "cumsum", "var.correction",
-             "sum.dim_IntList"};
+             "sum.dim_IntList", "native_batch_norm"};
     o.hot_calls = 10;
     o.sample_every = 1;
     o.profile_cpu = true;
@@ -302,6 +302,29 @@ TEST(HookCpu, OnlyFunctionalOpsAreCandidates) {
   EXPECT_FALSE(is_functional(schema("aten::transpose", "int")));
   EXPECT_FALSE(is_functional(schema("aten::view", "")));
   EXPECT_FALSE(is_functional(schema("aten::add_", "Tensor")));
+  // The batch-norm family's ops (several outputs, optional tensors) are candidates like the others.
+  EXPECT_TRUE(is_functional(schema("aten::cudnn_batch_norm", "")));
+  EXPECT_TRUE(is_functional(schema("aten::native_batch_norm", "")));
+  EXPECT_FALSE(d.findSchemaOrThrow("aten::cudnn_batch_norm", "").hasKernelForDispatchKey(c10::DispatchKey::BackendSelect));
+}
+
+TEST(HookCpu, BatchNormWithOptionalTensorsPassesThroughTheBoxedHook) {
+  const at::Tensor x = at::randn({4, 3, 5}), b = at::randn({3}), rm = at::randn({3}), rv = at::rand({3});
+  auto call = [&] { return at::native_batch_norm(x, {}, b, rm, rv, false, 0.1, 1e-5); };  // weight absent
+  const auto got = call();
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> want;
+  {
+    BypassScope bypass;
+    want = call();
+  }
+  EXPECT_TRUE(at::equal(std::get<0>(got), std::get<0>(want)));
+  EXPECT_TRUE(at::equal(std::get<1>(got), std::get<1>(want)));
+  EXPECT_TRUE(at::equal(std::get<2>(got), std::get<2>(want)));
+  uint64_t calls = 0;
+  for_each_record([&](SigRecord& r) {
+    if (r.op.operator_name().name == "aten::native_batch_norm") calls += r.calls.load();
+  });
+  EXPECT_EQ(calls, 1u);
 }
 
 TEST(HookCpu, SecondInstallAndBadOpsAreRefused) {

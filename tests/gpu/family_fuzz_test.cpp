@@ -164,6 +164,43 @@ Problem norm(Rng& rng, int sm) {
   return testing::group_norm_problem(dt, sizes, groups, rng() % 3 != 0, sm, eps);
 }
 
+/// Batch norm in eval form (Note [Batch norm inference]): both ops, ranks 2-5 (sizes from draw_sizes, so 0, 1,
+/// odd and prime ones too, the channel count often a typical one), contiguous, channels-last (4-d), permuted,
+/// sliced or stepped inputs, every dtype with parameters of the input's dtype or fp32 (sometimes fp16 against
+/// fp32, which ATen rejects), affine, weight only or none, eps values, and now and then training=true or
+/// missing running statistics (declined).
+Problem batch_norm(Rng& rng, int sm) {
+  const bool cudnn = rng() % 2;
+  const int rank = 2 + static_cast<int>(rng() % 4);
+  std::vector<int64_t> sizes = draw_sizes(rng, rank);
+  if (rng() % 2) {
+    sizes[1] = pick(rng, {1, 3, 8, 16, 24, 64, 96, 256});
+    while (std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>()) > kMaxNumel) {
+      size_t big = sizes.size() > 2 ? 2 : 0;  // halve the largest dim other than the channels
+      for (size_t d = 0; d < sizes.size(); ++d)
+        if (d != 1 && sizes[d] > sizes[big]) big = d;
+      sizes[big] /= 2;
+    }
+  }
+  // cudnn_batch_norm mostly as ATen calls it (fp32, or fp16 with fp32 parameters, weight and bias given).
+  c10::ScalarType dt = draw_dtype(rng);
+  if (cudnn && rng() % 4 != 0) dt = rng() % 2 ? at::kFloat : at::kHalf;
+  c10::ScalarType pdt = rng() % 2 ? dt : at::kFloat;
+  if (cudnn && rng() % 4 != 0) pdt = dt == at::kHalf ? at::kFloat : dt;
+  if (rng() % 16 == 0) pdt = at::kHalf;
+  const double eps = cudnn ? static_cast<double>(pick(rng, {10, 1000, 100000})) * 1e-6
+                           : static_cast<double>(pick(rng, {1, 10, 1000, 100000})) * 1e-6;
+  const int affine = cudnn && rng() % 8 != 0 ? 2 : static_cast<int>(rng() % 6);  // 0: none, 1: weight only, else both
+  Problem p = testing::batch_norm_problem(cudnn ? "cudnn_batch_norm" : "native_batch_norm", dt, pdt, sizes, {},
+                                          affine != 0, sm, eps, rng() % 12 == 0);
+  if (affine == 1) p.args[2] = testing::none_arg();
+  if (rng() % 16 == 0) p.args[3] = p.args[4] = testing::none_arg();
+  const int layout = static_cast<int>(rng() % 4);
+  if (layout == 1 && rank == 4) p.args[0].tensor.strides = testing::channels_last(sizes);
+  if (layout >= 2) p.args[0] = tensor(rng, dt, sizes, 4);
+  return p;
+}
+
 /// Pooling: every op, ranks 3-4 (2 and 5 sometimes, to be declined), NCHW, channels-last or random layouts,
 /// windows with padding, stride, dilation and ceil mode (sometimes invalid ones ATen rejects), every dtype.
 Problem pool(Rng& rng, int sm) {
@@ -436,6 +473,7 @@ TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404); }
 TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505); }
 TEST(FamilyFuzz, Reduce) { fuzz("amax", &reduction, 606); }
 TEST(FamilyFuzz, Binary) { fuzz("maximum", &binary, 707); }
+TEST(FamilyFuzz, BatchNorm) { fuzz("native_batch_norm", &batch_norm, 808); }
 
 }  // namespace
 }  // namespace cudal1

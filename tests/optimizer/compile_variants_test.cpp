@@ -1,4 +1,4 @@
-/// @brief NVRTC compiles every variant of the unary, softmax, norm, reduce and binary technique spaces, for every dtype
+/// @brief NVRTC compiles every variant of the unary, softmax, norm, reduce, binary and batch-norm technique spaces, for every dtype
 /// and layout class, for sm_80 and sm_90, and every op for every dtype. Host-only: needs NVRTC, not a GPU.
 #include <gtest/gtest.h>
 
@@ -161,6 +161,23 @@ TEST_P(CompileVariants, EveryNormVariant) {
       // Rows long enough for row groups (mode 3): fused-affine fp16 group norm, fp32 layer norm.
       testing::group_norm_problem(at::kHalf, {2, 64, 128, 128}, 4, true, sm),
       testing::layer_norm_problem(at::kFloat, {5, 1 << 20}, 1, true, true, sm),
+  };
+  expect_every_variant_compiles(f, problems, sm);
+}
+
+TEST_P(CompileVariants, EveryBatchNormVariant) {
+  const int sm = GetParam();
+  const Family& f = *family_for("cudnn_batch_norm", "");
+  const std::vector<int64_t> img = {4, 32, 8, 8};
+  std::vector<Problem> problems = {
+      // planes + flat, one channel per vector, fp32 with fp32 parameters, no saved statistics
+      testing::batch_norm_problem("cudnn_batch_norm", at::kFloat, at::kFloat, img, {}, true, sm),
+      // columns + flat over channel vectors, fp16 input with fp32 parameters, channels-last
+      testing::batch_norm_problem("cudnn_batch_norm", at::kHalf, at::kFloat, img, testing::channels_last(img), true, sm),
+      // saved statistics, bf16 parameters, no affine, [N, C] rows
+      testing::batch_norm_problem("native_batch_norm", at::kBFloat16, at::kBFloat16, {64, 40}, {}, false, sm),
+      // fp16 parameters, odd planes of a 5-d input (vec 1 only)
+      testing::batch_norm_problem("native_batch_norm", at::kHalf, at::kHalf, {2, 3, 5, 7, 9}, {}, true, sm),
   };
   expect_every_variant_compiles(f, problems, sm);
 }

@@ -95,6 +95,21 @@ inline optimizer::Problem group_norm_problem(c10::ScalarType dt, std::vector<int
                   value_arg(hw), value_arg(groups), value_arg(eps)});
 }
 
+/// A cudnn_batch_norm / native_batch_norm problem in eval form: input of `sizes` (contiguous unless `strides`),
+/// parameters of `param_dt` ([C] contiguous; weight and bias only when `affine`), running stats always,
+/// training false, momentum 0.1.
+inline optimizer::Problem batch_norm_problem(const std::string& op, c10::ScalarType dt, c10::ScalarType param_dt,
+                                             std::vector<int64_t> sizes, std::vector<int64_t> strides = {},
+                                             bool affine = true, int sm = 90, double eps = 1e-5,
+                                             bool training = false) {
+  if (strides.empty()) strides = contiguous(sizes);
+  const int64_t c = sizes.size() > 1 ? sizes[1] : 1;
+  auto param = [&](bool present) { return present ? tensor_arg(param_dt, {c}, {1}) : none_arg(); };
+  return problem(op, sm,
+                 {tensor_arg(dt, std::move(sizes), std::move(strides)), param(affine), param(affine), param(true),
+                  param(true), value_arg(training), value_arg(0.1), value_arg(eps)});
+}
+
 /// A max_pool2d / max_pool2d_with_indices problem: tensor, kernel_size, stride, padding, dilation, ceil_mode.
 inline optimizer::Problem max_pool_problem(c10::ScalarType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides,
                                            std::vector<int64_t> kernel, std::vector<int64_t> stride,

@@ -90,6 +90,10 @@ struct OutputTolerance {
   /// A non-finite result matches any non-finite result (a reduction over +-Inf gives Inf or NaN depending on the
   /// order ATen's own kernel happened to combine in). Finite results must still be finite and close.
   bool nonfinite_equivalent = false;
+  /// A result within rtol of the output dtype's overflow (its largest finite magnitude) matches one of the same
+  /// sign beyond it, Inf included: two fp32 values a few ulps apart may round to 65504 and Inf in fp16 when a
+  /// kernel associates differently from ATen's (cuDNN's batch norm, Note [Batch norm inference]).
+  bool overflow_equivalent = false;
 };
 
 /// A variant compiled, loaded and bound to one signature: launches with the call's own arguments.
