@@ -404,6 +404,7 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
   Rng rng(seed);
   std::vector<Job> jobs;
   std::map<std::string, int> declined;
+  std::map<std::string, int> knobs_drawn;  // which technique knob values the planned draws reach
   for (int i = 0; i < kSignatures; ++i) {
     Job j;
     j.problem = draw(rng, info->sm);
@@ -418,6 +419,7 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
     const auto space = plan.value()->space();
     ASSERT_FALSE(space.empty());
     j.variant = space[rng() % space.size()];
+    for (const auto& [knob, value] : j.variant.knobs) ++knobs_drawn[knob + "=" + std::to_string(value)];
     j.plan = std::move(plan).value();
     jobs.push_back(std::move(j));
   }
@@ -461,6 +463,9 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
   }
   std::printf("[fuzz %s] %d signatures: %zu planned, %d verified against ATen, %d declined at the call, "
               "%d mismatches\n", family->name(), kSignatures, jobs.size(), verified, call_declined, mismatches);
+  std::string reached;
+  for (const auto& [kv, n] : knobs_drawn) reached += " " + kv + ":" + std::to_string(n);
+  std::printf("[fuzz %s] knob values drawn:%s\n", family->name(), reached.c_str());
   for (const auto& [why, n] : declined) std::printf("[fuzz %s]   declined by the planner %4d x %s\n", family->name(), n, why.c_str());
   EXPECT_EQ(mismatches, 0);
   EXPECT_GE(verified, kSignatures / 4) << "too few signatures accepted for the fuzz to mean anything";

@@ -124,7 +124,7 @@ TEST_P(CompileVariants, EverySoftmaxVariant) {
   int i = 0;
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
     for (auto [rows, cols, stride] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {4096, 32000, 32000}, {8192, 1024, 1024}, {3, 7, 7}, {1000, 4096, 4608}}) {
+             {4096, 32000, 32000}, {8192, 1024, 1024}, {3, 7, 7}, {1000, 4096, 4608}, {1024, 50257, 50257}}) {
       const Problem p = testing::softmax_problem(i++ % 2 ? "_log_softmax" : "_softmax", dt, {rows, cols},
                                                  {stride, 1}, 1, false, sm);
       auto plan = f.plan(p);
@@ -132,8 +132,9 @@ TEST_P(CompileVariants, EverySoftmaxVariant) {
       auto space = plan.value()->space();
       work.emplace_back(std::move(plan).value(), std::move(space));
     }
+  // Rows above include odd widths (3 x 7, the 50257 vocabulary): head variants (Note [Softmax row heads]).
   // Columns (softmax over an outer dim): small n with wide inner (every split caches), large n with small
-  // inner (no caching), odd inner (vec 1), n below every split, dim 0, n = 1; in every dtype.
+  // inner (no caching; chunked tiles), odd inner (vec 1), n below every split, dim 0, n = 1; in every dtype.
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
     for (auto [sizes, dim] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
              {{4, 16, 3136}, 1}, {{32, 32000, 64}, 1}, {{5, 100, 7}, -2}, {{2, 3, 4096}, 1}, {{2048, 8, 16}, 0},

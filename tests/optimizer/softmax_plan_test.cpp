@@ -18,7 +18,19 @@ int max_vec(const Problem& p) {
   EXPECT_TRUE(plan.ok()) << plan.status().to_string();
   if (!plan.ok()) return 0;
   int m = 0;
-  for (const auto& v : plan.value()->space()) m = std::max(m, v.get("vec"));
+  for (const auto& v : plan.value()->space())
+    if (!v.get("head")) m = std::max(m, v.get("vec"));  // Note [Softmax row heads]: RowHeads below
+  return m;
+}
+
+/// The widest vector of `p`'s head variants (Note [Softmax row heads]); 0 when none is offered.
+int head_vec(const Problem& p) {
+  auto plan = family().plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return 0;
+  int m = 0;
+  for (const auto& v : plan.value()->space())
+    if (v.get("head")) m = std::max(m, v.get("vec"));
   return m;
 }
 
@@ -51,6 +63,33 @@ TEST(SoftmaxPlan, VectorWidthFollowsRowsAndAlignment) {
   EXPECT_EQ(max_vec(softmax_problem("_softmax", at::kFloat, {8, 4098}, {4098, 1})), 2);
   EXPECT_EQ(max_vec(softmax_problem("_softmax", at::kFloat, {8, 1000}, {1002, 1})), 2);
   EXPECT_EQ(max_vec(softmax_problem("_softmax", at::kHalf, {8, 4096}, {4096, 1}, -1, false, 90, 3)), 1);
+}
+
+TEST(SoftmaxPlan, RowHeadsVectoriseRowsOfAnyWidthWhoseInputAndOutputShareAlignment) {
+  // The odd vocabulary: plain variants stay scalar, head variants read 16 bytes.
+  EXPECT_EQ(max_vec(softmax_problem("_log_softmax", at::kFloat, {1024, 50257}, {50257, 1})), 1);
+  EXPECT_EQ(head_vec(softmax_problem("_log_softmax", at::kFloat, {1024, 50257}, {50257, 1})), 4);
+  EXPECT_EQ(head_vec(softmax_problem("_softmax", at::kBFloat16, {7, 999}, {999, 1})), 8);
+  // Already vectorised: no head variants.
+  EXPECT_EQ(head_vec(softmax_problem("_softmax", at::kFloat, {8, 4096}, {4096, 1})), 0);
+  // Stride minus width a multiple of 2 but not 4 (fp32): head length differs between input and output at 4.
+  EXPECT_EQ(head_vec(softmax_problem("_softmax", at::kFloat, {8, 1001}, {1003, 1})), 2);
+  // Storage offset not a multiple of the vector; rows shorter than two vectors.
+  EXPECT_EQ(head_vec(softmax_problem("_softmax", at::kHalf, {8, 1001}, {1001, 1}, -1, false, 90, 3)), 0);
+  EXPECT_EQ(head_vec(softmax_problem("_softmax", at::kFloat, {8, 7}, {7, 1})), 2);  // 2 x 4 > 7
+  EXPECT_EQ(head_vec(softmax_problem("_softmax", at::kFloat, {1, 3}, {3, 1})), 0);
+  auto plan = family().plan(softmax_problem("_log_softmax", at::kFloat, {1024, 50257}, {50257, 1}));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"vec", 4}, {"block", 1024}, {"warp", 0}, {"cache", 1}, {"head", 1}}};
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("#define HEAD 1"), std::string::npos);
+  EXPECT_NE(src->code.find("D = 50257"), std::string::npos);
+  // Head variants only above the plain width; a plain variant cannot take the head's width.
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 1}, {"block", 1024}, {"warp", 0}, {"cache", 1}, {"head", 1}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"warp", 0}, {"cache", 1}}}).ok());
+  EXPECT_EQ(plan.value()->features(v).size(),
+            plan.value()->features(Variant{{{"vec", 1}, {"block", 1024}, {"warp", 0}, {"cache", 1}}}).size());
 }
 
 TEST(SoftmaxPlan, CachingIsOfferedOnlyWhereRowsFitInRegisters) {
@@ -179,15 +218,20 @@ TEST(SoftmaxPlan, ColumnSpaceSplitsAndCachesOnlyWhereUseful) {
   ASSERT_NE(wide, nullptr);
   std::set<int> splits;
   int cached = 0;
+  int split_variants = 0;
   for (const auto& v : wide->space()) {
+    if (v.get("tile")) continue;  // Note [Softmax column tiles]: ColumnTiles below
+    ++split_variants;
     splits.insert(v.get("split"));
     cached += v.get("cache");
   }
-  EXPECT_EQ(2 * cached, static_cast<int>(wide->space().size()));
+  EXPECT_EQ(2 * cached, split_variants);
   EXPECT_EQ(splits, (std::set<int>{1, 4}));  // split 32 > n = 16 would leave threads idle
   auto tiny = plan_of(over(at::kFloat, {4, 3, 3136}, 1));
   ASSERT_NE(tiny, nullptr);
-  for (const auto& v : tiny->space()) EXPECT_EQ(v.get("split"), 1) << v.id();
+  for (const auto& v : tiny->space()) {
+    EXPECT_TRUE(v.get("tile") || v.get("split") == 1) << v.id();
+  }
   auto tall = plan_of(over(at::kFloat, {32, 32000, 64}, 1));  // no column part fits in registers
   ASSERT_NE(tall, nullptr);
   cached = 0;
@@ -197,7 +241,7 @@ TEST(SoftmaxPlan, ColumnSpaceSplitsAndCachesOnlyWhereUseful) {
   ASSERT_NE(mid, nullptr);
   std::set<std::pair<int, int>> cached_at;  // (split, vec)
   for (const auto& v : mid->space())
-    if (v.get("cache")) cached_at.insert({v.get("split"), v.get("vec")});
+    if (v.get("cache") && !v.get("tile")) cached_at.insert({v.get("split"), v.get("vec")});
   EXPECT_EQ(cached_at, (std::set<std::pair<int, int>>{{4, 1}, {32, 1}, {32, 2}, {32, 4}, {32, 8}}));
   // Variants of another plan kind are rejected.
   EXPECT_FALSE(mid->source(Variant{{{"vec", 1}, {"block", 128}, {"warp", 1}, {"cache", 0}}}).ok());
@@ -234,8 +278,73 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
   }
   EXPECT_GT(len, 0u);
   for (int s : row_strata) EXPECT_TRUE(s >= 0 && s < 4) << s;
-  for (int s : col_strata) EXPECT_TRUE(s >= 4 && s < 10) << s;
+  for (int s : col_strata) EXPECT_TRUE(s >= 4 && s < 13) << s;
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not
+  EXPECT_TRUE(col_strata.count(10) && col_strata.count(12));  // tiles re-read; chunked tiles
+}
+
+/// The tile variants of `p`'s plan (Note [Softmax column tiles]).
+std::vector<Variant> tiles_of(const Plan& plan) {
+  std::vector<Variant> out;
+  for (const auto& v : plan.space())
+    if (v.get("tile") == 1) out.push_back(v);
+  return out;
+}
+
+TEST(SoftmaxPlan, ColumnTilesCoverWholeLinesAndSplitLongColumnsOverBlocks) {
+  // [32,32000,64] bf16: 32 tiles of 64 columns, so n is split over blocks (two launches, never cached).
+  auto tall = plan_of(over(at::kBFloat16, {32, 32000, 64}, 1, "_log_softmax"));
+  ASSERT_NE(tall, nullptr);
+  std::set<int> chunks, vecs;
+  for (const auto& v : tiles_of(*tall)) {
+    chunks.insert(v.get("chunks"));
+    vecs.insert(v.get("vec"));
+    EXPECT_LE(v.get("block") * v.get("vec"), 4096) << v.id();  // the warp merge's shared memory
+    EXPECT_TRUE(v.get("chunks") == 1 || v.get("cache") == 0) << v.id();
+  }
+  EXPECT_EQ(chunks, (std::set<int>{1, 8, 64}));
+  EXPECT_EQ(vecs, (std::set<int>{1, 2, 4, 8}));
+  const Variant chunked{{{"vec", 2}, {"block", 1024}, {"tile", 1}, {"chunks", 64}, {"cache", 0}}};
+  auto src = tall->source(chunked);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("N = 32000, NC = 500;"), std::string::npos) << src->code;
+  EXPECT_NE(src->code.find("IV = 32, TILES = 1;"), std::string::npos);
+  EXPECT_NE(src->code.find("BLOCKS = 2048;"), std::string::npos);
+  EXPECT_NE(src->code.find("COLS = 2048;"), std::string::npos);  // chunked only
+  EXPECT_NE(src->code.find("LOG 1"), std::string::npos);
+  EXPECT_EQ(tall->stratum(chunked), 12);
+  // A chunked variant cannot cache; chunks are 1, 8 or 64; block x vec <= 4096 (shared memory of the merge).
+  EXPECT_FALSE(tall->source(Variant{{{"vec", 2}, {"block", 1024}, {"tile", 1}, {"chunks", 64}, {"cache", 1}}}).ok());
+  EXPECT_FALSE(tall->source(Variant{{{"vec", 8}, {"block", 1024}, {"tile", 1}, {"chunks", 1}, {"cache", 0}}}).ok());
+  EXPECT_FALSE(tall->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 1}, {"chunks", 4}, {"cache", 0}}}).ok());
+  EXPECT_FALSE(tall->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"chunks", 1}, {"cache", 0}}}).ok());
+  auto few = plan_of(over(at::kFloat, {2, 100, 64}, 1));
+  ASSERT_NE(few, nullptr);
+  for (const auto& v : tiles_of(*few)) {
+    EXPECT_LE(v.get("chunks") * v.get("block") / 32, 100) << v.id();
+  }
+
+  // Spatial [64,1000,56,56] f32: 1000 rows cached at block 1024 (32 a thread), not at 256 (125).
+  auto spatial = plan_of(over(at::kFloat, {64, 1000, 56, 56}, 1));
+  ASSERT_NE(spatial, nullptr);
+  std::set<std::pair<int, int>> cached;  // (block, vec)
+  for (const auto& v : tiles_of(*spatial))
+    if (v.get("cache")) cached.insert({v.get("block"), v.get("vec")});
+  EXPECT_EQ(cached, (std::set<std::pair<int, int>>{{1024, 1}}));
+  auto cached_src = spatial->source(Variant{{{"vec", 1}, {"block", 1024}, {"tile", 1}, {"chunks", 1}, {"cache", 1}}});
+  ASSERT_TRUE(cached_src.ok());
+  EXPECT_NE(cached_src->code.find("IV = 3136, TILES = 98;"), std::string::npos) << cached_src->code;
+  EXPECT_NE(cached_src->code.find("CACHE 1"), std::string::npos);
+
+  // Odd inner (vec 1) with a partial last tile, and a slice along n (input strides in vectors).
+  auto odd = plan_of(softmax_problem("_softmax", at::kHalf, {3, 50, 33}, {3300, 66, 1}, 1));
+  ASSERT_NE(odd, nullptr);
+  const auto odd_tiles = tiles_of(*odd);
+  ASSERT_FALSE(odd_tiles.empty());
+  auto odd_src = odd->source(odd_tiles.front());
+  ASSERT_TRUE(odd_src.ok());
+  EXPECT_NE(odd_src->code.find("IV = 33, TILES = 2;"), std::string::npos) << odd_src->code;
+  EXPECT_NE(odd_src->code.find("OSV = 3300, NSV = 66;"), std::string::npos);
 }
 
 }  // namespace

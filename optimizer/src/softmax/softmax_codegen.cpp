@@ -1,7 +1,9 @@
 /// @brief Source generation for the softmax family. The arithmetic follows ATen's CUDA kernels exactly where it
 /// matters for results: the row maximum first (fmaxf, so NaN is skipped there and surfaces through the sum, as in
 /// ATen), then the sum of exp(x - max) in fp32, then softmax = exp(x - max) / sum and
-/// log_softmax = x - (max + log(sum)). That gives ATen's NaN/Inf behaviour row for row.
+/// log_softmax = x - (max + log(sum)). That gives ATen's NaN/Inf behaviour row for row. With `head`, each row is
+/// read as a scalar head up to its first VEC-aligned element, whole vectors, and a scalar tail (Note [Softmax
+/// row heads]).
 #include <sstream>
 
 #include "codegen_common.h"
@@ -9,20 +11,20 @@
 
 namespace cudal1::optimizer::softmax {
 
-KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache) {
+KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache, bool head) {
   const int tpr = warp_per_row ? 32 : block;  // threads per row
   std::ostringstream k;
   k << "// cudal1 softmax: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " vec=" << vec << " block=" << block << " warp_per_row=" << warp_per_row
-    << " cache=" << cache << "\n";
+    << " cache=" << cache << " head=" << head << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define TPR " << tpr
     << "\n#define RPB (BLOCK / TPR)\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (s.log ? 1 : 0)
-    << "\n";
+    << "\n#define HEAD " << (head ? 1 : 0) << "\n";
   k << "static constexpr index_t ROWS = " << s.rows << ";\n"
     << "static constexpr index_t RS = " << s.row_stride << ";\n"
-    << "static constexpr int D = " << s.cols << ";\n"
-    << "static constexpr int NV = D / VEC;\n";
+    << "static constexpr int D = " << s.cols << ";\n";
+  if (!head || cache) k << "static constexpr int NV = D / VEC;  // vectors of a row (an upper bound with HEAD)\n";
   if (cache) k << "static constexpr int PER = (NV + TPR - 1) / TPR;  // vectors each thread keeps\n";
   k << R"(#define NEG_INF __int_as_float(0xff800000u)
 struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
@@ -32,26 +34,42 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   const int lane = threadIdx.x % TPR;
   const index_t row = (index_t)blockIdx.x * RPB + threadIdx.x / TPR;
   const bool live = row < ROWS;  // dead rows still take part in the reductions
-  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + (live ? row : 0) * RS);
-  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + (live ? row : 0) * (index_t)D);
+  const index_t bx = (live ? row : 0) * RS, by = (live ? row : 0) * (index_t)D;
+#if HEAD
+  // Note [Softmax row heads]: bx and by agree mod VEC (the planner asks (RS - D) % VEC == 0, both pointers
+  // VEC-aligned), so one head length h serves input and output; lanes < h hold a head element, lanes < tn a
+  // tail element (h, tn < VEC <= TPR).
+  const int h = (int)((VEC - bx % VEC) % VEC), nv = (D - h) / VEC, tn = D - h - nv * VEC;
+  const bool has_h = live && lane < h, has_t = live && lane < tn;
+  const float hv = has_h ? to_float(in[bx + lane]) : 0.f;
+  const float tv = has_t ? to_float(in[bx + h + nv * VEC + lane]) : 0.f;
+#else
+  const int h = 0, nv = NV;
+#endif
+  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + bx + h);
+  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + by + h);
   float m = NEG_INF;
 #if CACHE
   vec_t c[PER];
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int j = lane + i * TPR;
-    if (live && j < NV) {
+    if (live && j < nv) {
       c[i] = x[j];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(c[i].v[e]));
     }
   }
 #else
-  for (int j = lane; live && j < NV; j += TPR) {
+  for (int j = lane; live && j < nv; j += TPR) {
     const vec_t t = x[j];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(t.v[e]));
   }
+#endif
+#if HEAD
+  if (has_h) m = fmaxf(m, hv);
+  if (has_t) m = fmaxf(m, tv);
 #endif
   m = row_max(m, red);
   float s = 0.f;
@@ -59,42 +77,51 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int j = lane + i * TPR;
-    if (live && j < NV) {
+    if (live && j < nv) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) s += expf(to_float(c[i].v[e]) - m);
     }
   }
 #else
-  for (int j = lane; live && j < NV; j += TPR) {
+  for (int j = lane; live && j < nv; j += TPR) {
     const vec_t t = x[j];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) s += expf(to_float(t.v[e]) - m);
   }
 #endif
+#if HEAD
+  if (has_h) s += expf(hv - m);
+  if (has_t) s += expf(tv - m);
+#endif
   s = row_sum(s, red);
   const float logsum = m + logf(s);
+#define EPILOGUE(v) (LOG ? (v) - logsum : expf((v) - m) / s)
+#if HEAD
+  if (has_h) out[by + lane] = to_storage(EPILOGUE(hv));
+  if (has_t) out[by + h + nv * VEC + lane] = to_storage(EPILOGUE(tv));
+#endif
 #if CACHE
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int j = lane + i * TPR;
-    if (live && j < NV) {
+    if (live && j < nv) {
       vec_t o;
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
         const float v = to_float(c[i].v[e]);
-        o.v[e] = to_storage(LOG ? v - logsum : expf(v - m) / s);
+        o.v[e] = to_storage(EPILOGUE(v));
       }
       y[j] = o;
     }
   }
 #else
-  for (int j = lane; live && j < NV; j += TPR) {
+  for (int j = lane; live && j < nv; j += TPR) {
     const vec_t t = x[j];
     vec_t o;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const float v = to_float(t.v[e]);
-      o.v[e] = to_storage(LOG ? v - logsum : expf(v - m) / s);
+      o.v[e] = to_storage(EPILOGUE(v));
     }
     y[j] = o;
   }

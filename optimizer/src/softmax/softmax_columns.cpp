@@ -1,4 +1,7 @@
-/// @brief The softmax family's column plan (Note [Softmax columns]): technique space, features and binding.
+/// @brief The softmax family's column plan (Note [Softmax columns], Note [Softmax column tiles]): technique space,
+/// features and binding.
+#include <algorithm>
+
 #include "codegen_common.h"
 #include "simple_kernel.h"
 #include "softmax_family.h"
@@ -12,6 +15,23 @@ constexpr int kSplits[] = {1, 4, 32};
 
 /// Elements one thread keeps in registers when its part of the column is cached.
 int64_t cached_elements(const ColumnShape& c, int vec, int split) { return (c.n + split - 1) / split * vec; }
+
+/// Tiled variants (Note [Softmax column tiles]): a warp per n-row of 32 x vec inner elements, block / 32 warps
+/// share n, `chunks` blocks share a column (two launches when > 1).
+constexpr int kTileBlocks[] = {256, 1024};
+constexpr int kChunks[] = {1, 8, 64};
+/// Shared memory of the warp merge: 2 x block x vec floats, within the 48 KB of static shared memory.
+constexpr int64_t kMaxTileBlockVec = 4096;
+/// Workspace floats of a chunked variant: 2 x chunks x columns at most this many (64 MB).
+constexpr int64_t kMaxWorkspaceFloats = int64_t{1} << 24;
+
+int64_t tile_rows(const ColumnShape& c, int chunks) { return (c.n + chunks - 1) / chunks; }
+
+/// Elements one thread of a cached tile keeps: at most 64, 32 at block 1024 (64 registers per thread there).
+bool tile_cache_fits(const ColumnShape& c, int vec, int block, int chunks) {
+  const int w = block / 32;
+  return chunks == 1 && (tile_rows(c, chunks) + w - 1) / w * vec <= std::min<int64_t>(kMaxCachedElements, 32768 / block);
+}
 
 class ColumnPlan final : public Plan {
  public:
@@ -30,6 +50,14 @@ class ColumnPlan final : public Plan {
           }
         }
     }
+    for (int vec : kVecs) {
+      if (!vec_ok(vec)) continue;
+      for (int block : kTileBlocks)
+        for (int chunks : kChunks)
+          for (int cache : {1, 0})
+            if (tile_ok(vec, block, chunks, cache))
+              out.push_back(Variant{{{"vec", vec}, {"block", block}, {"tile", 1}, {"chunks", chunks}, {"cache", cache}}});
+    }
     return out;
   }
 
@@ -44,13 +72,20 @@ class ColumnPlan final : public Plan {
     return softmax_features(k, v);
   }
 
-  /// 4 + 2 x split class + cache: disjoint from the row plan's 0..3.
+  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked): disjoint from rows' 0..3.
   int stratum(const Variant& v) const override {
+    if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
     return 4 + 2 * (split == 1 ? 0 : split == 4 ? 1 : 2) + v.get("cache");
   }
 
   Result<KernelSource> source(const Variant& v) const override {
+    if (v.get("tile", 0)) {
+      const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);
+      if (v.get("tile") != 1 || v.knobs.size() != 5 || !tile_ok(vec, block, chunks, cache))
+        return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+      return generate_softmax_tiles(c_, vec, block, chunks, cache == 1);
+    }
     const int vec = v.get("vec", 0), block = v.get("block", 0), split = v.get("split", 0), cache = v.get("cache", -1);
     const bool block_ok = block == 128 || block == 256 || block == 512 || block == 1024;
     const bool split_ok = split == 1 || ((split == 4 || split == 32) && split <= c_.n);
@@ -63,6 +98,7 @@ class ColumnPlan final : public Plan {
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));
+    if (v.get("tile", 0)) return make_tile_kernel(c_, v.get("vec"), v.get("block"), v.get("chunks"), std::move(m));
     const int vec = v.get("vec"), block = v.get("block"), split = v.get("split");
     const int64_t columns = c_.outer * (c_.inner / vec), per_block = block / split;
     const int64_t grid = (columns + per_block - 1) / per_block;
@@ -74,6 +110,16 @@ class ColumnPlan final : public Plan {
  private:
   bool vec_ok(int vec) const {
     return (vec == 1 || vec == 2 || vec == 4 || vec == 8) && vec <= c_.max_vec && c_.inner % vec == 0;
+  }
+
+  bool tile_ok(int vec, int block, int chunks, int cache) const {
+    const bool block_ok = block == 256 || block == 1024;
+    const bool chunks_ok = chunks == 1 || ((chunks == 8 || chunks == 64) && c_.n >= chunks * (block / 32) &&
+                                           2 * chunks * c_.outer * c_.inner <= kMaxWorkspaceFloats);
+    const int64_t tiles = (c_.inner / std::max(vec, 1) + 31) / 32;
+    return vec_ok(vec) && block_ok && chunks_ok && int64_t{block} * vec <= kMaxTileBlockVec &&
+           c_.outer * tiles * chunks < (int64_t{1} << 31) - 1 && (cache == 0 || cache == 1) &&
+           (cache == 0 || tile_cache_fits(c_, vec, block, chunks));
   }
 
   ColumnShape c_;

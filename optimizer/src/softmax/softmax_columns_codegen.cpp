@@ -7,6 +7,22 @@
 
 namespace cudal1::optimizer::softmax {
 
+const char* column_epilogue_source() {
+  return R"(#if LOG
+  float ls[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) ls[e] = logf(s[e]);
+#define EPILOGUE(v, e) (((v) - m[e]) - ls[e])  // LogSoftMaxForwardEpilogue
+#else
+#define EPILOGUE(v, e) (expf((v) - m[e]) / s[e])  // SoftMaxForwardEpilogue
+#endif
+  FOR_EACH_PART(vec_t r;
+                _Pragma("unroll") for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e]), e));
+                y[j * IV] = r;)
+}
+)";
+}
+
 KernelSource generate_softmax_columns(const ColumnShape& c, int vec, int block, int split, bool cache) {
   std::ostringstream k;
   k << "// cudal1 softmax columns: log=" << c.log << " " << c10::toString(c.dtype) << " outer=" << c.outer
@@ -101,19 +117,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #if TPC > 1
   col_combine(s, red, false);
 #endif
-#if LOG
-  float ls[VEC];
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) ls[e] = logf(s[e]);
-#define EPILOGUE(v, e) (((v) - m[e]) - ls[e])  // LogSoftMaxForwardEpilogue
-#else
-#define EPILOGUE(v, e) (expf((v) - m[e]) / s[e])  // SoftMaxForwardEpilogue
-#endif
-  FOR_EACH_PART(vec_t r;
-                _Pragma("unroll") for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e]), e));
-                y[j * IV] = r;)
-}
-)";
+)" << column_epilogue_source();
   return KernelSource{k.str(), "cudal1_softmax"};
 }
 

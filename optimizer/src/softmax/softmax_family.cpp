@@ -18,6 +18,9 @@ std::vector<float> softmax_features(const SoftmaxClass& c, const Variant& v) {
   knobs.push_back(v.get("cache") == 1);
   knobs.push_back(v.get("cache") == 0);
   for (int x : {1, 4, 32}) knobs.push_back(v.get("split", 0) == x);  // columns only
+  knobs.push_back(v.get("tile", 0) == 1);                             // column tiles only
+  knobs.push_back(v.get("chunks", 1) > 1);
+  knobs.push_back(v.get("head", 0) == 1);  // rows only
   auto f = [](bool b) { return b ? 1.f : 0.f; };
   const std::vector<float> ctx = {1.f,
                                   f(c.n <= 1024),
@@ -71,6 +74,12 @@ Result<std::unique_ptr<Plan>> plan_rows(const dispatcher::TensorSpec& t, int64_t
   while (s.max_vec > 1 && (s.cols % s.max_vec != 0 || (s.rows > 1 && s.row_stride % s.max_vec != 0) ||
                            (t.storage_offset * es) % (s.max_vec * es) != 0))
     s.max_vec /= 2;
+  // Note [Softmax row heads]: widest vector whose head length is the same for input and output rows.
+  s.head_vec = 16 / es;
+  while (s.head_vec > s.max_vec && ((s.rows > 1 && (s.row_stride - s.cols) % s.head_vec != 0) ||
+                                    t.storage_offset % s.head_vec != 0 || s.cols < 2 * s.head_vec))
+    s.head_vec /= 2;
+  if (s.head_vec <= s.max_vec) s.head_vec = 1;  // plain vectors already reach it
   return row_plan(std::move(s));
 }
 
@@ -109,7 +118,8 @@ Result<std::unique_ptr<Plan>> plan_columns(const dispatcher::TensorSpec& t, int6
 class SoftmaxFamily final : public Family {
  public:
   const char* name() const override { return "softmax"; }
-  int version() const override { return 3; }  // 2: row reductions from codegen_common; 3: column kernels
+  // 2: row reductions from codegen_common; 3: column kernels; 4: column tiles (Note [Softmax column tiles])
+  int version() const override { return 4; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

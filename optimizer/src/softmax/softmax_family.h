@@ -14,7 +14,31 @@
 /// Technique space: `split` threads share a column (1: a thread per column, coalesced across threads along
 /// inner; 4 or 32: a partial reduction each, combined by warp shuffles and shared memory), `vec` adjacent
 /// inner columns per thread (16-byte loads where inner, the strides and the offset allow), `cache` (the
-/// thread's part of the column kept in registers: one read instead of three) and the block size.
+/// thread's part of the column kept in registers: one read instead of three) and the block size; and the tiles
+/// of Note [Softmax column tiles].
+///
+/// Note [Softmax column tiles]
+/// Why (bytes, H200): with `split` threads per column a warp covers block/split adjacent columns, 64 bytes of a
+/// row at best, and three reads when the column does not fit registers: log_softmax bf16 [32,32000,64] ran at
+/// 6.4x its floor (2048 columns: 128 blocks, each thread a serial column of 1000), f16 [8,16,2048,2048] dim 2
+/// at 2.3x (three reads of 512 MB; L2 holds 50 MB), f32 [64,1000,56,56] dim 1 at 1.4x (half lines per warp).
+/// A tile variant (`tile` = 1) gives each warp 32 x vec adjacent inner elements of one n-row (128 bytes for fp32
+/// vec 1 or 16-bit vec 2: whole lines), the block / 32 warps of a block take rows w, w + W, ... of n, and each
+/// lane keeps an online (max, sum) pair per column, merged over the warps in shared memory in warp order (every
+/// warp folds the same values in the same order, so all agree bitwise). One pass then writes: from registers
+/// when the block's rows fit (`cache`, at most 64 elements a thread, 32 at block 1024: input read once), else
+/// re-read right after the block read them (L2 holds the working set when it is small: f16 [8,16,2048,2048]
+/// at vec 1 keeps 264 resident blocks x 128 KB = 34 MB). Where outer x tiles gives too few blocks (2048
+/// columns = 32 tiles of 64), `chunks` blocks split each column's n over two launches: phase 0 writes each
+/// chunk's merged pairs to an fp32 workspace [2][chunks][outer * inner], phase 1 merges them in chunk order,
+/// re-reads its rows and writes, walking the blocks backwards so that its first blocks hit what phase 0 left
+/// in L2. Predicted: spatial f32 one read + one write at whole lines, ~1.1x the floor; [32,32000,64] two reads
+/// less the ~50 MB L2 tail of 131 MB, ~1.35x; f16 attention columns between 1.2x (vec 1, L2 hits) and 1.5x.
+/// Special values as the two-pass kernels: m is the fmaxf maximum (never NaN); an element -Inf adds 0 (exactly
+/// exp(-Inf - max) when the column max is finite; a column whose max stays -Inf, every element -Inf or NaN, gets
+/// sum NaN like exp(-Inf - -Inf) in the two-pass sum); NaN and +Inf make the sum NaN (exp(NaN), exp(Inf - Inf));
+/// rescaling skips the factor when the max did not change, so exp(-Inf - -Inf) never enters. The sum differs
+/// from the two-pass one by the rescale roundings only (a few fp32 ulps), far inside the verification tolerance.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -31,6 +55,7 @@ struct SoftmaxShape {
   std::vector<int64_t> sizes, in_strides, out_strides;
   int64_t rows = 0, cols = 0, row_stride = 0;
   int max_vec = 1;
+  int head_vec = 1;  ///< widest vector of the head/body/tail reading (Note [Softmax row heads]); 1: not offered
 };
 
 /// One planned signature served by columns (Note [Softmax columns]).
@@ -63,11 +88,37 @@ std::unique_ptr<Plan> row_plan(SoftmaxShape s);
 std::unique_ptr<Plan> column_plan(ColumnShape c);
 
 /// CUDA source for `s` with the technique knobs: vector width, block size, warp-per-row (else block-per-row),
-/// and whether the row stays in registers between its passes (one read) or is re-read (three reads).
-KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache);
+/// whether the row stays in registers between its passes (one read) or is re-read (three reads), and whether
+/// each row is read as scalar head + aligned vectors + scalar tail (`head`, Note [Softmax row heads]).
+///
+/// Note [Softmax row heads]
+/// Rows whose width or stride is not a multiple of the vector width (a vocabulary of 50257) get vec 1 only: one
+/// 4-byte load per element and lane, 49 loads a thread for log_softmax f32 [1024,50257] at block 1024, which
+/// ran at 1.49x the floor while the same kernel at vec 4 (32768 wide) runs at 1.12x. With `head`, row r starts
+/// at element r x RS; its first h = (VEC - r x RS % VEC) % VEC elements are scalars (lanes < h), then
+/// (D - h) / VEC aligned vectors, then fewer than VEC scalars (lanes < tail). The output row r x D shares the
+/// head length because the planner asks (RS - D) % VEC == 0 and a storage offset that is a multiple of VEC
+/// (the call checks both pointers against VEC x element size); rows must hold at least two vectors. The
+/// arithmetic is the plain kernel's (max, then sum, then ATen's epilogue); only the summation order moves.
+/// Predicted: 16-byte loads as the 32768-wide rows, ~1.15x the floor instead of 1.49x.
+KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache, bool head);
 
 /// CUDA source for `c` (Note [Softmax columns]): `split` threads per column (1, or a power of two dividing
 /// `block`), `vec` adjacent columns per thread, column parts cached in registers or re-read.
 KernelSource generate_softmax_columns(const ColumnShape& c, int vec, int block, int split, bool cache);
+
+/// The column kernels' last pass and the kernel's closing brace: `EPILOGUE(v, e)` of element v of column e from
+/// the arrays m[VEC] and s[VEC] (log_softmax: ls[VEC] = logf(s) first), written by FOR_EACH_PART(body) (the
+/// generator's loop over the thread's elements `t` at index `j` along n) to y[j * IV].
+const char* column_epilogue_source();
+
+/// CUDA source of a tile variant of `c` (Note [Softmax column tiles]): kernel(in, out, float* ws, int phase),
+/// `chunks` blocks per column (phase 0 then 1 when > 1, else phase 1 alone), `cache` only with one chunk.
+KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, int chunks, bool cache);
+
+/// The bound kernel of a tile variant: checks the call's layout and alignment (vec), allocates the workspace
+/// of a chunked variant per call and launches its phases on the call's stream.
+std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, int vec, int block, int chunks,
+                                              std::shared_ptr<LoadedModule> m);
 
 }  // namespace cudal1::optimizer::softmax

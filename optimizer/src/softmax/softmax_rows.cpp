@@ -10,6 +10,7 @@ namespace {
 constexpr int kBlocks[] = {128, 256, 512, 1024};
 constexpr int kVecs[] = {1, 2, 4, 8};
 
+/// Elements a thread keeps when its part of the row is cached (head variants: the whole-vector bound).
 int cached_elements(const SoftmaxShape& s, int vec, int tpr) {
   const int64_t nv = s.cols / vec;
   return static_cast<int>((nv + tpr - 1) / tpr) * vec;
@@ -21,15 +22,18 @@ class SoftmaxPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    for (int vec : kVecs) {
-      if (vec > s_.max_vec) continue;
-      for (int block : kBlocks)
-        for (int warp : {1, 0})
-          for (int cache : {1, 0}) {
-            if (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements) continue;
-            out.push_back(Variant{{{"vec", vec}, {"block", block}, {"warp", warp}, {"cache", cache}}});
-          }
-    }
+    for (int head : {0, 1})
+      for (int vec : kVecs) {
+        if (!vec_ok(vec, head)) continue;
+        for (int block : kBlocks)
+          for (int warp : {1, 0})
+            for (int cache : {1, 0}) {
+              if (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements) continue;
+              Variant v{{{"vec", vec}, {"block", block}, {"warp", warp}, {"cache", cache}}};
+              if (head) v.knobs.emplace_back("head", 1);
+              out.push_back(std::move(v));
+            }
+      }
     return out;
   }
 
@@ -45,12 +49,13 @@ class SoftmaxPlan final : public Plan {
 
   Result<KernelSource> source(const Variant& v) const override {
     const int vec = v.get("vec", 0), block = v.get("block", 0), warp = v.get("warp", -1), cache = v.get("cache", -1);
+    const int head = v.get("head", 0);
     const bool block_ok = block == 128 || block == 256 || block == 512 || block == 1024;
-    if (vec < 1 || vec > s_.max_vec || s_.cols % vec != 0 || !block_ok || warp < 0 || warp > 1 || cache < 0 ||
-        cache > 1 ||
+    if (head < 0 || head > 1 || v.knobs.size() != (head ? 5u : 4u) || !vec_ok(vec, head) || !block_ok || warp < 0 ||
+        warp > 1 || cache < 0 || cache > 1 ||
         (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements))
       return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-    return generate_softmax(s_, vec, block, warp == 1, cache == 1);
+    return generate_softmax(s_, vec, block, warp == 1, cache == 1, head == 1);
   }
 
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
@@ -65,6 +70,13 @@ class SoftmaxPlan final : public Plan {
   }
 
  private:
+  /// Plain variants: vec divides the row and its stride; head variants: wider than that, up to head_vec.
+  bool vec_ok(int vec, int head) const {
+    const bool known = vec == 1 || vec == 2 || vec == 4 || vec == 8;
+    if (head) return known && vec > s_.max_vec && vec <= s_.head_vec;
+    return known && vec <= s_.max_vec && s_.cols % vec == 0;
+  }
+
   SoftmaxShape s_;
 };
 
