@@ -42,7 +42,7 @@ fi
 if want test; then
   say "ctest"
   t0=$(date +%s)
-  timeout "${CTEST_TIMEOUT:-480}" ctest --test-dir $B --output-on-failure -j 8 >"$OUT/ctest.log" 2>&1
+  timeout "${CTEST_TIMEOUT:-480}" ctest --test-dir $B -V -j 8 >"$OUT/ctest.log" 2>&1
   rc=$?
   summary+=("ctest: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
   grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -20 | tee -a "$LOG"
