@@ -93,6 +93,9 @@ std::vector<at::Tensor> run_aten(const c10::OperatorHandle& op, const CallArgs& 
 }
 
 double poison_value(c10::ScalarType t, int trial) {
+  if (t == c10::ScalarType::Bool) return trial % 2;
+  if (t == c10::ScalarType::Byte) return trial % 2 ? 0xa5 : 0x5a;  // representable 8-bit sentinels
+  if (t == c10::ScalarType::Char) return trial % 2 ? -91 : 90;
   if (c10::isIntegralType(t, /*includeBool=*/false)) return trial % 2 ? -1.0 : 1234567.0;  // no NaN in ints
   if (trial % 2 == 0) return std::numeric_limits<double>::quiet_NaN();
   return t == c10::ScalarType::Half ? 60000.0 : 3.0e38;  // finite sentinels
@@ -117,7 +120,12 @@ GuardedOutput make_output(const OutputSpec& s, int device, int trial) {
 }
 
 at::Tensor bits(const at::Tensor& t) {
-  return t.view(t.element_size() == 2 ? at::kShort : (t.element_size() == 4 ? at::kInt : at::kLong));
+  switch (t.element_size()) {
+    case 1: return t.view(at::kByte);
+    case 2: return t.view(at::kShort);
+    case 4: return t.view(at::kInt);
+    default: return t.view(at::kLong);
+  }
 }
 
 bool guards_intact(const GuardedOutput& g, const OutputSpec& s, int trial) {
