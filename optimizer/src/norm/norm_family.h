@@ -43,6 +43,10 @@
 /// boundaries (~2-4 us each: launch gap, tail, ramp-up) per group: 32 boundaries for 268 MB in 16 MB groups,
 /// 64-128 us against the 64 us of HBM reads it saves. Thread-block clusters cannot hold a row either: 16 SMs'
 /// shared memory is 3.6 MB, and the rows that need splitting are 2-16 MB.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 4): the prediction was wrong. On layer norm f32
+/// [64,1048576] the best mode-3 variant (8 sampled: splits64, chunk16, ahead1, block 512) ran 210 us (1.66x the
+/// floor) and the others 238-669 us, against 215 us for mode 2; the KernelBench rows stay on mode 2 (1.68-1.71x).
+/// Not profiled yet: the per-group waits and the share of the reread that really hits L2 are the unknowns.
 #pragma once
 
 #include "cudal1/optimizer/family.h"

@@ -41,6 +41,10 @@
 /// once): max_pool2d f32 [32,64,512,512] k4 s1 p1 1.67x -> ~1.15-1.25x without indices and 1.54x -> ~1.1-1.2x
 /// with (the 8-byte index stores are then 2/3 of the bytes); the f16 k3 s2 stem 1.34x -> ~1.15-1.2x (tiny:
 /// 231 MB, launch and tail effects of a ~56 us kernel remain).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 4): wrong. On the 4x4 stride-1 inference row the smem=1
+/// variants ran 2529-4578 us against 1721-2060 us for the register tiles, and no row picked smem=1. Kept as
+/// knob values (the tuner measures them per signature); the fill loop's scalar loads and the __syncthreads per
+/// tile are the first suspects.
 ///
 /// Note [Pooling channels-last tiles]
 /// Knob px (channels-last, overlapping windows only). With px=0 thread t takes channel group t % (C/OPW) of
@@ -58,6 +62,8 @@
 /// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7
 /// (1.77x; its 2x2 windows do not overlap, so neither knob applies: what remains there is the OW = 7 row
 /// tiles of opw=2 idling 1/8 of the threads and the small problem's ~15 us floor).
+/// Measured (H200, 2026-11-30): the bf16 channels-last stem took px4, 1.37x -> 1.21x the floor; the
+/// channels-last k3 s1 avg pool kept px0 at 2.25x.
 #pragma once
 
 #include <memory>
