@@ -178,6 +178,31 @@ bool key_add(c10::string_view s, SigKey* key) {
 bool key_add(int64_t v, SigKey* key) { return encode_ivalue(c10::IValue(v), key); }
 bool key_add(bool v, SigKey* key) { return encode_ivalue(c10::IValue(v), key); }
 
+bool key_add(c10::IntArrayRef v, SigKey* key) {  // as encode_ivalue's IntList branch
+  auto& w = key->words;
+  w.push_back(tag(ArgTag::kIntList));
+  w.push_back(static_cast<int64_t>(v.size()));
+  w.append(v.begin(), v.end());
+  return true;
+}
+
+bool key_add(c10::SymIntArrayRef v, SigKey* key) {  // boxed as an IntList when every element is concrete
+  auto& w = key->words;
+  w.push_back(tag(ArgTag::kIntList));
+  w.push_back(static_cast<int64_t>(v.size()));
+  for (const c10::SymInt& s : v) {
+    if (s.is_symbolic()) return false;
+    w.push_back(s.expect_int());
+  }
+  return true;
+}
+
+bool key_add(const c10::optional<at::Tensor>& t, SigKey* key) {  // boxed as the tensor, or None
+  if (t.has_value()) return encode_tensor(*t, key);
+  key->words.push_back(tag(ArgTag::kNone));
+  return true;
+}
+
 bool key_finish(SigKey* key) {
   if (!key->has_tensor) return false;
   key->hash = hash_words(key->words.data(), key->words.size());

@@ -60,8 +60,11 @@ bool key_arg(const at::Tensor& t, SigKey* k) { return key_add(t, k); }
 bool key_arg(c10::string_view s, SigKey* k) { return key_add(s, k); }
 bool key_arg(int64_t v, SigKey* k) { return key_add(v, k); }
 bool key_arg(bool v, SigKey* k) { return key_add(v, k); }
+bool key_arg(c10::IntArrayRef v, SigKey* k) { return key_add(v, k); }
+bool key_arg(c10::SymIntArrayRef v, SigKey* k) { return key_add(v, k); }
+bool key_arg(const c10::optional<at::Tensor>& t, SigKey* k) { return key_add(t, k); }
 template <typename T>
-bool key_arg(const T& v, SigKey* k) {  // optional tensors, int lists, doubles, scalars, dtypes: as boxed
+bool key_arg(const T& v, SigKey* k) {  // doubles, scalars, dtypes, optional ints and lists: as boxed
   return key_add(boxed(v), k);
 }
 

@@ -35,6 +35,27 @@ TEST(SignatureOf, WordsSeparateLayoutsAndScalars) {
   EXPECT_NE(key({a, a, 1}), key({a, a.to(at::kDouble), 1}));
 }
 
+// The typed carrier's allocation-free key_add overloads write what key_add of the boxed IValue writes.
+TEST(SignatureOf, DirectKeysEqualBoxedKeys) {
+  auto words = [](auto&& add) {
+    SigKey k;
+    EXPECT_TRUE(add(&k));
+    return std::vector<int64_t>(k.words.begin(), k.words.end());
+  };
+  const std::vector<int64_t> list{3, 1, 4};
+  const c10::IntArrayRef ints(list);
+  EXPECT_EQ(words([&](SigKey* k) { return key_add(ints, k); }),
+            words([&](SigKey* k) { return key_add(c10::IValue(ints), k); }));
+  const std::vector<c10::SymInt> syms{c10::SymInt(3), c10::SymInt(1), c10::SymInt(4)};
+  const c10::SymIntArrayRef sym_ref(syms);
+  EXPECT_EQ(words([&](SigKey* k) { return key_add(sym_ref, k); }),
+            words([&](SigKey* k) { return key_add(c10::IValue(sym_ref), k); }));
+  for (const c10::optional<at::Tensor>& t :
+       {c10::optional<at::Tensor>(), c10::optional<at::Tensor>(at::empty({2, 3})), c10::optional<at::Tensor>(at::Tensor())})
+    EXPECT_EQ(words([&](SigKey* k) { return key_add(t, k); }),
+              words([&](SigKey* k) { return key_add(c10::IValue(t), k); }));
+}
+
 TEST(SignatureOf, UnkeyableCallsAreRefused) {
   const auto add = op("aten::add", "Tensor");
   SigKey k;
