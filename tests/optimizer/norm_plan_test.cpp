@@ -75,7 +75,9 @@ TEST(NormPlan, SpaceOffersSplitRowsOnlyForLongRowsAndCachingOnlyWhereRowsFit) {
   for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
     modes.insert(v.get("mode"));
     EXPECT_EQ(v.get("cache"), 0) << v.id();
-    if (v.get("mode") >= 2) EXPECT_GE(v.get("splits"), 4) << v.id();
+    if (v.get("mode") >= 2) {
+      EXPECT_GE(v.get("splits"), 4) << v.id();
+    }
   }
   EXPECT_EQ(modes, (std::set<int>{1, 2, 3}));
   // LLM rows: 4096 features fit in registers of a block; many rows, so no splitting.
@@ -83,7 +85,9 @@ TEST(NormPlan, SpaceOffersSplitRowsOnlyForLongRowsAndCachingOnlyWhereRowsFit) {
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) {
     cached += v.get("cache");
     EXPECT_NE(v.get("mode"), 2) << v.id();
-    if (v.get("mode") == 0) EXPECT_EQ(v.get("cache"), 0) << v.id();  // 128 elements per lane: too many
+    if (v.get("mode") == 0) {
+      EXPECT_EQ(v.get("cache"), 0) << v.id();  // 128 elements per lane: too many
+    }
   }
   EXPECT_GT(cached, 0);
 }
