@@ -16,11 +16,7 @@ const Family& family() { return *family_for("native_layer_norm", ""); }
 
 Code code(const Problem& p) { return family().plan(p).status().code(); }
 
-std::vector<Variant> space(const Problem& p) {
-  auto plan = family().plan(p);
-  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
-  return plan.ok() ? plan.value()->space() : std::vector<Variant>{};
-}
+std::vector<Variant> space(const Problem& p) { return testing::planned_space(family(), p); }
 
 TEST(NormPlan, ServesLayerAndGroupNorm) {
   ASSERT_EQ(family_for("native_group_norm", ""), &family());

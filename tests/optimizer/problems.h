@@ -1,6 +1,8 @@
 /// @brief Test helpers: Problems built by hand (what a profiled signature gives the optimizer).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,6 +10,13 @@
 #include "cudal1/optimizer/family.h"
 
 namespace cudal1::testing {
+
+/// The technique space `f` plans for `p`; empty (and a test failure) when planning fails.
+inline std::vector<optimizer::Variant> planned_space(const optimizer::Family& f, const optimizer::Problem& p) {
+  auto plan = f.plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  return plan.ok() ? plan.value()->space() : std::vector<optimizer::Variant>{};
+}
 
 inline dispatcher::ArgSpec tensor_arg(c10::ScalarType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides,
                                       int64_t offset = 0) {

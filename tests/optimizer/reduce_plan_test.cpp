@@ -21,11 +21,7 @@ const Family& family() { return *family_for("amax", ""); }
 
 Code code(const Problem& p) { return family().plan(p).status().code(); }
 
-std::vector<Variant> space(const Problem& p) {
-  auto plan = family().plan(p);
-  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
-  return plan.ok() ? plan.value()->space() : std::vector<Variant>{};
-}
+std::vector<Variant> space(const Problem& p) { return testing::planned_space(family(), p); }
 
 /// The outputs a bound kernel of `p` promises (the first variant; no module needed to ask).
 std::vector<OutputSpec> outputs(const Problem& p) {
