@@ -28,6 +28,71 @@ int LoadedModule::max_blocks_per_sm(int block) const {
   return n > 0 ? n : 1;
 }
 
+// Note [Clusters]
+// Hopper groups up to 8 blocks (16 with the non-portable opt-in) into a cluster that is scheduled at once on
+// one GPC; its blocks read and write each other's shared memory (distributed shared memory, `mapa` +
+// `ld.shared::cluster`) and meet at a hardware barrier (`barrier.cluster`), far cheaper than a grid-wide wait
+// through global atomics. A family uses it to split one reduction (a long row, a column) over the blocks of a
+// cluster and exchange partial statistics on chip, keeping the data in shared memory or registers between
+// the statistics and the output (one HBM read). Co-residency of a cluster's blocks is guaranteed by the
+// hardware, so no cooperative launch is needed; a cluster that cannot fit fails at launch and the call stays
+// on ATen. Kernels with clusters are only offered where Problem::sm >= 90.
+Status LoadedModule::configure_clusters(unsigned dynamic_smem) const {
+  CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+  CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+  if (dynamic_smem > 48 * 1024)
+    CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          static_cast<int>(dynamic_smem)));
+  return Status();
+}
+
+namespace {
+
+struct ClusterConfig {
+  CUlaunchAttribute attr{};
+  CUlaunchConfig config{};
+  ClusterConfig(unsigned grid, unsigned block, unsigned cluster, unsigned smem, CUstream stream) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    config.gridDimX = grid;
+    config.gridDimY = 1;
+    config.gridDimZ = 1;
+    config.blockDimX = block;
+    config.blockDimY = 1;
+    config.blockDimZ = 1;
+    config.sharedMemBytes = smem;
+    config.hStream = stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+  }
+  ClusterConfig(const ClusterConfig&) = delete;
+  ClusterConfig& operator=(const ClusterConfig&) = delete;
+};
+
+}  // namespace
+
+int LoadedModule::max_active_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const {
+  auto d = driver();
+  if (!d.ok()) return 0;
+  ClusterConfig c(cluster, block, cluster, dynamic_smem, nullptr);
+  int n = 0;
+  if (d.value()->cuOccupancyMaxActiveClusters(&n, fn_, &c.config) != CUDA_SUCCESS) return 0;
+  return n;
+}
+
+Status LoadedModule::launch_clusters(unsigned grid, unsigned block, unsigned cluster, unsigned dynamic_smem,
+                                     CUstream stream, void** params) const {
+  if (cluster == 0 || grid % cluster != 0)
+    return Status(Code::kInvalidArgument, "cluster launch: grid " + std::to_string(grid) +
+                                              " is not a multiple of the cluster size " + std::to_string(cluster));
+  CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+  ClusterConfig c(grid, block, cluster, dynamic_smem, stream);
+  CUDAL1_CU_TRY(api->cuLaunchKernelEx(&c.config, fn_, params, nullptr));
+  return Status();
+}
+
 LoadedModule::~LoadedModule() {
   if (!module_) return;
   auto d = driver();

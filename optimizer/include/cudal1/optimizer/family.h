@@ -71,6 +71,19 @@ class LoadedModule {
   /// Blocks per multiprocessor at `block` threads (occupancy API), at least 1.
   int max_blocks_per_sm(int block) const;
 
+  /// Thread-block clusters (compute capability 9.0+; Note [Clusters] in module.cpp). Opts the kernel in to
+  /// `dynamic_smem` bytes of dynamic shared memory per block and to clusters of more than 8 blocks; call once
+  /// before the first launch. Ok, or the driver's error (e.g. more shared memory than the device has).
+  Status configure_clusters(unsigned dynamic_smem) const;
+  /// Clusters of `cluster` blocks of `block` threads with `dynamic_smem` bytes each that the device can hold at
+  /// once (cuOccupancyMaxActiveClusters); 0 when none fit or the driver cannot say.
+  int max_active_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const;
+  /// Launches `grid` blocks of `block` threads in clusters of `cluster` consecutive blocks along x (`grid` a
+  /// multiple of `cluster`) with `dynamic_smem` bytes of dynamic shared memory, on `stream`. Runs under the
+  /// caller's context; returns the driver's error, never throws.
+  Status launch_clusters(unsigned grid, unsigned block, unsigned cluster, unsigned dynamic_smem, CUstream stream,
+                         void** params) const;
+
  private:
   LoadedModule() = default;
   CUmodule module_ = nullptr;
