@@ -197,6 +197,12 @@ bool key_add(c10::SymIntArrayRef v, SigKey* key) {  // boxed as an IntList when 
   return true;
 }
 
+bool key_add(c10::OptionalIntArrayRef v, SigKey* key) {  // boxed as the int list, or None
+  if (v.has_value()) return key_add(*v, key);
+  key->words.push_back(tag(ArgTag::kNone));
+  return true;
+}
+
 bool key_add(const c10::optional<at::Tensor>& t, SigKey* key) {  // boxed as the tensor, or None
   if (t.has_value()) return encode_tensor(*t, key);
   key->words.push_back(tag(ArgTag::kNone));

@@ -62,6 +62,7 @@ bool key_arg(int64_t v, SigKey* k) { return key_add(v, k); }
 bool key_arg(bool v, SigKey* k) { return key_add(v, k); }
 bool key_arg(c10::IntArrayRef v, SigKey* k) { return key_add(v, k); }
 bool key_arg(c10::SymIntArrayRef v, SigKey* k) { return key_add(v, k); }
+bool key_arg(c10::OptionalIntArrayRef v, SigKey* k) { return key_add(v, k); }
 bool key_arg(const c10::optional<at::Tensor>& t, SigKey* k) { return key_add(t, k); }
 template <typename T>
 bool key_arg(const T& v, SigKey* k) {  // doubles, scalars, dtypes, optional ints and lists: as boxed

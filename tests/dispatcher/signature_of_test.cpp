@@ -50,6 +50,9 @@ TEST(SignatureOf, DirectKeysEqualBoxedKeys) {
   const c10::SymIntArrayRef sym_ref(syms);
   EXPECT_EQ(words([&](SigKey* k) { return key_add(sym_ref, k); }),
             words([&](SigKey* k) { return key_add(c10::IValue(sym_ref), k); }));
+  for (const c10::OptionalIntArrayRef& dims : {c10::OptionalIntArrayRef(), c10::OptionalIntArrayRef(ints)})
+    EXPECT_EQ(words([&](SigKey* k) { return key_add(dims, k); }),
+              words([&](SigKey* k) { return key_add(c10::IValue(dims), k); }));
   for (const c10::optional<at::Tensor>& t :
        {c10::optional<at::Tensor>(), c10::optional<at::Tensor>(at::empty({2, 3})), c10::optional<at::Tensor>(at::Tensor())})
     EXPECT_EQ(words([&](SigKey* k) { return key_add(t, k); }),
