@@ -2,7 +2,8 @@
 ///
 /// Note [Verification]
 /// Defends against the reward hacks CUDA-L1 met. Every trial draws fresh random inputs at the signature's
-/// full size and layout (never shrunk), with a different scale and injected NaN/+-Inf/+-0 on most trials;
+/// full size and layout (never shrunk), with a different scale and injected NaN/+-Inf/+-0 on most trials
+/// (an argument whose domain is non-negative by ATen's contract, a running variance, is drawn as |x|);
 /// ATen computes the reference on the same stream; the candidate writes into an output poisoned with NaN or
 /// a finite sentinel (alternating) and framed by guard regions. A trial passes only if dtype, sizes and
 /// strides equal ATen's, every element is close within the dtype's tolerance with NaN/Inf parity, and the
