@@ -39,6 +39,8 @@ int LoadedModule::max_blocks_per_sm(int block) const {
 // on ATen. Kernels with clusters are only offered where Problem::sm >= 90.
 Status LoadedModule::configure_clusters(unsigned dynamic_smem) const {
   CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+  dispatcher::ContextScope ctx(device_);
+  CUDAL1_RETURN_IF_ERROR(ctx.status());
   CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
   if (dynamic_smem > 48 * 1024)
     CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -76,6 +78,8 @@ struct ClusterConfig {
 int LoadedModule::max_active_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const {
   auto d = driver();
   if (!d.ok()) return 0;
+  dispatcher::ContextScope ctx(device_);  // the occupancy query needs the device's context current
+  if (!ctx.status().ok()) return 0;
   ClusterConfig c(cluster, block, cluster, dynamic_smem, nullptr);
   int n = 0;
   if (d.value()->cuOccupancyMaxActiveClusters(&n, fn_, &c.config) != CUDA_SUCCESS) return 0;

@@ -76,7 +76,7 @@ class LoadedModule {
   /// before the first launch. Ok, or the driver's error (e.g. more shared memory than the device has).
   Status configure_clusters(unsigned dynamic_smem) const;
   /// Clusters of `cluster` blocks of `block` threads with `dynamic_smem` bytes each that the device can hold at
-  /// once (cuOccupancyMaxActiveClusters); 0 when none fit or the driver cannot say.
+  /// once (cuOccupancyMaxActiveClusters, under the device's context); 0 when none fit or the driver cannot say.
   int max_active_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const;
   /// Launches `grid` blocks of `block` threads in clusters of `cluster` consecutive blocks along x (`grid` a
   /// multiple of `cluster`) with `dynamic_smem` bytes of dynamic shared memory, on `stream`. Runs under the
