@@ -252,6 +252,20 @@ struct EventTriple {
   EventTriple& operator=(const EventTriple&) = delete;
 };
 
+/// 256 MB written before each timed repetition, so that no input is still in the 50 MB L2 (cold caches, as
+/// a model's activations arrive).
+struct L2Flush {
+  static constexpr size_t kBytes = size_t{256} << 20;
+  at::Tensor buffer;
+  explicit L2Flush(int device)
+      : buffer(at::empty({static_cast<int64_t>(kBytes / 4)},
+                         at::TensorOptions().dtype(at::kInt).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))))) {}
+  Status issue(const DriverApi* api, CUstream stream) const {
+    CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffer.data_ptr()), 0x5a5a5a5a, kBytes / 4, stream));
+    return Status();
+  }
+};
+
 }  // namespace
 
 Status verify(const Problem& p, const c10::OperatorHandle& op, BoundKernel& kernel, int device, int trials,
@@ -318,14 +332,11 @@ Result<Timing> time_against_aten(const Problem& p, const c10::OperatorHandle& op
     for (const auto& s : kernel.outputs())
       outs.push_back(at::empty_strided(s.sizes, s.strides,
                                        at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)))));
-    constexpr size_t kFlushBytes = size_t{256} << 20;
-    at::Tensor flush = at::empty({static_cast<int64_t>(kFlushBytes / 4)},
-                                 at::TensorOptions().dtype(at::kInt).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
-    const auto flush_ptr = reinterpret_cast<CUdeviceptr>(flush.data_ptr());
+    const L2Flush flush(device);
 
     EventTriple ev(api);
     auto run_once = [&](bool candidate, double* fast_us, double* extra_us) -> Status {
-      CUDAL1_CU_TRY(api->cuMemsetD32Async(flush_ptr, 0x5a5a5a5a, kFlushBytes / 4, stream));
+      CUDAL1_RETURN_IF_ERROR(flush.issue(api, stream));
       CUDAL1_CU_TRY(api->cuEventRecord(ev.e[0], stream));
       if (candidate) {
         CUDAL1_RETURN_IF_ERROR(kernel.launch(args.values.data(), args.values.size(), outs.data(), stream));
@@ -392,13 +403,11 @@ Result<double> time_device_copy(int64_t bytes, int device, int reps) {
     const CUstream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
     const auto opts = at::TensorOptions().dtype(at::kByte).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
     at::Tensor src = at::ones({bytes / 2}, opts), dst = at::empty({bytes / 2}, opts);
-    constexpr size_t kFlushBytes = size_t{256} << 20;
-    at::Tensor flush = at::empty({static_cast<int64_t>(kFlushBytes / 4)}, opts.dtype(at::kInt));
-    const auto flush_ptr = reinterpret_cast<CUdeviceptr>(flush.data_ptr());
+    const L2Flush flush(device);
     EventTriple ev(api);
     std::vector<double> ts;
     for (int r = -3; r < reps; ++r) {  // three warm-up copies
-      CUDAL1_CU_TRY(api->cuMemsetD32Async(flush_ptr, 0x5a5a5a5a, kFlushBytes / 4, stream));
+      CUDAL1_RETURN_IF_ERROR(flush.issue(api, stream));
       CUDAL1_CU_TRY(api->cuEventRecord(ev.e[0], stream));
       dst.copy_(src);
       CUDAL1_CU_TRY(api->cuEventRecord(ev.e[1], stream));
