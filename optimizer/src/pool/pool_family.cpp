@@ -72,7 +72,9 @@ class PoolPlan final : public Plan {
   }
 
   int stratum(const Variant& v) const override {
-    if (v.get("slide")) return 8;
+    // Sliding windows: one stratum per segment length, so that a few trials still reach the technique and its
+    // segment lengths (short walks: more parallelism and halo re-reads; whole planes: fewer threads).
+    if (v.get("slide")) return 8 + (v.get("seg") == 8 ? 0 : v.get("seg") == 32 ? 1 : 2);
     return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
   }
 

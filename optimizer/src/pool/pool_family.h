@@ -70,7 +70,8 @@
 /// Knobs slide = VEC (4: fp32 16-byte or 16-bit 8-byte loads; 8: 16-bit only) and seg (output rows per walk: 8,
 /// 32, or 0 for the whole plane). Scope: NCHW max/avg, stride 1, dilation 1, an overlapping window, unit column
 /// stride, W and the row/plane/batch strides multiples of VEC (the data pointer's alignment is checked at the
-/// launch), both halos within one chunk (PW <= VEC, KW-1-PW <= VEC) and the ring <= kMaxPatch floats.
+/// launch), both halos within one chunk (PW <= VEC, KW-1-PW <= VEC) and the ring <= kMaxPatch floats. Each
+/// segment length is a stratum of its own (8, 9, 10), so that the tuner's first trials reach the technique.
 /// Why: the register-patch tiles issue (OPH-1+KH) x (OPW-1+KW) scalar loads per thread (49 per 16 outputs for
 /// k4 s1), each warp load spanning 4 wavefronts, and the tile below re-reads the vertical halo; smem staging
 /// added a barrier and a scalar fill and ran slower still. The L1/LSU pipe then carried ~3x the input.
