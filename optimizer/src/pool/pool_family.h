@@ -98,12 +98,14 @@
 /// Bytes (H200 floor = input read once + outputs written once, ~4.2 TB/s): DRAM reads the input once (a
 /// segment's first KH - 1 rows, (KH-1)/SEG = 9% at SEG 32, are the segment above's, mostly from L2); per VEC
 /// outputs a row costs 1 vector load (+ KW-1 shuffles, lanes 0/31 KW-1 scalars): 4-5 wavefronts a warp-row for
-/// 128 fp32 outputs against ~50 for the 4x4 register tile. Stores are vectors where OW % VEC == 0, else
-/// scalars (4 wavefronts per instruction, VEC instructions a warp-row: the L1 pipe still carries < 1/3 of the
-/// DRAM time). Instructions per output (fp32 VEC 4): max ~27 (k4, ~45 with indices), avg k3 ~30 (9 adds, the
-/// divisor, an IEEE division) against ~33 T thread-instructions/s.
+/// 128 fp32 outputs against ~50 for the 4x4 register tile. Stores are vectors where OW % VEC == 0; otherwise
+/// (OW = 511 for k4 p1) VEC-strided scalar stores would send every 32-byte sector to L2 VEC times partly
+/// filled (4x the output's L2 write traffic, 8x-spread 8-byte index stores), so the warp's outputs go through
+/// a per-warp shared-memory buffer (a __syncwarp each side) and store e of lane L writes slot 32e + L:
+/// consecutive addresses within a row, whole sectors. Instructions per output (fp32 VEC 4): max ~30 (k4, ~50
+/// with indices), avg k3 ~30 (9 adds, the divisor, an IEEE division) against ~33 T thread-instructions/s.
 /// Predictions: max_pool2d f32 [32,64,512,512] k4 s1 p1 inference (floor 1011 us; 1.70x at opw4.oph4) -> ~1.2x
-/// (~1.2 ms: scalar stores as OW = 511, ~0.45 ms of issue hidden under the memory time); with indices (floor
+/// (~1.2 ms: ~0.5 ms of issue hidden under the memory time); with indices (floor
 /// ~2.04 ms: 8.6 GB; 1.55x) -> ~1.15x; avg_pool2d f16 [64,128,112,112] k3 s1 p1 (floor 97 us; 2.78x) -> ~1.25-1.4x
 /// (VEC 8, vector stores, but ~30 instructions per output make it nearly issue-bound: ~90 us of issue against
 /// 97 us of memory). Not done: channels-last (the avg_pool2d bf16 channels-last k3 s1 row, 2.25x, keeps its

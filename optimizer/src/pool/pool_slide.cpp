@@ -42,6 +42,8 @@ std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& kn) {
 #define NL(n) ((n) > 0 ? (n) : 1)
 struct __align__(VEC * sizeof(storage_t)) lvec_t { storage_t v[VEC]; };
 struct __align__(16) ll2_t { long long x, y; };
+struct __align__(16) sv4_t { float v[4]; };
+struct __align__(16) si4_t { int v[4]; };
 static constexpr int RING_UNROLL = KH;
 // One input row of this thread: its own VEC columns, and for lane 0 / lane 31 the halo columns that the
 // neighbouring warp holds (other lanes take theirs from their neighbours by shuffles).
@@ -84,6 +86,13 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
   const index_t plane = active ? r1 / NSEG : 0;
   const storage_t* __restrict__ x = in + (plane / C) * SN + (plane % C) * SC;
   const int ihb = oh_begin - PH;  // input row of the walk's first iteration
+#if !STORE_VEC
+  __shared__ __align__(16) float st_v[BLOCK / 32][32 * VEC];  // per warp: the row's outputs, lane-major
+#if INDICES
+  __shared__ __align__(16) int st_i[BLOCK / 32][32 * VEC];
+#endif
+  __shared__ int st_o[BLOCK / 32][32], st_n[BLOCK / 32][32];  // per lane: first output's offset, outputs to store
+#endif
   bool cok[RC];  // window-row column q is image column c0 - PW + q
 #pragma unroll
   for (int q = 0; q < RC; ++q) cok[q] = (unsigned)(c0 - PW + q) < (unsigned)W;
@@ -175,7 +184,8 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
     for (int q = 0; q < RC; ++q) rw[KH - 1][q] = win[q];
 #endif
     const int oh = oh_begin + r - (KH - 1);
-    if (r < KH - 1 || !active || oh >= OH) continue;
+    if (r < KH - 1) continue;  // warp-uniform: the ring is still filling
+    const bool valid = active && oh < OH;
     float res[VEC];
 #if INDICES
     int rid[VEC];
@@ -213,9 +223,9 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
       res[e] = empty ? 0.f : sum / div;
 #endif
     }
-    const index_t o = plane * (index_t)OH * OW + (index_t)oh * OW + c0;
 #if STORE_VEC
-    if (c0 < OW) {
+    const index_t o = plane * (index_t)OH * OW + (index_t)oh * OW + c0;
+    if (valid && c0 < OW) {
       lvec_t ov;
 #pragma unroll
       for (int e = 0; e < VEC; ++e) ov.v[e] = to_storage(res[e]);
@@ -231,14 +241,39 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 #endif
     }
 #else
+    // Rows not a whole number of vectors: the warp's VEC x 32 outputs go through shared memory so that store
+    // e of lane L writes slot 32e + L (chunk (32e + L) / VEC, element (32e + L) % VEC): consecutive lanes write
+    // consecutive addresses wherever their chunks share a row, whole 32-byte sectors instead of VEC-strided
+    // scalars. Every lane takes part (counts of 0 where it has nothing to store).
+    const int wp = threadIdx.x >> 5;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      if (c0 + e < OW) {
-        out[o + e] = to_storage(res[e]);
+    for (int h = 0; h < VEC; h += 4) {
+      sv4_t sv;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sv.v[e] = res[h + e];
+      *reinterpret_cast<sv4_t*>(&st_v[wp][lane * VEC + h]) = sv;
 #if INDICES
-        idx[o + e] = rid[e];
+      si4_t si;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) si.v[e] = rid[h + e];
+      *reinterpret_cast<si4_t*>(&st_i[wp][lane * VEC + h]) = si;
+#endif
+    }
+    const int n = valid ? max(0, min(VEC, OW - c0)) : 0;
+    st_n[wp][lane] = n;
+    st_o[wp][lane] = n ? (int)(plane * OH * OW + oh * OW + c0) : 0;  // < N*C*OH*OW < 2^31
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const int slot = e * 32 + lane, src = slot / VEC, q = slot % VEC;
+      if (q < st_n[wp][src]) {
+        out[st_o[wp][src] + q] = to_storage(st_v[wp][slot]);
+#if INDICES
+        idx[st_o[wp][src] + q] = st_i[wp][slot];
 #endif
       }
+    }
+    __syncwarp();  // the buffers are rewritten by the next row
 #endif
   }
 }
