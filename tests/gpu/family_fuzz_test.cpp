@@ -201,9 +201,39 @@ Problem batch_norm(Rng& rng, int sm) {
   return p;
 }
 
+/// Pooling, the sliding-window class (Note [Pooling slide]): contiguous NCHW (3-d or 4-d), stride 1, dilation
+/// 1, overlapping windows, W a multiple of 4 (often of 8; under 32 chunks so several rows share a warp, or
+/// over), max with or without indices or avg with its options.
+Problem pool_sliding(Rng& rng, int sm) {
+  const c10::ScalarType dt = draw_dtype(rng);
+  std::vector<int64_t> sizes = {pick(rng, {1, 2, 3, 7, 16}), pick(rng, {1, 2, 3, 5, 8, 13, 28, 31, 64, 97}),
+                                pick(rng, {4, 8, 12, 16, 24, 28, 32, 40, 56, 64, 96, 128, 256})};
+  if (rng() % 3) sizes.insert(sizes.begin(), pick(rng, {1, 2, 3}));
+  auto pair = [&](std::initializer_list<int64_t> xs) {
+    const int64_t a = pick(rng, xs);
+    return rng() % 4 == 0 ? std::vector<int64_t>{a} : std::vector<int64_t>{a, pick(rng, xs)};
+  };
+  const auto k = pair({1, 2, 3, 3, 4, 5});
+  const std::vector<int64_t> one = rng() % 2 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1};
+  const int64_t kmin = *std::min_element(k.begin(), k.end());
+  std::vector<int64_t> pad;
+  for (int64_t v : pair({0, 1, 1, 2})) pad.push_back(std::min(v, kmin / 2));
+  const bool ceil = rng() % 2;
+  switch (rng() % 3) {
+    case 0: return testing::max_pool_problem(dt, sizes, {}, k, one, pad, one, ceil, false, sm);
+    case 1: return testing::max_pool_problem(dt, sizes, {}, k, one, pad, one, ceil, true, sm);
+    default: {
+      const c10::IValue divisor = rng() % 4 == 0 ? c10::IValue(pick(rng, {1, 3, 9, -2})) : c10::IValue();
+      return testing::avg_pool_problem(dt, sizes, {}, k, one, pad, ceil, rng() % 2, divisor, sm);
+    }
+  }
+}
+
 /// Pooling: every op, ranks 3-4 (2 and 5 sometimes, to be declined), NCHW, channels-last or random layouts,
-/// windows with padding, stride, dilation and ceil mode (sometimes invalid ones ATen rejects), every dtype.
+/// windows with padding, stride, dilation and ceil mode (sometimes invalid ones ATen rejects), every dtype;
+/// half the draws from the sliding-window class.
 Problem pool(Rng& rng, int sm) {
+  if (rng() % 2) return pool_sliding(rng, sm);
   const c10::ScalarType dt = draw_dtype(rng);
   const int rank = rng() % 10 == 0 ? static_cast<int>(pick(rng, {2, 5})) : static_cast<int>(pick(rng, {3, 4, 4}));
   std::vector<int64_t> sizes;
@@ -395,7 +425,9 @@ void layout_missing_strides(Rng& rng, Problem* p) {
   if (t.sizes.empty()) t.strides.clear();
 }
 
-void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t seed) {
+/// `prefer`: a knob whose nonzero values are drawn half the time where the plan offers any (a technique that is
+/// a small part of large spaces is then verified often enough).
+void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t seed, const char* prefer = nullptr) {
   CUDAL1_REQUIRE_GPU();
   auto info = optimizer::device_info(0);
   ASSERT_TRUE(info.ok()) << info.status().to_string();
@@ -419,6 +451,12 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
     const auto space = plan.value()->space();
     ASSERT_FALSE(space.empty());
     j.variant = space[rng() % space.size()];
+    if (prefer && rng() % 2) {
+      std::vector<optimizer::Variant> preferred;
+      for (const auto& v : space)
+        if (v.get(prefer)) preferred.push_back(v);
+      if (!preferred.empty()) j.variant = preferred[rng() % preferred.size()];
+    }
     for (const auto& [knob, value] : j.variant.knobs) ++knobs_drawn[knob + "=" + std::to_string(value)];
     j.plan = std::move(plan).value();
     jobs.push_back(std::move(j));
@@ -474,7 +512,7 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
 TEST(FamilyFuzz, UnaryElementwise) { fuzz("relu", &unary, 101); }
 TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202); }
 TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303); }
-TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404); }
+TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404, "slide"); }
 TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505); }
 TEST(FamilyFuzz, Reduce) { fuzz("amax", &reduction, 606); }
 TEST(FamilyFuzz, Binary) { fuzz("maximum", &binary, 707); }

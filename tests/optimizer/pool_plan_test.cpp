@@ -207,5 +207,86 @@ TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {
   EXPECT_TRUE(tiled(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
 }
 
+TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
+  // (vec, seg) pairs of the slide variants, each offered at every block size; the macros of each source.
+  auto slides = [&](const Problem& p) {
+    std::multiset<std::pair<int, int>> out;
+    for (const auto& [v, code] : variants(p)) {
+      if (!v.get("slide")) continue;
+      out.insert({v.get("slide"), v.get("seg")});
+      EXPECT_TRUE(has(code, "#define VEC " + std::to_string(v.get("slide")))) << v.id();
+      EXPECT_EQ(v.get("opw") * v.get("oph"), 1) << v.id();
+      EXPECT_EQ(v.get("smem") + v.get("px"), 0) << v.id();
+    }
+    return out;
+  };
+  // fp32 k4 s1 p1 with indices: VEC 4 only (16-byte loads), chunks cover max(W, OW) = 64 columns, OW = 63 makes
+  // the stores scalar; segments of 8 and 32 rows and the whole plane.
+  const auto f32 = max_pool_problem(at::kFloat, {2, 16, 64, 64}, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false);
+  const auto a = slides(f32);
+  EXPECT_EQ(a.size(), 9u);
+  EXPECT_EQ(a.count({4, 8}), 3u);
+  EXPECT_EQ(a.count({4, 32}), 3u);
+  EXPECT_EQ(a.count({4, 0}), 3u);
+  for (const auto& [v, code] : variants(f32))
+    if (v.get("slide") && v.get("seg") == 8) {
+      EXPECT_TRUE(has(code, "#define CW 16") && has(code, "#define STORE_VEC 0") && has(code, "#define NSEG 8"))
+          << v.id();
+      EXPECT_EQ(macro(code, "THREADS"), 2 * 16 * 8 * 16) << v.id();
+    }
+  // fp16 avg k3 s1 p1: VEC 4 and 8, vector stores (OW = W); a 5-row plane gets only whole-plane walks.
+  const auto h = slides(avg_pool_problem(at::kHalf, {2, 8, 56, 56}, {}, {3, 3}, {1, 1}, {1, 1}, false, true));
+  EXPECT_EQ(h.size(), 18u);
+  const auto short_plane = slides(avg_pool_problem(at::kBFloat16, {3, 5, 16}, {}, {3, 3}, {1, 1}, {1, 1}, true, false, 3));
+  EXPECT_EQ(short_plane.size(), 6u);
+  EXPECT_EQ(short_plane.count({8, 0}), 3u);
+  for (const auto& [v, code] : variants(avg_pool_problem(at::kHalf, {2, 8, 56, 56}, {}, {3, 3}, {1, 1}, {1, 1}, false, true)))
+    if (v.get("slide") == 8) {
+      EXPECT_TRUE(has(code, "#define CW 7") && has(code, "#define STORE_VEC 1")) << v.id();
+    }
+  // Even kernel with pad k/2: OW = W + 1, one more chunk; fp16 max k4 with indices: VEC 8 would keep
+  // 4 x 8 x 2 + 11 = 75 floats, over kMaxPatch, so VEC 4 only.
+  for (const auto& [v, code] : variants(max_pool_problem(at::kFloat, {1, 2, 8, 64}, {}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false)))
+    if (v.get("slide")) {
+      EXPECT_TRUE(has(code, "#define OW 65") && has(code, "#define CW 17")) << v.id();
+    }
+  for (const auto& x : slides(max_pool_problem(at::kHalf, {2, 16, 64, 64}, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false)))
+    EXPECT_EQ(x.first, 4);
+  EXPECT_EQ(slides(max_pool_problem(at::kHalf, {2, 16, 64, 64}, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false, false))
+                .count({8, 8}),
+            3u)
+      << "without indices the VEC 8 ring fits";
+  // Declined: stride 2, dilation, W not a multiple of VEC, a row pitch that breaks alignment, columns not
+  // contiguous, channels-last, adaptive, a 1x1 window, a right halo wider than one chunk, a ring too large.
+  const std::vector<int64_t> s = {2, 4, 32, 32};
+  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)).empty());
+  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {}, {3, 3}, {1, 1}, {1, 1}, {2, 2}, false)).empty());
+  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, {2, 4, 32, 30}, {}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false)).empty());
+  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {4 * 32 * 34, 32 * 34, 34, 1}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false))
+                  .empty());
+  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {4 * 32 * 32, 1, 4 * 32, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false))
+                  .empty());
+  EXPECT_TRUE(slides(avg_pool_problem(at::kFloat, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
+  EXPECT_TRUE(slides(adaptive_avg_pool_problem(at::kFloat, s, {}, {30, 30})).empty());
+  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false)).empty());
+  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {}, {7, 7}, {1, 1}, {0, 0}, {1, 1}, false)).empty());
+  EXPECT_TRUE(slides(avg_pool_problem(at::kFloat, s, {}, {7, 7}, {1, 1}, {3, 3}, false, true)).empty());
+  EXPECT_FALSE(slides(max_pool_problem(at::kFloat, s, {}, {7, 7}, {1, 1}, {3, 3}, {1, 1}, false, false)).empty());
+  // The slide strata are their own; features keep one length.
+  auto plan = family().plan(f32);
+  ASSERT_TRUE(plan.ok());
+  std::set<int> strata;
+  std::set<size_t> lengths;
+  for (const auto& v : plan.value()->space()) {
+    strata.insert(plan.value()->stratum(v));
+    lengths.insert(plan.value()->features(v).size());
+  }
+  EXPECT_EQ(strata.count(8) + strata.count(9) + strata.count(10), 3u) << "one stratum per segment length";
+  EXPECT_EQ(lengths.size(), 1u);
+  EXPECT_FALSE(plan.value()->source(Variant{{{"opw", 1}, {"oph", 1}, {"block", 256}, {"smem", 0}, {"px", 0},
+                                             {"slide", 8}, {"seg", 8}}}).ok())
+      << "fp32 takes no 32-byte vectors";
+}
+
 }  // namespace
 }  // namespace cudal1::optimizer

@@ -15,6 +15,8 @@ constexpr int kOphs[] = {1, 2, 4};
 constexpr int kBlocks[] = {128, 256, 512};
 constexpr int kSmems[] = {0, 1};
 constexpr int kPxs[] = {0, 4, 8};
+constexpr int kSlides[] = {0, 4, 8};
+constexpr int kSegs[] = {0, 8, 32};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
@@ -44,7 +46,8 @@ class PoolPlan final : public Plan {
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
     for (const PoolKnobs& k : knob_space())
-      out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px}}});
+      out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px},
+                             {"slide", k.slide}, {"seg", k.seg}}});
     return out;
   }
 
@@ -55,6 +58,8 @@ class PoolPlan final : public Plan {
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
     for (int x : kSmems) knobs.push_back(v.get("smem") == x);
     for (int x : kPxs) knobs.push_back(v.get("px") == x);
+    for (int x : kSlides) knobs.push_back(v.get("slide") == x);
+    for (int x : kSegs) knobs.push_back(v.get("seg") == x);
     const std::vector<float> ctx = {1.f,
                                     s_.kind == PoolKind::kMax ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAvg ? 1.f : 0.f,
@@ -67,6 +72,9 @@ class PoolPlan final : public Plan {
   }
 
   int stratum(const Variant& v) const override {
+    // Sliding windows: one stratum per segment length, so that a few trials still reach the technique and its
+    // segment lengths (short walks: more parallelism and halo re-reads; whole planes: fewer threads).
+    if (v.get("slide")) return 8 + (v.get("seg") == 8 ? 0 : v.get("seg") == 32 ? 1 : 2);
     return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
   }
 
@@ -106,6 +114,15 @@ class PoolPlan final : public Plan {
               }
               out.push_back(k);
             }
+    // Note [Pooling slide]: VEC 4 (fp32 16-byte, 16-bit 8-byte loads) or 8 (16-bit only); segments of 8 or 32
+    // rows where the plane is taller, else the whole plane.
+    for (int vec : kSlides) {
+      if (vec == 0 || vec * es > 16 || !slide_fits(s_, vec)) continue;
+      for (int seg : kSegs) {
+        if (seg && seg >= s_.oh) continue;
+        for (int block : kBlocks) out.push_back(PoolKnobs{1, 1, block, 0, 0, vec, seg});
+      }
+    }
     return out;
   }
 
@@ -122,9 +139,12 @@ class PoolPlan final : public Plan {
   }
 
   Result<PoolKnobs> knobs_of(const Variant& v) const {
-    const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px")};
+    const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px"), v.get("slide"),
+                      v.get("seg")};
     for (const PoolKnobs& x : knob_space())
-      if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px) return k;
+      if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px &&
+          x.slide == k.slide && x.seg == k.seg)
+        return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
@@ -219,7 +239,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 2; }
+  int version() const override { return 3; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

@@ -18,7 +18,8 @@
 /// vector loads where the input is channels-last dense). Block size is the third knob. The index arithmetic
 /// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
 /// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
-/// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]). Declines: other dtypes, empty tensors,
+/// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
+/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]). Declines: other dtypes, empty tensors,
 /// arguments ATen rejects (it raises the error then), adaptive pooling of channels-last inputs, sizes needing
 /// 64-bit indices.
 ///
@@ -64,6 +65,51 @@
 /// tiles of opw=2 idling 1/8 of the threads and the small problem's ~15 us floor).
 /// Measured (H200, 2026-11-30): the bf16 channels-last stem took px4, 1.37x -> 1.21x the floor; the
 /// channels-last k3 s1 avg pool kept px0 at 2.25x.
+///
+/// Note [Pooling slide]
+/// Knobs slide = VEC (4: fp32 16-byte or 16-bit 8-byte loads; 8: 16-bit only) and seg (output rows per walk: 8,
+/// 32, or 0 for the whole plane). Scope: NCHW max/avg, stride 1, dilation 1, an overlapping window, unit column
+/// stride, W and the row/plane/batch strides multiples of VEC (the data pointer's alignment is checked at the
+/// launch), both halos within one chunk (PW <= VEC, KW-1-PW <= VEC) and the ring <= kMaxPatch floats. Each
+/// segment length is a stratum of its own (8, 9, 10), so that the tuner's first trials reach the technique.
+/// Why: the register-patch tiles issue (OPH-1+KH) x (OPW-1+KW) scalar loads per thread (49 per 16 outputs for
+/// k4 s1), each warp load spanning 4 wavefronts, and the tile below re-reads the vertical halo; smem staging
+/// added a barrier and a scalar fill and ran slower still. The L1/LSU pipe then carried ~3x the input.
+/// How: thread t owns chunk t % CW (VEC columns; CW = ceil(max(W, OW) / VEC), so OW = W + 1 from pad = k/2 with
+/// even k gets one more chunk) of segment (t / CW) % NSEG of plane t / CW / NSEG, and walks SEG + KH - 1 input
+/// rows (the first KH - 1 only fill its ring). Per input row it issues ONE aligned vector load of its own
+/// columns, PFD = 4 rows ahead (a warp keeps ~2 KB in flight at ~100 registers: 16-24 warps an SM cover the
+/// ~20-30 KB that 4.2 TB/s x the DRAM latency needs); the KW-1 halo columns come from the neighbouring lanes
+/// by __shfl_up/down_sync, lanes 0 and 31 load theirs (the neighbouring warp's) as scalars. Consecutive lanes
+/// are consecutive chunks of one row; where a neighbour holds another row, segment or plane (W < 32 x VEC puts
+/// several rows in a warp) the halo column it supplies lies outside the image and is masked with the receiver's
+/// own column and row tests. Every lane runs the same iterations and every shuffle (threads past the work load
+/// nothing and store nothing); out-of-image cells hold -Inf (max: never replaces, as skipping it) or -0 (avg:
+/// x + -0 == x for every x, +0 and NaN included, so the sum is ATen's sum of the in-image cells).
+/// Exactness: avg keeps the KH raw rows in a register ring and sums each window in ATen's row-major order from
+/// 0, then ATen's divisor. max keeps per input row and output the row's maximum over the output's KW columns
+/// (scan left to right, greater-or-NaN replaces, starting at -Inf) with its index, and combines the KH row
+/// summaries top to bottom with the same rule, starting at -Inf with the window's first in-image index. This
+/// is ATen's row-major scan: without NaN that scan keeps the first maximum, which lies in the first row whose
+/// row maximum is the window's, at that row's first maximum; with NaN it keeps the last NaN, the last NaN of the
+/// last row holding one, which that row's summary is (after a NaN only a NaN replaces); a row of -Inf (or out of
+/// the image) never replaces, as its elements would not. Row summaries are shared by the KH outputs below them:
+/// KW + KH instead of KW x KH compare-selects per output.
+/// Bytes (H200 floor = input read once + outputs written once, ~4.2 TB/s): DRAM reads the input once (a
+/// segment's first KH - 1 rows, (KH-1)/SEG = 9% at SEG 32, are the segment above's, mostly from L2); per VEC
+/// outputs a row costs 1 vector load (+ KW-1 shuffles, lanes 0/31 KW-1 scalars): 4-5 wavefronts a warp-row for
+/// 128 fp32 outputs against ~50 for the 4x4 register tile. Stores are vectors where OW % VEC == 0; otherwise
+/// (OW = 511 for k4 p1) VEC-strided scalar stores would send every 32-byte sector to L2 VEC times partly
+/// filled (4x the output's L2 write traffic, 8x-spread 8-byte index stores), so the warp's outputs go through
+/// a per-warp shared-memory buffer (a __syncwarp each side) and store e of lane L writes slot 32e + L:
+/// consecutive addresses within a row, whole sectors. Instructions per output (fp32 VEC 4): max ~30 (k4, ~50
+/// with indices), avg k3 ~30 (9 adds, the divisor, an IEEE division) against ~33 T thread-instructions/s.
+/// Predictions: max_pool2d f32 [32,64,512,512] k4 s1 p1 inference (floor 1011 us; 1.70x at opw4.oph4) -> ~1.2x
+/// (~1.2 ms: ~0.5 ms of issue hidden under the memory time); with indices (floor
+/// ~2.04 ms: 8.6 GB; 1.55x) -> ~1.15x; avg_pool2d f16 [64,128,112,112] k3 s1 p1 (floor 97 us; 2.78x) -> ~1.25-1.4x
+/// (VEC 8, vector stores, but ~30 instructions per output make it nearly issue-bound: ~90 us of issue against
+/// 97 us of memory). Not done: channels-last (the avg_pool2d bf16 channels-last k3 s1 row, 2.25x, keeps its
+/// Note [Pooling channels-last tiles] variants).
 #pragma once
 
 #include <memory>
@@ -99,6 +145,8 @@ struct PoolKnobs {
   int block = 256;
   int smem = 0;   ///< NCHW max/avg: 1 stages the block's input rectangle in shared memory (Note [Pooling smem])
   int px = 0;     ///< channels-last: 0 channel-fastest order, else blocks of PY x px output pixels (Note below)
+  int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
+  int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
 };
 
 /// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing
@@ -123,6 +171,22 @@ SmemTile smem_tile(const PoolShape& s, const PoolKnobs& k);
 
 /// Registers one tile's input patch may take; larger tiles are not offered.
 constexpr int kMaxPatch = 64;
+
+/// Geometry of a sliding-window variant (Note [Pooling slide]): `chunks` VEC-column chunks per row (covering
+/// max(W, OW)), segments of `seg` output rows, and the floats its ring of window rows keeps in registers.
+struct SlideGeometry {
+  int64_t chunks = 0, seg = 0, segments = 0, ring = 0;
+};
+
+SlideGeometry slide_geometry(const PoolShape& s, const PoolKnobs& k);
+
+/// Whether `s` admits sliding-window variants of VEC = `vec` (NCHW max/avg, stride 1, dilation 1, overlapping
+/// windows, unit column stride, W and the row/plane/batch strides multiples of vec, halos within one
+/// neighbouring chunk, the ring within kMaxPatch).
+bool slide_fits(const PoolShape& s, int vec);
+
+/// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
+std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
 /// Input elements (rows x cols) a tile of `k` reads in NCHW form.
 int64_t patch_rows(const PoolShape& s, const PoolKnobs& k);

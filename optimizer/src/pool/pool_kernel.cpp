@@ -21,6 +21,10 @@ class PoolKernel final : public BoundKernel {
     const uintptr_t es = static_cast<uintptr_t>(elem_size(s_.dtype));
     in_align_ = s_.channels_last && k_.opw > 1 && k_.opw <= s_.max_vec ? k_.opw * es : es;
     out_align_ = k_.opw * es;
+    if (k_.slide) {  // Note [Pooling slide]: vector loads of every row's chunk; vector stores where OW allows
+      in_align_ = k_.slide * es;
+      out_align_ = s_.ow % k_.slide == 0 ? k_.slide * es : es;
+    }
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }

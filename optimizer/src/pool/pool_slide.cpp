@@ -1,0 +1,284 @@
+/// @brief Sliding-window pooling kernels for NCHW max/avg with stride-1 overlapping windows (Note [Pooling
+/// slide]): each thread owns VEC adjacent columns of one plane and walks down a segment of output rows.
+#include <algorithm>
+#include <sstream>
+
+#include "codegen_common.h"
+#include "pool_family.h"
+
+namespace cudal1::optimizer::pool {
+
+SlideGeometry slide_geometry(const PoolShape& s, const PoolKnobs& k) {
+  SlideGeometry g;
+  if (k.slide <= 0) return g;
+  g.chunks = (std::max(s.w, s.ow) + k.slide - 1) / k.slide;
+  g.seg = k.seg > 0 ? std::min<int64_t>(k.seg, s.oh) : s.oh;
+  g.segments = (s.oh + g.seg - 1) / g.seg;
+  const int64_t row = k.slide + s.kw - 1;  // columns of one window row: left halo, own VEC, right halo
+  // max keeps the KH row summaries (value, and index when asked) plus the current row; avg the KH raw rows.
+  g.ring = s.kind == PoolKind::kMax ? int64_t{s.kh} * k.slide * (s.indices ? 2 : 1) + row : int64_t{s.kh} * row;
+  return g;
+}
+
+bool slide_fits(const PoolShape& s, int vec) {
+  if (s.channels_last || s.kind == PoolKind::kAdaptiveAvg) return false;
+  if (s.dh != 1 || s.dw != 1 || s.dil_h != 1 || s.dil_w != 1 || (s.kh == 1 && s.kw == 1)) return false;
+  if (s.sw != 1 || s.w % vec != 0 || s.pw > vec || s.kw - 1 - s.pw > vec) return false;
+  // Every row's chunk must start on a vec boundary (the data pointer's alignment is checked at the launch).
+  if ((s.h > 1 && s.sh % vec) || (s.c > 1 && s.sc % vec) || (s.n > 1 && s.sn % vec)) return false;
+  PoolKnobs k;
+  k.slide = vec;
+  return slide_geometry(s, k).ring <= kMaxPatch;
+}
+
+std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& kn) {
+  const SlideGeometry g = slide_geometry(s, kn);
+  std::ostringstream k;
+  k << "#define VEC " << kn.slide << "\n#define SEG " << g.seg << "\n#define NSEG " << g.segments << "\n#define CW "
+    << g.chunks << "\n#define PWR (KW - 1 - PW)\n#define RC (VEC + KW - 1)\n#define PFD 4\n#define STORE_VEC "
+    << (s.ow % kn.slide == 0) << "\n";
+  k << R"(// Out-of-image cells hold FILL: -Inf never replaces a maximum (as skipping it), -0 leaves every sum unchanged.
+#define FILL (KIND == 0 ? NEG_INF : -0.f)
+#define NL(n) ((n) > 0 ? (n) : 1)
+struct __align__(VEC * sizeof(storage_t)) lvec_t { storage_t v[VEC]; };
+struct __align__(16) ll2_t { long long x, y; };
+struct __align__(16) sv4_t { float v[4]; };
+struct __align__(16) si4_t { int v[4]; };
+static constexpr int RING_UNROLL = KH;
+// One input row of this thread: its own VEC columns, and for lane 0 / lane 31 the halo columns that the
+// neighbouring warp holds (other lanes take theirs from their neighbours by shuffles).
+struct row_t { lvec_t v; storage_t l[NL(PW)], r[NL(PWR)]; };
+__device__ __forceinline__ void load_row(const storage_t* __restrict__ x, int ih, int c0, bool active, int lane, row_t& o) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) o.v.v[e] = 0;
+#pragma unroll
+  for (int j = 0; j < NL(PW); ++j) o.l[j] = 0;
+#pragma unroll
+  for (int j = 0; j < NL(PWR); ++j) o.r[j] = 0;
+  if (!active || (unsigned)ih >= (unsigned)H) return;
+  const storage_t* __restrict__ row = x + (index_t)ih * SH;
+  if (c0 < W) o.v = *reinterpret_cast<const lvec_t*>(row + c0);
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < PW; ++j)
+      if ((unsigned)(c0 - PW + j) < (unsigned)W) o.l[j] = row[c0 - PW + j];
+  }
+  if (lane == 31) {
+#pragma unroll
+    for (int j = 0; j < PWR; ++j)
+      if ((unsigned)(c0 + VEC + j) < (unsigned)W) o.r[j] = row[c0 + VEC + j];
+  }
+}
+
+// Thread t: chunk t % CW (columns [VEC*cx, VEC*cx + VEC)) of segment (t / CW) % NSEG (output rows
+// [SEG*sg, SEG*sg + SEG)) of plane t / CW / NSEG. Consecutive lanes hold consecutive chunks of one row; where a
+// neighbouring lane holds another row, plane, or no work at all, the halo column it would supply lies outside
+// the image and is masked. Every lane runs the same SEG + KH - 1 iterations (shuffles need all 32 lanes):
+// threads past the work and rows past the image load nothing and store nothing.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  const bool active = t < THREADS;
+  const int lane = threadIdx.x & 31;
+  const int c0 = (int)(t % CW) * VEC;
+  const index_t r1 = t / CW;
+  const int oh_begin = (int)(r1 % NSEG) * SEG;
+  const index_t plane = active ? r1 / NSEG : 0;
+  const storage_t* __restrict__ x = in + (plane / C) * SN + (plane % C) * SC;
+  const int ihb = oh_begin - PH;  // input row of the walk's first iteration
+#if !STORE_VEC
+  __shared__ __align__(16) float st_v[BLOCK / 32][32 * VEC];  // per warp: the row's outputs, lane-major
+#if INDICES
+  __shared__ __align__(16) int st_i[BLOCK / 32][32 * VEC];
+#endif
+  __shared__ int st_o[BLOCK / 32][32], st_n[BLOCK / 32][32];  // per lane: first output's offset, outputs to store
+#endif
+  bool cok[RC];  // window-row column q is image column c0 - PW + q
+#pragma unroll
+  for (int q = 0; q < RC; ++q) cok[q] = (unsigned)(c0 - PW + q) < (unsigned)W;
+  row_t pre[PFD];  // the next PFD input rows, loaded ahead
+#pragma unroll
+  for (int p = 0; p < PFD; ++p) load_row(x, ihb + p, c0, active, lane, pre[p]);
+  // The ring: entry i holds input row ih - (KH - 1) + i of the current iteration (entry KH - 1 the newest).
+#if KIND == 0
+  float rm[KH][VEC];  // per input row of the window: the row's maximum over each output's KW columns ...
+#if INDICES
+  int ri[KH][VEC];    // ... and its flat in-plane index
+#endif
+#pragma unroll
+  for (int i = 0; i < KH; ++i)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      rm[i][e] = NEG_INF;
+#if INDICES
+      ri[i][e] = 0;
+#endif
+    }
+#else
+  float rw[KH][RC];   // the window's input rows
+#pragma unroll
+  for (int i = 0; i < KH; ++i)
+#pragma unroll
+    for (int q = 0; q < RC; ++q) rw[i][q] = FILL;
+#endif
+#pragma unroll RING_UNROLL  // renames the ring's registers instead of moving them
+  for (int r = 0; r < SEG + KH - 1; ++r) {
+    const int ih = ihb + r;
+    const bool rok = active && (unsigned)ih < (unsigned)H;
+    float v[VEC], lh[NL(PW)], rh[NL(PWR)];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[e] = to_float(pre[0].v.v[e]);
+#pragma unroll
+    for (int j = 0; j < PW; ++j) lh[j] = __shfl_up_sync(0xffffffffu, v[VEC - PW + j], 1);
+#pragma unroll
+    for (int j = 0; j < PWR; ++j) rh[j] = __shfl_down_sync(0xffffffffu, v[j], 1);
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < PW; ++j) lh[j] = to_float(pre[0].l[j]);
+    }
+    if (lane == 31) {
+#pragma unroll
+      for (int j = 0; j < PWR; ++j) rh[j] = to_float(pre[0].r[j]);
+    }
+#pragma unroll
+    for (int p = 0; p + 1 < PFD; ++p) pre[p] = pre[p + 1];
+    load_row(x, ih + PFD, c0, active && r + PFD < SEG + KH - 1, lane, pre[PFD - 1]);
+    float win[RC];
+#pragma unroll
+    for (int j = 0; j < PW; ++j) win[j] = rok && cok[j] ? lh[j] : FILL;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) win[PW + e] = rok && cok[PW + e] ? v[e] : FILL;
+#pragma unroll
+    for (int j = 0; j < PWR; ++j) win[PW + VEC + j] = rok && cok[PW + VEC + j] ? rh[j] : FILL;
+#if KIND == 0
+    // Row summaries in ATen's scan order (Note [Pooling slide]: combining them row by row gives ATen's result).
+#pragma unroll
+    for (int i = 0; i + 1 < KH; ++i)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        rm[i][e] = rm[i + 1][e];
+#if INDICES
+        ri[i][e] = ri[i + 1][e];
+#endif
+      }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      float m = NEG_INF;
+      int mi = 0;
+#pragma unroll
+      for (int j = 0; j < KW; ++j) {
+        const float u = win[e + j];
+        if (u > m || u != u) { m = u; mi = j; }
+      }
+      rm[KH - 1][e] = m;
+#if INDICES
+      ri[KH - 1][e] = (rok ? ih : 0) * W + c0 - PW + e + mi;  // used only where m > -Inf or NaN: rok
+#endif
+    }
+#else
+#pragma unroll
+    for (int i = 0; i + 1 < KH; ++i)
+#pragma unroll
+      for (int q = 0; q < RC; ++q) rw[i][q] = rw[i + 1][q];
+#pragma unroll
+    for (int q = 0; q < RC; ++q) rw[KH - 1][q] = win[q];
+#endif
+    const int oh = oh_begin + r - (KH - 1);
+    if (r < KH - 1) continue;  // warp-uniform: the ring is still filling
+    const bool valid = active && oh < OH;
+    float res[VEC];
+#if INDICES
+    int rid[VEC];
+#endif
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const int hs = oh - PH, ws = c0 + e - PW;
+#if KIND == 0
+      float m = NEG_INF;
+#if INDICES
+      int mi = max(hs, 0) * W + max(ws, 0);  // ATen's start: the window's first in-image position
+#endif
+#pragma unroll
+      for (int i = 0; i < KH; ++i) {
+        const float u = rm[i][e];
+        if (u > m || u != u) {
+          m = u;
+#if INDICES
+          mi = ri[i][e];
+#endif
+        }
+      }
+      res[e] = m;
+#if INDICES
+      rid[e] = mi;
+#endif
+#else
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < KH; ++i)
+#pragma unroll
+        for (int j = 0; j < KW; ++j) sum += rw[i][e + j];
+      bool empty;
+      const int div = avg_divisor(hs, ws, &empty);
+      res[e] = empty ? 0.f : sum / div;
+#endif
+    }
+#if STORE_VEC
+    const index_t o = plane * (index_t)OH * OW + (index_t)oh * OW + c0;
+    if (valid && c0 < OW) {
+      lvec_t ov;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) ov.v[e] = to_storage(res[e]);
+      *reinterpret_cast<lvec_t*>(out + o) = ov;
+#if INDICES
+#pragma unroll
+      for (int e = 0; e < VEC; e += 2) {
+        ll2_t p;
+        p.x = rid[e];
+        p.y = rid[e + 1];
+        *reinterpret_cast<ll2_t*>(idx + o + e) = p;
+      }
+#endif
+    }
+#else
+    // Rows not a whole number of vectors: the warp's VEC x 32 outputs go through shared memory so that store
+    // e of lane L writes slot 32e + L (chunk (32e + L) / VEC, element (32e + L) % VEC): consecutive lanes write
+    // consecutive addresses wherever their chunks share a row, whole 32-byte sectors instead of VEC-strided
+    // scalars. Every lane takes part (counts of 0 where it has nothing to store).
+    const int wp = threadIdx.x >> 5;
+#pragma unroll
+    for (int h = 0; h < VEC; h += 4) {
+      sv4_t sv;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sv.v[e] = res[h + e];
+      *reinterpret_cast<sv4_t*>(&st_v[wp][lane * VEC + h]) = sv;
+#if INDICES
+      si4_t si;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) si.v[e] = rid[h + e];
+      *reinterpret_cast<si4_t*>(&st_i[wp][lane * VEC + h]) = si;
+#endif
+    }
+    const int n = valid ? max(0, min(VEC, OW - c0)) : 0;
+    st_n[wp][lane] = n;
+    st_o[wp][lane] = n ? (int)(plane * OH * OW + oh * OW + c0) : 0;  // < N*C*OH*OW < 2^31
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const int slot = e * 32 + lane, src = slot / VEC, q = slot % VEC;
+      if (q < st_n[wp][src]) {
+        out[st_o[wp][src] + q] = to_storage(st_v[wp][slot]);
+#if INDICES
+        idx[st_o[wp][src] + q] = st_i[wp][slot];
+#endif
+      }
+    }
+    __syncwarp();  // the buffers are rewritten by the next row
+#endif
+  }
+}
+)";
+  return k.str();
+}
+
+}  // namespace cudal1::optimizer::pool
