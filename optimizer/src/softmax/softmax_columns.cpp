@@ -25,6 +25,12 @@ constexpr int64_t kMaxTileBlockVec = 4096;
 /// Workspace floats of a chunked variant: 2 x chunks x columns at most this many (64 MB).
 constexpr int64_t kMaxWorkspaceFloats = int64_t{1} << 24;
 
+/// Shared tiles (Note [Softmax shared tiles]): blocks and clusters; block x vec at most 2048 (the warp merge's
+/// 16 KB of shared memory).
+constexpr int kSmemBlocks[] = {256, 1024};
+constexpr int kClusters[] = {1, 2, 4, 8, 16};
+constexpr int64_t kMaxSmemBlockVec = 2048;
+
 int64_t tile_rows(const ColumnShape& c, int chunks) { return (c.n + chunks - 1) / chunks; }
 
 /// Elements one thread of a cached tile keeps: at most 64, 32 at block 1024 (64 registers per thread there).
@@ -58,6 +64,11 @@ class ColumnPlan final : public Plan {
             if (tile_ok(vec, block, chunks, cache))
               out.push_back(Variant{{{"vec", vec}, {"block", block}, {"tile", 1}, {"chunks", chunks}, {"cache", cache}}});
     }
+    for (int vec : kVecs)
+      for (int block : kSmemBlocks)
+        for (int cluster : kClusters)
+          if (smem_ok(vec, block, cluster))
+            out.push_back(Variant{{{"vec", vec}, {"block", block}, {"tile", 2}, {"cluster", cluster}}});
     return out;
   }
 
@@ -72,14 +83,22 @@ class ColumnPlan final : public Plan {
     return softmax_features(k, v);
   }
 
-  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked): disjoint from rows' 0..3.
+  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14: disjoint
+  /// from rows' 0..3 and 13.
   int stratum(const Variant& v) const override {
+    if (v.get("tile", 0) == 2) return 14;
     if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
     return 4 + 2 * (split == 1 ? 0 : split == 4 ? 1 : 2) + v.get("cache");
   }
 
   Result<KernelSource> source(const Variant& v) const override {
+    if (v.get("tile", 0) == 2) {
+      const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
+      if (v.knobs.size() != 4 || !smem_ok(vec, block, cluster))
+        return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+      return generate_softmax_smem_tiles(c_, vec, block, cluster);
+    }
     if (v.get("tile", 0)) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);
       if (v.get("tile") != 1 || v.knobs.size() != 5 || !tile_ok(vec, block, chunks, cache))
@@ -98,6 +117,13 @@ class ColumnPlan final : public Plan {
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));
+    if (v.get("tile", 0) == 2) {
+      const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
+      const int64_t blocks = c_.outer * ((c_.inner / vec + 31) / 32) * cluster;
+      return make_cluster_kernel(OutputSpec{c_.dtype, c_.sizes, c_.out_strides}, c_.sizes, c_.in_strides,
+                                 int64_t{vec} * elem_size(c_.dtype), blocks, block, cluster,
+                                 smem_tile_bytes(c_, vec, block, cluster), c_.log ? 4.0 : 0.0, std::move(m));
+    }
     if (v.get("tile", 0)) return make_tile_kernel(c_, v.get("vec"), v.get("block"), v.get("chunks"), std::move(m));
     const int vec = v.get("vec"), block = v.get("block"), split = v.get("split");
     const int64_t columns = c_.outer * (c_.inner / vec), per_block = block / split;
@@ -120,6 +146,19 @@ class ColumnPlan final : public Plan {
     return vec_ok(vec) && block_ok && chunks_ok && int64_t{block} * vec <= kMaxTileBlockVec &&
            c_.outer * tiles * chunks < (int64_t{1} << 31) - 1 && (cache == 0 || cache == 1) &&
            (cache == 0 || tile_cache_fits(c_, vec, block, chunks));
+  }
+
+  /// Shared tiles: sm_90+, a warp row of 64 to 256 bytes (whole or half lines), the block's bytes within
+  /// 227 KB, clusters only where each block gets at least two rows, and a grid within 2^31 - 1 blocks.
+  bool smem_ok(int vec, int block, int cluster) const {
+    if (c_.sm < 90 || !vec_ok(vec) || (block != 256 && block != 1024) || int64_t{block} * vec > kMaxSmemBlockVec)
+      return false;
+    const int64_t row_bytes = 32 * int64_t{vec} * elem_size(c_.dtype);
+    if (row_bytes < 64 || row_bytes > 256) return false;
+    if (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8 && cluster != 16) return false;
+    if (cluster > 1 && c_.n < 2 * cluster) return false;
+    const int64_t tiles = (c_.inner / vec + 31) / 32;
+    return smem_tile_bytes(c_, vec, block, cluster) <= kMaxBlockSmem && c_.outer * tiles * cluster < (int64_t{1} << 31) - 1;
   }
 
   ColumnShape c_;
