@@ -374,21 +374,27 @@ std::vector<Variant> with_knob(const Problem& p, const char* knob, int tile = 0)
   return out;
 }
 
-std::set<std::pair<int, int>> vec_cluster(const std::vector<Variant>& vs) {
+/// (vec, cluster) of the variants in `vs` that keep rows in registers (`keep`) or do not.
+std::set<std::pair<int, int>> vec_cluster(const std::vector<Variant>& vs, int keep = 0) {
   std::set<std::pair<int, int>> out;
-  for (const auto& v : vs) out.insert({v.get("vec"), v.get("cluster")});
+  for (const auto& v : vs)
+    if (v.get("keep", 0) == keep) out.insert({v.get("vec"), v.get("cluster")});
   return out;
 }
 
 TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
-  // Note [Softmax shared tiles]. [32,32000,64] bf16: only 64-byte half lines fit, in clusters of 16 (128 KB each).
+  // Note [Softmax shared tiles]. [32,32000,64] bf16: only 64-byte half lines fit, in clusters of 16 (128 KB each);
+  // keeping 20 rows a thread in registers at block 512, half lines fit twice an SM and whole lines once.
   const auto tall = with_knob(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"), "cluster", 2);
   EXPECT_EQ(vec_cluster(tall), (std::set<std::pair<int, int>>{{1, 16}}));
+  EXPECT_EQ(vec_cluster(tall, 1), (std::set<std::pair<int, int>>{{1, 16}, {2, 16}}));
+  for (const auto& v : tall) EXPECT_EQ(v.get("block") == 512, v.get("keep", 0) == 1) << v.id();
   // [8,16,2048,2048] f16: vec 1 (128 KB tiles) from one block, vec 2 (256 KB) from 2, vec 4 (512 KB) from 4.
   const auto attn = with_knob(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90), "cluster", 2);
   EXPECT_EQ(vec_cluster(attn), (std::set<std::pair<int, int>>{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {1, 16}, {2, 2}, {2, 4},
                                                               {2, 8}, {2, 16}, {4, 4}, {4, 8}, {4, 16}}));
   for (const auto& v : attn) EXPECT_LE(v.get("block") * v.get("vec"), 2048) << v.id();
+  EXPECT_TRUE(vec_cluster(attn, 1).count({2, 1}));  // 1728 rows of 128 bytes + 20 a thread in registers
   // Spatial f32: 128-byte rows at vec 1, 256 at vec 2; never wider.
   const auto spatial = with_knob(over_at(at::kFloat, {64, 1000, 56, 56}, 1, 90), "cluster", 2);
   for (const auto& v : spatial) EXPECT_LE(v.get("vec"), 2) << v.id();
@@ -410,9 +416,16 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
   EXPECT_EQ(plan.value()->stratum(v), 14);
   EXPECT_EQ(plan.value()->features(v).size(),
             plan.value()->features(Variant{{{"vec", 1}, {"block", 128}, {"split", 1}, {"cache", 0}}}).size());
-  // Outside the space: a cluster of 3, block 512, block x vec above 2048, 512-byte rows, a missing knob.
+  auto keep_src = plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}}});
+  ASSERT_TRUE(keep_src.ok()) << keep_src.status().to_string();
+  EXPECT_NE(keep_src->code.find("#define KEEP 20"), std::string::npos) << keep_src->code;
+  // Keeping needs at least twice the kept rows (20 x 16 warps) in each block: 512 rows at a cluster of 4 are not.
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
+  // Outside the space: a cluster of 3, block 512 without keep (or keep without it), block x vec above 2048,
+  // 512-byte rows, a missing knob.
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 3}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"tile", 2}, {"cluster", 8}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 2}, {"cluster", 16}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}}}).ok());

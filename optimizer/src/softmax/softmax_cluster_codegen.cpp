@@ -44,21 +44,23 @@ int resident_blocks(int64_t smem, int block) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2048 / block, 233472 / (smem + 1024))));
 }
 
+int regs_per_vec(c10::ScalarType dtype, int vec) { return std::max(1, vec * elem_size(dtype) / 4); }
+
 /// Vectors each thread has in flight while reading: what the registers left at `resident` blocks per SM hold
-/// beside ~32 for the rest (8 to 32 registers of vectors; 1 KB of loads in flight per warp at most).
-int unroll(c10::ScalarType dtype, int vec, int block, int resident) {
+/// beside ~32 for the rest and `kept` registers of kept rows (4 to 32 registers of vectors).
+int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
   const int regs = std::min(255, 65536 / (resident * block)) / 8 * 8;
-  const int buffer = std::clamp(regs - 32, 8, 32), regs_per_vec = std::max(1, vec * elem_size(dtype) / 4);
-  return std::clamp(buffer / regs_per_vec, 2, 32);
+  const int buffer = std::clamp(regs - 32 - kept, 4, 32);
+  return std::clamp(buffer / regs_per_vec(dtype, vec), 2, 32);
 }
 
 void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int vec, int block, int cluster,
-                    int64_t smem) {
+                    int64_t smem, int keep = 0) {
   const int resident = resident_blocks(smem, block);
   k << "typedef long long index_t;\n" << dtype_prelude(dtype);
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CLUSTER " << cluster
     << "\n#define LOG " << (log ? 1 : 0) << "\n#define RESIDENT " << resident << "  // blocks per SM\n#define UNROLL "
-    << unroll(dtype, vec, block, resident) << "\n";
+    << unroll(dtype, vec, block, resident, keep * regs_per_vec(dtype, vec)) << "\n#define KEEP " << keep << "\n";
   k << R"(#define NEG_INF __int_as_float(0xff800000u)
 #define POS_INF __int_as_float(0x7f800000u)
 #define QNAN __int_as_float(0x7fffffffu)
@@ -68,8 +70,10 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 
 }  // namespace
 
-int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster) {
-  const int64_t rows = (c.n + cluster - 1) / cluster;
+int keep_rows(const ColumnShape& c, int vec) { return kKeptRegisters / regs_per_vec(c.dtype, vec); }
+
+int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep) {
+  const int64_t rows = std::max<int64_t>(0, (c.n + cluster - 1) / cluster - int64_t{keep} * (block / 32));
   const int64_t data = rows * 32 * vec * elem_size(c.dtype);                 // a multiple of 16 bytes
   const int64_t stats = (2 * int64_t{block / 32} * vec * 32 + 2 * vec * 32) * 4;  // warp merge + published pairs
   return data + stats;
@@ -81,29 +85,37 @@ int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster) {
   return (part * vec * elem_size(s.dtype) + 15) / 16 * 16 + (32 + 2) * 4;
 }
 
-KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster) {
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep) {
   const int64_t iv = c.inner / vec, tiles = (iv + 31) / 32, nb = (c.n + cluster - 1) / cluster;
   std::ostringstream k;
   k << "// cudal1 softmax shared-memory column tiles: log=" << c.log << " " << c10::toString(c.dtype)
     << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block
-    << " cluster=" << cluster << "\n";
-  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster));
+    << " cluster=" << cluster << " keep=" << keep << "\n";
+  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), keep);
   k << "static constexpr int N = " << c.n << ", NB = " << nb << ";  // rows, rows per block of a cluster\n"
+    << "static constexpr int NK = KEEP * W;  // the block's first rows, kept in registers (KEEP a thread)\n"
+    << "static constexpr int NS = NB > NK ? NB - NK : 0;  // the rest, in shared memory\n"
     << "static constexpr index_t IV = " << iv << ", TILES = " << tiles << ";  // vectors along inner, tiles\n"
     << "static constexpr index_t OSV = " << c.outer_stride / vec << ", NSV = " << c.n_stride / vec
     << ";  // input strides in vectors\n";
-  k << online_pair_source() << R"(// The write phase: this warp's rows of the tile, from shared memory, through ATen's epilogue.
-__device__ __forceinline__ void write_rows(const vec_t* tile, vec_t* __restrict__ y, const float* m, const float* s,
-                                           int n0, int n1, int w, int lane, bool live) {
+  k << online_pair_source() << R"(// The write phase: this warp's rows of the tile, from registers (rows
+// n0 + w + i W, i < KEEP) and from shared memory (the rest, row j at j - n0 - NK), through ATen's epilogue.
+__device__ __forceinline__ void write_rows(const vec_t* kept, const vec_t* tile, vec_t* __restrict__ y,
+                                           const float* m, const float* s, int n0, int n1, int w, int lane,
+                                           bool live) {
 #define FOR_EACH_PART(...) \
-  for (int j = n0 + w; live && j < n1; j += W) { const vec_t t = tile[(j - n0) * 32 + lane]; __VA_ARGS__ }
+  _Pragma("unroll") for (int i = 0; i < KEEP; ++i) { \
+    const int j = n0 + w + i * W; \
+    if (live && j < n1) { const vec_t t = kept[i]; __VA_ARGS__ } \
+  } \
+  for (int j = n0 + NK + w; live && j < n1; j += W) { const vec_t t = tile[(j - n0 - NK) * 32 + lane]; __VA_ARGS__ }
 )" << column_epilogue_source()
     << R"(extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
-  // Dynamic shared memory: the block's NB rows x 32 vectors, the warp merge, the block's published pairs.
+  // Dynamic shared memory: the block's NS rows x 32 vectors, the warp merge, the block's published pairs.
   extern __shared__ __align__(16) unsigned char smem[];
   vec_t* tile = reinterpret_cast<vec_t*>(smem);
-  float* red_m = reinterpret_cast<float*>(smem + (size_t)NB * 32 * sizeof(vec_t));
+  float* red_m = reinterpret_cast<float*>(smem + (size_t)NS * 32 * sizeof(vec_t));
   float* red_s = red_m + W * VEC * 32;
 #if CLUSTER > 1
   float* pub_m = red_s + W * VEC * 32;
@@ -124,8 +136,22 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   float m[VEC], s[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) { m[e] = NEG_INF; s[e] = 0.f; }
-  // Read once: UNROLL rows in flight per warp, each kept in shared memory and folded into the online pairs.
-  for (int j0 = n0 + w; j0 < n1; j0 += UNROLL * W) {
+  // Read once: the kept rows first (all in flight), then UNROLL rows at a time into shared memory; each row is
+  // folded into the online pairs in order along n.
+  vec_t kept[KEEP > 0 ? KEEP : 1];
+#pragma unroll
+  for (int i = 0; i < KEEP; ++i) {
+    const int j = n0 + w + i * W;
+    if (live && j < n1) kept[i] = x[j * NSV];
+  }
+#pragma unroll
+  for (int i = 0; i < KEEP; ++i) {
+    const int j = n0 + w + i * W;
+    if (live && j < n1)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(kept[i].v[e]));
+  }
+  for (int j0 = n0 + NK + w; j0 < n1; j0 += UNROLL * W) {
     vec_t tu[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
@@ -136,7 +162,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     for (int u = 0; u < UNROLL; ++u) {
       const int j = j0 + u * W;
       if (live && j < n1) {
-        tile[(j - n0) * 32 + lane] = tu[u];
+        tile[(j - n0 - NK) * 32 + lane] = tu[u];
 #pragma unroll
         for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(tu[u].v[e]));
       }
@@ -153,7 +179,8 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   for (int e = 0; e < VEC; ++e) {
     m[e] = red_m[e * 32 + lane];
     s[e] = red_s[e * 32 + lane];
-    for (int i = 1; i < W; ++i) online_merge(m[e], s[e], red_m[(i * VEC + e) * 32 + lane], red_s[(i * VEC + e) * 32 + lane]);
+    for (int i = 1; i < W; ++i)
+      online_merge(m[e], s[e], red_m[(i * VEC + e) * 32 + lane], red_s[(i * VEC + e) * 32 + lane]);
   }
 #if CLUSTER > 1
   // Every block publishes its pairs, then merges all CLUSTER of them in rank order (identical in every block).
@@ -176,7 +203,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #pragma unroll
   for (int e = 0; e < VEC; ++e)
     if (m[e] == NEG_INF) s[e] = QNAN;  // every element -Inf or NaN: the two-pass sum is NaN too
-  write_rows(tile, y, m, s, n0, n1, w, lane, live);
+  write_rows(kept, tile, y, m, s, n0, n1, w, lane, live);
 #if CLUSTER > 1
   cluster_wait();  // no block leaves while another may still read its pairs
 #endif

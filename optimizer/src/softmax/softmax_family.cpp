@@ -25,6 +25,7 @@ std::vector<float> softmax_features(const SoftmaxClass& c, const Variant& v) {
   knobs.push_back(v.get("cluster", 0) == 1);
   knobs.push_back(v.get("cluster", 0) == 2 || v.get("cluster", 0) == 4);
   knobs.push_back(v.get("cluster", 0) >= 8);
+  knobs.push_back(v.get("keep", 0) == 1);
   auto f = [](bool b) { return b ? 1.f : 0.f; };
   const std::vector<float> ctx = {1.f,
                                   f(c.n <= 1024),

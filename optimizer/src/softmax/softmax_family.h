@@ -53,7 +53,11 @@
 /// block merges the C pairs in rank order through distributed shared memory (identical statistics everywhere),
 /// then writes its rows; it leaves only after a second barrier (Note [Clusters] in module.cpp). Offered for any
 /// n >= 2 C (C = 1 for any n) where the block's bytes fit; the tuner picks C, which sets how many blocks an SM
-/// holds (one block per SM leaves its memory pipe idle during the merge and the barrier: prefer >= 2).
+/// holds (one block per SM leaves its memory pipe idle during the merge and the barrier: prefer >= 2). With
+/// `keep` (block 512 only, where a block has at least twice those rows) each thread keeps its first rows in
+/// kKeptRegisters = 20 registers (20 rows of vectors up to 4 bytes, 10 of 8 bytes; 320 rows of a block at 4
+/// bytes) and only the rest goes to shared memory. The kernel's __launch_bounds__ asks for the blocks per SM
+/// that its shared memory allows, and the read keeps as many vectors in flight as the registers left allow.
 /// Cluster rows (`cluster` = C in 2..16 on a row plan, sm_90+): C blocks split each row's vectors into slices
 /// kept in shared memory; the row max and then the sum of exp(x - max) are reduced in the block and then over
 /// the cluster in rank order; the epilogue and the special values are the row kernel's (a two-pass kernel).
@@ -62,9 +66,10 @@
 /// floor; C = 2 at one block per SM ~1.3x); f32 [64,1000,56,56] dim 1 at vec 1 (128 KB tiles), C = 2: 66 KB,
 /// 3 per SM, 12544 blocks, ~1.1x; bf16 [32,32000,64] dim 1 only fits at vec 1 (64-byte half lines, 2 MB tiles)
 /// with C = 16: 136 KB a block, one per SM, 64 clusters of which ~7-8 are resident (GPCs of 16-18 SMs), 8
-/// waves: ~1.3x (62 us floor; 16 x 256 KB for whole lines does not fit, registers could hold the rest, not
-/// built); f32 [4096,65536] rows at vec 4, C = 4: 64 KB slices, 3 blocks per SM, 16384 blocks, ~1.1-1.15x (511
-/// us floor) instead of three reads. f16 [16384,1024] rows are launch-bound and not addressed here.
+/// waves: ~1.3x (62 us floor); with `keep` at vec 1 (1680 rows x 64 B + 4 KB = 109 KB) two blocks per SM
+/// overlap one's write with the other's read, ~1.15-1.2x; `keep` at vec 2 (whole lines, 1680 x 128 B = 218 KB,
+/// one per SM) ~1.25x; f32 [4096,65536] rows at vec 4, C = 4: 64 KB slices, 3 blocks per SM, 16384 blocks,
+/// ~1.1-1.15x (511 us floor) instead of three reads. f16 [16384,1024] rows are launch-bound, not addressed.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -155,14 +160,18 @@ const char* online_pair_source();
 
 /// Dynamic shared memory of one block: of a shared column tile of `c` (Note [Softmax shared tiles]) at `vec`,
 /// `block` threads and `cluster` blocks a column; of a cluster row slice of `s` at `vec` and `cluster`.
-int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster);
+int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep);
 int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster);
 /// The most dynamic shared memory one block may ask for on sm_90 (227 KB).
 constexpr int64_t kMaxBlockSmem = 227 * 1024;
+/// Registers a thread of a `keep` shared tile spends on kept rows, and the rows that makes at `vec`.
+constexpr int kKeptRegisters = 20;
+int keep_rows(const ColumnShape& c, int vec);
 
 /// CUDA source of a shared column tile of `c` (Note [Softmax shared tiles]): kernel(in, out), `cluster` blocks
-/// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory.
-KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster);
+/// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory;
+/// each thread keeps its first `keep` rows in registers instead (0: none).
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep);
 /// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` >= 2 blocks per row, cluster_row_bytes each.
 KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster);
 
