@@ -38,12 +38,6 @@ __device__ __forceinline__ float load_remote(const float* p, unsigned rank) {
 )";
 }
 
-/// Blocks one SM holds at `block` threads and `smem` bytes of dynamic shared memory each (228 KB an SM, 1 KB
-/// reserved a block, 2048 threads); the kernel's __launch_bounds__ asks for that many so that the registers fit.
-int resident_blocks(int64_t smem, int block) {
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2048 / block, 233472 / (smem + 1024))));
-}
-
 int regs_per_vec(c10::ScalarType dtype, int vec) { return std::max(1, vec * elem_size(dtype) / 4); }
 
 /// Vectors each thread has in flight while reading: what the registers left at `resident` blocks per SM hold
@@ -54,6 +48,7 @@ int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
   return std::clamp(buffer / regs_per_vec(dtype, vec), 2, 32);
 }
 
+/// RESIDENT: the kernel's __launch_bounds__ asks for the blocks an SM holds, so that the registers fit.
 void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int vec, int block, int cluster,
                     int64_t smem, int keep = 0) {
   const int resident = resident_blocks(smem, block);
@@ -69,6 +64,10 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 }
 
 }  // namespace
+
+int resident_blocks(int64_t smem, int block) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2048 / block, 233472 / (smem + 1024))));
+}
 
 int keep_rows(const ColumnShape& c, int vec) { return kKeptRegisters / regs_per_vec(c.dtype, vec); }
 

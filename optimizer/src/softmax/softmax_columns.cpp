@@ -87,10 +87,15 @@ class ColumnPlan final : public Plan {
     return softmax_features(k, v);
   }
 
-  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14: disjoint
-  /// from rows' 0..3 and 13.
+  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14..16 by the
+  /// blocks an SM holds (1, 2, 3+: what sets how well reads overlap the merges): disjoint from rows' 0..3 and
+  /// 17..19.
   int stratum(const Variant& v) const override {
-    if (v.get("tile", 0) == 2) return 14;
+    if (v.get("tile", 0) == 2) {
+      const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
+      const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
+      return 13 + std::min(3, resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep), block));
+    }
     if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
     return 4 + 2 * (split == 1 ? 0 : split == 4 ? 1 : 2) + v.get("cache");

@@ -61,6 +61,8 @@
 /// Cluster rows (`cluster` = C in 2..16 on a row plan, sm_90+): C blocks split each row's vectors into slices
 /// kept in shared memory; the row max and then the sum of exp(x - max) are reduced in the block and then over
 /// the cluster in rank order; the epilogue and the special values are the row kernel's (a two-pass kernel).
+/// Strata: shared tiles 14..16 and cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), so that the
+/// tuner's first picks cover each occupancy class rather than one random cluster size.
 /// Predictions (floor = input read + output written at ~4.2 TB/s): f16 [8,16,2048,2048] dim 2 at vec 2 (128 B
 /// lines, 256 KB tiles), C = 4: 68 KB a block, 3 blocks per SM, 16384 blocks in ~41 waves, ~1.1-1.15x (506 us
 /// floor; C = 2 at one block per SM ~1.3x); f32 [64,1000,56,56] dim 1 at vec 1 (128 KB tiles), C = 2: 66 KB,
@@ -162,6 +164,9 @@ const char* online_pair_source();
 /// `block` threads and `cluster` blocks a column; of a cluster row slice of `s` at `vec` and `cluster`.
 int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep);
 int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster);
+/// Blocks one SM holds at `block` threads and `smem` bytes of dynamic shared memory each (228 KB an SM, 1 KB
+/// reserved a block, 2048 threads): the strata of the shared tiles and cluster rows (1, 2, 3 or more).
+int resident_blocks(int64_t smem, int block);
 /// The most dynamic shared memory one block may ask for on sm_90 (227 KB).
 constexpr int64_t kMaxBlockSmem = 227 * 1024;
 /// Registers a thread of a `keep` shared tile spends on kept rows, and the rows that makes at `vec`.

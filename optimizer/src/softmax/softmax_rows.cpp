@@ -53,9 +53,12 @@ class SoftmaxPlan final : public Plan {
     return softmax_features(c, v);
   }
 
-  /// warp x 2 + cache, cluster rows 13 (disjoint from the column plan's 4..12 and 14).
+  /// warp x 2 + cache; cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), disjoint from the column
+  /// plan's 4..16.
   int stratum(const Variant& v) const override {
-    return v.get("cluster", 0) ? 13 : v.get("warp") * 2 + v.get("cache");
+    if (const int cluster = v.get("cluster", 0))
+      return 16 + std::min(3, resident_blocks(cluster_row_bytes(s_, v.get("vec"), cluster), v.get("block")));
+    return v.get("warp") * 2 + v.get("cache");
   }
 
   Result<KernelSource> source(const Variant& v) const override {
