@@ -56,14 +56,16 @@ class ClusterKernel final : public BoundKernel {
   }
 
  private:
-  /// Once: the shared-memory and cluster opt-in, then whether one cluster fits on the device at all (a cluster
-  /// that cannot be resident declines the call, which then stays on ATen).
+  /// Once: the shared-memory and cluster opt-in, then whether one cluster fits on the device at all (either
+  /// failing declines the call, kUnsupported, which then stays on ATen).
   Status configure() {
     std::lock_guard<std::mutex> lock(mu_);
     if (configured_) return configure_status_;
     configured_ = true;
     configure_status_ = module_->configure_clusters(smem_);
-    if (configure_status_.ok() && cluster_ > 1 && module_->max_active_clusters(block_, cluster_, smem_) < 1)
+    if (!configure_status_.ok())  // e.g. more shared memory than this device lets a block have: ATen serves it
+      configure_status_ = Status(Code::kUnsupported, "shared memory opt-in failed: " + configure_status_.to_string());
+    else if (cluster_ > 1 && module_->max_active_clusters(block_, cluster_, smem_) < 1)
       configure_status_ = Status(Code::kUnsupported, "the device cannot hold a cluster of " +
                                                          std::to_string(cluster_) + " blocks of " +
                                                          std::to_string(smem_) + " bytes");
