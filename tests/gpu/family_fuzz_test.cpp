@@ -425,9 +425,16 @@ void layout_missing_strides(Rng& rng, Problem* p) {
   if (t.sizes.empty()) t.strides.clear();
 }
 
-/// `prefer`: a knob whose nonzero values are drawn half the time where the plan offers any (a technique that is
-/// a small part of large spaces is then verified often enough).
-void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t seed, const char* prefer = nullptr) {
+/// Softmax variants the fuzz favours: the shared tiles and cluster rows (Note [Softmax shared tiles]), whose
+/// index arithmetic and cluster exchange the small fuzz shapes would otherwise reach too rarely.
+bool softmax_cluster_variant(const optimizer::Variant& v) { return v.get("cluster", 0) > 0; }
+
+/// Pool variants the fuzz favours: the sliding windows (Note [Pooling slide]), a small part of large spaces.
+bool pool_slide_variant(const optimizer::Variant& v) { return v.get("slide", 0) > 0; }
+
+/// `prefer`: when set, two draws in three pick among the variants it selects (where the space has any).
+void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t seed,
+          bool (*prefer)(const optimizer::Variant&) = nullptr) {
   CUDAL1_REQUIRE_GPU();
   auto info = optimizer::device_info(0);
   ASSERT_TRUE(info.ok()) << info.status().to_string();
@@ -448,15 +455,14 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
       ++declined[plan.status().message()];
       continue;
     }
-    const auto space = plan.value()->space();
+    auto space = plan.value()->space();
     ASSERT_FALSE(space.empty());
-    j.variant = space[rng() % space.size()];
-    if (prefer && rng() % 2) {
+    if (prefer && rng() % 3 != 0) {
       std::vector<optimizer::Variant> preferred;
-      for (const auto& v : space)
-        if (v.get(prefer)) preferred.push_back(v);
-      if (!preferred.empty()) j.variant = preferred[rng() % preferred.size()];
+      std::copy_if(space.begin(), space.end(), std::back_inserter(preferred), prefer);
+      if (!preferred.empty()) space = std::move(preferred);
     }
+    j.variant = space[rng() % space.size()];
     for (const auto& [knob, value] : j.variant.knobs) ++knobs_drawn[knob + "=" + std::to_string(value)];
     j.plan = std::move(plan).value();
     jobs.push_back(std::move(j));
@@ -510,9 +516,9 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
 }
 
 TEST(FamilyFuzz, UnaryElementwise) { fuzz("relu", &unary, 101); }
-TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202); }
+TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202, &softmax_cluster_variant); }
 TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303); }
-TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404, "slide"); }
+TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404, &pool_slide_variant); }
 TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505); }
 TEST(FamilyFuzz, Reduce) { fuzz("amax", &reduction, 606); }
 TEST(FamilyFuzz, Binary) { fuzz("maximum", &binary, 707); }

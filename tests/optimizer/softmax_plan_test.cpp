@@ -277,10 +277,11 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
     check(*p, &col_strata);
   }
   EXPECT_GT(len, 0u);
-  for (int s : row_strata) EXPECT_TRUE(s >= 0 && s < 4) << s;
-  for (int s : col_strata) EXPECT_TRUE(s >= 4 && s < 13) << s;
+  for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 19)) << s;  // 17..19: cluster rows
+  for (int s : col_strata) EXPECT_TRUE(s >= 4 && s <= 16 && s != 13) << s;  // 14..16: shared tiles
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not
   EXPECT_TRUE(col_strata.count(10) && col_strata.count(12));  // tiles re-read; chunked tiles
+  EXPECT_TRUE(*row_strata.rbegin() >= 17 && *col_strata.rbegin() >= 14);  // cluster rows; shared tiles
 }
 
 /// The tile variants of `p`'s plan (Note [Softmax column tiles]).
@@ -345,6 +346,119 @@ TEST(SoftmaxPlan, ColumnTilesCoverWholeLinesAndSplitLongColumnsOverBlocks) {
   ASSERT_TRUE(odd_src.ok());
   EXPECT_NE(odd_src->code.find("IV = 33, TILES = 2;"), std::string::npos) << odd_src->code;
   EXPECT_NE(odd_src->code.find("OSV = 3300, NSV = 66;"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
+
+namespace cudal1::optimizer {
+namespace {
+
+using testing::contiguous;
+using testing::softmax_problem;
+
+/// Softmax over `dim` of a contiguous tensor, for compute capability `sm`.
+Problem over_at(c10::ScalarType dt, std::vector<int64_t> sizes, int64_t dim, int sm, const char* op = "_softmax") {
+  auto st = contiguous(sizes);
+  return softmax_problem(op, dt, std::move(sizes), std::move(st), dim, false, sm);
+}
+
+/// The variants of `p`'s plan with knob `knob` (and tile `tile` when > 0).
+std::vector<Variant> with_knob(const Problem& p, const char* knob, int tile = 0) {
+  auto plan = family_for("_softmax", "")->plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<Variant> out;
+  if (plan.ok())
+    for (const auto& v : plan.value()->space())
+      if (v.get(knob, 0) > 0 && (tile == 0 || v.get("tile", 0) == tile)) out.push_back(v);
+  return out;
+}
+
+/// (vec, cluster) of the variants in `vs` that keep rows in registers (`keep`) or do not.
+std::set<std::pair<int, int>> vec_cluster(const std::vector<Variant>& vs, int keep = 0) {
+  std::set<std::pair<int, int>> out;
+  for (const auto& v : vs)
+    if (v.get("keep", 0) == keep) out.insert({v.get("vec"), v.get("cluster")});
+  return out;
+}
+
+TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
+  // Note [Softmax shared tiles]. [32,32000,64] bf16: only 64-byte half lines fit, in clusters of 16 (128 KB each);
+  // keeping 20 rows a thread in registers at block 512, half lines fit twice an SM and whole lines once.
+  const auto tall = with_knob(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"), "cluster", 2);
+  EXPECT_EQ(vec_cluster(tall), (std::set<std::pair<int, int>>{{1, 16}}));
+  EXPECT_EQ(vec_cluster(tall, 1), (std::set<std::pair<int, int>>{{1, 16}, {2, 16}}));
+  for (const auto& v : tall) EXPECT_EQ(v.get("block") == 512, v.get("keep", 0) == 1) << v.id();
+  // [8,16,2048,2048] f16: vec 1 (128 KB tiles) from one block, vec 2 (256 KB) from 2, vec 4 (512 KB) from 4.
+  const auto attn = with_knob(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90), "cluster", 2);
+  EXPECT_EQ(vec_cluster(attn), (std::set<std::pair<int, int>>{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {1, 16}, {2, 2}, {2, 4},
+                                                              {2, 8}, {2, 16}, {4, 4}, {4, 8}, {4, 16}}));
+  for (const auto& v : attn) EXPECT_LE(v.get("block") * v.get("vec"), 2048) << v.id();
+  EXPECT_TRUE(vec_cluster(attn, 1).count({2, 1}));  // 1728 rows of 128 bytes + 20 a thread in registers
+  // Spatial f32: 128-byte rows at vec 1, 256 at vec 2; never wider.
+  const auto spatial = with_knob(over_at(at::kFloat, {64, 1000, 56, 56}, 1, 90), "cluster", 2);
+  for (const auto& v : spatial) EXPECT_LE(v.get("vec"), 2) << v.id();
+  EXPECT_TRUE(vec_cluster(spatial).count({1, 2}));
+  // Small n: clusters wherever every block gets two rows.
+  const auto small = with_knob(over_at(at::kFloat, {3, 9, 33}, 1, 90), "cluster", 2);
+  EXPECT_EQ(vec_cluster(small), (std::set<std::pair<int, int>>{{1, 1}, {1, 2}, {1, 4}}));
+  // Not before sm_90.
+  EXPECT_TRUE(with_knob(over_at(at::kHalf, {8, 16, 256, 256}, 2, 80), "cluster").empty());
+
+  auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}};
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("N = 2048, NB = 512;"), std::string::npos) << src->code;
+  EXPECT_NE(src->code.find("IV = 1024, TILES = 32;"), std::string::npos);
+  EXPECT_NE(src->code.find("#define CLUSTER 4"), std::string::npos);
+  EXPECT_EQ(plan.value()->stratum(v), 16);  // 68.5 KB: three blocks an SM
+  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}}}), 14);
+  EXPECT_EQ(plan.value()->features(v).size(),
+            plan.value()->features(Variant{{{"vec", 1}, {"block", 128}, {"split", 1}, {"cache", 0}}}).size());
+  auto keep_src = plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}}});
+  ASSERT_TRUE(keep_src.ok()) << keep_src.status().to_string();
+  EXPECT_NE(keep_src->code.find("#define KEEP 20"), std::string::npos) << keep_src->code;
+  // Keeping needs at least twice the kept rows (20 x 16 warps) in each block: 512 rows at a cluster of 4 are not.
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
+  // Outside the space: a cluster of 3, block 512 without keep (or keep without it), block x vec above 2048,
+  // 512-byte rows, a missing knob.
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 3}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"tile", 2}, {"cluster", 8}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 2}, {"cluster", 16}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}}}).ok());
+}
+
+TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
+  // f32 [4096,65536]: 256 KB rows need 2 blocks at least; the slice 64 KB at 4.
+  const auto rows = with_knob(over_at(at::kFloat, {4096, 65536}, 1, 90), "cluster");
+  std::set<int> clusters;
+  for (const auto& v : rows) {
+    clusters.insert(v.get("cluster"));
+    EXPECT_EQ(v.get("vec"), 4) << v.id();
+    EXPECT_FALSE(v.get("tile", 0)) << v.id();
+  }
+  EXPECT_EQ(clusters, (std::set<int>{2, 4, 8, 16}));
+  // Short rows: clusters while each block gets two vectors; none before sm_90.
+  std::set<int> short_clusters;
+  for (const auto& v : with_knob(over_at(at::kHalf, {5, 40}, 1, 90), "cluster")) short_clusters.insert(v.get("cluster"));
+  EXPECT_EQ(short_clusters, (std::set<int>{2}));  // 5 vectors of 8
+  EXPECT_TRUE(with_knob(over_at(at::kFloat, {4096, 65536}, 1, 80), "cluster").empty());
+
+  auto plan = family_for("_softmax", "")->plan(over_at(at::kFloat, {4096, 65536}, 1, 90));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"vec", 4}, {"block", 512}, {"cluster", 4}}};
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("D = 65536, NV = 16384, P = 4096;"), std::string::npos) << src->code;
+  EXPECT_EQ(plan.value()->stratum(v), 19);  // 64 KB slices: three blocks an SM
+  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 2}}}), 17);
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"cluster", 4}}}).ok());  // not widest
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"cluster", 4}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 32}}}).ok());
 }
 
 }  // namespace

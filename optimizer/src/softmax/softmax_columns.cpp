@@ -25,6 +25,12 @@ constexpr int64_t kMaxTileBlockVec = 4096;
 /// Workspace floats of a chunked variant: 2 x chunks x columns at most this many (64 MB).
 constexpr int64_t kMaxWorkspaceFloats = int64_t{1} << 24;
 
+/// Shared tiles (Note [Softmax shared tiles]): blocks and clusters (block 512: the variants that keep rows in
+/// registers); block x vec at most 2048 (the warp merge's 16 KB of shared memory).
+constexpr int kSmemBlocks[] = {256, 512, 1024};
+constexpr int kClusters[] = {1, 2, 4, 8, 16};
+constexpr int64_t kMaxSmemBlockVec = 2048;
+
 int64_t tile_rows(const ColumnShape& c, int chunks) { return (c.n + chunks - 1) / chunks; }
 
 /// Elements one thread of a cached tile keeps: at most 64, 32 at block 1024 (64 registers per thread there).
@@ -58,6 +64,15 @@ class ColumnPlan final : public Plan {
             if (tile_ok(vec, block, chunks, cache))
               out.push_back(Variant{{{"vec", vec}, {"block", block}, {"tile", 1}, {"chunks", chunks}, {"cache", cache}}});
     }
+    for (int vec : kVecs)
+      for (int block : kSmemBlocks)
+        for (int cluster : kClusters) {
+          const int keep = block == 512;
+          if (!smem_ok(vec, block, cluster, keep)) continue;
+          Variant v{{{"vec", vec}, {"block", block}, {"tile", 2}, {"cluster", cluster}}};
+          if (keep) v.knobs.emplace_back("keep", 1);
+          out.push_back(std::move(v));
+        }
     return out;
   }
 
@@ -72,14 +87,28 @@ class ColumnPlan final : public Plan {
     return softmax_features(k, v);
   }
 
-  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked): disjoint from rows' 0..3.
+  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14..16 by the
+  /// blocks an SM holds (1, 2, 3+: what sets how well reads overlap the merges): disjoint from rows' 0..3 and
+  /// 17..19.
   int stratum(const Variant& v) const override {
+    if (v.get("tile", 0) == 2) {
+      const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
+      const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
+      return 13 + std::min(3, resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep), block));
+    }
     if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
     return 4 + 2 * (split == 1 ? 0 : split == 4 ? 1 : 2) + v.get("cache");
   }
 
   Result<KernelSource> source(const Variant& v) const override {
+    if (v.get("tile", 0) == 2) {
+      const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
+      const int keep = v.get("keep", 0);
+      if (v.knobs.size() != (keep ? 5u : 4u) || !smem_ok(vec, block, cluster, keep))
+        return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+      return generate_softmax_smem_tiles(c_, vec, block, cluster, keep ? keep_rows(c_, vec) : 0);
+    }
     if (v.get("tile", 0)) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);
       if (v.get("tile") != 1 || v.knobs.size() != 5 || !tile_ok(vec, block, chunks, cache))
@@ -98,6 +127,14 @@ class ColumnPlan final : public Plan {
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));
+    if (v.get("tile", 0) == 2) {
+      const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
+      const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
+      const int64_t blocks = c_.outer * ((c_.inner / vec + 31) / 32) * cluster;
+      return make_cluster_kernel(OutputSpec{c_.dtype, c_.sizes, c_.out_strides}, c_.sizes, c_.in_strides,
+                                 int64_t{vec} * elem_size(c_.dtype), blocks, block, cluster,
+                                 smem_tile_bytes(c_, vec, block, cluster, keep), c_.log ? 4.0 : 0.0, std::move(m));
+    }
     if (v.get("tile", 0)) return make_tile_kernel(c_, v.get("vec"), v.get("block"), v.get("chunks"), std::move(m));
     const int vec = v.get("vec"), block = v.get("block"), split = v.get("split");
     const int64_t columns = c_.outer * (c_.inner / vec), per_block = block / split;
@@ -120,6 +157,24 @@ class ColumnPlan final : public Plan {
     return vec_ok(vec) && block_ok && chunks_ok && int64_t{block} * vec <= kMaxTileBlockVec &&
            c_.outer * tiles * chunks < (int64_t{1} << 31) - 1 && (cache == 0 || cache == 1) &&
            (cache == 0 || tile_cache_fits(c_, vec, block, chunks));
+  }
+
+  /// Shared tiles: sm_90+, a warp row of 64 to 256 bytes (whole or half lines), the block's bytes within
+  /// 227 KB, clusters only where each block gets at least two rows, and a grid within 2^31 - 1 blocks. `keep`
+  /// (rows in registers) at block 512 only, where the block's rows are at least twice those it keeps.
+  bool smem_ok(int vec, int block, int cluster, int keep) const {
+    const bool block_ok = keep ? block == 512 : block == 256 || block == 1024;
+    if (c_.sm < 90 || !vec_ok(vec) || (keep != 0 && keep != 1) || !block_ok || int64_t{block} * vec > kMaxSmemBlockVec)
+      return false;
+    const int64_t row_bytes = 32 * int64_t{vec} * elem_size(c_.dtype);
+    if (row_bytes < 64 || row_bytes > 256) return false;
+    if (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8 && cluster != 16) return false;
+    if (cluster > 1 && c_.n < 2 * cluster) return false;
+    const int kept = keep ? keep_rows(c_, vec) : 0;
+    if (keep && (c_.n + cluster - 1) / cluster < 2 * int64_t{kept} * (block / 32)) return false;
+    const int64_t tiles = (c_.inner / vec + 31) / 32;
+    return smem_tile_bytes(c_, vec, block, cluster, kept) <= kMaxBlockSmem &&
+           c_.outer * tiles * cluster < (int64_t{1} << 31) - 1;
   }
 
   ColumnShape c_;

@@ -21,6 +21,11 @@ std::vector<float> softmax_features(const SoftmaxClass& c, const Variant& v) {
   knobs.push_back(v.get("tile", 0) == 1);                             // column tiles only
   knobs.push_back(v.get("chunks", 1) > 1);
   knobs.push_back(v.get("head", 0) == 1);  // rows only
+  knobs.push_back(v.get("tile", 0) == 2);  // shared column tiles (Note [Softmax shared tiles])
+  knobs.push_back(v.get("cluster", 0) == 1);
+  knobs.push_back(v.get("cluster", 0) == 2 || v.get("cluster", 0) == 4);
+  knobs.push_back(v.get("cluster", 0) >= 8);
+  knobs.push_back(v.get("keep", 0) == 1);
   auto f = [](bool b) { return b ? 1.f : 0.f; };
   const std::vector<float> ctx = {1.f,
                                   f(c.n <= 1024),
@@ -118,8 +123,9 @@ Result<std::unique_ptr<Plan>> plan_columns(const dispatcher::TensorSpec& t, int6
 class SoftmaxFamily final : public Family {
  public:
   const char* name() const override { return "softmax"; }
-  // 2: row reductions from codegen_common; 3: column kernels; 4: column tiles (Note [Softmax column tiles])
-  int version() const override { return 4; }
+  // 2: row reductions from codegen_common; 3: column kernels; 4: column tiles (Note [Softmax column tiles]);
+  // 5: shared tiles and cluster rows (Note [Softmax shared tiles])
+  int version() const override { return 5; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -147,11 +153,13 @@ class SoftmaxFamily final : public Family {
       SoftmaxShape s;
       s.log = log;
       s.dtype = t.dtype;
+      s.sm = p.sm;
       return plan_rows(t, dim, std::move(s));
     }
     ColumnShape c;
     c.log = log;
     c.dtype = t.dtype;
+    c.sm = p.sm;
     return plan_columns(t, dim, std::move(c));
   }
 };

@@ -39,6 +39,39 @@
 /// sum NaN like exp(-Inf - -Inf) in the two-pass sum); NaN and +Inf make the sum NaN (exp(NaN), exp(Inf - Inf));
 /// rescaling skips the factor when the max did not change, so exp(-Inf - -Inf) never enters. The sum differs
 /// from the two-pass one by the rescale roundings only (a few fp32 ulps), far inside the verification tolerance.
+///
+/// Note [Softmax shared tiles]
+/// Why (bytes, H200): the tiles above read a column twice whenever it does not fit registers (log_softmax bf16
+/// [32,32000,64] dim 1 ran at 3.89x its floor with two launches whose re-read missed L2; f16 [8,16,2048,2048]
+/// dim 2 at 2.18x), and a block per long row reads it three times (f32 [4096,65536]: 1.66x). Shared memory
+/// (227 KB a block, 228 KB an SM) holds the data between the statistics and the output instead: one read.
+/// Column tiles (`tile` = 2, sm_90+): a block holds its tile (32 x vec adjacent inner columns, vec such that a
+/// warp row is 64 to 256 bytes) for its range of n in dynamic shared memory in the storage dtype, folds online
+/// pairs exactly as the tile kernel (same functions, warp order), then writes from shared memory. Where one
+/// block cannot hold the whole column range, `cluster` = C in 2..16 blocks of a thread-block cluster take
+/// ceil(n / C) rows each, publish their merged pairs in shared memory, meet at a cluster barrier, and every
+/// block merges the C pairs in rank order through distributed shared memory (identical statistics everywhere),
+/// then writes its rows; it leaves only after a second barrier (Note [Clusters] in module.cpp). Offered for any
+/// n >= 2 C (C = 1 for any n) where the block's bytes fit; the tuner picks C, which sets how many blocks an SM
+/// holds (one block per SM leaves its memory pipe idle during the merge and the barrier: prefer >= 2). With
+/// `keep` (block 512 only, where a block has at least twice those rows) each thread keeps its first rows in
+/// kKeptRegisters = 20 registers (20 rows of vectors up to 4 bytes, 10 of 8 bytes; 320 rows of a block at 4
+/// bytes) and only the rest goes to shared memory. The kernel's __launch_bounds__ asks for the blocks per SM
+/// that its shared memory allows, and the read keeps as many vectors in flight as the registers left allow.
+/// Cluster rows (`cluster` = C in 2..16 on a row plan, sm_90+): C blocks split each row's vectors into slices
+/// kept in shared memory; the row max and then the sum of exp(x - max) are reduced in the block and then over
+/// the cluster in rank order; the epilogue and the special values are the row kernel's (a two-pass kernel).
+/// Strata: shared tiles 14..16 and cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), so that the
+/// tuner's first picks cover each occupancy class rather than one random cluster size.
+/// Predictions (floor = input read + output written at ~4.2 TB/s): f16 [8,16,2048,2048] dim 2 at vec 2 (128 B
+/// lines, 256 KB tiles), C = 4: 68 KB a block, 3 blocks per SM, 16384 blocks in ~41 waves, ~1.1-1.15x (506 us
+/// floor; C = 2 at one block per SM ~1.3x); f32 [64,1000,56,56] dim 1 at vec 1 (128 KB tiles), C = 2: 66 KB,
+/// 3 per SM, 12544 blocks, ~1.1x; bf16 [32,32000,64] dim 1 only fits at vec 1 (64-byte half lines, 2 MB tiles)
+/// with C = 16: 136 KB a block, one per SM, 64 clusters of which ~7-8 are resident (GPCs of 16-18 SMs), 8
+/// waves: ~1.3x (62 us floor); with `keep` at vec 1 (1680 rows x 64 B + 4 KB = 109 KB) two blocks per SM
+/// overlap one's write with the other's read, ~1.15-1.2x; `keep` at vec 2 (whole lines, 1680 x 128 B = 218 KB,
+/// one per SM) ~1.25x; f32 [4096,65536] rows at vec 4, C = 4: 64 KB slices, 3 blocks per SM, 16384 blocks,
+/// ~1.1-1.15x (511 us floor) instead of three reads. f16 [16384,1024] rows are launch-bound, not addressed.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -56,6 +89,7 @@ struct SoftmaxShape {
   int64_t rows = 0, cols = 0, row_stride = 0;
   int max_vec = 1;
   int head_vec = 1;  ///< widest vector of the head/body/tail reading (Note [Softmax row heads]); 1: not offered
+  int sm = 0;        ///< target compute capability: cluster rows from 90 (Note [Softmax shared tiles])
 };
 
 /// One planned signature served by columns (Note [Softmax columns]).
@@ -66,6 +100,7 @@ struct ColumnShape {
   int64_t outer = 1, n = 1, inner = 1;  ///< the input viewed as [outer, n, inner]
   int64_t outer_stride = 0, n_stride = 0;  ///< input strides (elements) of outer and n; inner is dense
   int max_vec = 1;                     ///< widest vector along inner the layout allows
+  int sm = 0;                          ///< target compute capability: shared tiles from 90
 };
 
 /// The number of vectors one thread keeps in registers when the row is cached; above kMaxCachedElements per
@@ -120,5 +155,37 @@ KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, in
 /// of a chunked variant per call and launches its phases on the call's stream.
 std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, int vec, int block, int chunks,
                                               std::shared_ptr<LoadedModule> m);
+
+/// The online (max, sum) pair functions of the tile kernels (Note [Softmax column tiles]): online_add and
+/// online_merge, given NEG_INF, POS_INF and QNAN.
+const char* online_pair_source();
+
+/// Dynamic shared memory of one block: of a shared column tile of `c` (Note [Softmax shared tiles]) at `vec`,
+/// `block` threads and `cluster` blocks a column; of a cluster row slice of `s` at `vec` and `cluster`.
+int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep);
+int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster);
+/// Blocks one SM holds at `block` threads and `smem` bytes of dynamic shared memory each (228 KB an SM, 1 KB
+/// reserved a block, 2048 threads): the strata of the shared tiles and cluster rows (1, 2, 3 or more).
+int resident_blocks(int64_t smem, int block);
+/// The most dynamic shared memory one block may ask for on sm_90 (227 KB).
+constexpr int64_t kMaxBlockSmem = 227 * 1024;
+/// Registers a thread of a `keep` shared tile spends on kept rows, and the rows that makes at `vec`.
+constexpr int kKeptRegisters = 20;
+int keep_rows(const ColumnShape& c, int vec);
+
+/// CUDA source of a shared column tile of `c` (Note [Softmax shared tiles]): kernel(in, out), `cluster` blocks
+/// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory;
+/// each thread keeps its first `keep` rows in registers instead (0: none).
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep);
+/// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` >= 2 blocks per row, cluster_row_bytes each.
+KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster);
+
+/// The bound kernel of either: checks the call's layout and alignment (`align` bytes), opts the kernel in to
+/// `smem` bytes and clusters on its first launch, declines (kUnsupported) when the device cannot hold one
+/// cluster, and launches `blocks` blocks in clusters of `cluster` (a plain launch when 1).
+std::unique_ptr<BoundKernel> make_cluster_kernel(OutputSpec out, std::vector<int64_t> sizes,
+                                                 std::vector<int64_t> in_strides, int64_t align, int64_t blocks,
+                                                 int block, int cluster, int64_t smem, double input_scaled_atol,
+                                                 std::shared_ptr<LoadedModule> m);
 
 }  // namespace cudal1::optimizer::softmax

@@ -16,6 +16,10 @@ int cached_elements(const SoftmaxShape& s, int vec, int tpr) {
   return static_cast<int>((nv + tpr - 1) / tpr) * vec;
 }
 
+/// Cluster rows (Note [Softmax shared tiles]): blocks and cluster sizes.
+constexpr int kClusterBlocks[] = {256, 512};
+constexpr int kClusters[] = {2, 4, 8, 16};
+
 class SoftmaxPlan final : public Plan {
  public:
   explicit SoftmaxPlan(SoftmaxShape s) : s_(std::move(s)) {}
@@ -34,6 +38,10 @@ class SoftmaxPlan final : public Plan {
               out.push_back(std::move(v));
             }
       }
+    for (int block : kClusterBlocks)
+      for (int cluster : kClusters)
+        if (cluster_ok(s_.max_vec, block, cluster))
+          out.push_back(Variant{{{"vec", s_.max_vec}, {"block", block}, {"cluster", cluster}}});
     return out;
   }
 
@@ -45,9 +53,21 @@ class SoftmaxPlan final : public Plan {
     return softmax_features(c, v);
   }
 
-  int stratum(const Variant& v) const override { return v.get("warp") * 2 + v.get("cache"); }
+  /// warp x 2 + cache; cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), disjoint from the column
+  /// plan's 4..16.
+  int stratum(const Variant& v) const override {
+    if (const int cluster = v.get("cluster", 0))
+      return 16 + std::min(3, resident_blocks(cluster_row_bytes(s_, v.get("vec"), cluster), v.get("block")));
+    return v.get("warp") * 2 + v.get("cache");
+  }
 
   Result<KernelSource> source(const Variant& v) const override {
+    if (v.get("cluster", 0)) {
+      const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
+      if (v.knobs.size() != 3 || !cluster_ok(vec, block, cluster))
+        return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+      return generate_softmax_cluster_rows(s_, vec, block, cluster);
+    }
     const int vec = v.get("vec", 0), block = v.get("block", 0), warp = v.get("warp", -1), cache = v.get("cache", -1);
     const int head = v.get("head", 0);
     const bool block_ok = block == 128 || block == 256 || block == 512 || block == 1024;
@@ -62,6 +82,10 @@ class SoftmaxPlan final : public Plan {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));
     const int vec = v.get("vec"), block = v.get("block");
+    if (const int cluster = v.get("cluster", 0))
+      return make_cluster_kernel(OutputSpec{s_.dtype, s_.sizes, s_.out_strides}, s_.sizes, s_.in_strides,
+                                 int64_t{vec} * elem_size(s_.dtype), s_.rows * cluster, block, cluster,
+                                 cluster_row_bytes(s_, vec, cluster), s_.log ? 4.0 : 0.0, std::move(m));
     const int64_t rows_per_block = v.get("warp") ? block / 32 : 1;
     const int64_t grid = (s_.rows + rows_per_block - 1) / rows_per_block;
     return std::unique_ptr<BoundKernel>(new SimpleKernel(std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides},
@@ -75,6 +99,16 @@ class SoftmaxPlan final : public Plan {
     const bool known = vec == 1 || vec == 2 || vec == 4 || vec == 8;
     if (head) return known && vec > s_.max_vec && vec <= s_.head_vec;
     return known && vec <= s_.max_vec && s_.cols % vec == 0;
+  }
+
+  /// Cluster rows: sm_90+, the plain layout's widest vector, at least two vectors a block, the slice within
+  /// 227 KB and a grid within 2^31 - 1 blocks.
+  bool cluster_ok(int vec, int block, int cluster) const {
+    const bool block_ok = block == 256 || block == 512;
+    const bool cluster_known = cluster == 2 || cluster == 4 || cluster == 8 || cluster == 16;
+    return s_.sm >= 90 && vec == s_.max_vec && vec_ok(vec, 0) && block_ok && cluster_known &&
+           s_.cols / vec >= 2 * cluster && cluster_row_bytes(s_, vec, cluster) <= kMaxBlockSmem &&
+           s_.rows * cluster < (int64_t{1} << 31) - 1;
   }
 
   SoftmaxShape s_;

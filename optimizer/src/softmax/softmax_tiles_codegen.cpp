@@ -9,6 +9,25 @@
 
 namespace cudal1::optimizer::softmax {
 
+const char* online_pair_source() {
+  return R"(// Online (max, sum of exp(x - max)) with the two-pass kernels' special values (Note [Softmax column tiles]):
+// m is never NaN; -Inf adds 0 (a column whose max stays -Inf is made NaN at the end); NaN and +Inf poison s.
+__device__ __forceinline__ void online_add(float& m, float& s, float x) {
+  if (x > m) {
+    s = s * expf(m - x) + (x == POS_INF ? QNAN : 1.f);
+    m = x;
+  } else {
+    s += x == NEG_INF ? 0.f : expf(x - m);
+  }
+}
+__device__ __forceinline__ void online_merge(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  s = (m == mm ? s : s * expf(m - mm)) + (m2 == mm ? s2 : s2 * expf(m2 - mm));
+  m = mm;
+}
+)";
+}
+
 KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, int chunks, bool cache) {
   const int64_t iv = c.inner / vec, tiles = (iv + 31) / 32, nc = (c.n + chunks - 1) / chunks;
   std::ostringstream k;
@@ -32,22 +51,7 @@ KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, in
 #define POS_INF __int_as_float(0x7f800000u)
 #define QNAN __int_as_float(0x7fffffffu)
 struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
-// Online (max, sum of exp(x - max)) with the two-pass kernels' special values (Note [Softmax column tiles]):
-// m is never NaN; -Inf adds 0 (a column whose max stays -Inf is made NaN at the end); NaN and +Inf poison s.
-__device__ __forceinline__ void online_add(float& m, float& s, float x) {
-  if (x > m) {
-    s = s * expf(m - x) + (x == POS_INF ? QNAN : 1.f);
-    m = x;
-  } else {
-    s += x == NEG_INF ? 0.f : expf(x - m);
-  }
-}
-__device__ __forceinline__ void online_merge(float& m, float& s, float m2, float s2) {
-  const float mm = fmaxf(m, m2);
-  s = (m == mm ? s : s * expf(m - mm)) + (m2 == mm ? s2 : s2 * expf(m2 - mm));
-  m = mm;
-}
-extern "C" __global__ void __launch_bounds__(BLOCK)
+)" << online_pair_source() << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out, float* __restrict__ ws, int phase) {
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   // Phase 1 walks the blocks backwards: its first blocks re-read what phase 0 read last (still in L2).

@@ -1,0 +1,288 @@
+/// @brief Source generation for the softmax family's one-read kernels (Note [Softmax shared tiles]): column tiles
+/// held in dynamic shared memory, split over the blocks of a thread-block cluster when one block cannot hold
+/// them, and long rows split over a cluster. Cluster parts are inline PTX (NVRTC has no cooperative_groups here).
+#include <algorithm>
+#include <sstream>
+
+#include "codegen_common.h"
+#include "softmax_family.h"
+
+namespace cudal1::optimizer::softmax {
+namespace {
+
+/// The cluster primitives: rank, a full barrier, its split halves, and a float load from the same shared
+/// variable of block `rank` of the cluster (distributed shared memory).
+const char* cluster_source() {
+  return R"(#if CLUSTER > 1
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_sync() { cluster_arrive(); cluster_wait(); }
+__device__ __forceinline__ float load_remote(const float* p, unsigned rank) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  unsigned ra;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+  return v;
+}
+#endif
+)";
+}
+
+int regs_per_vec(c10::ScalarType dtype, int vec) { return std::max(1, vec * elem_size(dtype) / 4); }
+
+/// Vectors each thread has in flight while reading: what the registers left at `resident` blocks per SM hold
+/// beside ~32 for the rest and `kept` registers of kept rows (4 to 32 registers of vectors).
+int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
+  const int regs = std::min(255, 65536 / (resident * block)) / 8 * 8;
+  const int buffer = std::clamp(regs - 32 - kept, 4, 32);
+  return std::clamp(buffer / regs_per_vec(dtype, vec), 2, 32);
+}
+
+/// RESIDENT: the kernel's __launch_bounds__ asks for the blocks an SM holds, so that the registers fit.
+void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int vec, int block, int cluster,
+                    int64_t smem, int keep = 0) {
+  const int resident = resident_blocks(smem, block);
+  k << "typedef long long index_t;\n" << dtype_prelude(dtype);
+  k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CLUSTER " << cluster
+    << "\n#define LOG " << (log ? 1 : 0) << "\n#define RESIDENT " << resident << "  // blocks per SM\n#define UNROLL "
+    << unroll(dtype, vec, block, resident, keep * regs_per_vec(dtype, vec)) << "\n#define KEEP " << keep << "\n";
+  k << R"(#define NEG_INF __int_as_float(0xff800000u)
+#define POS_INF __int_as_float(0x7f800000u)
+#define QNAN __int_as_float(0x7fffffffu)
+struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
+)" << cluster_source();
+}
+
+}  // namespace
+
+int resident_blocks(int64_t smem, int block) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2048 / block, 233472 / (smem + 1024))));
+}
+
+int keep_rows(const ColumnShape& c, int vec) { return kKeptRegisters / regs_per_vec(c.dtype, vec); }
+
+int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep) {
+  const int64_t rows = std::max<int64_t>(0, (c.n + cluster - 1) / cluster - int64_t{keep} * (block / 32));
+  const int64_t data = rows * 32 * vec * elem_size(c.dtype);                 // a multiple of 16 bytes
+  const int64_t stats = (2 * int64_t{block / 32} * vec * 32 + 2 * vec * 32) * 4;  // warp merge + published pairs
+  return data + stats;
+}
+
+int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster) {
+  const int64_t nv = s.cols / vec, part = (nv + cluster - 1) / cluster;
+  // The slice (rounded up to 16 bytes: the floats after it stay aligned), the block reduction, the published pair.
+  return (part * vec * elem_size(s.dtype) + 15) / 16 * 16 + (32 + 2) * 4;
+}
+
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep) {
+  const int64_t iv = c.inner / vec, tiles = (iv + 31) / 32, nb = (c.n + cluster - 1) / cluster;
+  std::ostringstream k;
+  k << "// cudal1 softmax shared-memory column tiles: log=" << c.log << " " << c10::toString(c.dtype)
+    << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block
+    << " cluster=" << cluster << " keep=" << keep << "\n";
+  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), keep);
+  k << "static constexpr int N = " << c.n << ", NB = " << nb << ";  // rows, rows per block of a cluster\n"
+    << "static constexpr int NK = KEEP * W;  // the block's first rows, kept in registers (KEEP a thread)\n"
+    << "static constexpr int NS = NB > NK ? NB - NK : 0;  // the rest, in shared memory\n"
+    << "static constexpr index_t IV = " << iv << ", TILES = " << tiles << ";  // vectors along inner, tiles\n"
+    << "static constexpr index_t OSV = " << c.outer_stride / vec << ", NSV = " << c.n_stride / vec
+    << ";  // input strides in vectors\n";
+  k << online_pair_source() << R"(// The write phase: this warp's rows of the tile, from registers (rows
+// n0 + w + i W, i < KEEP) and from shared memory (the rest, row j at j - n0 - NK), through ATen's epilogue.
+__device__ __forceinline__ void write_rows(const vec_t* kept, const vec_t* tile, vec_t* __restrict__ y,
+                                           const float* m, const float* s, int n0, int n1, int w, int lane,
+                                           bool live) {
+#define FOR_EACH_PART(...) \
+  _Pragma("unroll") for (int i = 0; i < KEEP; ++i) { \
+    const int j = n0 + w + i * W; \
+    if (live && j < n1) { const vec_t t = kept[i]; __VA_ARGS__ } \
+  } \
+  for (int j = n0 + NK + w; live && j < n1; j += W) { const vec_t t = tile[(j - n0 - NK) * 32 + lane]; __VA_ARGS__ }
+)" << column_epilogue_source()
+    << R"(extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
+cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
+  // Dynamic shared memory: the block's NS rows x 32 vectors, the warp merge, the block's published pairs.
+  extern __shared__ __align__(16) unsigned char smem[];
+  vec_t* tile = reinterpret_cast<vec_t*>(smem);
+  float* red_m = reinterpret_cast<float*>(smem + (size_t)NS * 32 * sizeof(vec_t));
+  float* red_s = red_m + W * VEC * 32;
+#if CLUSTER > 1
+  float* pub_m = red_s + W * VEC * 32;
+  float* pub_s = pub_m + VEC * 32;
+#endif
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+#if CLUSTER > 1
+  const unsigned rank = cluster_rank();  // blockIdx.x % CLUSTER: the cluster is 1-d along x
+#else
+  const unsigned rank = 0;
+#endif
+  const index_t cl = (index_t)blockIdx.x / CLUSTER, tile_i = cl % TILES, o = cl / TILES;
+  const index_t iv = tile_i * 32 + lane;
+  const bool live = iv < IV;  // dead lanes still take part in the merges
+  const int n0 = min(N, (int)rank * NB), n1 = min(N, n0 + NB);
+  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in) + o * OSV + (live ? iv : 0);
+  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out) + o * ((index_t)N * IV) + (live ? iv : 0);
+  float m[VEC], s[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) { m[e] = NEG_INF; s[e] = 0.f; }
+  // Read once: the kept rows first (all in flight), then UNROLL rows at a time into shared memory; each row is
+  // folded into the online pairs in order along n.
+  vec_t kept[KEEP > 0 ? KEEP : 1];
+#pragma unroll
+  for (int i = 0; i < KEEP; ++i) {
+    const int j = n0 + w + i * W;
+    if (live && j < n1) kept[i] = x[j * NSV];
+  }
+#pragma unroll
+  for (int i = 0; i < KEEP; ++i) {
+    const int j = n0 + w + i * W;
+    if (live && j < n1)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(kept[i].v[e]));
+  }
+  for (int j0 = n0 + NK + w; j0 < n1; j0 += UNROLL * W) {
+    vec_t tu[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int j = j0 + u * W;
+      if (live && j < n1) tu[u] = x[j * NSV];
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int j = j0 + u * W;
+      if (live && j < n1) {
+        tile[(j - n0 - NK) * 32 + lane] = tu[u];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(tu[u].v[e]));
+      }
+    }
+  }
+  // Merged over the W warps in warp order: every warp holds the same pairs afterwards.
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    red_m[(w * VEC + e) * 32 + lane] = m[e];
+    red_s[(w * VEC + e) * 32 + lane] = s[e];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    m[e] = red_m[e * 32 + lane];
+    s[e] = red_s[e * 32 + lane];
+    for (int i = 1; i < W; ++i)
+      online_merge(m[e], s[e], red_m[(i * VEC + e) * 32 + lane], red_s[(i * VEC + e) * 32 + lane]);
+  }
+#if CLUSTER > 1
+  // Every block publishes its pairs, then merges all CLUSTER of them in rank order (identical in every block).
+  if (w == 0)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      pub_m[e * 32 + lane] = m[e];
+      pub_s[e * 32 + lane] = s[e];
+    }
+  cluster_sync();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    m[e] = load_remote(pub_m + e * 32 + lane, 0);
+    s[e] = load_remote(pub_s + e * 32 + lane, 0);
+    for (unsigned r = 1; r < CLUSTER; ++r)
+      online_merge(m[e], s[e], load_remote(pub_m + e * 32 + lane, r), load_remote(pub_s + e * 32 + lane, r));
+  }
+  cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
+#endif
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    if (m[e] == NEG_INF) s[e] = QNAN;  // every element -Inf or NaN: the two-pass sum is NaN too
+  write_rows(kept, tile, y, m, s, n0, n1, w, lane, live);
+#if CLUSTER > 1
+  cluster_wait();  // no block leaves while another may still read its pairs
+#endif
+}
+)";
+  return KernelSource{k.str(), "cudal1_softmax"};
+}
+
+KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster) {
+  const int64_t nv = s.cols / vec, part = (nv + cluster - 1) / cluster;
+  std::ostringstream k;
+  k << "// cudal1 softmax cluster rows: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
+    << " cols=" << s.cols << " vec=" << vec << " block=" << block << " cluster=" << cluster << "\n";
+  common_defines(k, s.dtype, s.log, vec, block, cluster, cluster_row_bytes(s, vec, cluster));
+  k << "#define TPR BLOCK\n"
+    << "static constexpr index_t RS = " << s.row_stride << ";\n"
+    << "static constexpr int D = " << s.cols << ", NV = " << nv << ", P = " << part
+    << ";  // row, its vectors, vectors per block\n";
+  k << row_reduce_source() << R"(// Block-wide reduction, then over the cluster's blocks in rank order.
+__device__ __forceinline__ float cluster_reduce(float v, float* red, float* pub, bool is_max) {
+  v = is_max ? row_max(v, red) : row_sum(v, red);
+  if (threadIdx.x == 0) *pub = v;
+  cluster_sync();
+  float a = load_remote(pub, 0);
+  for (unsigned r = 1; r < CLUSTER; ++r) {
+    const float b = load_remote(pub, r);
+    a = is_max ? fmaxf(a, b) : a + b;
+  }
+  return a;
+}
+extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
+cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
+  // Dynamic shared memory: this block's P vectors of the row, then the block reduction and the published pair.
+  extern __shared__ __align__(16) unsigned char smem[];
+  vec_t* slice = reinterpret_cast<vec_t*>(smem);
+  float* red = reinterpret_cast<float*>(smem + ((size_t)P * sizeof(vec_t) + 15) / 16 * 16);
+  float* pub = red + 32;
+  const unsigned rank = cluster_rank();
+  const index_t row = (index_t)blockIdx.x / CLUSTER;
+  const int lo = min(NV, (int)rank * P), hi = min(NV, lo + P);
+  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + row * RS);
+  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + row * (index_t)D);
+  // Read once into shared memory (UNROLL vectors in flight per thread), with the maximum.
+  float m = NEG_INF;
+  for (int j0 = lo + (int)threadIdx.x; j0 < hi; j0 += UNROLL * BLOCK) {
+    vec_t tu[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (j0 + u * BLOCK < hi) tu[u] = x[j0 + u * BLOCK];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (j0 + u * BLOCK < hi) {
+        slice[j0 + u * BLOCK - lo] = tu[u];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(tu[u].v[e]));
+      }
+  }
+  m = cluster_reduce(m, red, pub, true);
+  // Each thread reads back only the vectors it stored itself.
+  float s = 0.f;
+  for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
+    const vec_t t = slice[j - lo];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s += expf(to_float(t.v[e]) - m);
+  }
+  s = cluster_reduce(s, red, pub + 1, false);
+  cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
+  const float logsum = m + logf(s);
+#define EPILOGUE(v) (LOG ? (v) - logsum : expf((v) - m) / s)
+  for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
+    const vec_t t = slice[j - lo];
+    vec_t r;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e])));
+    y[j] = r;
+  }
+  cluster_wait();  // no block leaves while another may still read its pair
+}
+)";
+  return KernelSource{k.str(), "cudal1_softmax"};
+}
+
+}  // namespace cudal1::optimizer::softmax
