@@ -137,6 +137,76 @@ TEST(NormPlan, RowGroupSourceNamesItsGroups) {
   EXPECT_TRUE(seen);
 }
 
+TEST(NormPlan, ClusterRowsOnSm90OnlyAndForRowsOfAtLeast32ElementsABlock) {
+  // Note [Norm clusters]. sm_80 has no clusters.
+  for (int sm : {80, 86}) {
+    for (const auto& v : space(group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8, true, sm))) {
+      EXPECT_NE(v.get("mode"), 4) << v.id();
+    }
+  }
+  // Short rows too (the small group-norm rows: 8 x 784 fp16): every cluster size, the widest vector and 1.
+  std::set<int> clusters, vecs;
+  for (const auto& v : space(group_norm_problem(at::kHalf, {64, 256, 28, 28}, 32))) {
+    if (v.get("mode") != 4) continue;
+    clusters.insert(v.get("cluster"));
+    vecs.insert(v.get("vec"));
+    EXPECT_EQ(v.get("splits"), 1) << v.id();
+  }
+  EXPECT_EQ(clusters, (std::set<int>{2, 4, 8, 16}));
+  EXPECT_EQ(vecs, (std::set<int>{1, 8}));
+  // 100 elements: a cluster of 2 at most (>= 32 elements a block).
+  clusters.clear();
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {8, 100}, 1)))
+    if (v.get("mode") == 4) clusters.insert(v.get("cluster"));
+  EXPECT_EQ(clusters, (std::set<int>{2}));
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {8, 63}, 1))) EXPECT_NE(v.get("mode"), 4) << v.id();
+  // KernelBench LayerNorm: 16 MB rows exceed a cluster's shared memory and registers (Note [Norm clusters]).
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) EXPECT_NE(v.get("mode"), 4);
+}
+
+TEST(NormPlan, ClusterSlicesFitSharedMemoryWithRegistersForTheRest) {
+  // 4 MB fp32 rows: only 16 blocks of 512 or 1024 threads hold 256 KB each; at 1024 threads 14 float4 a thread
+  // sit in shared memory (224 KB) and 2 in registers.
+  auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1));
+  ASSERT_TRUE(plan.ok());
+  std::set<int> blocks;
+  bool seen = false;
+  for (const auto& v : plan.value()->space()) {
+    if (v.get("mode") != 4) continue;
+    EXPECT_EQ(v.get("cluster"), 16) << v.id();
+    EXPECT_EQ(v.get("occ"), 1) << v.id();
+    blocks.insert(v.get("block"));
+    if (v.get("vec") != 4 || v.get("block") != 1024) continue;
+    auto src = plan.value()->source(v);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("#define SPT 16\n"), std::string::npos);
+    EXPECT_NE(src->code.find("#define REGS 2\n"), std::string::npos);
+    EXPECT_NE(src->code.find("#define CL 16\n"), std::string::npos);
+    EXPECT_NE(src->code.find("#define CHV ((index_t)16384LL)"), std::string::npos);
+    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK)\n"), std::string::npos);
+    seen = true;
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(blocks, (std::set<int>{512, 1024}));
+  // 2 MB group-norm rows: 128 KB slices in 16 blocks; at 512 threads they also come sized for two blocks per
+  // SM (14 float4 a thread in 112 KB of shared memory, 2 in registers), a stratum of their own.
+  auto gplan = family().plan(group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8));
+  ASSERT_TRUE(gplan.ok());
+  seen = false;
+  for (const auto& v : gplan.value()->space()) {
+    if (v.get("mode") != 4 || v.get("occ") != 2) continue;
+    EXPECT_LE(v.get("block"), 512) << v.id();
+    EXPECT_EQ(gplan.value()->stratum(v), 9) << v.id();
+    if (v.get("vec") != 4 || v.get("block") != 512 || v.get("cluster") != 16) continue;
+    auto src = gplan.value()->source(v);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("#define REGS 2\n"), std::string::npos);
+    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK, 2)"), std::string::npos);
+    seen = true;
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1000}, 1, true, false, 90, 1e-6));
   ASSERT_TRUE(plan.ok());

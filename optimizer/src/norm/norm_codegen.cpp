@@ -218,7 +218,9 @@ __device__ __forceinline__ void group_normalise(const storage_t* __restrict__ x,
   }
 }
 #endif
-extern "C" __global__ void __launch_bounds__(BLOCK)
+)";
+
+const char* kKernel = R"(extern "C" __global__ void LAUNCH_BOUNDS
 cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, const storage_t* __restrict__ b,
             storage_t* __restrict__ y, stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
             float* __restrict__ ws, int phase) {
@@ -318,7 +320,7 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
     affine(w, b, row, j, wv, bv);
     yr[j] = normalise(xr[j], mean_u, rstd_u, wv, bv);
   }
-#else  // MODE 3: row groups in one cooperative launch (Note [Norm groups]); the counters follow the triples
+#elif MODE == 3  // row groups in one cooperative launch (Note [Norm groups]); the counters follow the triples
   unsigned* const arrived = reinterpret_cast<unsigned*>(ws + ROWS * S * 3);
   for (index_t g = 0; g < NG + AHEAD; ++g) {
     if (g < NG) group_stats(x, ws, arrived, g, red);
@@ -327,6 +329,8 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
       group_normalise(x, w, b, y, mean_out, rstd_out, ws, g - AHEAD, red);
     }
   }
+#else  // MODE 4: a row per thread-block cluster, kept on chip (Note [Norm clusters])
+  cluster_rows(x, w, b, y, mean_out, rstd_out, red);
 #endif
 }
 )";
@@ -341,7 +345,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   o << "// cudal1 norm: " << (s.group ? "group" : "layer") << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
     << " splits=" << k.splits << " reverse=" << k.reverse << " chunk_mb=" << k.chunk_mb << " ahead=" << k.ahead
-    << "\n";
+    << " cluster=" << k.cluster << " occ=" << k.occ << "\n";
   o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   if (s.stat_dtype == c10::ScalarType::Float)
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
@@ -353,6 +357,10 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "\n#define GROUP " << (s.group ? 1 : 0) << "\n#define FUSED_AFFINE " << (s.group && s.hw > 1 ? 1 : 0)
     << "\n#define ROUND_STATS " << (s.round_stats ? 1 : 0)
     << "\n#define REV " << (k.reverse ? 1 : 0) << "\n";
+  if (k.mode == 4 && k.occ > 1)
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
+  else
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
   o << "#define EPS __int_as_float(0x" << std::hex << eps_bits << std::dec << "u)\n";
   // Macros rather than constants: each variant uses a different subset of them.
   o << "#define ROWS ((index_t)" << s.rows << "LL)\n"
@@ -360,13 +368,21 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "#define NV (COLS / VEC)\n"
     << "#define G ((index_t)" << s.groups << "LL)\n#define CPG ((index_t)" << s.channels_per_group
     << "LL)\n#define HW ((index_t)" << s.hw << "LL)\n"
-    << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)" << (k.mode >= 2 ? chunk_vectors(s, k) : 1)
-    << "LL)\n";
+    << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)"
+    << (k.mode == 4 ? cluster_slice_vectors(s, k) : k.mode >= 2 ? chunk_vectors(s, k) : 1) << "LL)\n";
   if (k.mode == 3)
     o << "#define RPG ((index_t)" << rows_per_group(s, k) << "LL)\n#define NG ((index_t)" << row_groups(s, k)
       << "LL)\n#define AHEAD " << (k.ahead ? 1 : 0) << "\n";
   if (k.cache) o << "static constexpr int PER = (int)((NV + TPR - 1) / TPR);  // vectors each thread keeps\n";
+  if (k.mode == 4) {
+    const int64_t spt = cluster_vectors_per_thread(s, k);
+    const int regs = cluster_registers(s, k);
+    o << "#define CL " << k.cluster << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n#define SPT "
+      << spt << "\n#define REGS " << regs << "\n#define HALF " << regs + (spt - regs) / 2 << "\n";
+  }
   o << row_reduce_source() << welford_source() << kBody;
+  if (k.mode == 4) o << cluster_source();
+  o << kKernel;
   return KernelSource{o.str(), "cudal1_norm"};
 }
 

@@ -18,6 +18,7 @@ constexpr int kSplits[] = {4, 16, 64, 256, 1024};
 constexpr int kGroupSplits[] = {16, 64, 256};  ///< mode 3: each part merges all of its row's triples: not 1024
 constexpr int64_t kMinGroupParts = 128;  ///< mode 3: fewer parts per group than ~SMs leave HBM idle
 constexpr int kGroupMb[] = {8, 16};        ///< mode 3: row group sizes (Note [Norm groups])
+constexpr int kClusters[] = {2, 4, 8, 16};  ///< mode 4: blocks per row (16: the largest cluster sm_90 allows)
 
 /// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
 /// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).
@@ -64,6 +65,7 @@ class NormPlan final : public Plan {
       Variant v{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"cache", k.cache ? 1 : 0},
                  {"splits", k.splits}, {"rev", k.reverse ? 1 : 0}}};
       if (k.mode == 3) v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
+      if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -91,6 +93,7 @@ class NormPlan final : public Plan {
       }
     }
     add_group_variants(add);
+    add_cluster_variants(add);
     return out;
   }
 
@@ -98,7 +101,7 @@ class NormPlan final : public Plan {
     std::vector<float> knobs;
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    for (int m = 0; m < 4; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < 5; ++m) knobs.push_back(v.get("mode") == m);
     knobs.push_back(v.get("cache") == 1);
     knobs.push_back(v.get("cache") == 0);
     knobs.push_back(v.get("splits") == 1);
@@ -107,6 +110,8 @@ class NormPlan final : public Plan {
     knobs.push_back(v.get("rev") == 0);
     for (int x : kGroupMb) knobs.push_back(v.get("chunk") == x);
     knobs.push_back(v.get("ahead") == 1);
+    for (int x : kClusters) knobs.push_back(v.get("cluster") == x);
+    knobs.push_back(v.get("occ") == 2);
     const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
@@ -117,7 +122,9 @@ class NormPlan final : public Plan {
     return crossed_features(ctx, knobs);
   }
 
-  int stratum(const Variant& v) const override { return v.get("mode") * 2 + v.get("cache") + v.get("ahead"); }
+  int stratum(const Variant& v) const override {
+    return v.get("mode") * 2 + v.get("cache") + v.get("ahead") + (v.get("occ") == 2 ? 1 : 0);
+  }
 
   Result<KernelSource> source(const Variant& v) const override {
     CUDAL1_ASSIGN_OR_RETURN(NormKnobs k, knobs_of(v));
@@ -145,6 +152,8 @@ class NormPlan final : public Plan {
     k.reverse = v.get("rev") == 1;
     k.chunk_mb = v.get("chunk");
     k.ahead = v.get("ahead") == 1;
+    k.cluster = v.get("cluster");
+    k.occ = v.get("occ", 1);
     return k;
   }
 
@@ -174,6 +183,35 @@ class NormPlan final : public Plan {
     }
   }
 
+  /// Mode 4 (Note [Norm clusters]), on sm_90+: the widest vector and single elements (2-, 4-, 8- and 16-byte
+  /// copies, odd tails), every block and every cluster size that gives a block >= 32 elements (short rows too:
+  /// idle threads cost time, not correctness, and the tuner measures), sized for one block per SM and, where
+  /// shared memory is what limits it to one, for two (smaller slices in shared memory, more in registers).
+  template <typename Add>
+  void add_cluster_variants(const Add& add) const {
+    if (s_.sm < 90) return;
+    NormKnobs k;
+    k.mode = 4;
+    for (int vec : kVecs) {
+      if (vec != 1 && vec != s_.max_vec) continue;
+      k.vec = vec;
+      for (int block : kBlocks) {
+        k.block = block;
+        for (int cluster : kClusters) {
+          k.cluster = cluster;
+          if (s_.cols < int64_t{cluster} * 32) continue;
+          k.occ = 1;
+          const int regs = cluster_registers(s_, k);
+          if (regs < 0) continue;  // the slice fits neither shared memory nor registers
+          add(k);
+          k.occ = 2;
+          const int regs2 = cluster_registers(s_, k);
+          if (regs2 > regs) add(k);
+        }
+      }
+    }
+  }
+
   NormShape s_;
 };
 
@@ -182,6 +220,7 @@ Status common_input(const Problem& p, NormShape* s) {
   if (!p.args[0].is_tensor || !p.args[0].tensor.defined) return Status(Code::kUnsupported, "input is not a tensor");
   const auto& t = p.args[0].tensor;
   s->dtype = t.dtype;
+  s->sm = p.sm;
   if (!generated_dtype(s->dtype)) return Status(Code::kUnsupported, std::string("dtype ") + c10::toString(s->dtype));
   if (s->dtype == c10::ScalarType::BFloat16 && p.sm < 80) return Status(Code::kUnsupported, "bf16 needs sm_80+");
   if (!contiguous(t)) return Status(Code::kUnsupported, "input not contiguous");
@@ -265,7 +304,7 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  int version() const override { return 2; }
+  int version() const override { return 3; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

@@ -10,7 +10,8 @@
 /// Modes. 0: a warp per row; 1: a block per row (both may keep the row in registers, `cache`, so the input is
 /// read once); 2: long rows split over `splits` blocks in two launches (partial Welford triples, then merge and
 /// normalise), so the input is read twice; 3: the same split in one cooperative launch over groups of rows sized
-/// for L2, so the second read hits L2 (Note [Norm groups]).
+/// for L2, so the second read hits L2 (Note [Norm groups]); 4: a row split over a thread-block cluster that
+/// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+).
 ///
 /// Bytes, at the H200's ~4.15 TB/s (floor = input read once + output written once; mean/rstd, the affine
 /// parameters and the workspace are < 0.1%). Mode 2 moves 3 tensor-sizes where the floor moves 2: 1.5x the floor
@@ -41,12 +42,58 @@
 ///   ahead: ~129 x 1.05 + 3 = ~140 us, 1.09x; 16 MB groups without: ~156 us (mode 2: 1.64-1.67x).
 /// Rejected: one stats launch and one normalise launch per L2-sized group (the same bytes) costs 2 kernel
 /// boundaries (~2-4 us each: launch gap, tail, ramp-up) per group: 32 boundaries for 268 MB in 16 MB groups,
-/// 64-128 us against the 64 us of HBM reads it saves. Thread-block clusters cannot hold a row either: 16 SMs'
-/// shared memory is 3.6 MB, and the rows that need splitting are 2-16 MB.
+/// 64-128 us against the 64 us of HBM reads it saves. A thread-block cluster holds rows up to ~4.6 MB (Note
+/// [Norm clusters]), not the 16 MB rows.
 /// Measured (H200, 2026-11-30, docs/PERF.md session 4): the prediction was wrong. On layer norm f32
 /// [64,1048576] the best mode-3 variant (8 sampled: splits64, chunk16, ahead1, block 512) ran 210 us (1.66x the
 /// floor) and the others 238-669 us, against 215 us for mode 2; the KernelBench rows stay on mode 2 (1.68-1.71x).
 /// Not profiled yet: the per-group waits and the share of the reread that really hits L2 are the unknowns.
+///
+/// Note [Norm clusters]
+/// Mode 4 splits a row over one cluster of `cluster` (2-16) blocks; block r of the cluster holds vectors
+/// [r x CHV, (r + 1) x CHV) of it (CHV = ceil(vectors / cluster); the last blocks may hold fewer or none) from
+/// the statistics to the output, so HBM moves the floor's bytes. A thread's vectors are j0 + tid + i x block:
+/// the first REGS in registers (plain loads), the rest in dynamic shared memory in the input's dtype at
+/// (i - REGS) x block + tid, copied by cp.async (4/8/16-byte vectors; 2-byte ones by load and store) in two
+/// commit groups so the first half's Welford overlaps the second half's arrival. Each thread only reads back
+/// what it copied, so no block barrier orders the copies. Statistics: per-thread Welford in vector order and
+/// the block's Chan merges, as mode 2; thread 0 publishes the block triple in shared memory (two slots,
+/// alternating by row), a cluster barrier (arrive.release / wait.acquire), then every warp loads the cluster's
+/// triples through distributed shared memory (lane r from rank r) and merges them with the same shuffle tree:
+/// every block gets bit-identical statistics; rank 0 writes mean and rstd = rsqrtf(m2 / cols + eps). One
+/// barrier a row suffices: a slot is rewritten two rows later, after every block has passed the barrier of
+/// the row between, i.e. finished its reads; a final barrier keeps blocks alive until the last remote read.
+/// Clusters loop over rows (grid <= 2^31 - 1 blocks). No cluster waits on another: no deadlock, whatever is
+/// resident. The launch fails (Unsupported, ATen serves the call) when no cluster can be resident.
+/// Sizing (H200: 228 KB of shared memory per SM, 227 KB per block, 1 KB reserved per block): `occ` 1 sizes
+/// the shared part for one block per SM, `occ` 2 for two (512 threads at most, __launch_bounds__(block, 2):
+/// 64 registers), offered where shared memory is what stops a second block; REGS is the fewest vectors a
+/// thread keeps in registers for the rest to fit, at most 64 bytes (16 registers; ptxas: no spills). So a
+/// cluster holds <= 16 x (227 KB + 64 B x 1024) = ~4.6 MB: the 4 MB fp32 rows need 16 blocks of 512-1024
+/// threads (at 1024: 14 float4 a thread in 224 KB of shared memory, 2 in registers). Offered on sm_90+ for
+/// rows of >= 32 x cluster elements (short rows too, for the tuner and the fuzz), vec 1 and the widest.
+/// Not done: the 16 MB KernelBench layer-norm rows. A row over several clusters needs them to exchange
+/// partials through global memory, so all of a row's clusters (>= 4 of 16, where ~8 fit the GPU) must be
+/// resident at once; max_active_clusters counts an empty GPU, and a kernel on another stream or MPS limits
+/// can hold SMs so that a spinning cluster waits on one that never starts. Only a cooperative launch
+/// guarantees co-residency (mode 3 uses it, without clusters). Those rows stay on modes 2 and 3.
+/// Prediction (floor at ~4.2 TB/s; per row a cluster streams its slice in, waits ~1-2 us on the block
+/// reduction and the cluster barrier with HBM idle for it, streams out; ~1 us of block turnover; launch ~3 us):
+/// - layer norm f32 [64,1048576]: one block per SM, ~7-8 clusters of 16 resident, so 8-10 waves of rows in
+///   step; ~2.5 us of idle HBM a wave over 13-15 us of streaming: ~145-155 us, 1.15-1.22x (mode 2: 1.70x);
+/// - group norm f32 [16,64,256,256] g8 (2 MB rows, 128 rows): occ 1 (16 x 128 KB, 1 block per SM): 16 waves
+///   of 7.6 us + 2.5 us, ~1.3x; occ 2 (512 threads, 112 KB shared + 2 float4 registers a thread): two
+///   clusters' blocks share each SM and drift apart, one streams while the other waits: ~1.1-1.15x; cluster 8
+///   (224 KB + 2 registers at 1024 threads) packs better into GPCs: ~1.15x;
+/// - group norm bf16 [32,320,64,64] g32 (1024 rows of 80 KB): mode 1 is at 1.61x because a 1024-thread block
+///   per row (40 elements a thread, 64 registers) leaves 2 blocks per SM, 264 rows per wave, ~3.9 waves whose
+///   two blocks per SM load, reduce twice (4 block barriers) and write in step: HBM idles at every reduction
+///   and turnover, ~5 us per 10 us wave. Clusters of 2-8 blocks of 128-256 threads keep 20-40 KB slices in
+///   shared memory: up to 5-8 blocks per SM (up to ~200 KB in flight, more than mode 1's 160 KB) from
+///   different rows, out of step: ~1.2-1.3x;
+/// - group norm f16 [64,256,28,28] g32 (2048 rows of 12.5 KB, 25.7 MB): every mapping is one wave (2048 rows,
+///   132 x 16 blocks of 128 threads), all reads then all writes: ~12 us of streaming plus ~4 us of launch,
+///   ramp, first-byte latency and drain. No knob removes that fixed part; predicted no gain (~1.35-1.45x).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -66,6 +113,7 @@ struct NormShape {
   int64_t rows = 0, cols = 0;           ///< Note [Norm rows]
   int64_t groups = 1, channels_per_group = 1, hw = 1;
   bool has_weight = false, has_bias = false;
+  int sm = 0;         ///< compute capability x 10 planned for (mode 4 needs 90+)
   float eps = 1e-5f;  ///< as ATen uses it (group norm in fp16/bf16: rounded to the input's dtype)
   /// Group norm in fp16/bf16: ATen keeps mean and rstd in the input's dtype and normalises with those rounded
   /// values (y = a * x + b, a = rstd * w, b = bias - a * mean), so the kernel does the same.
@@ -75,7 +123,8 @@ struct NormShape {
 
 /// Technique choice: how rows are mapped to threads and whether a row is kept in registers.
 struct NormKnobs {
-  int mode = 1;     ///< 0: warp per row; 1: block per row; 2: split rows over `splits` blocks, second pass
+  int mode = 1;     ///< 0: warp per row; 1: block per row; 2: split rows over `splits` blocks, second pass;
+                    ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip
   int vec = 1;      ///< elements per load/store
   int block = 256;  ///< threads per block
   bool cache = false;  ///< row kept in registers between the statistics and the output (modes 0, 1)
@@ -83,10 +132,15 @@ struct NormKnobs {
   bool reverse = false;  ///< mode 2: second pass walks chunks last-read-first (L2 reuse)
   int chunk_mb = 0;      ///< mode 3: rows are processed in groups of about this many MB of input
   bool ahead = false;    ///< mode 3: a block reads group g + 1 before it normalises group g
+  int cluster = 0;       ///< mode 4: blocks per row, one thread-block cluster (Note [Norm clusters])
+  int occ = 1;           ///< mode 4: blocks per SM the slice's shared memory is sized for (1 or 2)
 };
 
 /// Elements one thread may keep in registers.
 constexpr int kMaxCachedElements = 64;
+
+/// Mode 4: bytes of its slice one thread may keep in registers (16 registers).
+constexpr int kMaxClusterRegisterBytes = 64;
 
 /// Vectors per chunk in modes 2 and 3 (the last chunk may be shorter).
 int64_t chunk_vectors(const NormShape& s, const NormKnobs& k);
@@ -97,10 +151,29 @@ int64_t rows_per_group(const NormShape& s, const NormKnobs& k);
 /// Mode 3: number of row groups.
 int64_t row_groups(const NormShape& s, const NormKnobs& k);
 
+/// Mode 4 (Note [Norm clusters]): vectors of a row each block of the cluster holds (the last may hold fewer).
+int64_t cluster_slice_vectors(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: vectors each thread holds (registers first, then shared memory).
+int64_t cluster_vectors_per_thread(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: vectors each thread keeps in registers so that the rest of its slice fits the shared memory of
+/// k.occ blocks per SM; -1 when that would take more than kMaxClusterRegisterBytes per thread or more threads
+/// than k.occ blocks leave 64 registers each.
+int cluster_registers(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: dynamic shared memory bytes per block (the slice less its register part).
+unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: device code (cluster rank, barrier, distributed shared memory loads, the slice's copy-in,
+/// statistics and output) that the kernel's MODE 4 branch calls.
+const char* cluster_source();
+
 /// CUDA source of one variant: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
 KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
 
-/// Binds a loaded module of variant `k` to `s`: launches once (modes 0, 1) or twice with a fp32 workspace of
+/// Binds a loaded module of variant `k` to `s`: launches once (modes 0, 1; mode 4 in clusters of k.cluster
+/// blocks with cluster_smem_bytes of dynamic shared memory) or twice with a fp32 workspace of
 /// rows * splits * 3 floats from torch's allocator (mode 2); mode 3 launches once, cooperatively (Note [Norm
 /// groups]), with that workspace followed by one zeroed arrival counter per row group.
 std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,

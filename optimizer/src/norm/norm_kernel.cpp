@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/optimizer/layout.h"
@@ -80,12 +81,13 @@ class NormKernel final : public BoundKernel {
       const DriverApi* api = d.value();
       at::Tensor ws;
       float* wsp = nullptr;
-      if (k_.mode >= 2) {
+      if (k_.mode == 2 || k_.mode == 3) {
         const int64_t triples = s_.rows * k_.splits * 3;
         ws = at::empty({triples + (k_.mode == 3 ? groups_ : 0)}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
       if (k_.mode == 3) return launch_groups(api, x, w, b, yp, mp, rp, wsp, stream);
+      if (k_.mode == 4) return launch_cluster_rows(xp, w, b, yp, mp, rp, stream);
       int64_t grid = s_.rows;
       if (k_.mode == 0) grid = (s_.rows + k_.block / 32 - 1) / (k_.block / 32);
       if (k_.mode == 2) grid = s_.rows * k_.splits;
@@ -125,8 +127,33 @@ class NormKernel final : public BoundKernel {
     return Status();
   }
 
+  /// Mode 4 (Note [Norm clusters]): opts the kernel in to its shared memory and cluster size once, checks that
+  /// one cluster can be resident, then launches a cluster per row (rows beyond 2^31 - 1 blocks: clusters loop).
+  /// Every failure is Unsupported, so ATen serves the call.
+  Status launch_cluster_rows(const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
+                             CUstream stream) {
+    const unsigned smem = cluster_smem_bytes(s_, k_);
+    std::call_once(cluster_once_, [&] {
+      cluster_ready_ = module_->configure_clusters(smem);
+      if (cluster_ready_.ok() && module_->max_active_clusters(k_.block, k_.cluster, smem) < 1)
+        cluster_ready_ = Status(Code::kUnsupported, "no cluster of this size can be resident");
+    });
+    if (!cluster_ready_.ok()) return Status(Code::kUnsupported, "cluster rows: " + cluster_ready_.to_string());
+    const int64_t clusters = std::min<int64_t>(s_.rows, ((int64_t{1} << 31) - 1) / k_.cluster);
+    float* wsp = nullptr;
+    int phase = 1;
+    void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
+    const Status st = module_->launch_clusters(static_cast<unsigned>(clusters * k_.cluster),
+                                               static_cast<unsigned>(k_.block), static_cast<unsigned>(k_.cluster),
+                                               smem, stream, params);
+    if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
+    return Status();
+  }
+
   NormShape s_;
   NormKnobs k_;
+  std::once_flag cluster_once_;
+  Status cluster_ready_;  ///< mode 4: configure_clusters and residency, set once
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
