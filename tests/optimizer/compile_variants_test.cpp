@@ -163,8 +163,9 @@ TEST_P(CompileVariants, EveryNormVariant) {
       // Rows long enough for row groups (mode 3): fused-affine fp16 group norm, fp32 layer norm.
       testing::group_norm_problem(at::kHalf, {2, 64, 128, 128}, 4, true, sm),
       testing::layer_norm_problem(at::kFloat, {5, 1 << 20}, 1, true, true, sm),
-      // Vector width 2 in fp32: the 8-byte copies of the cluster rows (mode 4; Note [Norm clusters]).
+      // Vector width 2: the 8- and 4-byte copies of the cluster rows (mode 4; Note [Norm clusters]).
       testing::layer_norm_problem(at::kFloat, {9, 1002}, 1, true, true, sm),
+      testing::layer_norm_problem(at::kHalf, {9, 1002}, 1, true, true, sm),
   };
   expect_every_variant_compiles(f, problems, sm);
 }

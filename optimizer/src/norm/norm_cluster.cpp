@@ -173,7 +173,8 @@ __device__ __forceinline__ void cluster_rows(const storage_t* __restrict__ x, co
     cluster_sync();
     const unsigned l = threadIdx.x % 32;
     Welford t{0.f, 0.f, 0.f};
-    if (l < CL) t = Welford{cluster_load(&pub[slot][0], l), cluster_load(&pub[slot][1], l), cluster_load(&pub[slot][2], l)};
+    if (l < CL)
+      t = Welford{cluster_load(&pub[slot][0], l), cluster_load(&pub[slot][1], l), cluster_load(&pub[slot][2], l)};
     t = warp_welford(t);
     const float mean = t.mean, rstd = rsqrtf(t.m2 / (float)COLS + EPS);
     if (rank == 0 && threadIdx.x == 0) {

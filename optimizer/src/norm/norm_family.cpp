@@ -183,31 +183,29 @@ class NormPlan final : public Plan {
     }
   }
 
-  /// Mode 4 (Note [Norm clusters]), on sm_90+: the widest vector and single elements (2-, 4-, 8- and 16-byte
-  /// copies, odd tails), every block and every cluster size that gives a block >= 32 elements (short rows too:
-  /// idle threads cost time, not correctness, and the tuner measures), sized for one block per SM and, where
-  /// shared memory is what limits it to one, for two (smaller slices in shared memory, more in registers).
+  /// Mode 4 (Note [Norm clusters]), on sm_90+: the widest vector only (the slice is streamed: narrower ones
+  /// only add instructions), every cluster size that gives a block >= 32 elements (short rows too), every
+  /// block that leaves no thread without a vector (128 always), sized for one block per SM and, where shared
+  /// memory is what limits it to one, for two (smaller slices in shared memory, more in registers). A small
+  /// space, so that the tuner's few trials reach its best.
   template <typename Add>
   void add_cluster_variants(const Add& add) const {
     if (s_.sm < 90) return;
     NormKnobs k;
     k.mode = 4;
-    for (int vec : kVecs) {
-      if (vec != 1 && vec != s_.max_vec) continue;
-      k.vec = vec;
-      for (int block : kBlocks) {
-        k.block = block;
-        for (int cluster : kClusters) {
-          k.cluster = cluster;
-          if (s_.cols < int64_t{cluster} * 32) continue;
-          k.occ = 1;
-          const int regs = cluster_registers(s_, k);
-          if (regs < 0) continue;  // the slice fits neither shared memory nor registers
-          add(k);
-          k.occ = 2;
-          const int regs2 = cluster_registers(s_, k);
-          if (regs2 > regs) add(k);
-        }
+    k.vec = s_.max_vec;
+    for (int block : kBlocks) {
+      k.block = block;
+      for (int cluster : kClusters) {
+        k.cluster = cluster;
+        if (s_.cols < int64_t{cluster} * 32 || (block > 128 && cluster_slice_vectors(s_, k) < block)) continue;
+        k.occ = 1;
+        const int regs = cluster_registers(s_, k);
+        if (regs < 0) continue;  // the slice fits neither shared memory nor registers
+        add(k);
+        k.occ = 2;
+        const int regs2 = cluster_registers(s_, k);
+        if (regs2 > regs) add(k);
       }
     }
   }

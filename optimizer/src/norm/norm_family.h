@@ -71,7 +71,9 @@
 /// thread keeps in registers for the rest to fit, at most 64 bytes (16 registers; ptxas: no spills). So a
 /// cluster holds <= 16 x (227 KB + 64 B x 1024) = ~4.6 MB: the 4 MB fp32 rows need 16 blocks of 512-1024
 /// threads (at 1024: 14 float4 a thread in 224 KB of shared memory, 2 in registers). Offered on sm_90+ for
-/// rows of >= 32 x cluster elements (short rows too, for the tuner and the fuzz), vec 1 and the widest.
+/// rows of >= 32 x cluster elements (short rows too), the widest vector, blocks of 128 threads or no more than
+/// the slice's vectors: 2-16 variants on the targets, so that the tuner's few trials reach the best (the norm
+/// fuzz draws a cluster variant for half of the signatures that have one).
 /// Not done: the 16 MB KernelBench layer-norm rows. A row over several clusters needs them to exchange
 /// partials through global memory, so all of a row's clusters (>= 4 of 16, where ~8 fit the GPU) must be
 /// resident at once; max_active_clusters counts an empty GPU, and a kernel on another stream or MPS limits
