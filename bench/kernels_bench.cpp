@@ -4,6 +4,7 @@
 /// device-to-device copy bandwidth measured first in this run) and each one's ratio to it, and the time of
 /// ATen's copy moving the same bytes (the practical floor of a small, launch-bound row). Whether a kernel
 /// would be swapped in (noise-aware margin) is shown per row; swapped-in rows never lose to ATen.
+/// Usage: bench_kernels [trials=24] ['word|word': rows whose name contains one] [variant: only ids containing it]
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
   o.trials = trials;
   o.timing_reps = 60;
   o.seed = 2026;
+  if (argc > 3) o.only_variant = argv[3];  // e.g. "slide4.seg32": time or profile one technique alone
   optimizer::Tuner tuner(o, nullptr);
 
   const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);

@@ -1,6 +1,7 @@
 /// @brief The background optimizer (see tuner.h).
 #include "cudal1/optimizer/tuner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -156,7 +157,13 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   const Problem problem = Problem::from_record(rec, info.sm);
   CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(problem));
 
-  const std::vector<Variant> space = plan->space();
+  std::vector<Variant> space = plan->space();
+  if (!opts_.only_variant.empty()) {
+    space.erase(std::remove_if(space.begin(), space.end(),
+                               [&](const Variant& v) { return v.id().find(opts_.only_variant) == std::string::npos; }),
+                space.end());
+    if (space.empty()) return Status(Code::kUnsupported, "no variant of the plan matches " + opts_.only_variant);
+  }
   std::vector<std::vector<float>> feats;
   std::vector<int> strata;
   for (const auto& v : space) {

@@ -96,6 +96,14 @@
 /// - group norm f16 [64,256,28,28] g32 (2048 rows of 12.5 KB, 25.7 MB): every mapping is one wave (2048 rows,
 ///   132 x 16 blocks of 128 threads), all reads then all writes: ~12 us of streaming plus ~4 us of launch,
 ///   ramp, first-byte latency and drain. No knob removes that fixed part; predicted no gain (~1.35-1.45x).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2-3): the prediction was wrong. Layer norm f32
+/// [64,1048576]: mode 4 cluster16 ran 251 us (block 512) and 262 us (block 1024), against 213 us for mode 2
+/// and 210 us for mode 3 (kept). Group norm f32 [16,64,256,256] g8: occ2 block 256 207 us (occ1 block 1024:
+/// 314 us), equal to mode 3's 206 us and mode 2's 212 us. The unaccounted part is presumably the per-element
+/// Welford (a division per element) run from shared memory while HBM idles: every cluster of the GPU loads,
+/// computes and writes in step, and with the whole row on chip there is no room to load the next row while
+/// one is reduced; not profiled. The group norm bf16 UNet row stayed on mode 1 (52.8 us, 1.33x the floor,
+/// 1.18x the copy of the same bytes). Mode 4 stays a knob; it is verified (the norm fuzz drew it 393 times).
 #pragma once
 
 #include "cudal1/optimizer/family.h"

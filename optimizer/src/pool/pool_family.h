@@ -110,6 +110,11 @@
 /// (VEC 8, vector stores, but ~30 instructions per output make it nearly issue-bound: ~90 us of issue against
 /// 97 us of memory). Not done: channels-last (the avg_pool2d bf16 channels-last k3 s1 row, 2.25x, keeps its
 /// Note [Pooling channels-last tiles] variants).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2-3): with indices 3131 -> 2361 us, **1.16x** the
+/// floor (slide4 seg8, predicted ~1.15x); inference 1721 -> 1403 us, 1.38x (slide4 seg32; predicted ~1.2x);
+/// avg_pool2d f16 k3 s1: the slide variants ran 292-434 us, slower than the 4x4 register tile (224 us, 2.29x,
+/// kept): the prediction (~1.25-1.4x) was wrong, presumably the ~100 registers a thread (16-24 warps an SM) with
+/// 8-byte loads keep too few bytes in flight for a 16-bit row.
 #pragma once
 
 #include <memory>

@@ -72,6 +72,13 @@
 /// overlap one's write with the other's read, ~1.15-1.2x; `keep` at vec 2 (whole lines, 1680 x 128 B = 218 KB,
 /// one per SM) ~1.25x; f32 [4096,65536] rows at vec 4, C = 4: 64 KB slices, 3 blocks per SM, 16384 blocks,
 /// ~1.1-1.15x (511 us floor) instead of three reads. f16 [16384,1024] rows are launch-bound, not addressed.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2 and 4): right for the long rows, wrong for the
+/// column tiles. softmax f32 [4096,65536]: cluster rows (vec 4, block 256, C = 8) 842 -> 612 us, 1.20x the
+/// floor (was 1.66x). log_softmax bf16 [32,32000,64] dim 1: tile2 C = 16 keep 216 us, 3.47x (was 241 us,
+/// 3.89x; without keep 406 us). softmax f16 [8,16,2048,2048] dim 2: the shared tiles ran 1450-3283 us against
+/// 1155 us for the whole-line tile (kept, 2.27x); f32 [64,1000,56,56] dim 1: 684-3598 us against 525 us for
+/// split32 (kept, 1.38x). Not profiled; as with the norm clusters, a block that reduces its tile from shared
+/// memory and waits at the cluster barrier leaves HBM idle, and the blocks of a wave do so in step.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
