@@ -95,6 +95,14 @@
 /// last row holding one, which that row's summary is (after a NaN only a NaN replaces); a row of -Inf (or out of
 /// the image) never replaces, as its elements would not. Row summaries are shared by the KH outputs below them:
 /// KW + KH instead of KW x KH compare-selects per output.
+/// Fewer combines (values only: max_pool2d without indices): as a selection, "the last NaN, else the first
+/// maximum", the step is associative (combining an earlier part's result L with a later part's R: R if R is
+/// NaN, else L if L is NaN, else R only if R > L), so contiguous parts may be reduced first, in order: the
+/// row pass takes the maxima of neighbouring column pairs once (RC - 1 combines) and each output folds its
+/// KW / 2 pairs, and the column pass starts from the first row summary instead of -Inf (the first combine
+/// gives exactly that value). k4 s1 VEC 4: 10 + 12 combines per input row instead of 16 + 16, on a kernel that
+/// Nsight showed issue-bound (docs/PERF.md session 5 run 5: SM 78%, DRAM 62%). With indices the loops stay
+/// as above (the first-in-image start index needs the -Inf step).
 /// Bytes (H200 floor = input read once + outputs written once, ~4.2 TB/s): DRAM reads the input once (a
 /// segment's first KH - 1 rows, (KH-1)/SEG = 9% at SEG 32, are the segment above's, mostly from L2); per VEC
 /// outputs a row costs 1 vector load (+ KW-1 shuffles, lanes 0/31 KW-1 scalars): 4-5 wavefronts a warp-row for

@@ -45,6 +45,9 @@ struct __align__(16) ll2_t { long long x, y; };
 struct __align__(16) sv4_t { float v[4]; };
 struct __align__(16) si4_t { int v[4]; };
 static constexpr int RING_UNROLL = KH;
+// ATen's step: the running maximum m takes u when u is greater or NaN. As a selection ("the last NaN, else the
+// first maximum") it is associative, so contiguous parts of a window may be combined first, in order.
+__device__ __forceinline__ float combine_max(float m, float u) { return (u > m || u != u) ? u : m; }
 // One input row of this thread: its own VEC columns, and for lane 0 / lane 31 the halo columns that the
 // neighbouring warp holds (other lanes take theirs from their neighbours by shuffles).
 struct row_t { lvec_t v; storage_t l[NL(PW)], r[NL(PWR)]; };
@@ -161,6 +164,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
         ri[i][e] = ri[i + 1][e];
 #endif
       }
+#if INDICES
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       float m = NEG_INF;
@@ -171,10 +175,30 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
         if (u > m || u != u) { m = u; mi = j; }
       }
       rm[KH - 1][e] = m;
-#if INDICES
       ri[KH - 1][e] = (rok ? ih : 0) * W + c0 - PW + e + mi;  // used only where m > -Inf or NaN: rok
-#endif
     }
+#else
+    // Values only (Note [Pooling slide], "fewer combines"): neighbouring outputs share the pairs' maxima.
+#if KW >= 2
+    float hp[RC - 1];
+#pragma unroll
+    for (int j = 0; j + 1 < RC; ++j) hp[j] = combine_max(win[j], win[j + 1]);
+#endif
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+#if KW >= 2
+      float m = hp[e];
+      int j = 2;
+#pragma unroll
+      for (; j + 1 < KW; j += 2) m = combine_max(m, hp[e + j]);
+#else
+      float m = win[e];
+      int j = 1;
+#endif
+      if (j < KW) m = combine_max(m, win[e + j]);
+      rm[KH - 1][e] = m;
+    }
+#endif
 #else
 #pragma unroll
     for (int i = 0; i + 1 < KH; ++i)
@@ -193,25 +217,26 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const int hs = oh - PH, ws = c0 + e - PW;
-#if KIND == 0
+#if KIND == 0 && INDICES
       float m = NEG_INF;
-#if INDICES
       int mi = max(hs, 0) * W + max(ws, 0);  // ATen's start: the window's first in-image position
-#endif
 #pragma unroll
       for (int i = 0; i < KH; ++i) {
         const float u = rm[i][e];
         if (u > m || u != u) {
           m = u;
-#if INDICES
           mi = ri[i][e];
-#endif
         }
       }
       res[e] = m;
-#if INDICES
       rid[e] = mi;
-#endif
+#elif KIND == 0
+      (void)hs;
+      (void)ws;
+      float m = rm[0][e];  // what the first combine with the starting -Inf gives
+#pragma unroll
+      for (int i = 1; i < KH; ++i) m = combine_max(m, rm[i][e]);
+      res[e] = m;
 #else
       float sum = 0.f;
 #pragma unroll
