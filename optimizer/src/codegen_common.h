@@ -30,6 +30,12 @@ const char* row_reduce_source();
 /// ATen's WelfordOps::combine (an empty side returns the other unchanged).
 const char* welford_source();
 
+/// Thread-block cluster primitives (Note [Clusters], sm_90+) as inline PTX: `cluster_rank()`, `cluster_arrive()`
+/// and `cluster_wait()` (the two halves of the cluster barrier: a thread's earlier writes are visible to every
+/// thread of the cluster after its wait), `cluster_sync()` (both), and `load_remote(p, rank)`: the float at the
+/// shared-memory address `p` in the block of cluster rank `rank` (distributed shared memory).
+const char* cluster_primitives_source();
+
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
 /// context-major), so that the policy can learn a knob's worth per class of problem.
 std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs);

@@ -48,6 +48,18 @@ Status LoadedModule::configure_clusters(unsigned dynamic_smem) const {
   return Status();
 }
 
+Status LoadedModule::prepare_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const {
+  std::call_once(clusters_once_, [&] {
+    const Status st = configure_clusters(dynamic_smem);
+    if (!st.ok())  // e.g. more shared memory than this device lets a block have
+      clusters_ready_ = Status(Code::kUnsupported, "shared memory / cluster opt-in failed: " + st.to_string());
+    else if (cluster > 1 && max_active_clusters(block, cluster, dynamic_smem) < 1)
+      clusters_ready_ = Status(Code::kUnsupported, "the device cannot hold a cluster of " + std::to_string(cluster) +
+                                                       " blocks of " + std::to_string(dynamic_smem) + " bytes");
+  });
+  return clusters_ready_;
+}
+
 namespace {
 
 struct ClusterConfig {

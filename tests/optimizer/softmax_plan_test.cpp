@@ -9,6 +9,7 @@
 namespace cudal1::optimizer {
 namespace {
 
+using testing::contiguous;
 using testing::softmax_problem;
 
 const Family& family() { return *family_for("_softmax", ""); }
@@ -108,14 +109,6 @@ TEST(SoftmaxPlan, CachingIsOfferedOnlyWhereRowsFitInRegisters) {
   EXPECT_NE(src->code.find("D = 32768"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace cudal1::optimizer
-
-namespace cudal1::optimizer {
-namespace {
-
-using testing::contiguous;
-using testing::softmax_problem;
 
 const Family& softmax() { return *family_for("_softmax", ""); }
 
@@ -348,14 +341,6 @@ TEST(SoftmaxPlan, ColumnTilesCoverWholeLinesAndSplitLongColumnsOverBlocks) {
   EXPECT_NE(odd_src->code.find("OSV = 3300, NSV = 66;"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace cudal1::optimizer
-
-namespace cudal1::optimizer {
-namespace {
-
-using testing::contiguous;
-using testing::softmax_problem;
 
 /// Softmax over `dim` of a contiguous tensor, for compute capability `sm`.
 Problem over_at(c10::ScalarType dt, std::vector<int64_t> sizes, int64_t dim, int sm, const char* op = "_softmax") {

@@ -46,24 +46,6 @@ unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k) {
 
 const char* cluster_source() {
   return R"(extern __shared__ __align__(16) unsigned char slice_smem[];
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-/// Every thread of every block of the cluster arrives; this thread's earlier writes are visible to all after.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-/// The float at `p` (this kernel's static shared memory) in the block of cluster rank `rank`.
-__device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
-  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-  unsigned ra;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
-  return v;
-}
 /// Starts copying *g to *s: cp.async where the vector is 4, 8 or 16 bytes (complete after copy_wait), a plain
 /// load and store for 2-byte vectors.
 __device__ __forceinline__ void copy_in(vec_t* s, const vec_t* g) {
@@ -174,7 +156,7 @@ __device__ __forceinline__ void cluster_rows(const storage_t* __restrict__ x, co
     const unsigned l = threadIdx.x % 32;
     Welford t{0.f, 0.f, 0.f};
     if (l < CL)
-      t = Welford{cluster_load(&pub[slot][0], l), cluster_load(&pub[slot][1], l), cluster_load(&pub[slot][2], l)};
+      t = Welford{load_remote(&pub[slot][0], l), load_remote(&pub[slot][1], l), load_remote(&pub[slot][2], l)};
     t = warp_welford(t);
     const float mean = t.mean, rstd = rsqrtf(t.m2 / (float)COLS + EPS);
     if (rank == 0 && threadIdx.x == 0) {

@@ -381,7 +381,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
       << spt << "\n#define REGS " << regs << "\n#define HALF " << regs + (spt - regs) / 2 << "\n";
   }
   o << row_reduce_source() << welford_source() << kBody;
-  if (k.mode == 4) o << cluster_source();
+  if (k.mode == 4) o << cluster_primitives_source() << cluster_source();
   o << kKernel;
   return KernelSource{o.str(), "cudal1_norm"};
 }

@@ -175,7 +175,7 @@ int cluster_registers(const NormShape& s, const NormKnobs& k);
 /// Mode 4: dynamic shared memory bytes per block (the slice less its register part).
 unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k);
 
-/// Mode 4: device code (cluster rank, barrier, distributed shared memory loads, the slice's copy-in,
+/// Mode 4: device code (after cluster_primitives_source: the slice's copy-in,
 /// statistics and output) that the kernel's MODE 4 branch calls.
 const char* cluster_source();
 

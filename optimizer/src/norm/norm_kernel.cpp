@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/optimizer/layout.h"
@@ -133,12 +132,9 @@ class NormKernel final : public BoundKernel {
   Status launch_cluster_rows(const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
                              CUstream stream) {
     const unsigned smem = cluster_smem_bytes(s_, k_);
-    std::call_once(cluster_once_, [&] {
-      cluster_ready_ = module_->configure_clusters(smem);
-      if (cluster_ready_.ok() && module_->max_active_clusters(k_.block, k_.cluster, smem) < 1)
-        cluster_ready_ = Status(Code::kUnsupported, "no cluster of this size can be resident");
-    });
-    if (!cluster_ready_.ok()) return Status(Code::kUnsupported, "cluster rows: " + cluster_ready_.to_string());
+    const Status ready =
+        module_->prepare_clusters(static_cast<unsigned>(k_.block), static_cast<unsigned>(k_.cluster), smem);
+    if (!ready.ok()) return Status(Code::kUnsupported, "cluster rows: " + ready.to_string());
     const int64_t clusters = std::min<int64_t>(s_.rows, ((int64_t{1} << 31) - 1) / k_.cluster);
     float* wsp = nullptr;
     int phase = 1;
@@ -152,8 +148,6 @@ class NormKernel final : public BoundKernel {
 
   NormShape s_;
   NormKnobs k_;
-  std::once_flag cluster_once_;
-  Status cluster_ready_;  ///< mode 4: configure_clusters and residency, set once
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;

@@ -10,34 +10,6 @@
 namespace cudal1::optimizer::softmax {
 namespace {
 
-/// The cluster primitives: rank, a full barrier, its split halves, and a float load from the same shared
-/// variable of block `rank` of the cluster (distributed shared memory).
-const char* cluster_source() {
-  return R"(#if CLUSTER > 1
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_sync() { cluster_arrive(); cluster_wait(); }
-__device__ __forceinline__ float load_remote(const float* p, unsigned rank) {
-  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-  unsigned ra;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
-  return v;
-}
-#endif
-)";
-}
-
 int regs_per_vec(c10::ScalarType dtype, int vec) { return std::max(1, vec * elem_size(dtype) / 4); }
 
 /// Vectors each thread has in flight while reading: what the registers left at `resident` blocks per SM hold
@@ -60,7 +32,7 @@ void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int 
 #define POS_INF __int_as_float(0x7f800000u)
 #define QNAN __int_as_float(0x7fffffffu)
 struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
-)" << cluster_source();
+)" << "#if CLUSTER > 1\n" << cluster_primitives_source() << "#endif\n";
 }
 
 }  // namespace

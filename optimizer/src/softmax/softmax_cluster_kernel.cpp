@@ -2,7 +2,6 @@
 /// tiles]): kernel(in, out) with dynamic shared memory, in clusters of `cluster` blocks along x.
 #include <ATen/ATen.h>
 
-#include <mutex>
 
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
@@ -41,7 +40,7 @@ class ClusterKernel final : public BoundKernel {
       void* dst = outs[0].data_ptr();
       if (reinterpret_cast<uintptr_t>(src) % align_ || reinterpret_cast<uintptr_t>(dst) % align_)
         return Status(Code::kUnsupported, "data not aligned for the vector width");
-      CUDAL1_RETURN_IF_ERROR(configure());
+      CUDAL1_RETURN_IF_ERROR(module_->prepare_clusters(block_, cluster_, smem_));
       void* params[] = {&src, &dst};
       if (cluster_ > 1) return module_->launch_clusters(grid_, block_, cluster_, smem_, stream, params);
       auto d = driver();
@@ -56,31 +55,12 @@ class ClusterKernel final : public BoundKernel {
   }
 
  private:
-  /// Once: the shared-memory and cluster opt-in, then whether one cluster fits on the device at all (either
-  /// failing declines the call, kUnsupported, which then stays on ATen).
-  Status configure() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (configured_) return configure_status_;
-    configured_ = true;
-    configure_status_ = module_->configure_clusters(smem_);
-    if (!configure_status_.ok())  // e.g. more shared memory than this device lets a block have: ATen serves it
-      configure_status_ = Status(Code::kUnsupported, "shared memory opt-in failed: " + configure_status_.to_string());
-    else if (cluster_ > 1 && module_->max_active_clusters(block_, cluster_, smem_) < 1)
-      configure_status_ = Status(Code::kUnsupported, "the device cannot hold a cluster of " +
-                                                         std::to_string(cluster_) + " blocks of " +
-                                                         std::to_string(smem_) + " bytes");
-    return configure_status_;
-  }
-
   std::vector<OutputSpec> outputs_;
   std::vector<int64_t> sizes_, strides_;
   uintptr_t align_;
   unsigned grid_, block_, cluster_, smem_;
   double input_scaled_atol_;
   std::shared_ptr<LoadedModule> module_;
-  std::mutex mu_;
-  bool configured_ = false;
-  Status configure_status_;
 };
 
 }  // namespace

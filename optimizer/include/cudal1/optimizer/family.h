@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +79,10 @@ class LoadedModule {
   /// Clusters of `cluster` blocks of `block` threads with `dynamic_smem` bytes each that the device can hold at
   /// once (cuOccupancyMaxActiveClusters, under the device's context); 0 when none fit or the driver cannot say.
   int max_active_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const;
+  /// Once per module (a module is one variant, so one launch shape): configure_clusters(dynamic_smem), then,
+  /// for `cluster` > 1, whether one such cluster fits on the device. Later calls return the first answer. Ok, or
+  /// Unsupported saying which step failed (the call then stays on ATen). Thread-safe.
+  Status prepare_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const;
   /// Launches `grid` blocks of `block` threads in clusters of `cluster` consecutive blocks along x (`grid` a
   /// multiple of `cluster`) with `dynamic_smem` bytes of dynamic shared memory, on `stream`. Runs under the
   /// caller's context; returns the driver's error, never throws.
@@ -90,6 +95,8 @@ class LoadedModule {
   CUfunction fn_ = nullptr;
   int device_ = -1;
   int sm_count_ = 1;
+  mutable std::once_flag clusters_once_;
+  mutable Status clusters_ready_;  ///< prepare_clusters' answer
 };
 
 /// How far one output of a kernel may differ from ATen's beyond the dtype's (rtol, atol); Note [Verification].
