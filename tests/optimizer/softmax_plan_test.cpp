@@ -270,7 +270,9 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
     check(*p, &col_strata);
   }
   EXPECT_GT(len, 0u);
-  for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 19)) << s;  // 17..19: cluster rows
+  // 17..19: cluster rows; 20..23: the mappings at the widest vector
+  for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 23)) << s;
+  for (int s = 20; s < 24; ++s) EXPECT_EQ(row_strata.count(s), 1u) << s;
   for (int s : col_strata) EXPECT_TRUE(s >= 4 && s <= 16 && s != 13) << s;  // 14..16: shared tiles
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not
   EXPECT_TRUE(col_strata.count(10) && col_strata.count(12));  // tiles re-read; chunked tiles
@@ -444,6 +446,29 @@ TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"cluster", 4}}}).ok());  // not widest
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"cluster", 4}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 32}}}).ok());
+}
+
+// Note [Softmax epilogue]: cached softmax rows keep their exps for the epilogue; log-softmax and uncached rows
+// do not (nothing to keep); every row kernel divides through div_rn.
+TEST(SoftmaxPlan, CachedSoftmaxRowsReuseTheirExpsInTheEpilogue) {
+  const Variant cached{{{"vec", 8}, {"block", 256}, {"warp", 1}, {"cache", 1}}};
+  const Variant streamed{{{"vec", 8}, {"block", 256}, {"warp", 1}, {"cache", 0}}};
+  auto soft = plan_of(softmax_problem("_softmax", at::kHalf, {16384, 1024}, {1024, 1}));
+  auto log = plan_of(softmax_problem("_log_softmax", at::kHalf, {16384, 1024}, {1024, 1}));
+  ASSERT_NE(soft, nullptr);
+  ASSERT_NE(log, nullptr);
+  auto code = [](const Plan& p, const Variant& v) {
+    auto src = p.source(v);
+    EXPECT_TRUE(src.ok()) << v.id();
+    return src.ok() ? src->code : std::string();
+  };
+  EXPECT_NE(code(*soft, cached).find("#define KEEP_EXP 1"), std::string::npos);
+  EXPECT_NE(code(*soft, streamed).find("#define KEEP_EXP 0"), std::string::npos);
+  EXPECT_NE(code(*log, cached).find("#define KEEP_EXP 0"), std::string::npos);
+  EXPECT_NE(code(*soft, streamed).find("div_rn(expf((v) - m), s, rs)"), std::string::npos);
+  // Every mapping is a stratum at the widest vector too (20..23), so the tuner tries each with it.
+  EXPECT_EQ(soft->stratum(cached), 23);
+  EXPECT_EQ(soft->stratum(Variant{{{"vec", 4}, {"block", 256}, {"warp", 1}, {"cache", 1}}}), 3);
 }
 
 }  // namespace

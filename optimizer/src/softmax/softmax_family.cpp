@@ -124,8 +124,9 @@ class SoftmaxFamily final : public Family {
  public:
   const char* name() const override { return "softmax"; }
   // 2: row reductions from codegen_common; 3: column kernels; 4: column tiles (Note [Softmax column tiles]);
-  // 5: shared tiles and cluster rows (Note [Softmax shared tiles])
-  int version() const override { return 5; }
+  // 5: shared tiles and cluster rows (Note [Softmax shared tiles]);
+  // 6: cached exps and the one-rounding divide in the row epilogue (Note [Softmax epilogue])
+  int version() const override { return 6; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

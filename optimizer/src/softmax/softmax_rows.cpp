@@ -53,12 +53,13 @@ class SoftmaxPlan final : public Plan {
     return softmax_features(c, v);
   }
 
-  /// warp x 2 + cache; cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), disjoint from the column
+  /// warp x 2 + cache, + 20 for the widest vectors (so every mapping is tried with them: issue-bound short rows
+  /// are decided by it, and 24 sampled trials missed the best one); cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), disjoint from the column
   /// plan's 4..16.
   int stratum(const Variant& v) const override {
     if (const int cluster = v.get("cluster", 0))
       return 16 + std::min(3, resident_blocks(cluster_row_bytes(s_, v.get("vec"), cluster), v.get("block")));
-    return v.get("warp") * 2 + v.get("cache");
+    return v.get("warp") * 2 + v.get("cache") + (v.get("vec") >= s_.max_vec ? 20 : 0);
   }
 
   Result<KernelSource> source(const Variant& v) const override {
