@@ -86,6 +86,14 @@ std::vector<float> crossed_features(const std::vector<float>& ctx, const std::ve
   return f;
 }
 
+const char* exact_divide_source() {
+  return R"(__device__ __forceinline__ float div_rn(float a, float b, float rb) {
+  const float q = a * rb;
+  return fmaf(fmaf(-q, b, a), rb, q);
+}
+)";
+}
+
 const char* cluster_primitives_source() {
   return R"(__device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;

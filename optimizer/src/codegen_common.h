@@ -36,6 +36,12 @@ const char* welford_source();
 /// shared-memory address `p` in the block of cluster rank `rank` (distributed shared memory).
 const char* cluster_primitives_source();
 
+/// `div_rn(a, b, rb)` with rb = 1 / b: a / b correctly rounded whenever the quotient is a normal number (Markstein's
+/// correction: q = a * rb, then q + fma(-q, b, a) * rb; NaN and Inf propagate as in a / b). Three instructions
+/// against div.rn's reciprocal, Newton steps and slow-path test, for a divisor shared by many quotients. A
+/// subnormal quotient may differ from div.rn by one subnormal ulp (< 1.5e-45).
+const char* exact_divide_source();
+
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
 /// context-major), so that the policy can learn a knob's worth per class of problem.
 std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs);

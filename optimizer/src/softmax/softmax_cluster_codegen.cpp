@@ -24,7 +24,7 @@ int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
 void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int vec, int block, int cluster,
                     int64_t smem, int keep = 0) {
   const int resident = resident_blocks(smem, block);
-  k << "typedef long long index_t;\n" << dtype_prelude(dtype);
+  k << "typedef long long index_t;\n" << dtype_prelude(dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CLUSTER " << cluster
     << "\n#define LOG " << (log ? 1 : 0) << "\n#define RESIDENT " << resident << "  // blocks per SM\n#define UNROLL "
     << unroll(dtype, vec, block, resident, keep * regs_per_vec(dtype, vec)) << "\n#define KEEP " << keep << "\n";
@@ -242,8 +242,8 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   }
   s = cluster_reduce(s, red, pub + 1, false);
   cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
-  const float logsum = m + logf(s);
-#define EPILOGUE(v) (LOG ? (v) - logsum : expf((v) - m) / s)
+  const float logsum = m + logf(s), rs = 1.f / s;
+#define EPILOGUE(v) (LOG ? (v) - logsum : div_rn(expf((v) - m), s, rs))  // Note [Softmax epilogue]
   for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
     const vec_t t = slice[j - lo];
     vec_t r;

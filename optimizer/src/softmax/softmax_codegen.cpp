@@ -11,8 +11,9 @@
 /// epilogue) and an IEEE division (div.rn: a reciprocal, Newton steps and a slow-path test). Softmax (not log)
 /// now (1) keeps exp(x - max) from the sum in fp32 registers when the row is cached, so the epilogue reuses the
 /// same bits instead of recomputing them, and (2) divides by the row sum as q = a * r, e = fma(-q, s, a),
-/// q + e * r with r = 1 / s rounded once per row: Markstein's correction, which returns the correctly rounded
-/// a / s whenever the quotient is a normal number (s >= 1 here: the max element contributes exp(0) = 1; NaN and
+/// q + e * r with r = 1 / s rounded once per row (div_rn, codegen_common's exact_divide_source; the epilogue of
+/// every softmax kernel uses it: rows, columns, column tiles, cluster rows): Markstein's correction, which
+/// returns the correctly rounded a / s whenever the quotient is a normal number (s >= 1 here: the max element contributes exp(0) = 1; NaN and
 /// Inf propagate as in a / s). Where a / s is subnormal (a < 2^-126 s) it may differ from div.rn by one subnormal
 /// ulp (< 1.5e-45, far inside every tolerance; fp16/bf16 round it to 0 anyway). Log-softmax is unchanged
 /// (x - logsum). Predicted: ~35 -> ~20 instructions an element on the f16 attention rows, 28 -> ~23 us
@@ -42,12 +43,7 @@ KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool wa
   k << "#define KEEP_EXP " << (cache && !s.log ? 1 : 0) << "  // Note [Softmax epilogue]\n";
   k << R"(#define NEG_INF __int_as_float(0xff800000u)
 struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
-// a / b correctly rounded for normal quotients, rb = 1 / b (Note [Softmax epilogue]).
-__device__ __forceinline__ float div_rn(float a, float b, float rb) {
-  const float q = a * rb;
-  return fmaf(fmaf(-q, b, a), rb, q);
-}
-)" << row_reduce_source() << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
+)" << exact_divide_source() << row_reduce_source() << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   __shared__ float red[32];
   const int lane = threadIdx.x % TPR;

@@ -14,7 +14,10 @@ const char* column_epilogue_source() {
   for (int e = 0; e < VEC; ++e) ls[e] = logf(s[e]);
 #define EPILOGUE(v, e) (((v) - m[e]) - ls[e])  // LogSoftMaxForwardEpilogue
 #else
-#define EPILOGUE(v, e) (expf((v) - m[e]) / s[e])  // SoftMaxForwardEpilogue
+  float rs[VEC];  // Note [Softmax epilogue]
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) rs[e] = 1.f / s[e];
+#define EPILOGUE(v, e) div_rn(expf((v) - m[e]), s[e], rs[e])  // SoftMaxForwardEpilogue, one rounding
 #endif
   FOR_EACH_PART(vec_t r;
                 _Pragma("unroll") for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e]), e));
@@ -28,7 +31,7 @@ KernelSource generate_softmax_columns(const ColumnShape& c, int vec, int block, 
   k << "// cudal1 softmax columns: log=" << c.log << " " << c10::toString(c.dtype) << " outer=" << c.outer
     << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block << " split=" << split
     << " cache=" << cache << "\n";
-  k << "typedef long long index_t;\n" << dtype_prelude(c.dtype);
+  k << "typedef long long index_t;\n" << dtype_prelude(c.dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define TPC " << split
     << "\n#define CPB (BLOCK / TPC)\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (c.log ? 1 : 0)
     << "\n";

@@ -34,7 +34,7 @@ KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, in
   k << "// cudal1 softmax column tiles: log=" << c.log << " " << c10::toString(c.dtype) << " outer=" << c.outer
     << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block << " chunks=" << chunks
     << " cache=" << cache << "\n";
-  k << "typedef long long index_t;\n" << dtype_prelude(c.dtype);
+  k << "typedef long long index_t;\n" << dtype_prelude(c.dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CHUNKS " << chunks
     << "\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (c.log ? 1 : 0) << "\n#define UNROLL 4\n";
   k << "static constexpr int N = " << c.n << ", NC = " << nc << ";  // rows, rows per chunk\n"
