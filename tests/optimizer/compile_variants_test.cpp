@@ -166,6 +166,10 @@ TEST_P(CompileVariants, EveryNormVariant) {
       // Vector width 2: the 8- and 4-byte copies of the cluster rows (mode 4; Note [Norm clusters]).
       testing::layer_norm_problem(at::kFloat, {9, 1002}, 1, true, true, sm),
       testing::layer_norm_problem(at::kHalf, {9, 1002}, 1, true, true, sm),
+      // Ring steps (mode 5; Note [Norm ring]): 8-byte copies and a short last step (3 rows per 8 MB step);
+      // bf16 group norm with rounded statistics and the fused affine form.
+      testing::layer_norm_problem(at::kFloat, {4, 699050}, 1, true, true, sm),
+      testing::group_norm_problem(at::kBFloat16, {1, 4, 512, 512}, 2, true, sm),
   };
   expect_every_variant_compiles(f, problems, sm);
 }
