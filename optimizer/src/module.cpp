@@ -48,6 +48,22 @@ Status LoadedModule::configure_clusters(unsigned dynamic_smem) const {
   return Status();
 }
 
+Status LoadedModule::prepare_shared_memory(unsigned dynamic_smem) const {
+  std::call_once(smem_once_, [&] {
+    if (dynamic_smem <= 48 * 1024) return;
+    const Status st = [&]() -> Status {
+      CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+      dispatcher::ContextScope ctx(device_);
+      CUDAL1_RETURN_IF_ERROR(ctx.status());
+      CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(dynamic_smem)));
+      return Status();
+    }();
+    if (!st.ok()) smem_ready_ = Status(Code::kUnsupported, "shared memory opt-in failed: " + st.to_string());
+  });
+  return smem_ready_;
+}
+
 Status LoadedModule::prepare_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const {
   std::call_once(clusters_once_, [&] {
     const Status st = configure_clusters(dynamic_smem);

@@ -162,10 +162,14 @@ TEST_P(CompileVariants, EveryNormVariant) {
       testing::group_norm_problem(at::kFloat, {3, 12, 5}, 4, false, sm),
       // Rows long enough for row groups (mode 3): fused-affine fp16 group norm, fp32 layer norm.
       testing::group_norm_problem(at::kHalf, {2, 64, 128, 128}, 4, true, sm),
-      testing::layer_norm_problem(at::kFloat, {5, 1 << 20}, 1, true, true, sm),
+      // fp32 rows of 699050 (vector width 2): mode 5's 8-byte copies, 3 rows per 8 MB step and a short last one.
+      testing::layer_norm_problem(at::kFloat, {5, 699050}, 1, true, true, sm),
       // Vector width 2: the 8- and 4-byte copies of the cluster rows (mode 4; Note [Norm clusters]).
       testing::layer_norm_problem(at::kFloat, {9, 1002}, 1, true, true, sm),
       testing::layer_norm_problem(at::kHalf, {9, 1002}, 1, true, true, sm),
+      // Ring steps (mode 5; Note [Norm ring]) with 16-byte copies: bf16 group norm with rounded statistics and
+      // the fused affine form.
+      testing::group_norm_problem(at::kBFloat16, {1, 4, 512, 512}, 2, true, sm),
   };
   expect_every_variant_compiles(f, problems, sm);
 }

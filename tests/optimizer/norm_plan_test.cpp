@@ -210,6 +210,62 @@ TEST(NormPlan, ClusterSlicesFitSharedMemoryWithRegistersForTheRest) {
   EXPECT_TRUE(seen);
 }
 
+TEST(NormPlan, RingStepsAreOfferedWhereTheRingFitsOneBlockPerSm) {
+  // Note [Norm ring]. 4 MB fp32 rows at the reference grid of 132 blocks: 1987 float4 a row per block; 4 MB
+  // steps hold 1 row, 8 MB steps 2; 3 slots of 2 rows are 186 KB. Every block, step and ring: 12 variants in
+  // two strata (ring 2, ring 3), so the tuner's stratum pass reaches both.
+  auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false));
+  ASSERT_TRUE(plan.ok());
+  std::set<int> strata, steps;
+  int rings = 0;
+  bool seen = false;
+  for (const auto& v : plan.value()->space()) {
+    if (v.get("mode") != 5) continue;
+    ++rings;
+    EXPECT_EQ(v.get("vec"), 4) << v.id();
+    EXPECT_GE(v.get("block"), 256) << v.id();
+    strata.insert(plan.value()->stratum(v));
+    steps.insert(v.get("step"));
+    if (v.get("step") != 8 || v.get("ring") != 3) continue;
+    auto src = plan.value()->source(v);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("#define RPS ((index_t)2LL)"), std::string::npos);
+    EXPECT_NE(src->code.find("#define NS ((index_t)32LL)"), std::string::npos);
+    EXPECT_NE(src->code.find("#define RING 3\n"), std::string::npos);
+    EXPECT_NE(src->code.find("#define VEC_BYTES 16\n"), std::string::npos);
+    seen = true;
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(rings, 3 * 2 * 2);
+  EXPECT_EQ(strata, (std::set<int>{10, 11}));
+  EXPECT_EQ(steps, (std::set<int>{4, 8}));
+  // sm_80 (A100: 108 blocks, 163 KB a block): 2428 float4 a row per block, so 3 slots of 2 rows do not fit.
+  rings = 0;
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false, 80))) {
+    if (v.get("mode") != 5) continue;
+    ++rings;
+    EXPECT_FALSE(v.get("step") == 8 && v.get("ring") == 3) << v.id();
+  }
+  EXPECT_EQ(rings, 3 * 3);
+  // Group norm f32 [16,64,256,256] g8: 2 MB rows, 993 float4 a row per block: no 1024-thread blocks; 2 and 4
+  // rows per step.
+  rings = 0;
+  for (const auto& v : space(group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8))) {
+    if (v.get("mode") != 5) continue;
+    ++rings;
+    EXPECT_LE(v.get("block"), 512) << v.id();
+  }
+  EXPECT_EQ(rings, 2 * 2 * 2);
+  // KernelBench LayerNorm: a 16 MB row is 124 KB a block: two slots exceed shared memory (Note [Norm ring]).
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) EXPECT_NE(v.get("mode"), 5);
+  // 2-byte vectors (odd fp16 rows) have no cp.async; other compute capabilities have no reference grid.
+  for (const auto& v : space(layer_norm_problem(at::kHalf, {8, 999999}, 1))) EXPECT_NE(v.get("mode"), 5);
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false, 86)))
+    EXPECT_NE(v.get("mode"), 5);
+  // Many short rows: no split modes at all.
+  for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) EXPECT_NE(v.get("mode"), 5);
+}
+
 TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1000}, 1, true, false, 90, 1e-6));
   ASSERT_TRUE(plan.ok());

@@ -44,9 +44,8 @@ unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k) {
   return static_cast<unsigned>((cluster_vectors_per_thread(s, k) - regs) * k.block * vbytes);
 }
 
-const char* cluster_source() {
-  return R"(extern __shared__ __align__(16) unsigned char slice_smem[];
-/// Starts copying *g to *s: cp.async where the vector is 4, 8 or 16 bytes (complete after copy_wait), a plain
+const char* async_copy_source() {
+  return R"(/// Starts copying *g to *s: cp.async where the vector is 4, 8 or 16 bytes (complete after copy_wait), a plain
 /// load and store for 2-byte vectors.
 __device__ __forceinline__ void copy_in(vec_t* s, const vec_t* g) {
 #if VEC_BYTES >= 4
@@ -74,6 +73,11 @@ __device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
+)";
+}
+
+const char* cluster_source() {
+  return R"(extern __shared__ __align__(16) unsigned char slice_smem[];
 /// This thread's vector i of the slice [j0, j1) is j0 + threadIdx.x + i * BLOCK; vectors 0..REGS-1 stay in c,
 /// the others in shared memory at (i - REGS) * BLOCK + threadIdx.x: a thread only reads back what it copied,
 /// so no block barrier orders the copies. Returns the thread's Welford triple (in vector order, as mode 2).

@@ -141,6 +141,34 @@ __device__ __forceinline__ vec_t normalise(const vec_t& t, float mean, float rst
 #endif
   return o;
 }
+#if MODE == 3 || MODE == 5
+/// Thread 0 (which wrote this block's triples) publishes them and arrives on counter g.
+__device__ __forceinline__ void group_arrive(unsigned* arrived, index_t g) {
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(arrived + g, 1u);
+  }
+}
+/// Returns when every block of the grid has arrived on counter g (all blocks are resident: the launch is
+/// cooperative).
+__device__ __forceinline__ void group_wait(const unsigned* arrived, index_t g) {
+  if (threadIdx.x == 0) {
+    while (*reinterpret_cast<const volatile unsigned*>(arrived + g) < gridDim.x) __nanosleep(64);
+    __threadfence();
+  }
+  __syncthreads();
+}
+/// The statistics of row `row` from its `parts` triples in the workspace (written by other blocks:
+/// ld.global.cg, not L1), merged in the same order and tree in every block: bit-identical everywhere.
+__device__ __forceinline__ Welford merge_row(const float* ws, index_t row, index_t parts, float* red) {
+  Welford acc{0.f, 0.f, 0.f};
+  for (index_t t = threadIdx.x; t < parts; t += BLOCK) {
+    const float* p = ws + (row * parts + t) * 3;
+    acc = wf_combine(acc, Welford{__ldcg(p), __ldcg(p + 1), __ldcg(p + 2)});
+  }
+  return row_welford(acc, red);
+}
+#endif
 #if MODE == 3
 /// Calls f(j, xr[j]) for this thread's vectors j of [j0, j1), in order, four loads in flight (Note [Norm groups]).
 template <typename F>
@@ -173,19 +201,7 @@ __device__ __forceinline__ void group_stats(const storage_t* __restrict__ x, flo
       p[2] = acc.m2;
     }
   }
-  if (threadIdx.x == 0) {  // the triples above were written by this thread
-    __threadfence();
-    atomicAdd(arrived + g, 1u);
-  }
-}
-/// Returns when every block of the grid has arrived on group g's counter (all blocks are resident: the launch
-/// is cooperative).
-__device__ __forceinline__ void group_wait(const unsigned* arrived, index_t g) {
-  if (threadIdx.x == 0) {
-    while (*reinterpret_cast<const volatile unsigned*>(arrived + g) < gridDim.x) __nanosleep(64);
-    __threadfence();
-  }
-  __syncthreads();
+  group_arrive(arrived, g);
 }
 /// Row group g, second read (from L2): merge each part's row triples (same order in every block), normalise.
 __device__ __forceinline__ void group_normalise(const storage_t* __restrict__ x, const storage_t* __restrict__ w,
@@ -196,12 +212,7 @@ __device__ __forceinline__ void group_normalise(const storage_t* __restrict__ x,
   for (index_t i = blockIdx.x; i < RPG * S; i += gridDim.x) {
     const index_t row = g * RPG + i / S, part = i % S;
     if (row >= ROWS) break;
-    Welford acc{0.f, 0.f, 0.f};
-    for (index_t t = threadIdx.x; t < S; t += BLOCK) {
-      const float* p = ws + (row * S + t) * 3;  // written by other blocks: ld.global.cg, not L1
-      acc = wf_combine(acc, Welford{__ldcg(p), __ldcg(p + 1), __ldcg(p + 2)});
-    }
-    acc = row_welford(acc, red);
+    const Welford acc = merge_row(ws, row, S, red);
     const float mean = acc.mean, rstd = rsqrtf(acc.m2 / (float)COLS + EPS);
     if (part == 0 && threadIdx.x == 0) {
       mean_out[row] = to_stat(mean);
@@ -329,8 +340,10 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
       group_normalise(x, w, b, y, mean_out, rstd_out, ws, g - AHEAD, red);
     }
   }
-#else  // MODE 4: a row per thread-block cluster, kept on chip (Note [Norm clusters])
+#elif MODE == 4  // a row per thread-block cluster, kept on chip (Note [Norm clusters])
   cluster_rows(x, w, b, y, mean_out, rstd_out, red);
+#else  // MODE 5: steps of rows over the whole grid, kept on chip in a load-ahead ring (Note [Norm ring])
+  ring_rows(x, w, b, y, mean_out, rstd_out, ws, red);
 #endif
 }
 )";
@@ -345,7 +358,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   o << "// cudal1 norm: " << (s.group ? "group" : "layer") << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
     << " splits=" << k.splits << " reverse=" << k.reverse << " chunk_mb=" << k.chunk_mb << " ahead=" << k.ahead
-    << " cluster=" << k.cluster << " occ=" << k.occ << "\n";
+    << " cluster=" << k.cluster << " occ=" << k.occ << " step_mb=" << k.step_mb << " ring=" << k.ring << "\n";
   o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   if (s.stat_dtype == c10::ScalarType::Float)
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
@@ -374,6 +387,9 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     o << "#define RPG ((index_t)" << rows_per_group(s, k) << "LL)\n#define NG ((index_t)" << row_groups(s, k)
       << "LL)\n#define AHEAD " << (k.ahead ? 1 : 0) << "\n";
   if (k.cache) o << "static constexpr int PER = (int)((NV + TPR - 1) / TPR);  // vectors each thread keeps\n";
+  if (k.mode == 5)
+    o << "#define RPS ((index_t)" << ring_rows_per_step(s, k) << "LL)\n#define NS ((index_t)" << ring_steps(s, k)
+      << "LL)\n#define RING " << k.ring << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n";
   if (k.mode == 4) {
     const int64_t spt = cluster_vectors_per_thread(s, k);
     const int regs = cluster_registers(s, k);
@@ -381,7 +397,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
       << spt << "\n#define REGS " << regs << "\n#define HALF " << regs + (spt - regs) / 2 << "\n";
   }
   o << row_reduce_source() << welford_source() << kBody;
-  if (k.mode == 4) o << cluster_primitives_source() << cluster_source();
+  if (k.mode == 4) o << async_copy_source() << cluster_primitives_source() << cluster_source();
+  if (k.mode == 5) o << async_copy_source() << ring_source();
   o << kKernel;
   return KernelSource{o.str(), "cudal1_norm"};
 }

@@ -19,6 +19,8 @@ constexpr int kGroupSplits[] = {16, 64, 256};  ///< mode 3: each part merges all
 constexpr int64_t kMinGroupParts = 128;  ///< mode 3: fewer parts per group than ~SMs leave HBM idle
 constexpr int kGroupMb[] = {8, 16};        ///< mode 3: row group sizes (Note [Norm groups])
 constexpr int kClusters[] = {2, 4, 8, 16};  ///< mode 4: blocks per row (16: the largest cluster sm_90 allows)
+constexpr int kStepMb[] = {4, 8};           ///< mode 5: step sizes (Note [Norm ring])
+constexpr int kRings[] = {2, 3};            ///< mode 5: ring slots
 
 /// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
 /// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).
@@ -66,6 +68,7 @@ class NormPlan final : public Plan {
                  {"splits", k.splits}, {"rev", k.reverse ? 1 : 0}}};
       if (k.mode == 3) v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
       if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
+      if (k.mode == 5) v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -94,6 +97,7 @@ class NormPlan final : public Plan {
     }
     add_group_variants(add);
     add_cluster_variants(add);
+    add_ring_variants(add);
     return out;
   }
 
@@ -101,7 +105,7 @@ class NormPlan final : public Plan {
     std::vector<float> knobs;
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    for (int m = 0; m < 5; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < 6; ++m) knobs.push_back(v.get("mode") == m);
     knobs.push_back(v.get("cache") == 1);
     knobs.push_back(v.get("cache") == 0);
     knobs.push_back(v.get("splits") == 1);
@@ -112,6 +116,8 @@ class NormPlan final : public Plan {
     knobs.push_back(v.get("ahead") == 1);
     for (int x : kClusters) knobs.push_back(v.get("cluster") == x);
     knobs.push_back(v.get("occ") == 2);
+    for (int x : kStepMb) knobs.push_back(v.get("step") == x);
+    knobs.push_back(v.get("ring") == 3);
     const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
@@ -123,7 +129,8 @@ class NormPlan final : public Plan {
   }
 
   int stratum(const Variant& v) const override {
-    return v.get("mode") * 2 + v.get("cache") + v.get("ahead") + (v.get("occ") == 2 ? 1 : 0);
+    return v.get("mode") * 2 + v.get("cache") + v.get("ahead") + (v.get("occ") == 2 ? 1 : 0) +
+           (v.get("ring") == 3 ? 1 : 0);
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -154,6 +161,8 @@ class NormPlan final : public Plan {
     k.ahead = v.get("ahead") == 1;
     k.cluster = v.get("cluster");
     k.occ = v.get("occ", 1);
+    k.step_mb = v.get("step");
+    k.ring = v.get("ring");
     return k;
   }
 
@@ -206,6 +215,30 @@ class NormPlan final : public Plan {
         k.occ = 2;
         const int regs2 = cluster_registers(s_, k);
         if (regs2 > regs) add(k);
+      }
+    }
+  }
+
+  /// Mode 5 (Note [Norm ring]), where mode 2 is offered, on sm_80 and sm_90+: the widest vector only, blocks
+  /// of 256-1024, each step size that gives a different number of rows per step, 2 and 3 ring slots; only
+  /// what ring_fits (cp.async vectors, a part of >= a block of vectors, the ring in one block's shared memory).
+  template <typename Add>
+  void add_ring_variants(const Add& add) const {
+    if (!(s_.cols >= 4096 && s_.rows <= 4096)) return;
+    NormKnobs k;
+    k.mode = 5;
+    k.vec = s_.max_vec;
+    for (int block : {256, 512, 1024}) {
+      k.block = block;
+      int64_t last_rows = 0;
+      for (int mb : kStepMb) {
+        k.step_mb = mb;
+        if (ring_rows_per_step(s_, k) == last_rows) continue;  // rows larger than the smaller step
+        last_rows = ring_rows_per_step(s_, k);
+        for (int ring : kRings) {
+          k.ring = ring;
+          if (ring_fits(s_, k)) add(k);
+        }
       }
     }
   }
@@ -302,7 +335,7 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  int version() const override { return 3; }
+  int version() const override { return 4; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

@@ -11,7 +11,9 @@
 /// read once); 2: long rows split over `splits` blocks in two launches (partial Welford triples, then merge and
 /// normalise), so the input is read twice; 3: the same split in one cooperative launch over groups of rows sized
 /// for L2, so the second read hits L2 (Note [Norm groups]); 4: a row split over a thread-block cluster that
-/// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+).
+/// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+); 5: steps of whole rows dealt
+/// over a persistent cooperative grid whose blocks keep their parts in a shared-memory ring that loads the
+/// next steps while one is reduced, so the input is read once (Note [Norm ring], sm_80 and sm_90+).
 ///
 /// Bytes, at the H200's ~4.15 TB/s (floor = input read once + output written once; mean/rstd, the affine
 /// parameters and the workspace are < 0.1%). Mode 2 moves 3 tensor-sizes where the floor moves 2: 1.5x the floor
@@ -104,6 +106,48 @@
 /// computes and writes in step, and with the whole row on chip there is no room to load the next row while
 /// one is reduced; not profiled. The group norm bf16 UNet row stayed on mode 1 (52.8 us, 1.33x the floor,
 /// 1.18x the copy of the same bytes). Mode 4 stays a knob; it is verified (the norm fuzz drew it 393 times).
+///
+/// Note [Norm ring]
+/// Mode 5 removes what the measurements above blame: mode 3's reread misses L2 (Nsight Compute on the 210 us
+/// mode-3 kernel: 77.7% DRAM throughput, 3.74 TB/s x 206 us = 3 tensor sizes, L2 hit rate 37.7%: writes and the
+/// next group's reads evict the group before it is reread), and mode 4's clusters load, reduce and write in
+/// step with nothing loading while a row is reduced (latency-bound, DRAM 44%). A cooperative grid of one block
+/// per SM (sm_count blocks; co-residency as in Note [Norm groups]: a grid that cannot be resident fails to
+/// launch, streams being captured are declined, ATen serves the call) walks the rows in steps of ~`step` MB
+/// (whole rows, RPS of them; one row when a row is larger). Every row of a step is dealt over all blocks: block
+/// b holds vectors [b x ch, (b + 1) x ch) of it, ch = ceil(vectors / grid) (the last blocks may hold fewer or
+/// none: they still publish an empty triple and arrive). A block keeps its parts of a step in one slot of a
+/// `ring`-slot ring in dynamic shared memory, filled by cp.async (16-, 8- or 4-byte vectors; 2-byte vectors are
+/// not offered), one commit group a step: the prologue issues steps 0..RING-2; step s issues step s + RING - 1
+/// into the slot step s - 1 freed, waits (cp.async.wait_group RING - 1) for its own copies of step s, computes
+/// per-thread Welford over each row's part from shared memory (vector order, as mode 2), block-merges it, thread
+/// 0 writes the triple of each row to the workspace at row x grid + b and arrives on step s's counter (fence,
+/// atomicAdd), spins until all blocks arrived (as mode 3), then every block merges the row's grid triples in the
+/// same order and tree (bit-identical statistics everywhere; mode 3's merge_row) and normalises its part from
+/// shared memory into y; a block barrier ends the step before its slot is refilled. A thread only reads back
+/// what it copied itself, so no block barrier orders the copies. Past the last step the issued commit groups
+/// are empty, so the count stays uniform. HBM moves the floor's bytes (one read, one write) plus rows x grid x
+/// 12 bytes of triples (0.04% on the targets); while a block waits at step s's barrier and writes step s, its
+/// copies of steps s + 1..s + RING - 1 keep HBM reading.
+/// Sizing: the planner sizes the ring for a reference grid (132 blocks on sm_90+, H100 SXM/H200; 108 on sm_80,
+/// A100): ring x RPS x ch x vector bytes within one block's shared memory (227 KB on sm_90, 163 KB on sm_80,
+/// less 512 bytes of static arrays), ch >= the block (every thread has a vector of every row). The bound kernel
+/// sizes it for the device's real SM count; a device with fewer SMs whose ring no longer fits fails the
+/// shared-memory opt-in: Unsupported, ATen serves the call. Workspace: rows x grid triples, then a counter per
+/// step (cuMemsetD32Async on the call's stream). Offered where mode 2 is (rows >= 4096 elements, <= 4096 rows),
+/// widest vector, blocks 256-1024, steps of 4 and 8 MB (one only where both give the same rows), 2 or 3 slots;
+/// ring 3 is a stratum of its own (the tuner tries both ring sizes on every signature).
+/// Not offered: the 16 MB KernelBench layer-norm rows. A row's part is 124 KB a block (16 MB / 132), two slots
+/// need 248 KB. A finer ring (the next row's first ~100 KB loading while this row finishes, slots freed chunk by
+/// chunk) would need per-chunk completion (mbarrier-tracked or TMA bulk copies) instead of commit groups; those
+/// rows stay on modes 2 and 3.
+/// Prediction (before measurement; floor at ~4.2 TB/s; a step moves 2 x step bytes, 3.8 us for 8 MB; the serial
+/// chain of a step, stats from shared memory ~0.5 us + grid barrier ~1.5 us + merge and store issue ~0.5-1 us,
+/// stays shorter, so HBM streams; plus ~2 us of first load, ~2 us of last drain, ~3 us of memset and launch):
+/// - layer norm f32 [64,1048576] (4 MB rows), step 8 ring 3: 32 steps of 2 rows, ~135-145 us, 1.05-1.13x (mode 3
+///   210 us); step 4 (1.9 us a step, about the chain): ~1.2x;
+/// - group norm f32 [16,64,256,256] g8 (2 MB rows), step 8 ring 3: 32 steps of 4 rows (4 merges a step), ~1.1x;
+/// - ring 2 loads only one step ahead (it has the chain's time to land): ~1.15-1.25x.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -134,7 +178,8 @@ struct NormShape {
 /// Technique choice: how rows are mapped to threads and whether a row is kept in registers.
 struct NormKnobs {
   int mode = 1;     ///< 0: warp per row; 1: block per row; 2: split rows over `splits` blocks, second pass;
-                    ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip
+                    ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip;
+                    ///< 5: steps of rows over the grid, kept on chip in a load-ahead ring
   int vec = 1;      ///< elements per load/store
   int block = 256;  ///< threads per block
   bool cache = false;  ///< row kept in registers between the statistics and the output (modes 0, 1)
@@ -144,6 +189,8 @@ struct NormKnobs {
   bool ahead = false;    ///< mode 3: a block reads group g + 1 before it normalises group g
   int cluster = 0;       ///< mode 4: blocks per row, one thread-block cluster (Note [Norm clusters])
   int occ = 1;           ///< mode 4: blocks per SM the slice's shared memory is sized for (1 or 2)
+  int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
+  int ring = 0;          ///< mode 5: steps held in a block's shared-memory ring (RING - 1 loading ahead)
 };
 
 /// Elements one thread may keep in registers.
@@ -179,13 +226,41 @@ unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k);
 /// statistics and output) that the kernel's MODE 4 branch calls.
 const char* cluster_source();
 
+/// Mode 4 and 5: device code for cp.async copies into shared memory (`copy_in`, `copy_commit`, `copy_wait<N>`;
+/// 2-byte vectors by plain load and store). The source must define VEC_BYTES first.
+const char* async_copy_source();
+
+/// Mode 5 (Note [Norm ring]): whole rows per step, as many as fit in k.step_mb MB (at least 1, at most all).
+int64_t ring_rows_per_step(const NormShape& s, const NormKnobs& k);
+
+/// Mode 5: number of steps.
+int64_t ring_steps(const NormShape& s, const NormKnobs& k);
+
+/// Mode 5: the grid the planner sizes the ring for on compute capability `sm` (the SM count of H100 SXM/H200 on
+/// sm_90+, A100 on sm_80); 0 where mode 5 is not offered.
+int ring_reference_blocks(int sm);
+
+/// Mode 5: vectors of each row a block holds in a grid of `blocks` (the last blocks may hold fewer or none).
+int64_t ring_part_vectors(const NormShape& s, const NormKnobs& k, int64_t blocks);
+
+/// Mode 5: dynamic shared memory bytes per block in a grid of `blocks`: k.ring slots of a step's part.
+int64_t ring_smem_bytes(const NormShape& s, const NormKnobs& k, int64_t blocks);
+
+/// Mode 5: whether `k` is offered: vectors of >= 4 bytes (cp.async), a part of >= k.block vectors a row and a
+/// ring that fits one block per SM's shared memory at the reference grid.
+bool ring_fits(const NormShape& s, const NormKnobs& k);
+
+/// Mode 5: device code (after async_copy_source) that the kernel's MODE 5 branch calls.
+const char* ring_source();
+
 /// CUDA source of one variant: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
 KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
 
 /// Binds a loaded module of variant `k` to `s`: launches once (modes 0, 1; mode 4 in clusters of k.cluster
 /// blocks with cluster_smem_bytes of dynamic shared memory) or twice with a fp32 workspace of
 /// rows * splits * 3 floats from torch's allocator (mode 2); mode 3 launches once, cooperatively (Note [Norm
-/// groups]), with that workspace followed by one zeroed arrival counter per row group.
+/// groups]), with that workspace followed by one zeroed arrival counter per row group; mode 5 likewise, with
+/// rows * grid triples, a counter per step and ring_smem_bytes of dynamic shared memory (Note [Norm ring]).
 std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
                                               std::shared_ptr<LoadedModule> module);
 

@@ -28,6 +28,14 @@ class NormKernel final : public BoundKernel {
       const int64_t per_block = (parts + resident - 1) / resident;
       group_grid_ = static_cast<unsigned>((parts + per_block - 1) / per_block);
       groups_ = row_groups(s_, k_);
+      triples_ = s_.rows * k_.splits * 3;
+    }
+    if (k_.mode == 5) {
+      // Note [Norm ring]: one block per SM, every row of a step dealt over all of them.
+      group_grid_ = static_cast<unsigned>(module_->sm_count());
+      groups_ = ring_steps(s_, k_);
+      triples_ = s_.rows * group_grid_ * 3;
+      ring_smem_ = ring_smem_bytes(s_, k_, group_grid_);
     }
   }
 
@@ -80,12 +88,15 @@ class NormKernel final : public BoundKernel {
       const DriverApi* api = d.value();
       at::Tensor ws;
       float* wsp = nullptr;
-      if (k_.mode == 2 || k_.mode == 3) {
-        const int64_t triples = s_.rows * k_.splits * 3;
-        ws = at::empty({triples + (k_.mode == 3 ? groups_ : 0)}, x.options().dtype(at::kFloat));
+      if (k_.mode == 2) {
+        ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
-      if (k_.mode == 3) return launch_groups(api, x, w, b, yp, mp, rp, wsp, stream);
+      if (k_.mode == 3 || k_.mode == 5) {
+        ws = at::empty({triples_ + groups_}, x.options().dtype(at::kFloat));
+        wsp = ws.data_ptr<float>();
+        return launch_groups(api, xp, w, b, yp, mp, rp, wsp, stream);
+      }
       if (k_.mode == 4) return launch_cluster_rows(xp, w, b, yp, mp, rp, stream);
       int64_t grid = s_.rows;
       if (k_.mode == 0) grid = (s_.rows + k_.block / 32 - 1) / (k_.block / 32);
@@ -104,22 +115,23 @@ class NormKernel final : public BoundKernel {
   }
 
  private:
-  /// Mode 3: zeroes the group counters behind the triples, then one cooperative launch (Note [Norm groups]).
-  /// A grid the device cannot keep resident now (e.g. under MPS limits) fails to launch, and a stream being
-  /// captured into a graph is not given a cooperative node: Unsupported either way, so ATen serves the call.
-  Status launch_groups(const DriverApi* api, const at::Tensor& x, const void* w, const void* b, void* yp, void* mp,
+  /// Modes 3 and 5: zeroes the group (step) counters behind the triples, then one cooperative launch (Note
+  /// [Norm groups], Note [Norm ring]; mode 5 first opts in to its ring's shared memory). A grid the device
+  /// cannot keep resident now (e.g. under MPS limits), a ring larger than this device's shared memory, and a
+  /// stream being captured into a graph (no cooperative nodes): Unsupported, so ATen serves the call.
+  Status launch_groups(const DriverApi* api, const void* xp, const void* w, const void* b, void* yp, void* mp,
                        void* rp, float* wsp, CUstream stream) const {
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     CUDAL1_CU_TRY(api->cuStreamIsCapturing(stream, &capture));
     if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return Status(Code::kUnsupported, "stream is being captured");
-    const int64_t triples = s_.rows * k_.splits * 3;
-    CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp + triples), 0,
+    if (ring_smem_ > 0) CUDAL1_RETURN_IF_ERROR(module_->prepare_shared_memory(static_cast<unsigned>(ring_smem_)));
+    CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp + triples_), 0,
                                         static_cast<size_t>(groups_), stream));
-    const void* xp = x.data_ptr();
     int phase = 1;
     void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
-    const CUresult r = api->cuLaunchCooperativeKernel(module_->function(), group_grid_, 1, 1,
-                                                      static_cast<unsigned>(k_.block), 1, 1, 0, stream, params);
+    const CUresult r =
+        api->cuLaunchCooperativeKernel(module_->function(), group_grid_, 1, 1, static_cast<unsigned>(k_.block), 1, 1,
+                                       static_cast<unsigned>(ring_smem_), stream, params);
     if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE || r == CUDA_ERROR_NOT_SUPPORTED)
       return Status(Code::kUnsupported, "cooperative grid cannot be resident: " + cu_error_text(r));
     if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchCooperativeKernel", __FILE__, __LINE__);
@@ -151,8 +163,10 @@ class NormKernel final : public BoundKernel {
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
-  unsigned group_grid_ = 1;  ///< mode 3: blocks of the cooperative launch
-  int64_t groups_ = 0;       ///< mode 3: row groups (one counter each)
+  unsigned group_grid_ = 1;  ///< modes 3, 5: blocks of the cooperative launch
+  int64_t groups_ = 0;       ///< modes 3, 5: row groups or steps (one counter each)
+  int64_t triples_ = 0;      ///< modes 3, 5: workspace floats before the counters
+  int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block
 };
 
 }  // namespace

@@ -83,6 +83,10 @@ class LoadedModule {
   /// for `cluster` > 1, whether one such cluster fits on the device. Later calls return the first answer. Ok, or
   /// Unsupported saying which step failed (the call then stays on ATen). Thread-safe.
   Status prepare_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const;
+  /// Once per module: opts the kernel in to `dynamic_smem` bytes of dynamic shared memory per block (beyond the
+  /// default 48 KB; no clusters, so any compute capability). Later calls return the first answer. Ok, or
+  /// Unsupported with the driver's error (more than this device lets a block have). Thread-safe.
+  Status prepare_shared_memory(unsigned dynamic_smem) const;
   /// Launches `grid` blocks of `block` threads in clusters of `cluster` consecutive blocks along x (`grid` a
   /// multiple of `cluster`) with `dynamic_smem` bytes of dynamic shared memory, on `stream`. Runs under the
   /// caller's context; returns the driver's error, never throws.
@@ -97,6 +101,8 @@ class LoadedModule {
   int sm_count_ = 1;
   mutable std::once_flag clusters_once_;
   mutable Status clusters_ready_;  ///< prepare_clusters' answer
+  mutable std::once_flag smem_once_;
+  mutable Status smem_ready_;  ///< prepare_shared_memory's answer
 };
 
 /// How far one output of a kernel may differ from ATen's beyond the dtype's (rtol, atol); Note [Verification].
