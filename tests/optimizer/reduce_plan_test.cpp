@@ -328,6 +328,7 @@ TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
       strata.insert(plan.value()->stratum(v));
       unrs.insert(unr);
       EXPECT_LE(unr * v.get("vec") * v.get("ty"), 16) << v.id();
+      EXPECT_GE(unr * v.get("vec") * v.get("ty"), 8) << v.id();
       EXPECT_LE(v.get("block") * v.get("ty") * v.get("vec"), 2048) << v.id();
       reduce::ReduceKnobs k;
       k.mode = 4, k.vec = v.get("vec"), k.block = v.get("block"), k.splits = v.get("splits"), k.ty = v.get("ty");

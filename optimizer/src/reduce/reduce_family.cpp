@@ -87,13 +87,15 @@ class ReducePlan final : public Plan {
               if (splits > 1 && (chunk_length(s_, k) < 4 * (block / 32) || o * splits > kMaxPartials)) continue;
               add(k);
             }
-        // Pipelined tiles (Note [Column tiles in flight]): 2 x UNR x CPT x VEC elements of loads in registers.
+        // Pipelined tiles (Note [Column tiles in flight]): 8-16 elements per thread per batch of rows (fewer
+        // leave too few bytes in flight), 2 x UNR x CPT x VEC of them in registers.
         for (int block : kTileBlocks)
           for (int cpt : kColumnsPerThread)
             for (int unr : kPipeUnrolls)
               for (int splits : kPipeSplits) {
                 const ReduceKnobs k = column_knobs(4, vec, block, cpt, splits, unr);
-                if (vec * cpt > 4 || vec * cpt * unr > 16 || block * cpt * vec > 2048 || block / 32 > k_len)
+                if (vec * cpt > 4 || vec * cpt * unr < 8 || vec * cpt * unr > 16 || block * cpt * vec > 2048 ||
+                    block / 32 > k_len)
                   continue;
                 if (splits > 1 && (chunk_length(s_, k) < 4 * (block / 32) || o * splits > kMaxPartials)) continue;
                 add(k);

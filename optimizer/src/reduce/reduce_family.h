@@ -43,10 +43,10 @@
 /// then pushes them (Welford: a division each) with nothing in flight, and splits cost a second launch (2-4 us).
 /// What (knob unr = U in {4, 8}, mode 4 only; variants without it are the older kernel, ids unchanged):
 /// - each thread loads rows r, r + NW, ..., r + (U - 1) NW of its CPT vectors, then loads the next U rows
-///   before pushing these (registers for 2 x U x CPT x VEC elements, <= 32), so a warp always has a batch in
-///   flight while it computes. The pushes are the older kernel's, in the same order (increasing r per column;
-///   the (value, index) run relies on it); rows past the last full batch go one at a time as before, so any K
-///   (not a multiple of U, of NW or of the split) is served.
+///   before pushing these (U x CPT x VEC in 8..16 elements; registers for twice that), so a warp always has a
+///   batch in flight while it computes. The pushes are the older kernel's, in the same order (increasing r per
+///   column; the (value, index) run relies on it); rows past the last full batch go one at a time as before, so
+///   any K (not a multiple of U, of NW or of the split) is served.
 /// - splits in {1, 4, 16} over blockIdx.y (up to ~16 blocks per tile: several waves of small blocks on
 ///   narrow outputs) in ONE launch: each block writes its partials to ws as the two-launch form does, then
 ///   (threadFenceReduction) fences and counts itself in on its tile's counter; the block that sees S - 1 merges
