@@ -301,5 +301,68 @@ TEST(ReducePlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   EXPECT_GE(strata.size(), 3u);
 }
 
+TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
+  // Note [Column tiles in flight]: the bench's column rows get pipelined tiles in one launch (splits > 1) and
+  // without splits, in their own strata (the tuner tries each stratum); the older tiles keep their ids.
+  const std::vector<Problem> rows = {
+      contiguous_problem("var.correction", at::kFloat, {4096, 4096}, dims({0})),
+      contiguous_problem("argmax", at::kFloat, {128, 4096, 32}, c10::IValue(int64_t{1})),
+      norm(at::kFloat, {4096, 4096}, c10::IValue(int64_t{1}), dims({0})),
+      contiguous_problem("sum.dim_IntList", at::kBFloat16, {4095, 96}, dims({0})),  // rows not a multiple of U
+  };
+  for (const auto& p : rows) {
+    auto plan = family().plan(p);
+    ASSERT_TRUE(plan.ok()) << p.op << ": " << plan.status().to_string();
+    auto shape = reduce::parse_reduction(p);
+    ASSERT_TRUE(shape.ok());
+    std::set<int> strata, unrs;
+    int one_launch = 0, plain_tiles = 0;
+    for (const auto& v : plan.value()->space()) {
+      if (v.get("mode") != 4) continue;
+      const int unr = v.get("unr", 0);
+      if (unr == 0) {
+        ++plain_tiles;
+        EXPECT_EQ(v.id().find("unr"), std::string::npos) << v.id();
+        continue;
+      }
+      strata.insert(plan.value()->stratum(v));
+      unrs.insert(unr);
+      EXPECT_LE(unr * v.get("vec") * v.get("ty"), 16) << v.id();
+      EXPECT_GE(unr * v.get("vec") * v.get("ty"), 8) << v.id();
+      EXPECT_LE(v.get("block") * v.get("ty") * v.get("vec"), 2048) << v.id();
+      reduce::ReduceKnobs k;
+      k.mode = 4, k.vec = v.get("vec"), k.block = v.get("block"), k.splits = v.get("splits"), k.ty = v.get("ty");
+      k.unr = unr;
+      const int64_t cnt = reduce::counter_bytes(shape.value(), k);
+      EXPECT_EQ(cnt % 16, 0);
+      EXPECT_GE(cnt, k.splits > 1 ? reduce::tile_count(shape.value(), k) * 4 : 0) << v.id();
+      if (k.splits == 1) {
+        EXPECT_EQ(cnt, 0) << v.id();
+      }
+      auto src = plan.value()->source(v);
+      ASSERT_TRUE(src.ok()) << v.id();
+      EXPECT_NE(src->code.find("#define PIPE 1"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define UNR " + std::to_string(unr) + "\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(std::string("#define ONE_LAUNCH ") + (k.splits > 1 ? "1" : "0")), std::string::npos);
+      EXPECT_NE(src->code.find("#define CNT_BYTES " + std::to_string(cnt) + "\n"), std::string::npos) << v.id();
+      one_launch += k.splits > 1;
+    }
+    EXPECT_GT(plain_tiles, 0) << p.op;
+    EXPECT_GT(one_launch, 0) << p.op;
+    EXPECT_EQ(strata, (std::set<int>{7, 8})) << p.op;
+    EXPECT_EQ(unrs, (std::set<int>{4, 8})) << p.op;
+  }
+  // A plain tile's source is the older kernel (no pipelining, a second pass for splits).
+  for (const auto& v : space(contiguous_problem("amax", at::kFloat, {4096, 512}, dims({0})))) {
+    if (v.get("mode") != 4 || v.get("unr", 0) != 0) continue;
+    auto plan = family().plan(contiguous_problem("amax", at::kFloat, {4096, 512}, dims({0})));
+    auto src = plan.value()->source(v);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("#define PIPE 0"), std::string::npos);
+    EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos);
+    break;
+  }
+}
+
 }  // namespace
 }  // namespace cudal1::optimizer

@@ -17,6 +17,16 @@ int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k) {
   return (s.length + k.splits - 1) / k.splits;
 }
 
+int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k) {
+  const int64_t tile = 32 * int64_t{k.ty};  // vectors of columns per block
+  return (s.outputs / k.vec + tile - 1) / tile;
+}
+
+int64_t counter_bytes(const ReduceShape& s, const ReduceKnobs& k) {
+  if (k.mode != 4 || k.unr == 0 || k.splits == 1) return 0;
+  return (tile_count(s, k) * 4 + 15) / 16 * 16;
+}
+
 namespace {
 
 // KIND 0: sum/mean; 1: amax/amin; 2: (value, index); 3: var/std. GREATER: max rather than min. ELEM(x): the
@@ -28,6 +38,7 @@ __device__ __forceinline__ acc_t acc_init() { return acc_t{0.f}; }
 __device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) { return acc_t{a.v + b.v}; }
 __device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a.v += ELEM(x); }
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
+__device__ __forceinline__ acc_t acc_ldcg(const acc_t* p) { return acc_t{__ldcg(&p->v)}; }
 __device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) {
 #if MEAN
   y[o] = to_out(a.v * MEAN_FACTOR);  // ATen's MeanOps::project
@@ -44,6 +55,7 @@ __device__ __forceinline__ acc_t acc_combine(acc_t a, acc_t b) {
 }
 __device__ __forceinline__ void acc_push(acc_t& a, float x, long long) { a = acc_combine(acc_t{ELEM(x)}, a); }
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) { return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o)}; }
+__device__ __forceinline__ acc_t acc_ldcg(const acc_t* p) { return acc_t{__ldcg(&p->v)}; }
 __device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) { y[o] = to_out(a.v); }
 #elif KIND == 2
 // ATen's GreaterOrNan / LessOrNan (SharedReduceOps.h): NaN wins, equal values (and NaNs) go to the lower
@@ -66,6 +78,7 @@ __device__ __forceinline__ void acc_push(acc_t& a, float x, long long r) {
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
   return acc_t{__shfl_xor_sync(0xffffffffu, a.v, o), __shfl_xor_sync(0xffffffffu, a.i, o)};
 }
+__device__ __forceinline__ acc_t acc_ldcg(const acc_t* p) { return acc_t{__ldcg(&p->v), __ldcg(&p->i)}; }
 __device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long* yi, index_t o) {
 #if HAS_VALUES
   y[o] = to_out(a.v);
@@ -84,6 +97,9 @@ __device__ __forceinline__ void acc_push(acc_t& a, float x, long long) {
 __device__ __forceinline__ acc_t acc_shfl(acc_t a, int o) {
   return acc_t{__shfl_xor_sync(0xffffffffu, a.n, o), __shfl_xor_sync(0xffffffffu, a.mean, o),
                __shfl_xor_sync(0xffffffffu, a.m2, o)};
+}
+__device__ __forceinline__ acc_t acc_ldcg(const acc_t* p) {
+  return acc_t{__ldcg(&p->n), __ldcg(&p->mean), __ldcg(&p->m2)};
 }
 __device__ __forceinline__ void acc_store(acc_t a, out_t* y, long long*, index_t o) {
   const float divisor = a.n > CORRECTION ? a.n - CORRECTION : 0.f;
@@ -151,15 +167,42 @@ __device__ __forceinline__ acc_t row_range(const storage_t* __restrict__ x, inde
 #endif
   return a;
 }
-/// Phase 1 of the column modes: output o merges its S chunk partials ws[p * O + o] in order.
+/// Output o's S chunk partials ws[p * O + o] merged in increasing p (the one definition of the merge, shared by
+/// the second pass and the last block of a one-launch tile, so both forms give the same bits). ld.global.cg:
+/// partials written by other blocks of the same launch are not in this SM's L1.
+__device__ __forceinline__ acc_t merge_partials(const acc_t* ws, index_t o) {
+  acc_t a = acc_init();
+  for (index_t p = 0; p < S; ++p) a = acc_combine(a, acc_ldcg(ws + p * O + o));
+  return a;
+}
+/// Phase 1 of the column modes: output o merges its S chunk partials.
 __device__ __forceinline__ void column_second_pass(const acc_t* __restrict__ ws, out_t* __restrict__ y,
                                                    long long* __restrict__ yi) {
   const index_t o = (index_t)blockIdx.x * BLOCK + threadIdx.x;
   if (o >= O) return;
-  acc_t a = acc_init();
-  for (index_t p = 0; p < S; ++p) a = acc_combine(a, ws[p * O + o]);
-  acc_store(a, y, yi, o);
+  acc_store(merge_partials(ws, o), y, yi, o);
 }
+#if MODE == 4
+/// Mode 4: rows r, r + NW, ..., r + (UNR - 1) * NW of the thread's CPT vectors of columns, loaded ...
+__device__ __forceinline__ void tile_load(vec_t (&t)[UNR][CPT], const storage_t* __restrict__ x,
+                                          const index_t (&base)[CPT], index_t r) {
+#pragma unroll
+  for (int u = 0; u < UNR; ++u) {
+    const index_t off = red_off(r + u * NW);
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) t[u][j] = *reinterpret_cast<const vec_t*>(x + base[j] + off);
+  }
+}
+/// ... and pushed in increasing r into each column's run.
+__device__ __forceinline__ void tile_push(run_t (&run)[CPT * VEC], const vec_t (&t)[UNR][CPT], index_t r) {
+#pragma unroll
+  for (int u = 0; u < UNR; ++u)
+#pragma unroll
+    for (int j = 0; j < CPT; ++j)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t[u][j].v[e]), r + u * NW);
+}
+#endif
 extern "C" __global__ void __launch_bounds__(BLOCK)
 cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long* __restrict__ yi,
               acc_t* __restrict__ ws, int phase) {
@@ -193,9 +236,16 @@ cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long*
   // Column tile: block x owns TILE = 32 * CPT * VEC neighbouring outputs, lane l the vectors c = x * 32 * CPT +
   // j * 32 + l (j < CPT), so each warp load covers 32 neighbouring vectors; warp w reduces rows r0 + w, r0 + w + NW,
   // ... of chunk blockIdx.y, UNR rows of loads in flight before they are pushed; the NW partials meet in shared
-  // memory (acc_combine); with S > 1 chunks meet in phase 1 (ws[S][O]). A column past O re-reads column 0 (no
-  // branch in the loop) and is not stored.
+  // memory (acc_combine); with S > 1 chunks meet in phase 1 (ws[S][O]), or, ONE_LAUNCH, in the tile's last block
+  // (Note [Column tiles in flight]). A column past O re-reads column 0 (no branch in the loop) and is not stored.
   if (phase == 1) return column_second_pass(ws, y, yi);
+#if ONE_LAUNCH
+  // Workspace: the tiles' arrival counters (zeroed on the stream before the launch), then the partials.
+  unsigned* const arrived = reinterpret_cast<unsigned*>(ws);
+  acc_t* const wsp = reinterpret_cast<acc_t*>(reinterpret_cast<char*>(ws) + CNT_BYTES);
+#else
+  acc_t* const wsp = ws;
+#endif
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
   const index_t r0 = (index_t)blockIdx.y * CH, r1 = r0 + CH < K ? r0 + CH : K;
   index_t base[CPT];
@@ -210,21 +260,33 @@ cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long*
 #pragma unroll
   for (int q = 0; q < CPT * VEC; ++q) run[q] = run_init(r0 + w);
   index_t r = r0 + w;
+#if PIPE
+  // Note [Column tiles in flight]: batch b + 1 is loaded before batch b is pushed (the same pushes, in the same
+  // order, as without PIPE).
+  if (r + (UNR - 1) * NW < r1) {
+    vec_t t[UNR][CPT];
+    tile_load(t, x, base, r);
+    for (;;) {
+      const index_t rn = r + UNR * NW;
+      const bool more = rn + (UNR - 1) * NW < r1;
+      vec_t tn[UNR][CPT];
+      if (more) tile_load(tn, x, base, rn);
+      tile_push(run, t, r);
+      r = rn;
+      if (!more) break;
+#pragma unroll
+      for (int u = 0; u < UNR; ++u)
+#pragma unroll
+        for (int j = 0; j < CPT; ++j) t[u][j] = tn[u][j];
+    }
+  }
+#else
   for (; r + (UNR - 1) * NW < r1; r += UNR * NW) {
     vec_t t[UNR][CPT];
-#pragma unroll
-    for (int u = 0; u < UNR; ++u) {
-      const index_t off = red_off(r + u * NW);
-#pragma unroll
-      for (int j = 0; j < CPT; ++j) t[u][j] = *reinterpret_cast<const vec_t*>(x + base[j] + off);
-    }
-#pragma unroll
-    for (int u = 0; u < UNR; ++u)
-#pragma unroll
-      for (int j = 0; j < CPT; ++j)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t[u][j].v[e]), r + u * NW);
+    tile_load(t, x, base, r);
+    tile_push(run, t, r);
   }
+#endif
   for (; r < r1; r += NW) {
     const index_t off = red_off(r);
 #pragma unroll
@@ -250,9 +312,29 @@ cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long*
       for (int k = 1; k < NW; ++k) a = acc_combine(a, part[(k * 32 + lane) * CPT * VEC + q]);
       const index_t o = (((index_t)blockIdx.x * CPT + j) * 32 + lane) * VEC + e;
       if (S == 1) acc_store(a, y, yi, o);
-      else ws[(index_t)blockIdx.y * O + o] = a;
+      else wsp[(index_t)blockIdx.y * O + o] = a;
     }
   }
+#if ONE_LAUNCH
+  // The last of the tile's S blocks to arrive merges its columns' partials (threadFenceReduction: every writer
+  // fences before lane 0 counts the block in; the last block fences before reading).
+  __threadfence();
+  __syncwarp();
+  unsigned prev = 0;
+  if (lane == 0) prev = atomicAdd(arrived + blockIdx.x, 1u);
+  prev = __shfl_sync(0xffffffffu, prev, 0);
+  if (prev != (unsigned)S - 1u) return;
+  __threadfence();
+#pragma unroll
+  for (int j = 0; j < CPT; ++j) {
+    if (!live[j]) continue;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const index_t o = (((index_t)blockIdx.x * CPT + j) * 32 + lane) * VEC + e;
+      acc_store(merge_partials(wsp, o), y, yi, o);
+    }
+  }
+#endif
 #else
   // Thread (tx, ty) owns outputs c * VEC ... c * VEC + VEC - 1 and reduces r = r0 + ty, r0 + ty + TY, ... of
   // chunk blockIdx.y; the TY partials meet in shared memory; with S > 1 chunks meet in phase 1 (ws[S][O]).
@@ -357,7 +439,7 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
   std::ostringstream o;
   o << "// cudal1 reduce: op=" << static_cast<int>(op) << " " << c10::toString(s.dtype) << " O=" << s.outputs
     << " K=" << s.length << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " splits=" << k.splits
-    << " ty=" << k.ty << "\n";
+    << " ty=" << k.ty << " unr=" << k.unr << "\n";
   o << "typedef int index_t;  // extent < 2^31 (planned)\n" << dtype_prelude(s.dtype);
   elem_and_projection(o, s);
   o << "#define NEG_INF __int_as_float(0xff800000u)\n#define POS_INF __int_as_float(0x7f800000u)\n";
@@ -367,7 +449,10 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
     << float_bits(s.mean_factor) << "\n#define CORRECTION " << float_bits(s.correction) << "\n";
   o << "#define MODE " << k.mode << "\n#define VEC " << k.vec << "\n#define BLOCK " << k.block << "\n#define TY "
     << k.ty << "\n#define TX (BLOCK / TY)\n#define NW (BLOCK / 32)\n#define CPT " << k.ty
-    << "\n#define UNR (CPT * VEC >= 2 ? 4 : 8)\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
+    << "\n#define PIPE " << (k.unr > 0 ? 1 : 0) << "\n#define UNR "
+    << (k.unr > 0 ? std::to_string(k.unr) : std::string("(CPT * VEC >= 2 ? 4 : 8)")) << "\n#define ONE_LAUNCH "
+    << (counter_bytes(s, k) > 0 ? 1 : 0) << "\n#define CNT_BYTES " << counter_bytes(s, k)
+    << "\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
     << s.outputs << ")\n#define K ((index_t)" << s.length << ")\n#define NV ((index_t)"
     << (k.mode >= 3 ? s.length : s.length / k.vec) << ")\n#define CH ((index_t)"
     << (k.mode >= 2 ? chunk_length(s, k) : 1) << ")\n";

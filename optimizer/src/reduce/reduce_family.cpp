@@ -14,10 +14,13 @@ constexpr int kTys[] = {1, 8};
 constexpr int kColumnsPerThread[] = {1, 2};  // mode 4's ty
 constexpr int kTileBlocks[] = {256, 512, 1024};
 constexpr int kTileSplits[] = {1, 8};
+constexpr int kPipeUnrolls[] = {4, 8};     // mode 4's unr (Note [Column tiles in flight])
+constexpr int kPipeSplits[] = {1, 4, 16};  // one launch when > 1
 constexpr int64_t kMaxPartials = int64_t{1} << 22;  // workspace entries (16 bytes each)
 
-ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits) {
+ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits, int unr = 0) {
   ReduceKnobs k;
+  k.unr = unr;
   k.mode = mode;
   k.vec = vec;
   k.block = block;
@@ -35,6 +38,7 @@ class ReducePlan final : public Plan {
     auto add = [&](const ReduceKnobs& k) {
       out.push_back(Variant{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"splits", k.splits},
                              {"ty", k.ty}}});
+      if (k.unr > 0) out.back().knobs.emplace_back("unr", k.unr);  // the older variants keep their ids
     };
     const bool row_like = s_.row_vec > 1 || (!s_.red_strides.empty() && s_.red_strides.back() == 1);
     const bool col_like = !s_.kept_strides.empty() && s_.kept_strides.back() == 1 && !row_like;
@@ -83,6 +87,19 @@ class ReducePlan final : public Plan {
               if (splits > 1 && (chunk_length(s_, k) < 4 * (block / 32) || o * splits > kMaxPartials)) continue;
               add(k);
             }
+        // Pipelined tiles (Note [Column tiles in flight]): 8-16 elements per thread per batch of rows (fewer
+        // leave too few bytes in flight), 2 x UNR x CPT x VEC of them in registers.
+        for (int block : kTileBlocks)
+          for (int cpt : kColumnsPerThread)
+            for (int unr : kPipeUnrolls)
+              for (int splits : kPipeSplits) {
+                const ReduceKnobs k = column_knobs(4, vec, block, cpt, splits, unr);
+                if (vec * cpt > 4 || vec * cpt * unr < 8 || vec * cpt * unr > 16 || block * cpt * vec > 2048 ||
+                    block / 32 > k_len)
+                  continue;
+                if (splits > 1 && (chunk_length(s_, k) < 4 * (block / 32) || o * splits > kMaxPartials)) continue;
+                add(k);
+              }
       }
     return out;
   }
@@ -99,6 +116,11 @@ class ReducePlan final : public Plan {
     knobs.push_back(sp > 64);
     for (int x : kTys) knobs.push_back(v.get("ty") == x);
     knobs.push_back(v.get("mode") == 4 && v.get("ty") == 2);
+    const int unr = v.get("unr", 0);
+    knobs.push_back(unr > 0);
+    knobs.push_back(unr == 8);
+    knobs.push_back(unr > 0 && sp > 1);  // one launch
+    knobs.push_back(unr > 0 && v.get("block") == 1024);
     const int64_t k = s_.length, o = s_.outputs;
     const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd ||
                             (s_.op == Reduction::kNorm && s_.ord == NormOrd::kP);  // powf per element
@@ -118,6 +140,7 @@ class ReducePlan final : public Plan {
   int stratum(const Variant& v) const override {
     const int mode = v.get("mode");
     if (mode < 3) return mode;
+    if (mode == 4 && v.get("unr", 0) > 0) return 7 + (v.get("splits") > 1 ? 1 : 0);  // pipelined tiles
     return (mode == 3 ? 3 : 5) + (v.get("splits") > 1 ? 1 : 0);
   }
 
@@ -144,6 +167,7 @@ class ReducePlan final : public Plan {
     k.block = v.get("block");
     k.splits = v.get("splits");
     k.ty = v.get("ty");
+    k.unr = v.get("unr", 0);
     return k;
   }
 
@@ -153,7 +177,8 @@ class ReducePlan final : public Plan {
 class ReduceFamily final : public Family {
  public:
   const char* name() const override { return "reduce"; }
-  int version() const override { return 3; }  // 2: ordered push for (value, index); 3: norms, out_t, tiles
+  // 2: ordered push for (value, index); 3: norms, out_t, tiles; 4: pipelined tiles, one-launch merge
+  int version() const override { return 4; }
   std::vector<std::string> ops() const override {
     return {"sum.dim_IntList", "mean.dim", "amax",           "amin",           "max.dim",           "min.dim",
             "argmax",          "argmin",   "var.correction", "std.correction", "linalg_vector_norm"};

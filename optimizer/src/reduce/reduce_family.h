@@ -16,8 +16,8 @@
 /// threads per column (shared-memory combine) and r split over blockIdx.y (second pass), or a column tile (mode 4:
 /// lane l of every warp owns vectors l, l + 32, ... of the block's 32 * CPT * VEC neighbouring columns, the warps
 /// split r, UNR rows of loads in flight per thread; (value, index) runs as (float, int32) with a two-compare push,
-/// see run_push; one shared-memory combine). Every mode is correct for every layout; the space only offers the
-/// ones that can be fast.
+/// see run_push; one shared-memory combine; a pipelined form, Note [Column tiles in flight]). Every mode is
+/// correct for every layout; the space only offers the ones that can be fast.
 /// Exactness: max/min/argmax/argmin use ATen's comparison (SharedReduceOps.h GreaterOrNan/LessOrNan: NaN wins,
 /// the lowest index among equal values or among NaNs), a total order, so any combine order gives ATen's indices
 /// bit for bit; amax/amin propagate NaN (MaxNanFunctor). mean multiplies the fp32 sum by ATen's factor
@@ -34,6 +34,35 @@
 /// abs(x) or x != 0 without squaring: no overflow), norms of ord p outside 0.25 <= |p| <= 16 (below, the
 /// tolerance grows as 1/|p|, see output_tolerance; above, |x|^p overflows fp32), anything the arguments do not
 /// pin down.
+///
+/// Note [Column tiles in flight]
+/// Why: the H200 rows var f32 [4096,4096] dim0, argmax f32 [128,4096,32] dim1 and vector_norm f32 [4096,4096]
+/// dim0 ord 1 (64 MB read; floor 16 us, a copy of the same bytes 20.7 us) ran 33.0 / 28.5 / 28.0 us on mode 4.
+/// Nsight (var, ty2 splits 8): DRAM 55%, 22% occupancy, no eligible warp 61% of cycles: latency-bound. Little's
+/// law wants ~4.2 TB/s x ~1 us = 4+ MB in flight, ~32 KB per SM, all the time; a tile thread issues UNR loads,
+/// then pushes them (Welford: a division each) with nothing in flight, and splits cost a second launch (2-4 us).
+/// What (knob unr = U in {4, 8}, mode 4 only; variants without it are the older kernel, ids unchanged):
+/// - each thread loads rows r, r + NW, ..., r + (U - 1) NW of its CPT vectors, then loads the next U rows
+///   before pushing these (U x CPT x VEC in 8..16 elements; registers for twice that), so a warp always has a
+///   batch in flight while it computes. The pushes are the older kernel's, in the same order (increasing r per
+///   column; the (value, index) run relies on it); rows past the last full batch go one at a time as before, so
+///   any K (not a multiple of U, of NW or of the split) is served.
+/// - splits in {1, 4, 16} over blockIdx.y (up to ~16 blocks per tile: several waves of small blocks on
+///   narrow outputs) in ONE launch: each block writes its partials to ws as the two-launch form does, then
+///   (threadFenceReduction) fences and counts itself in on its tile's counter; the block that sees S - 1 merges
+///   the tile's columns with merge_partials, the very function of the second pass (acc_init, then acc_combine of
+///   p = 0 .. S - 1 in increasing p: Chan for var, ATen's (value, index) order for arg, fp32 sums), so the bits
+///   do not depend on which block arrives last nor on the launch form. Partials of other blocks are read with
+///   ld.global.cg. The counters (one u32 per tile, padded to 16 bytes, ahead of the partials in the workspace)
+///   are zeroed by cuMemsetD32Async on the call's stream before the launch (a memset node, cheaper than a
+///   second kernel and its drain; fine under graph capture).
+/// Prediction (before measurement): splits 1, block 1024, vec 1, U 8 on [4096,4096]: 128 blocks of 32 warps
+/// (one per SM, 4 SMs idle), 32 KB of loads per SM per batch and up to 64 KB while the next one lands, so
+/// 4-8 MB in flight; ~16 us x 132/128 + ~1.5 us ramp and drain = ~18-19 us of kernel, ~20-21 us measured
+/// (argmax, norm ord 1); var adds ~13 instructions per element (~6.5 us of issue over 528 schedulers, hidden
+/// under the loads when the batches overlap): ~21-22 us. One-launch splits 4 (vec 2, block 512: 256 blocks,
+/// 64 KB per SM per batch) should land the same ~20-22 us. Both <= 1.1x the copy figure; the older best
+/// variants stay in the space if the prediction is wrong.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -79,6 +108,9 @@ struct ReduceKnobs {
   int block = 256;  ///< threads per block
   int splits = 1;   ///< mode 2: chunks per row; modes 3-4: chunks of r over blockIdx.y (second pass when > 1)
   int ty = 1;       ///< mode 3: threads per column within a block; mode 4: vectors of columns per thread (CPT)
+  int unr = 0;      ///< mode 4: 0, or U rows of loads per batch with the next batch loaded before this one is
+                    ///< pushed, and splits > 1 merged by the last block of a tile in the same launch
+                    ///< (Note [Column tiles in flight])
 };
 
 /// Parses a call into a shape, or declines it with Unsupported (Note [Reductions]).
@@ -86,6 +118,13 @@ Result<ReduceShape> parse_reduction(const Problem& p);
 
 /// Vectors per chunk of a row in mode 2; reduced elements per chunk in mode 3.
 int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k);
+
+/// Mode 4: column tiles (blocks along x) of TILE = 32 * CPT * VEC outputs.
+int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k);
+
+/// Mode 4 with unr > 0 and splits > 1 (one launch): bytes of the per-tile arrival counters at the start of the
+/// workspace (a multiple of 16, so the partials behind them stay aligned for any acc_t).
+int64_t counter_bytes(const ReduceShape& s, const ReduceKnobs& k);
 
 /// CUDA source of one variant: extern "C" cudal1_reduce(x, values, indices, workspace, phase).
 KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k);

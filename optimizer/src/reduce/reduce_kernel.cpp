@@ -78,13 +78,19 @@ class ReduceKernel final : public BoundKernel {
       if (reinterpret_cast<uintptr_t>(xp) % align_) return Status(Code::kUnsupported, "input not aligned for the vector width");
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
       const int64_t o = s_.outputs;
-      const bool second = k_.mode == 2 || (k_.mode >= 3 && k_.splits > 1);
+      // Mode 4 with unr merges its splits in the same launch behind counters zeroed here (Note [Column tiles in
+      // flight]); the other split modes run a second pass.
+      const int64_t counters = counter_bytes(s_, k_);
+      const bool second = counters == 0 && (k_.mode == 2 || (k_.mode >= 3 && k_.splits > 1));
       at::Tensor ws;
       void* wsp = nullptr;
-      if (second) {
-        ws = at::empty({o * k_.splits * kAccBytes}, x.options().dtype(at::kByte));
+      if (second || counters > 0) {
+        ws = at::empty({counters + o * k_.splits * kAccBytes}, x.options().dtype(at::kByte));
         wsp = ws.data_ptr();
       }
+      if (counters > 0)
+        CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp), 0,
+                                            static_cast<size_t>(counters / 4), stream));
       for (int phase = 0; phase < (second ? 2 : 1); ++phase) {  // phase 1: the second pass
         unsigned gx = 1, gy = 1;
         switch (k_.mode) {
@@ -93,8 +99,7 @@ class ReduceKernel final : public BoundKernel {
           case 2: gx = grid_dim(phase == 0 ? o * k_.splits : o); break;
           case 4:
             if (phase == 0) {
-              const int64_t tile = 32 * k_.ty;  // vectors of columns per block
-              gx = grid_dim((o / k_.vec + tile - 1) / tile);
+              gx = grid_dim(tile_count(s_, k_));
               gy = static_cast<unsigned>(k_.splits);
             } else {
               gx = grid_dim((o + k_.block - 1) / k_.block);
