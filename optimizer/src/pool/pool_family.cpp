@@ -239,7 +239,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 4; }
+  int version() const override { return 5; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }
