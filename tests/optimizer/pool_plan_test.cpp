@@ -207,6 +207,26 @@ TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {
   EXPECT_TRUE(tiled(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
 }
 
+TEST(PoolPlan, AvgDivisorIsACompileTimeConstantWhereEveryWindowHasTheSameOne) {
+  // Note [Pooling exact division]: CONST_DIV is ATen's divisor where it is the same for every window, else 0;
+  // INNER_DIV the divisor of a window wholly in the image.
+  using Divs = std::pair<int64_t, int64_t>;
+  const std::vector<int64_t> s = {2, 4, 16, 16};
+  auto divs = [&](const Problem& p) {
+    const auto code = source(p);
+    return std::make_pair(macro(code, "CONST_DIV"), macro(code, "INNER_DIV"));
+  };
+  EXPECT_EQ(divs(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)), Divs(9, 9));
+  EXPECT_EQ(divs(avg_pool_problem(at::kHalf, s, {}, {3, 2}, {1, 1}, {1, 1}, false, false)), Divs(0, 6))
+      << "count_include_pad=False: the border windows count fewer cells";
+  EXPECT_EQ(divs(avg_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, false, true, -2)), Divs(-2, -2));
+  // Ceil mode: 16 wide, k2 s3 -> 6 windows, the last one at 15 overhangs the image (no padding): 0.
+  EXPECT_EQ(divs(avg_pool_problem(at::kFloat, s, {}, {2, 2}, {3, 3}, {0, 0}, true, true)).first, 0);
+  // ... while 16 wide, k2 s2 in ceil mode gives exactly 8 windows, none overhanging.
+  EXPECT_EQ(divs(avg_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {0, 0}, true, true)).first, 4);
+  EXPECT_EQ(divs(max_pool_problem(at::kFloat, s, {}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false)).first, 0);
+}
+
 TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
   // (vec, seg) pairs of the slide variants, each offered at every block size; the macros of each source.
   auto slides = [&](const Problem& p) {
