@@ -94,18 +94,24 @@ __device__ __forceinline__ int avg_divisor(int hs, int ws, bool* empty) {
 // q[e] = s[e] / d rounded to nearest (ATen's sum / divisor) from y = RN(1 / d), without the IEEE division
 // sequence (Note [Pooling exact division]): one Markstein correction each; when a sum is too small or large
 // (0, NaN and Inf included) all NV take the division itself (one rarely taken branch per NV outputs).
+// q may be s (the sums are copied first).
 template <int NV>
 __device__ __forceinline__ void div_rn(float* q, const float* s, float d, float y) {
+  float a[NV];
   bool fast = true;
 #pragma unroll
   for (int e = 0; e < NV; ++e) {
-    const float m = __fmul_rn(s[e], y);
-    q[e] = fmaf(fmaf(-m, d, s[e]), y, m);
-    fast &= fabsf(s[e]) > 8.67361738e-19f /* 2^-60 */ && fabsf(s[e]) < 1.26765060e+30f /* 2^100 */;
+    a[e] = s[e];
+    fast &= fabsf(a[e]) > 8.67361738e-19f /* 2^-60 */ && fabsf(a[e]) < 1.26765060e+30f /* 2^100 */;
+  }
+#pragma unroll
+  for (int e = 0; e < NV; ++e) {
+    const float m = __fmul_rn(a[e], y);
+    q[e] = fmaf(fmaf(-m, d, a[e]), y, m);
   }
   if (!fast) {
 #pragma unroll
-    for (int e = 0; e < NV; ++e) q[e] = s[e] / d;
+    for (int e = 0; e < NV; ++e) q[e] = a[e] / d;
   }
 }
 // ATen's average of the window at (hs, ws) with in-image sum s: the signature's constant divisor (CONST_DIV,
@@ -155,8 +161,12 @@ __device__ __forceinline__ unsigned pack2(float a, float b) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
 #endif
   return r;
-#else
+#elif STORAGE_BITS == 16
   return (unsigned)to_storage(a) | ((unsigned)to_storage(b) << 16);
+#else
+  (void)a;
+  (void)b;
+  return 0u;  // fp32: store_vec never packs
 #endif
 }
 // Loads NV elements at p (aligned to NV elements) as one vector, as floats (16-bit pairs unpacked by word).
