@@ -49,6 +49,7 @@ int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
     const SlideGeometry g = slide_geometry(s, k);
     return s.n * s.c * g.segments * g.chunks;
   }
+  if (k.cpx > 1) return s.n * s.oh * ((s.ow + k.cpx - 1) / k.cpx) * (s.c / k.opw);
   if (s.channels_last) return s.n * s.oh * s.ow * (s.c / k.opw);
   const int64_t th = (s.oh + k.oph - 1) / k.oph, tw = (s.ow + k.opw - 1) / k.opw;
   if (k.smem) {
@@ -169,17 +170,18 @@ __device__ __forceinline__ unsigned pack2(float a, float b) {
   return 0u;  // fp32: store_vec never packs
 #endif
 }
-// Loads NV elements at p (aligned to NV elements) as one vector, as floats (16-bit pairs unpacked by word).
+// Loads NV elements at p (aligned to NV elements) as one vector, as floats (16-bit pairs unpacked by word);
+// where ok is false nothing is read and every value is +0.
 template <int NV>
-__device__ __forceinline__ void load_vec(const storage_t* __restrict__ p, float* v) {
+__device__ __forceinline__ void load_vec(const storage_t* __restrict__ p, float* v, bool ok = true) {
   if constexpr (STORAGE_BITS == 16 && NV >= 2) {
-    struct __align__(NV * 2) w_t { unsigned x[NV / 2]; };
-    const w_t w = *reinterpret_cast<const w_t*>(p);
+    struct __align__(NV * 2) w_t { unsigned x[NV / 2]; } w = {};
+    if (ok) w = *reinterpret_cast<const w_t*>(p);
 #pragma unroll
     for (int e = 0; e < NV / 2; ++e) unpack2(w.x[e], v[2 * e], v[2 * e + 1]);
   } else {
-    struct __align__(NV * sizeof(storage_t)) sv_t { storage_t x[NV]; };
-    const sv_t o = *reinterpret_cast<const sv_t*>(p);
+    struct __align__(NV * sizeof(storage_t)) sv_t { storage_t x[NV]; } o = {};
+    if (ok) o = *reinterpret_cast<const sv_t*>(p);
 #pragma unroll
     for (int e = 0; e < NV; ++e) v[e] = to_float(o.x[e]);
   }
@@ -221,7 +223,7 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
-    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << "\n";
+    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << " cpx=" << kn.cpx << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
@@ -378,11 +380,72 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 )";
 }
 
+/// Channels-last avg, stride-1 columns (knob cpx, Note [Pooling exact division]): a thread takes OPW channels of
+/// CPX adjacent output pixels of one row; it loads each of the KH x (CPX + KW - 1) input pixels once (a 16-byte vector, unpacked once) and adds it to the outputs whose window
+/// holds it: per output the additions run in ATen's order (rows outer, columns inner), as column j reaches
+/// output p at window column j - p. Pixels outside the image read +0 (one test per input pixel, not per cell).
+constexpr const char* kChannelsLastRuns = R"(#define OWR ((OW + CPX - 1) / CPX)
+extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (t >= THREADS) return;
+  const int c0 = (int)(t % CG) * OPW;
+  const index_t run = t / CG;  // run of CPX pixels: (n, oh, ow0)
+  const int ow0 = (int)(run % OWR) * CPX;
+  const int oh = (int)((run / OWR) % OH);
+  const index_t n = run / ((index_t)OWR * OH);
+  const storage_t* __restrict__ x = in + n * SN + c0 * SC;
+  storage_t* __restrict__ y = out + ((n * OH + oh) * OW + ow0) * C + c0;
+  const int hs = oh * DH - PH, ws0 = ow0 - PW;  // DW is 1
+  float acc[CPX][OPW];
+#pragma unroll
+  for (int p = 0; p < CPX; ++p)
+#pragma unroll
+    for (int e = 0; e < OPW; ++e) acc[p][e] = 0.f;
+  // Cells outside the image read +0, which adds nothing (Note [Pooling exact division], "zero fill").
+#pragma unroll
+  for (int i = 0; i < KH; ++i) {
+    const bool rok = (unsigned)(hs + i) < (unsigned)H;
+#pragma unroll
+    for (int j = 0; j < CPX + KW - 1; ++j) {
+      float v[OPW];
+      load_vec<OPW>(x + (index_t)(hs + i) * SH + (index_t)(ws0 + j) * SW, v, rok && (unsigned)(ws0 + j) < (unsigned)W);
+#pragma unroll
+      for (int p = 0; p < CPX; ++p)
+        if (j - p >= 0 && j - p < KW) {
+#pragma unroll
+          for (int e = 0; e < OPW; ++e) acc[p][e] += v[e];
+        }
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < CPX; ++p) {
+    if (ow0 + p >= OW) break;
+    const int ws = ws0 + p;
+    if (CONST_DIV) {
+      div_rn<OPW>(acc[p], acc[p], (float)CONST_DIV, 1.f / (float)CONST_DIV);
+    } else if (hs >= 0 && hs + KH <= H && ws >= 0 && ws + KW <= W) {
+      div_rn<OPW>(acc[p], acc[p], (float)INNER_DIV, 1.f / (float)INNER_DIV);
+    } else {
+      bool empty;
+      const int div = avg_divisor(hs, ws, &empty);
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) acc[p][e] = empty ? 0.f : acc[p][e] / div;
+    }
+    store_vec<OPW>(y + p * C, acc[p]);
+  }
+}
+)";
+
 /// Channels-last output: OPW adjacent channels of one output pixel per thread, one (vector) load per window
 /// element.
 void emit_channels_last(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
   k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n#define PX " << kn.px
     << "\n";
+  if (kn.cpx > 1) {
+    k << "#define CPX " << kn.cpx << "\n" << kChannelsLastRuns;
+    return;
+  }
   if (kn.px) {
     const PixelTile g = pixel_tile(s, kn);
     k << "#define SG " << g.sg << "\n#define PY " << g.py << "\n#define BTW ((OW + PX - 1) / PX)\n"

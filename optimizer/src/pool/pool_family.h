@@ -19,7 +19,8 @@
 /// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
 /// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
 /// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
-/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]). Declines: other dtypes, empty tensors,
+/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last avg with stride-1
+/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]). Declines: other dtypes, empty tensors,
 /// arguments ATen rejects (it raises the error then), adaptive pooling of channels-last inputs, sizes needing
 /// 64-bit indices.
 ///
@@ -154,19 +155,27 @@
 ///   multiple of both rings, so no ring is moved (max keeps PFD 4, unroll KH, as measured).
 /// - Channels-last: a pixel whose window lies in the image sums its KH x KW vector loads without tests and
 ///   divides by INNER_DIV (ATen's divisor for such a window whatever count_include_pad says).
+/// - Channels-last runs (knob cpx = 2 or 4; avg, column stride 1, a window wider than one column, 16-byte channel
+///   vectors): a thread takes OPW channels of CPX adjacent output pixels of a row and loads and unpacks each of
+///   the KH x (CPX + KW - 1) input pixels once (k3, cpx 4: 18 vector loads and unpacks for 4 outputs instead of
+///   36), adding it to every output whose window holds it; for output p, column j is window column j - p, and
+///   the loops run rows outer, columns inner, so each output's additions are in ATen's order. Pixels outside the
+///   image are loaded as +0 (one test per input pixel; borders cost only their per-window divisor). The runs are
+///   a stratum of their own, so the tuner's first trials reach them; the fuzz draws a class for them.
 /// Instructions (sm_90 cubin .text growth per unrolled iteration, nvcc 12 -O3, slow-path division stubbed out):
 /// slide8 f16 k3 s1 p1 ~179 per row of 8 outputs (~22 per output: 9 FADD, 3 for the division, 2 guard
 /// compares, ~1 unpack, ~0.5 pack, the rest shared by the row) against ~45 before (the old loop: ~363 per row,
 /// with 8 scalar stores, 60 16-bit ring moves and div.rn per output); the opw4.oph4 tile's whole kernel 1104 ->
 /// 824 instructions for 16 outputs (its 140 selects gone, 16 scalar stores -> 4 vector stores); channels-last
-/// opw8 ~31 per output (was ~65). Predictions (time = max(floor, instructions / 0.93 T warp-instructions/s)):
+/// opw8 ~31 per output (was ~65), cpx 4 ~25, cpx 2 ~30 (whole kernel on the fast path / 8 CPX outputs). Predictions (time = max(floor, instructions / 0.93 T warp-instructions/s)):
 /// avg_pool2d f16 [64,128,112,112] k3 s1 p1: slide8 22 x 3.2M warp-outputs = 71M -> 76 us of issue under the 98 us
 /// floor: ~110-120 us (1.1-1.25x; was 224 us); the 4x4 tile ~150 us. avg_pool2d bf16 channels-last
-/// [64,512,28,28] k3 s1 p1: 31 x 0.8M = 25M -> 27 us against the 24.5 us floor: ~30-33 us (was 54). The old slide
+/// [64,512,28,28] k3 s1 p1: opw8 31 x 0.8M = 25M -> 27 us against the 24.5 us floor: ~30-33 us (was 54); cpx 4
+/// (28 = 7 runs of 4) 25 x 0.8M -> 22 us of issue, under the floor: ~27-30 us (1.1-1.2x). The old slide
 /// variants' 253-434 us: the scalar 2-byte stores (8 store instructions per 8 outputs, each a partial-sector
 /// write, ~8x the L2 write transactions) on top of ~45 instructions per output.
 /// Not done: adaptive_avg_pool2d (its two divisions by window extents are left as ATen's), a channels-last walk
-/// down H.
+/// down H (the runs share columns along W instead), channels-last max.
 #pragma once
 
 #include <memory>
@@ -204,6 +213,7 @@ struct PoolKnobs {
   int px = 0;     ///< channels-last: 0 channel-fastest order, else blocks of PY x px output pixels (Note below)
   int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
   int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
+  int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread (Note [Pooling exact division])
 };
 
 /// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing
