@@ -93,8 +93,9 @@ __device__ __forceinline__ int avg_divisor(int hs, int ws, bool* empty) {
   return DIVISOR ? DIVISOR : (COUNT_PAD ? pool_size : (he - hs) * (we - ws));
 }
 // q[e] = s[e] / d rounded to nearest (ATen's sum / divisor) from y = RN(1 / d), without the IEEE division
-// sequence (Note [Pooling exact division]): one Markstein correction each; when a sum is too small or large
-// (0, NaN and Inf included) all NV take the division itself (one rarely taken branch per NV outputs).
+// sequence (Note [Pooling exact division]): one Markstein correction each (a sum of +0 gives +0 or -0 as s / d
+// does); when a sum is too small or large (NaN and Inf included) all NV take the division itself (one rarely
+// taken branch per NV outputs).
 // q may be s (the sums are copied first).
 template <int NV>
 __device__ __forceinline__ void div_rn(float* q, const float* s, float d, float y) {
@@ -103,7 +104,7 @@ __device__ __forceinline__ void div_rn(float* q, const float* s, float d, float 
 #pragma unroll
   for (int e = 0; e < NV; ++e) {
     a[e] = s[e];
-    fast &= fabsf(a[e]) > 8.67361738e-19f /* 2^-60 */ && fabsf(a[e]) < 1.26765060e+30f /* 2^100 */;
+    fast &= (fabsf(a[e]) > 8.67361738e-19f /* 2^-60 */ || a[e] == 0.f) && fabsf(a[e]) < 1.26765060e+30f /* 2^100 */;
   }
 #pragma unroll
   for (int e = 0; e < NV; ++e) {

@@ -137,8 +137,10 @@
 ///   count_include_pad where the last window does not overhang the padded image; else INNER_DIV for windows
 ///   wholly in the image), q0 = RN(s*y), r = fma(-q0, d, s), q = fma(r, y, q0) is RN(s/d) (Markstein: y within
 ///   half an ulp of 1/d, q0 within an ulp of s/d, so r is exact and the correction rounds correctly), provided
-///   nothing underflows or overflows: 2^-60 < |s| < 2^100 and 1 <= |d| < 2^31 keep q, r and r*y normal. Any
-///   other sum (0, NaN, Inf, tiny, huge) takes s / d itself (one rarely taken branch per thread's outputs).
+///   nothing underflows or overflows: 2^-60 < |s| < 2^100 and 1 <= |d| < 2^31 keep q, r and r*y normal. A sum
+///   of 0 (always +0: see zero fill) also stays: q0 = +0 * y, r = +0, q = ±0 with the sign of d, as +0 / d.
+///   Any other sum (NaN, Inf, tiny, huge) takes s / d itself (one rarely taken branch per thread's outputs;
+///   all-zero windows, common after a ReLU, do not take it).
 ///   Checked on the CPU with fmaf: all 2^23 significands of s against d = 1..300, and 100 random d up to 2^30
 ///   on every 7th significand: 2.6e9 quotients, 0 differences (the GPU fuzz compares within a tolerance and
 ///   would not see a last-bit error, so this argument is what holds it). Windows are never empty for the
@@ -162,16 +164,18 @@
 ///   the loops run rows outer, columns inner, so each output's additions are in ATen's order. Pixels outside the
 ///   image are loaded as +0 (one test per input pixel; borders cost only their per-window divisor). The runs are
 ///   a stratum of their own, so the tuner's first trials reach them; the fuzz draws a class for them.
-/// Instructions (sm_90 cubin .text growth per unrolled iteration, nvcc 12 -O3, slow-path division stubbed out):
-/// slide8 f16 k3 s1 p1 ~179 per row of 8 outputs (~22 per output: 9 FADD, 3 for the division, 2 guard
+/// Instructions (sm_90 cubin .text, nvcc 12 -O3, the rare division path stubbed out; no disassembler here, so
+/// counted as the .text growth per unrolled loop iteration, or as the whole kernel on its fast path):
+/// slide8 f16 k3 s1 p1 ~187 per row of 8 outputs (~23 per output: 9 FADD, 3 for the division, 3 guard
 /// compares, ~1 unpack, ~0.5 pack, the rest shared by the row) against ~45 before (the old loop: ~363 per row,
 /// with 8 scalar stores, 60 16-bit ring moves and div.rn per output); the opw4.oph4 tile's whole kernel 1104 ->
 /// 824 instructions for 16 outputs (its 140 selects gone, 16 scalar stores -> 4 vector stores); channels-last
-/// opw8 ~31 per output (was ~65), cpx 4 ~25, cpx 2 ~30 (whole kernel on the fast path / 8 CPX outputs). Predictions (time = max(floor, instructions / 0.93 T warp-instructions/s)):
-/// avg_pool2d f16 [64,128,112,112] k3 s1 p1: slide8 22 x 3.2M warp-outputs = 71M -> 76 us of issue under the 98 us
-/// floor: ~110-120 us (1.1-1.25x; was 224 us); the 4x4 tile ~150 us. avg_pool2d bf16 channels-last
-/// [64,512,28,28] k3 s1 p1: opw8 31 x 0.8M = 25M -> 27 us against the 24.5 us floor: ~30-33 us (was 54); cpx 4
-/// (28 = 7 runs of 4) 25 x 0.8M -> 22 us of issue, under the floor: ~27-30 us (1.1-1.2x). The old slide
+/// opw8 ~36 per output (whole kernel / 8; was ~65), cpx 4 ~27, cpx 2 ~30. Predictions (time = max(floor,
+/// instructions / 0.93 T warp-instructions/s), plus ~10-20% where the two are close):
+/// avg_pool2d f16 [64,128,112,112] k3 s1 p1: slide8 23 x 3.2M warp-outputs = 75M -> 81 us of issue under the 98
+/// us floor: ~110-120 us (1.1-1.25x; was 224 us); the 4x4 tile (~51 a output) ~175 us. avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1: opw8 36 x 0.8M = 29M -> 31 us against the 24.5 us floor: ~33-36 us (was 54); cpx 4
+/// (28 = 7 runs of 4) 27 x 0.8M -> 23 us of issue: ~27-31 us (1.1-1.25x). The old slide
 /// variants' 253-434 us: the scalar 2-byte stores (8 store instructions per 8 outputs, each a partial-sector
 /// write, ~8x the L2 write transactions) on top of ~45 instructions per output.
 /// Not done: adaptive_avg_pool2d (its two divisions by window extents are left as ATen's), a channels-last walk
