@@ -259,6 +259,9 @@ bool slide_fits(const PoolShape& s, int vec);
 /// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
 std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
+/// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).
+std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
 /// Input elements (rows x cols) a tile of `k` reads in NCHW form.
 int64_t patch_rows(const PoolShape& s, const PoolKnobs& k);
 int64_t patch_cols(const PoolShape& s, const PoolKnobs& k);
