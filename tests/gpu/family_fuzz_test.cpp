@@ -234,11 +234,27 @@ Problem pool_sliding(Rng& rng, int sm) {
   }
 }
 
+/// Pooling, the channels-last runs class (Note [Pooling exact division]): dense channels-last avg_pool2d with
+/// column stride 1, channels a multiple of 8 (16-byte vectors), images from one pixel to wider than a run.
+Problem pool_channels_last_runs(Rng& rng, int sm) {
+  const c10::ScalarType dt = draw_dtype(rng);
+  const std::vector<int64_t> sizes = {pick(rng, {1, 2, 3}), pick(rng, {8, 16, 24, 64}), pick(rng, {1, 2, 3, 5, 7, 13, 28}),
+                                      pick(rng, {1, 2, 3, 4, 5, 7, 8, 13, 28, 31})};
+  const std::vector<int64_t> k = {pick(rng, {1, 2, 3, 3, 5}), pick(rng, {2, 3, 3, 4, 5})};
+  const std::vector<int64_t> stride = {pick(rng, {1, 1, 2}), 1};
+  const std::vector<int64_t> pad = {std::min<int64_t>(pick(rng, {0, 1, 1, 2}), k[0] / 2),
+                                    std::min<int64_t>(pick(rng, {0, 1, 1, 2}), k[1] / 2)};
+  const c10::IValue divisor = rng() % 4 == 0 ? c10::IValue(pick(rng, {1, 3, 9, -2})) : c10::IValue();
+  return testing::avg_pool_problem(dt, sizes, testing::channels_last(sizes), k, stride, pad, rng() % 2, rng() % 2,
+                                   divisor, sm);
+}
+
 /// Pooling: every op, ranks 3-4 (2 and 5 sometimes, to be declined), NCHW, channels-last or random layouts,
 /// windows with padding, stride, dilation and ceil mode (sometimes invalid ones ATen rejects), every dtype;
-/// half the draws from the sliding-window class.
+/// half the draws from the sliding-window class, an eighth from the channels-last runs class.
 Problem pool(Rng& rng, int sm) {
   if (rng() % 2) return pool_sliding(rng, sm);
+  if (rng() % 4 == 0) return pool_channels_last_runs(rng, sm);
   const c10::ScalarType dt = draw_dtype(rng);
   const int rank = rng() % 10 == 0 ? static_cast<int>(pick(rng, {2, 5})) : static_cast<int>(pick(rng, {3, 4, 4}));
   std::vector<int64_t> sizes;
@@ -434,8 +450,9 @@ void layout_missing_strides(Rng& rng, Problem* p) {
 /// index arithmetic and cluster exchange the small fuzz shapes would otherwise reach too rarely.
 bool softmax_cluster_variant(const optimizer::Variant& v) { return v.get("cluster", 0) > 0; }
 
-/// Pool variants the fuzz favours: the sliding windows (Note [Pooling slide]), a small part of large spaces.
-bool pool_slide_variant(const optimizer::Variant& v) { return v.get("slide", 0) > 0; }
+/// Pool variants the fuzz favours: the sliding windows (Note [Pooling slide]) and the channels-last runs (Note
+/// [Pooling exact division]), small parts of large spaces.
+bool pool_slide_variant(const optimizer::Variant& v) { return v.get("slide", 0) > 0 || v.get("cpx", 1) > 1; }
 
 /// Reduce variants the fuzz favours: the pipelined column tiles and their one-launch merge (Note [Column tiles
 /// in flight]), which the large column spaces would otherwise leave rare; rows not a multiple of the batch, empty

@@ -214,8 +214,15 @@ TEST_P(CompileVariants, EveryPoolVariant) {
       f, {testing::avg_pool_problem(at::kHalf, {2, 8, 13, 24}, {}, {3, 3}, {1, 1}, {1, 1}, false, false, c10::IValue(), sm),
           testing::max_pool_problem(at::kBFloat16, {2, 3, 9, 16}, {}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false, true, sm),
           testing::avg_pool_problem(at::kFloat, {3, 20, 12}, {}, {5, 5}, {1, 1}, {2, 2}, true, true, 7, sm)});
+  // The channels-last runs (Note [Pooling exact division]): bf16 count_include_pad=False, fp32 with a divisor.
+  for (auto& w : plan_all(f, {testing::avg_pool_problem(at::kBFloat16, {2, 64, 9, 13}, testing::channels_last({2, 64, 9, 13}),
+                                                       {3, 3}, {1, 1}, {1, 1}, false, false, c10::IValue(), sm),
+                              testing::avg_pool_problem(at::kFloat, {2, 8, 7, 6}, testing::channels_last({2, 8, 7, 6}),
+                                                       {2, 3}, {2, 1}, {1, 1}, true, true, 5, sm)}))
+    slides.push_back(std::move(w));
   for (auto& [plan, vs] : slides) {
-    vs.erase(std::remove_if(vs.begin(), vs.end(), [](const Variant& v) { return v.get("slide") == 0; }), vs.end());
+    vs.erase(std::remove_if(vs.begin(), vs.end(), [](const Variant& v) { return v.get("slide") == 0 && v.get("cpx", 1) == 1; }),
+             vs.end());
     EXPECT_FALSE(vs.empty());
     work.emplace_back(std::move(plan), std::move(vs));
   }

@@ -207,6 +207,65 @@ TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {
   EXPECT_TRUE(tiled(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
 }
 
+TEST(PoolPlan, AvgDivisorIsACompileTimeConstantWhereEveryWindowHasTheSameOne) {
+  // Note [Pooling exact division]: CONST_DIV is ATen's divisor where it is the same for every window, else 0;
+  // INNER_DIV the divisor of a window wholly in the image.
+  using Divs = std::pair<int64_t, int64_t>;
+  const std::vector<int64_t> s = {2, 4, 16, 16};
+  auto divs = [&](const Problem& p) {
+    const auto code = source(p);
+    return std::make_pair(macro(code, "CONST_DIV"), macro(code, "INNER_DIV"));
+  };
+  EXPECT_EQ(divs(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)), Divs(9, 9));
+  EXPECT_EQ(divs(avg_pool_problem(at::kHalf, s, {}, {3, 2}, {1, 1}, {1, 1}, false, false)), Divs(0, 6))
+      << "count_include_pad=False: the border windows count fewer cells";
+  EXPECT_EQ(divs(avg_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, false, true, -2)), Divs(-2, -2));
+  // Ceil mode: 16 wide, k2 s3 -> 6 windows, the last one at 15 overhangs the image (no padding): 0.
+  EXPECT_EQ(divs(avg_pool_problem(at::kFloat, s, {}, {2, 2}, {3, 3}, {0, 0}, true, true)).first, 0);
+  // ... while 16 wide, k2 s2 in ceil mode gives exactly 8 windows, none overhanging.
+  EXPECT_EQ(divs(avg_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {0, 0}, true, true)).first, 4);
+  EXPECT_EQ(divs(max_pool_problem(at::kFloat, s, {}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false)).first, 0);
+}
+
+TEST(PoolPlan, ChannelsLastRunsForAvgWithStrideOneColumnsAndWholeVectors) {
+  auto runs = [&](const Problem& p) {
+    std::multiset<std::pair<int, int>> out;  // (cpx, opw)
+    auto plan = family().plan(p);
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    if (!plan.ok()) return out;
+    for (const auto& v : plan.value()->space()) {
+      if (v.get("cpx", 1) == 1) continue;
+      out.insert({v.get("cpx"), v.get("opw")});
+      EXPECT_EQ(plan.value()->stratum(v), 11) << v.id();
+      auto src = plan.value()->source(v);
+      EXPECT_TRUE(src.ok()) << v.id();
+      if (!src.ok()) continue;
+      EXPECT_TRUE(has(src->code, "#define CPX " + std::to_string(v.get("cpx")))) << v.id();
+      EXPECT_EQ(macro(src->code, "THREADS"), macro(src->code, "N") * macro(src->code, "OH") *
+                                                  ((macro(src->code, "OW") + v.get("cpx") - 1) / v.get("cpx")) *
+                                                  (macro(src->code, "C") / v.get("opw")))
+          << v.id();
+    }
+    return out;
+  };
+  const std::vector<int64_t> s = {2, 512, 28, 28};
+  // bf16 [.., 28, 28] k3 s1 p1 (the bench row): 16-byte vectors of 8 channels, runs of 2 and 4, three blocks each.
+  const auto bf16 = runs(avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false));
+  EXPECT_EQ(bf16.size(), 6u);
+  EXPECT_EQ(bf16.count({4, 8}), 3u);
+  EXPECT_EQ(bf16.count({2, 8}), 3u);
+  // fp32: 4 channels a vector; rows may be strided (stride 2 down H).
+  for (const auto& x : runs(avg_pool_problem(at::kFloat, s, channels_last(s), {3, 3}, {2, 1}, {1, 1}, true, true)))
+    EXPECT_EQ(x.second, 4);
+  // None: max, NCHW, column stride 2, a one-column window, channels that take no 16-byte vector.
+  EXPECT_TRUE(runs(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false)).empty());
+  EXPECT_TRUE(runs(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
+  EXPECT_TRUE(runs(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 2}, {1, 1}, false, true)).empty());
+  EXPECT_TRUE(runs(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 1}, {1, 1}, {1, 0}, false, true)).empty());
+  const std::vector<int64_t> odd = {2, 12, 8, 8};
+  EXPECT_TRUE(runs(avg_pool_problem(at::kHalf, odd, channels_last(odd), {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
+}
+
 TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
   // (vec, seg) pairs of the slide variants, each offered at every block size; the macros of each source.
   auto slides = [&](const Problem& p) {

@@ -49,6 +49,7 @@ int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
     const SlideGeometry g = slide_geometry(s, k);
     return s.n * s.c * g.segments * g.chunks;
   }
+  if (k.cpx > 1) return s.n * s.oh * ((s.ow + k.cpx - 1) / k.cpx) * (s.c / k.opw);
   if (s.channels_last) return s.n * s.oh * s.ow * (s.c / k.opw);
   const int64_t th = (s.oh + k.oph - 1) / k.oph, tw = (s.ow + k.opw - 1) / k.opw;
   if (k.smem) {
@@ -91,32 +92,147 @@ __device__ __forceinline__ int avg_divisor(int hs, int ws, bool* empty) {
   *empty = hs >= he || ws >= we;
   return DIVISOR ? DIVISOR : (COUNT_PAD ? pool_size : (he - hs) * (we - ws));
 }
+// q[e] = s[e] / d rounded to nearest (ATen's sum / divisor) from y = RN(1 / d), without the IEEE division
+// sequence (Note [Pooling exact division]): one Markstein correction each (a sum of +0 gives +0 or -0 as s / d
+// does); when a sum is too small or large (NaN and Inf included) all NV take the division itself (one rarely
+// taken branch per NV outputs).
+// q may be s (the sums are copied first).
+template <int NV>
+__device__ __forceinline__ void div_rn(float* q, const float* s, float d, float y) {
+  float a[NV];
+  bool fast = true;
+#pragma unroll
+  for (int e = 0; e < NV; ++e) {
+    a[e] = s[e];
+    fast &= (fabsf(a[e]) > 8.67361738e-19f /* 2^-60 */ || a[e] == 0.f) && fabsf(a[e]) < 1.26765060e+30f /* 2^100 */;
+  }
+#pragma unroll
+  for (int e = 0; e < NV; ++e) {
+    const float m = __fmul_rn(a[e], y);
+    q[e] = fmaf(fmaf(-m, d, a[e]), y, m);
+  }
+  if (!fast) {
+#pragma unroll
+    for (int e = 0; e < NV; ++e) q[e] = a[e] / d;
+  }
+}
+// ATen's average of the window at (hs, ws) with in-image sum s: the signature's constant divisor (CONST_DIV,
+// 0 where it varies), else the interior windows' (INNER_DIV: every cell in the image), else per window.
+__device__ __forceinline__ float avg_result(float s, int hs, int ws) {
+  float q;
+  if (CONST_DIV) {
+    div_rn<1>(&q, &s, (float)CONST_DIV, 1.f / (float)CONST_DIV);
+  } else if (hs >= 0 && ws >= 0 && hs + KH <= H && ws + KW <= W) {
+    div_rn<1>(&q, &s, (float)INNER_DIV, 1.f / (float)INNER_DIV);
+  } else {
+    bool empty;
+    const int div = avg_divisor(hs, ws, &empty);
+    q = empty ? 0.f : s / div;
+  }
+  return q;
+}
 // fp32 sum of the in-image part in scan order over ATen's divisor; 0 for a window wholly in the padding.
-template <class Get, class Ok>
+// ZERO_FILL: cells outside the image read +0, and adding +0 equals skipping the cell (the sum starts at +0
+// and is never -0), so no test is needed.
+template <bool ZERO_FILL, class Get, class Ok>
 __device__ __forceinline__ float avg_window(int hs, int ws, Get get, Ok ok) {
   float s = 0.f;
 #pragma unroll WU
   for (int ij = 0; ij < KH * KW; ++ij) {
     const int i = ij / KW, j = ij % KW;
-    if (ok(i, j)) s += get(i, j);
+    if (ZERO_FILL || ok(i, j)) s += get(i, j);
   }
-  bool empty;
-  const int div = avg_divisor(hs, ws, &empty);
-  return empty ? 0.f : s / div;
+  return avg_result(s, hs, ws);
+}
+// The two 16-bit elements of w (a at the lower address) as floats.
+__device__ __forceinline__ void unpack2(unsigned w, float& a, float& b) {
+#if STORAGE_BF16
+  a = __uint_as_float(w << 16);
+  b = __uint_as_float(w & 0xffff0000u);
+#else
+  asm("{.reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi;\n}" : "=f"(a), "=f"(b) : "r"(w));
+#endif
+}
+// Packs a and b (a at the lower address) into the storage of two 16-bit elements, rounded to nearest even.
+__device__ __forceinline__ unsigned pack2(float a, float b) {
+#if STORAGE_BITS == 16 && __CUDA_ARCH__ >= 800
+  unsigned r;
+#if STORAGE_BF16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+#endif
+  return r;
+#elif STORAGE_BITS == 16
+  return (unsigned)to_storage(a) | ((unsigned)to_storage(b) << 16);
+#else
+  (void)a;
+  (void)b;
+  return 0u;  // fp32: store_vec never packs
+#endif
+}
+// Loads NV elements at p (aligned to NV elements) as one vector, as floats (16-bit pairs unpacked by word);
+// where ok is false nothing is read and every value is +0.
+template <int NV>
+__device__ __forceinline__ void load_vec(const storage_t* __restrict__ p, float* v, bool ok = true) {
+  if constexpr (STORAGE_BITS == 16 && NV >= 2) {
+    struct __align__(NV * 2) w_t { unsigned x[NV / 2]; } w = {};
+    if (ok) w = *reinterpret_cast<const w_t*>(p);
+#pragma unroll
+    for (int e = 0; e < NV / 2; ++e) unpack2(w.x[e], v[2 * e], v[2 * e + 1]);
+  } else {
+    struct __align__(NV * sizeof(storage_t)) sv_t { storage_t x[NV]; } o = {};
+    if (ok) o = *reinterpret_cast<const sv_t*>(p);
+#pragma unroll
+    for (int e = 0; e < NV; ++e) v[e] = to_float(o.x[e]);
+  }
+}
+// Stores NV converted values at p (aligned to NV elements) as one vector: NVVM splits a struct of 16-bit
+// elements built from conversions into scalar 2-byte stores, so 16-bit values are packed in pairs first.
+template <int NV>
+__device__ __forceinline__ void store_vec(storage_t* __restrict__ p, const float* v) {
+  if constexpr (STORAGE_BITS == 16 && NV >= 2) {
+    unsigned w[NV / 2];
+#pragma unroll
+    for (int e = 0; e < NV / 2; ++e) w[e] = pack2(v[2 * e], v[2 * e + 1]);
+    if constexpr (NV == 8)
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+    else if constexpr (NV == 4)
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+    else
+      *reinterpret_cast<unsigned*>(p) = w[0];
+  } else {
+    struct __align__(NV * sizeof(storage_t)) sv_t { storage_t x[NV]; } o;
+#pragma unroll
+    for (int e = 0; e < NV; ++e) o.x[e] = to_storage(v[e]);
+    *reinterpret_cast<sv_t*>(p) = o;
+  }
 }
 )";
+
+/// avg: the divisor when every window of the signature has the same one (Note [Pooling exact division]):
+/// divisor_override, or count_include_pad where no window overhangs the padded image (ceil mode can make the
+/// last one overhang), else 0.
+int64_t const_divisor(const PoolShape& s) {
+  if (s.kind != PoolKind::kAvg) return 0;
+  if (s.divisor) return s.divisor;
+  const bool fits = (s.oh - 1) * s.dh - s.ph + s.kh <= s.h + s.ph && (s.ow - 1) * s.dw - s.pw + s.kw <= s.w + s.pw;
+  return s.count_include_pad && fits ? int64_t{s.kh} * s.kw : 0;
+}
 
 void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
-    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << "\n";
+    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << " cpx=" << kn.cpx << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
     << "LL\n#define SH " << s.sh << "LL\n#define SW " << s.sw << "LL\n#define KH " << s.kh << "\n#define KW " << s.kw
     << "\n#define DH " << s.dh << "\n#define DW " << s.dw << "\n#define PH " << s.ph << "\n#define PW " << s.pw
     << "\n#define DLH " << s.dil_h << "\n#define DLW " << s.dil_w << "\n#define DIVISOR " << s.divisor
+    << "\n#define CONST_DIV " << const_divisor(s) << "\n#define INNER_DIV " << (s.divisor ? s.divisor : int64_t{s.kh} * s.kw)
+    << "\n#define STORAGE_BITS " << 8 * elem_size(s.dtype) << "\n#define STORAGE_BF16 " << (s.dtype == c10::ScalarType::BFloat16)
     << "\n#define COUNT_PAD " << (s.count_include_pad ? 1 : 0) << "\n#define INDICES " << (s.indices ? 1 : 0)
     << "\n#define CL_INIT_ZERO " << (s.channels_last ? 1 : 0) << "\n#define OPW " << kn.opw << "\n#define OPH "
     << kn.oph << "\n#define BLOCK " << kn.block << "\n#define THREADS " << pool_threads(s, kn) << "LL\n#define KIND "
@@ -230,7 +346,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 #if KIND == 0
       max_window(hs, ws, get, ok, res[a][b], RI(a, b));
 #else
-      res[a][b] = avg_window(hs, ws, get, ok);
+      res[a][b] = avg_window<PATCH>(hs, ws, get, ok);  // patch cells outside the image hold +0
 #endif
 #endif
     }
@@ -243,10 +359,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
     const int oh = oh0 + a;
     if (oh >= OH) break;
 #if STORE_VEC
-    ovec_t o;
-#pragma unroll
-    for (int b = 0; b < OPW; ++b) o.v[b] = to_storage(res[a][b]);
-    *reinterpret_cast<ovec_t*>(y + oh * OW + ow0) = o;
+    store_vec<OPW>(y + oh * OW + ow0, res[a]);
 #if INDICES
     ivec_t oi;
 #pragma unroll
@@ -268,100 +381,6 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 )";
 }
 
-/// Channels-last output: OPW adjacent channels of one output pixel per thread, one (vector) load per window
-/// element.
-void emit_channels_last(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
-  k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n#define PX " << kn.px
-    << "\n";
-  if (kn.px) {
-    const PixelTile g = pixel_tile(s, kn);
-    k << "#define SG " << g.sg << "\n#define PY " << g.py << "\n#define BTW ((OW + PX - 1) / PX)\n"
-      << "#define BTH ((OH + PY - 1) / PY)\n";
-  }
-  k << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
-cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
-#if PX
-  // Block: SG channel groups (one 128-byte slice of a pixel where C allows) x PY x PX output pixels, so the
-  // overlapping windows of the block's pixels meet in L1 (Note [Pooling channels-last tiles]).
-  const int bw = (int)(blockIdx.x % BTW), bh = (int)((blockIdx.x / BTW) % BTH);
-  const index_t r1 = blockIdx.x / (BTW * BTH);
-  const int c0 = (int)((r1 % (CG / SG)) * SG + threadIdx.x % SG) * OPW;
-  const index_t n = r1 / (CG / SG);
-  const int ow = bw * PX + (int)(threadIdx.x / SG) % PX, oh = bh * PY + (int)(threadIdx.x / SG) / PX;
-  if (oh >= OH || ow >= OW) return;
-  const index_t pix = (n * OH + oh) * OW + ow;
-  const storage_t* __restrict__ x = in + n * SN + c0 * SC;
-#else
-  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
-  if (t >= THREADS) return;
-  const int c0 = (int)(t % CG) * OPW;
-  const index_t pix = t / CG;
-  const int ow = (int)(pix % OW);
-  const int oh = (int)((pix / OW) % OH);
-  const storage_t* __restrict__ x = in + (pix / (OW * OH)) * SN + c0 * SC;
-#endif
-  const int hs = oh * DH - PH, ws = ow * DW - PW;
-  float acc[OPW];
-#if INDICES
-  int mi[OPW];
-#endif
-#pragma unroll
-  for (int e = 0; e < OPW; ++e) {
-    acc[e] = KIND == 0 ? NEG_INF : 0.f;
-#if INDICES
-    mi[e] = CL_INIT_ZERO ? 0 : first_in(hs, DLH) * W + first_in(ws, DLW);
-#endif
-  }
-#pragma unroll WU
-  for (int ij = 0; ij < KH * KW; ++ij) {
-    const int hh = hs + (ij / KW) * DLH, ww = ws + (ij % KW) * DLW;
-    if ((unsigned)hh < (unsigned)H && (unsigned)ww < (unsigned)W) {
-      const storage_t* __restrict__ e0 = x + (index_t)hh * SH + (index_t)ww * SW;
-      float v[OPW];
-#if LOAD_VEC
-      const ovec_t lv = *reinterpret_cast<const ovec_t*>(e0);
-#pragma unroll
-      for (int e = 0; e < OPW; ++e) v[e] = to_float(lv.v[e]);
-#else
-#pragma unroll
-      for (int e = 0; e < OPW; ++e) v[e] = to_float(e0[e * SC]);
-#endif
-#pragma unroll
-      for (int e = 0; e < OPW; ++e) {
-#if KIND == 0
-        if (v[e] > acc[e] || v[e] != v[e]) {
-          acc[e] = v[e];
-#if INDICES
-          mi[e] = hh * W + ww;
-#endif
-        }
-#else
-        acc[e] += v[e];
-#endif
-      }
-    }
-  }
-#if KIND == 1
-  bool empty;
-  const int div = avg_divisor(hs, ws, &empty);
-#pragma unroll
-  for (int e = 0; e < OPW; ++e) acc[e] = empty ? 0.f : acc[e] / div;
-#endif
-  const index_t o = pix * C + c0;
-  ovec_t ov;
-#pragma unroll
-  for (int e = 0; e < OPW; ++e) ov.v[e] = to_storage(acc[e]);
-  *reinterpret_cast<ovec_t*>(out + o) = ov;
-#if INDICES
-  ivec_t oi;
-#pragma unroll
-  for (int e = 0; e < OPW; ++e) oi.v[e] = mi[e];
-  *reinterpret_cast<ivec_t*>(idx + o) = oi;
-#endif
-}
-)";
-}
-
 }  // namespace
 
 KernelSource generate_pool(const PoolShape& s, const PoolKnobs& kn) {
@@ -370,7 +389,7 @@ KernelSource generate_pool(const PoolShape& s, const PoolKnobs& kn) {
   if (kn.slide)
     k << slide_kernel_source(s, kn);
   else if (s.channels_last)
-    emit_channels_last(k, s, kn);
+    k << channels_last_kernel_source(s, kn);
   else
     emit_nchw(k, s, kn);
   return KernelSource{k.str(), "cudal1_pool"};

@@ -17,6 +17,7 @@ constexpr int kSmems[] = {0, 1};
 constexpr int kPxs[] = {0, 4, 8};
 constexpr int kSlides[] = {0, 4, 8};
 constexpr int kSegs[] = {0, 8, 32};
+constexpr int kCpxs[] = {1, 2, 4};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
@@ -47,7 +48,7 @@ class PoolPlan final : public Plan {
     std::vector<Variant> out;
     for (const PoolKnobs& k : knob_space())
       out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px},
-                             {"slide", k.slide}, {"seg", k.seg}}});
+                             {"slide", k.slide}, {"seg", k.seg}, {"cpx", k.cpx}}});
     return out;
   }
 
@@ -60,6 +61,7 @@ class PoolPlan final : public Plan {
     for (int x : kPxs) knobs.push_back(v.get("px") == x);
     for (int x : kSlides) knobs.push_back(v.get("slide") == x);
     for (int x : kSegs) knobs.push_back(v.get("seg") == x);
+    for (int x : kCpxs) knobs.push_back(v.get("cpx", 1) == x);
     const std::vector<float> ctx = {1.f,
                                     s_.kind == PoolKind::kMax ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAvg ? 1.f : 0.f,
@@ -75,6 +77,7 @@ class PoolPlan final : public Plan {
     // Sliding windows: one stratum per segment length, so that a few trials still reach the technique and its
     // segment lengths (short walks: more parallelism and halo re-reads; whole planes: fewer threads).
     if (v.get("slide")) return 8 + (v.get("seg") == 8 ? 0 : v.get("seg") == 32 ? 1 : 2);
+    if (v.get("cpx", 1) > 1) return 11;  // channels-last pixel runs: a stratum of their own, for the same reason
     return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
   }
 
@@ -123,6 +126,14 @@ class PoolPlan final : public Plan {
         for (int block : kBlocks) out.push_back(PoolKnobs{1, 1, block, 0, 0, vec, seg});
       }
     }
+    // Note [Pooling exact division]: channels-last avg with stride-1 columns and overlapping windows, 16-byte
+    // channel vectors: runs of CPX output pixels per thread share their input columns.
+    if (s_.channels_last && s_.kind == PoolKind::kAvg && s_.dw == 1 && s_.kw > 1 && s_.ow >= 2)
+      for (int cpx : kCpxs) {
+        const int opw = 16 / es;
+        if (cpx == 1 || s_.max_vec < opw) continue;
+        for (int block : kBlocks) out.push_back(PoolKnobs{opw, 1, block, 0, 0, 0, 0, cpx});
+      }
     return out;
   }
 
@@ -140,10 +151,10 @@ class PoolPlan final : public Plan {
 
   Result<PoolKnobs> knobs_of(const Variant& v) const {
     const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px"), v.get("slide"),
-                      v.get("seg")};
+                      v.get("seg"), v.get("cpx", 1)};
     for (const PoolKnobs& x : knob_space())
       if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px &&
-          x.slide == k.slide && x.seg == k.seg)
+          x.slide == k.slide && x.seg == k.seg && x.cpx == k.cpx)
         return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
@@ -239,7 +250,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 4; }
+  int version() const override { return 5; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

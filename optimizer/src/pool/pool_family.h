@@ -19,7 +19,8 @@
 /// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
 /// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
 /// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
-/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]). Declines: other dtypes, empty tensors,
+/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last avg with stride-1
+/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]). Declines: other dtypes, empty tensors,
 /// arguments ATen rejects (it raises the error then), adaptive pooling of channels-last inputs, sizes needing
 /// 64-bit indices.
 ///
@@ -124,7 +125,61 @@
 /// then **1261 us, 1.24x** with fewer combines (run 6, below);
 /// avg_pool2d f16 k3 s1: the slide variants ran 292-434 us, slower than the 4x4 register tile (224 us, 2.29x,
 /// kept): the prediction (~1.25-1.4x) was wrong, presumably the ~100 registers a thread (16-24 warps an SM) with
-/// 8-byte loads keep too few bytes in flight for a 16-bit row.
+/// 8-byte loads keep too few bytes in flight for a 16-bit row. Version 5 found the cause elsewhere (Note [Pooling
+/// exact division]: NVVM had split the 16-bit vector stores into scalar 2-byte stores) and rewrote the avg walk.
+///
+/// Note [Pooling exact division]
+/// Nsight showed the avg kernels issue-bound (docs/PERF.md: SM 84-86%, DRAM 30-35%, ~55-66 instructions per
+/// output where ~35 fit 1.25x the floor), so version 5 cuts the instructions around ATen's fp32 sum (whose order
+/// is kept: h outer, w inner, from +0):
+/// - Division: ATen computes RN(sum / (float)divisor) with div.rn. With y = RN(1/d) (compile time: d is
+///   CONST_DIV, the signature's divisor where every window has the same one: divisor_override, or
+///   count_include_pad where the last window does not overhang the padded image; else INNER_DIV for windows
+///   wholly in the image), q0 = RN(s*y), r = fma(-q0, d, s), q = fma(r, y, q0) is RN(s/d) (Markstein: y within
+///   half an ulp of 1/d, q0 within an ulp of s/d, so r is exact and the correction rounds correctly), provided
+///   nothing underflows or overflows: 2^-60 < |s| < 2^100 and 1 <= |d| < 2^31 keep q, r and r*y normal. A sum
+///   of 0 (always +0: see zero fill) also stays: q0 = +0 * y, r = +0, q = ±0 with the sign of d, as +0 / d.
+///   Any other sum (NaN, Inf, tiny, huge) takes s / d itself (one rarely taken branch per thread's outputs;
+///   all-zero windows, common after a ReLU, do not take it).
+///   Checked on the CPU with fmaf: all 2^23 significands of s against d = 1..300, and 100 random d up to 2^30
+///   on every 7th significand: 2.6e9 quotients, 0 differences (the GPU fuzz compares within a tolerance and
+///   would not see a last-bit error, so this argument is what holds it). Windows are never empty for the
+///   arguments ATen accepts (pad <= k/2: a window starts at >= -PH and ends at >= KH - PH >= 1; it starts below
+///   H, in ceil mode by ATen's rule), so the constant-divisor paths skip ATen's empty test.
+/// - Zero fill: a patch or sliding-window cell outside the image holds +0, and the running sum, starting at +0,
+///   is never -0 (x + y is -0 only when both are -0), so adding +0 is adding nothing: no in-image test per cell
+///   (the register tiles, the smem tiles and the slide walk; the untiled kernel still reads memory, so it tests).
+/// - 16-bit vectors: NVVM split the tile and slide stores of a struct of 16-bit conversions into 2-byte scalar
+///   stores (PTX: 7 stores per 8 f16 outputs, each warp store a strided partial-sector write). Values are now
+///   packed in pairs (cvt.rn.f16x2/bf16x2 on sm_80+, the same rounding) and stored as one 4/8/16-byte vector;
+///   loads keep pairs packed as words and unpack at use (bf16: a shift or a mask; f16: cvt each half). The
+///   slide walk's prefetch ring holds words, and avg unrolls the row loop by PFD = KH (>= 3; else 4), a
+///   multiple of both rings, so no ring is moved (max keeps PFD 4, unroll KH, as measured).
+/// - Channels-last: a pixel whose window lies in the image sums its KH x KW vector loads without tests and
+///   divides by INNER_DIV (ATen's divisor for such a window whatever count_include_pad says).
+/// - Channels-last runs (knob cpx = 2 or 4; avg, column stride 1, a window wider than one column, 16-byte channel
+///   vectors): a thread takes OPW channels of CPX adjacent output pixels of a row and loads and unpacks each of
+///   the KH x (CPX + KW - 1) input pixels once (k3, cpx 4: 18 vector loads and unpacks for 4 outputs instead of
+///   36), adding it to every output whose window holds it; for output p, column j is window column j - p, and
+///   the loops run rows outer, columns inner, so each output's additions are in ATen's order. Pixels outside the
+///   image are loaded as +0 (one test per input pixel; borders cost only their per-window divisor). The runs are
+///   a stratum of their own, so the tuner's first trials reach them; the fuzz draws a class for them.
+/// Instructions (sm_90 cubin .text, nvcc 12 -O3, the rare division path stubbed out; no disassembler here, so
+/// counted as the .text growth per unrolled loop iteration, or as the whole kernel on its fast path):
+/// slide8 f16 k3 s1 p1 ~187 per row of 8 outputs (~23 per output: 9 FADD, 3 for the division, 3 guard
+/// compares, ~1 unpack, ~0.5 pack, the rest shared by the row) against ~45 before (the old loop: ~363 per row,
+/// with 8 scalar stores, 60 16-bit ring moves and div.rn per output); the opw4.oph4 tile's whole kernel 1104 ->
+/// 824 instructions for 16 outputs (its 140 selects gone, 16 scalar stores -> 4 vector stores); channels-last
+/// opw8 ~36 per output (whole kernel / 8; was ~65), cpx 4 ~27, cpx 2 ~30. Predictions (time = max(floor,
+/// instructions / 0.93 T warp-instructions/s), plus ~10-20% where the two are close):
+/// avg_pool2d f16 [64,128,112,112] k3 s1 p1: slide8 23 x 3.2M warp-outputs = 75M -> 81 us of issue under the 98
+/// us floor: ~110-120 us (1.1-1.25x; was 224 us); the 4x4 tile (~51 a output) ~175 us. avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1: opw8 36 x 0.8M = 29M -> 31 us against the 24.5 us floor: ~33-36 us (was 54); cpx 4
+/// (28 = 7 runs of 4) 27 x 0.8M -> 23 us of issue: ~27-31 us (1.1-1.25x). The old slide
+/// variants' 253-434 us: the scalar 2-byte stores (8 store instructions per 8 outputs, each a partial-sector
+/// write, ~8x the L2 write transactions) on top of ~45 instructions per output.
+/// Not done: adaptive_avg_pool2d (its two divisions by window extents are left as ATen's), a channels-last walk
+/// down H (the runs share columns along W instead), channels-last max.
 #pragma once
 
 #include <memory>
@@ -162,6 +217,7 @@ struct PoolKnobs {
   int px = 0;     ///< channels-last: 0 channel-fastest order, else blocks of PY x px output pixels (Note below)
   int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
   int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
+  int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread (Note [Pooling exact division])
 };
 
 /// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing
@@ -202,6 +258,9 @@ bool slide_fits(const PoolShape& s, int vec);
 
 /// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
 std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).
+std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
 /// Input elements (rows x cols) a tile of `k` reads in NCHW form.
 int64_t patch_rows(const PoolShape& s, const PoolKnobs& k);

@@ -35,16 +35,32 @@ std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& kn) {
   const SlideGeometry g = slide_geometry(s, kn);
   std::ostringstream k;
   k << "#define VEC " << kn.slide << "\n#define SEG " << g.seg << "\n#define NSEG " << g.segments << "\n#define CW "
-    << g.chunks << "\n#define PWR (KW - 1 - PW)\n#define RC (VEC + KW - 1)\n#define PFD 4\n#define STORE_VEC "
+    << g.chunks << "\n#define PWR (KW - 1 - PW)\n#define RC (VEC + KW - 1)\n#define STORE_VEC "
     << (s.ow % kn.slide == 0) << "\n";
+  // Rows loaded ahead, and the loop's unroll: max keeps 4 and KH (measured); avg unrolls a multiple of both KH
+  // and PFD so that neither the window ring nor the prefetch ring is moved (Note [Pooling exact division]).
+  const int pfd = s.kind == PoolKind::kAvg && s.kh >= 3 ? s.kh : 4;
+  k << "#define PFD " << pfd << "\n#define UNROLL_ROWS " << (s.kind == PoolKind::kAvg ? pfd : s.kh) << "\n";
   k << R"(// Out-of-image cells hold FILL: -Inf never replaces a maximum (as skipping it), -0 leaves every sum unchanged.
 #define FILL (KIND == 0 ? NEG_INF : -0.f)
 #define NL(n) ((n) > 0 ? (n) : 1)
-struct __align__(VEC * sizeof(storage_t)) lvec_t { storage_t v[VEC]; };
+// A chunk as 32-bit words (16-bit pairs stay packed until used: no per-element register moves).
+#define LW (VEC * (int)sizeof(storage_t) / 4)
+struct __align__(VEC * sizeof(storage_t)) lvec_t { unsigned w[LW]; };
+__device__ __forceinline__ void lvec_floats(const lvec_t& l, float* v) {
+#pragma unroll
+  for (int i = 0; i < LW; ++i) {
+#if STORAGE_BITS == 32
+    v[i] = __uint_as_float(l.w[i]);
+#else
+    unpack2(l.w[i], v[2 * i], v[2 * i + 1]);
+#endif
+  }
+}
+static constexpr int RING_UNROLL = UNROLL_ROWS;  // a #pragma unroll takes no macro
 struct __align__(16) ll2_t { long long x, y; };
 struct __align__(16) sv4_t { float v[4]; };
 struct __align__(16) si4_t { int v[4]; };
-static constexpr int RING_UNROLL = KH;
 // ATen's step: the running maximum m takes u when u is greater or NaN. As a selection ("the last NaN, else the
 // first maximum") it is associative, so contiguous parts of a window may be combined first, in order.
 __device__ __forceinline__ float combine_max(float m, float u) { return (u > m || u != u) ? u : m; }
@@ -53,7 +69,7 @@ __device__ __forceinline__ float combine_max(float m, float u) { return (u > m |
 struct row_t { lvec_t v; storage_t l[NL(PW)], r[NL(PWR)]; };
 __device__ __forceinline__ void load_row(const storage_t* __restrict__ x, int ih, int c0, bool active, int lane, row_t& o) {
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) o.v.v[e] = 0;
+  for (int i = 0; i < LW; ++i) o.v.w[i] = 0;
 #pragma unroll
   for (int j = 0; j < NL(PW); ++j) o.l[j] = 0;
 #pragma unroll
@@ -129,8 +145,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
     const int ih = ihb + r;
     const bool rok = active && (unsigned)ih < (unsigned)H;
     float v[VEC], lh[NL(PW)], rh[NL(PWR)];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[e] = to_float(pre[0].v.v[e]);
+    lvec_floats(pre[0].v, v);
 #pragma unroll
     for (int j = 0; j < PW; ++j) lh[j] = __shfl_up_sync(0xffffffffu, v[VEC - PW + j], 1);
 #pragma unroll
@@ -147,12 +162,25 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
     for (int p = 0; p + 1 < PFD; ++p) pre[p] = pre[p + 1];
     load_row(x, ih + PFD, c0, active && r + PFD < SEG + KH - 1, lane, pre[PFD - 1]);
     float win[RC];
+#if KIND == 0
 #pragma unroll
     for (int j = 0; j < PW; ++j) win[j] = rok && cok[j] ? lh[j] : FILL;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) win[PW + e] = rok && cok[PW + e] ? v[e] : FILL;
 #pragma unroll
     for (int j = 0; j < PWR; ++j) win[PW + VEC + j] = rok && cok[PW + VEC + j] ? rh[j] : FILL;
+#else
+    // avg (Note [Pooling exact division], "zero fill"): rows outside the image and chunks past W were loaded
+    // as +0, by this lane and by a neighbour on the same row alike; only a halo column outside the image (whose
+    // neighbour may hold another row or plane) is masked, and +0 there equals skipping it.
+    (void)rok;
+#pragma unroll
+    for (int j = 0; j < PW; ++j) win[j] = cok[j] ? lh[j] : 0.f;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) win[PW + e] = v[e];
+#pragma unroll
+    for (int j = 0; j < PWR; ++j) win[PW + VEC + j] = cok[PW + VEC + j] ? rh[j] : 0.f;
+#endif
 #if KIND == 0
     // Row summaries in ATen's scan order (Note [Pooling slide]: combining them row by row gives ATen's result).
 #pragma unroll
@@ -238,23 +266,32 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
       for (int i = 1; i < KH; ++i) m = combine_max(m, rm[i][e]);
       res[e] = m;
 #else
+      (void)hs;
+      (void)ws;
       float sum = 0.f;
 #pragma unroll
       for (int i = 0; i < KH; ++i)
 #pragma unroll
         for (int j = 0; j < KW; ++j) sum += rw[i][e + j];
-      bool empty;
-      const int div = avg_divisor(hs, ws, &empty);
-      res[e] = empty ? 0.f : sum / div;
+      res[e] = sum;
 #endif
     }
+#if KIND == 1
+    // ATen's divisor (Note [Pooling exact division]): the signature's constant one, else the interior one where
+    // all VEC windows lie in the image, else per window (no window of a stride-1 walk is empty).
+    if (CONST_DIV) {
+      div_rn<VEC>(res, res, (float)CONST_DIV, 1.f / (float)CONST_DIV);
+    } else if (oh - PH >= 0 && oh - PH + KH <= H && c0 - PW >= 0 && c0 + VEC - 1 - PW + KW <= W) {
+      div_rn<VEC>(res, res, (float)INNER_DIV, 1.f / (float)INNER_DIV);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) res[e] = avg_result(res[e], oh - PH, c0 + e - PW);
+    }
+#endif
 #if STORE_VEC
     const index_t o = plane * (index_t)OH * OW + (index_t)oh * OW + c0;
     if (valid && c0 < OW) {
-      lvec_t ov;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) ov.v[e] = to_storage(res[e]);
-      *reinterpret_cast<lvec_t*>(out + o) = ov;
+      store_vec<VEC>(out + o, res);
 #if INDICES
 #pragma unroll
       for (int e = 0; e < VEC; e += 2) {

@@ -1,0 +1,187 @@
+/// @brief Channels-last pooling kernels (Note [Pooling]): OPW channels of one output pixel per thread, optionally
+/// in 2-d pixel tiles (Note [Pooling channels-last tiles]) or, for avg with stride-1 columns, runs of CPX pixels
+/// (Note [Pooling exact division]).
+#include <sstream>
+
+#include "codegen_common.h"
+#include "pool_family.h"
+
+namespace cudal1::optimizer::pool {
+namespace {
+
+/// Channels-last avg, stride-1 columns (knob cpx, Note [Pooling exact division]): a thread takes OPW channels of
+/// CPX adjacent output pixels of one row; it loads each of the KH x (CPX + KW - 1) input pixels once (a 16-byte
+/// vector, unpacked once) and adds it to the outputs whose window holds it: per output the additions run in ATen's order (rows outer, columns inner), as column j reaches
+/// output p at window column j - p. Pixels outside the image read +0 (one test per input pixel, not per cell).
+constexpr const char* kChannelsLastRuns = R"(#define OWR ((OW + CPX - 1) / CPX)
+extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (t >= THREADS) return;
+  const int c0 = (int)(t % CG) * OPW;
+  const index_t run = t / CG;  // run of CPX pixels: (n, oh, ow0)
+  const int ow0 = (int)(run % OWR) * CPX;
+  const int oh = (int)((run / OWR) % OH);
+  const index_t n = run / ((index_t)OWR * OH);
+  const storage_t* __restrict__ x = in + n * SN + c0 * SC;
+  storage_t* __restrict__ y = out + ((n * OH + oh) * OW + ow0) * C + c0;
+  const int hs = oh * DH - PH, ws0 = ow0 - PW;  // DW is 1
+  float acc[CPX][OPW];
+#pragma unroll
+  for (int p = 0; p < CPX; ++p)
+#pragma unroll
+    for (int e = 0; e < OPW; ++e) acc[p][e] = 0.f;
+  // Cells outside the image read +0, which adds nothing (Note [Pooling exact division], "zero fill").
+#pragma unroll
+  for (int i = 0; i < KH; ++i) {
+    const bool rok = (unsigned)(hs + i) < (unsigned)H;
+#pragma unroll
+    for (int j = 0; j < CPX + KW - 1; ++j) {
+      float v[OPW];
+      load_vec<OPW>(x + (index_t)(hs + i) * SH + (index_t)(ws0 + j) * SW, v, rok && (unsigned)(ws0 + j) < (unsigned)W);
+#pragma unroll
+      for (int p = 0; p < CPX; ++p)
+        if (j - p >= 0 && j - p < KW) {
+#pragma unroll
+          for (int e = 0; e < OPW; ++e) acc[p][e] += v[e];
+        }
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < CPX; ++p) {
+    if (ow0 + p >= OW) break;
+    const int ws = ws0 + p;
+    if (CONST_DIV) {
+      div_rn<OPW>(acc[p], acc[p], (float)CONST_DIV, 1.f / (float)CONST_DIV);
+    } else if (hs >= 0 && hs + KH <= H && ws >= 0 && ws + KW <= W) {
+      div_rn<OPW>(acc[p], acc[p], (float)INNER_DIV, 1.f / (float)INNER_DIV);
+    } else {
+      bool empty;
+      const int div = avg_divisor(hs, ws, &empty);
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) acc[p][e] = empty ? 0.f : acc[p][e] / div;
+    }
+    store_vec<OPW>(y + p * C, acc[p]);
+  }
+}
+)";
+
+}  // namespace
+
+/// Channels-last output: OPW adjacent channels of one output pixel per thread, one (vector) load per window
+/// element; or a run of CPX pixels (above).
+std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& kn) {
+  std::ostringstream k;
+  k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n#define PX " << kn.px
+    << "\n";
+  if (kn.cpx > 1) {
+    k << "#define CPX " << kn.cpx << "\n" << kChannelsLastRuns;
+    return k.str();
+  }
+  if (kn.px) {
+    const PixelTile g = pixel_tile(s, kn);
+    k << "#define SG " << g.sg << "\n#define PY " << g.py << "\n#define BTW ((OW + PX - 1) / PX)\n"
+      << "#define BTH ((OH + PY - 1) / PY)\n";
+  }
+  k << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
+cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
+#if PX
+  // Block: SG channel groups (one 128-byte slice of a pixel where C allows) x PY x PX output pixels, so the
+  // overlapping windows of the block's pixels meet in L1 (Note [Pooling channels-last tiles]).
+  const int bw = (int)(blockIdx.x % BTW), bh = (int)((blockIdx.x / BTW) % BTH);
+  const index_t r1 = blockIdx.x / (BTW * BTH);
+  const int c0 = (int)((r1 % (CG / SG)) * SG + threadIdx.x % SG) * OPW;
+  const index_t n = r1 / (CG / SG);
+  const int ow = bw * PX + (int)(threadIdx.x / SG) % PX, oh = bh * PY + (int)(threadIdx.x / SG) / PX;
+  if (oh >= OH || ow >= OW) return;
+  const index_t pix = (n * OH + oh) * OW + ow;
+  const storage_t* __restrict__ x = in + n * SN + c0 * SC;
+#else
+  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (t >= THREADS) return;
+  const int c0 = (int)(t % CG) * OPW;
+  const index_t pix = t / CG;
+  const int ow = (int)(pix % OW);
+  const int oh = (int)((pix / OW) % OH);
+  const storage_t* __restrict__ x = in + (pix / (OW * OH)) * SN + c0 * SC;
+#endif
+  const int hs = oh * DH - PH, ws = ow * DW - PW;
+  float acc[OPW];
+#if KIND == 1 && LOAD_VEC
+  // avg, a window wholly in the image (Note [Pooling exact division]): no in-image tests, the interior divisor.
+  if (hs >= 0 && ws >= 0 && hs + KH <= H && ws + KW <= W) {
+#pragma unroll
+    for (int e = 0; e < OPW; ++e) acc[e] = 0.f;
+#pragma unroll WU
+    for (int ij = 0; ij < KH * KW; ++ij) {
+      float v[OPW];
+      load_vec<OPW>(x + (index_t)(hs + ij / KW) * SH + (index_t)(ws + ij % KW) * SW, v);
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) acc[e] += v[e];
+    }
+    div_rn<OPW>(acc, acc, (float)INNER_DIV, 1.f / (float)INNER_DIV);
+    store_vec<OPW>(out + pix * C + c0, acc);
+    return;
+  }
+#endif
+#if INDICES
+  int mi[OPW];
+#endif
+#pragma unroll
+  for (int e = 0; e < OPW; ++e) {
+    acc[e] = KIND == 0 ? NEG_INF : 0.f;
+#if INDICES
+    mi[e] = CL_INIT_ZERO ? 0 : first_in(hs, DLH) * W + first_in(ws, DLW);
+#endif
+  }
+#pragma unroll WU
+  for (int ij = 0; ij < KH * KW; ++ij) {
+    const int hh = hs + (ij / KW) * DLH, ww = ws + (ij % KW) * DLW;
+    if ((unsigned)hh < (unsigned)H && (unsigned)ww < (unsigned)W) {
+      const storage_t* __restrict__ e0 = x + (index_t)hh * SH + (index_t)ww * SW;
+      float v[OPW];
+#if LOAD_VEC
+      load_vec<OPW>(e0, v);
+#else
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) v[e] = to_float(e0[e * SC]);
+#endif
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) {
+#if KIND == 0
+        if (v[e] > acc[e] || v[e] != v[e]) {
+          acc[e] = v[e];
+#if INDICES
+          mi[e] = hh * W + ww;
+#endif
+        }
+#else
+        acc[e] += v[e];
+#endif
+      }
+    }
+  }
+#if KIND == 1
+  if (CONST_DIV) {
+    div_rn<OPW>(acc, acc, (float)CONST_DIV, 1.f / (float)CONST_DIV);
+  } else {
+    bool empty;
+    const int div = avg_divisor(hs, ws, &empty);
+#pragma unroll
+    for (int e = 0; e < OPW; ++e) acc[e] = empty ? 0.f : acc[e] / div;
+  }
+#endif
+  const index_t o = pix * C + c0;
+  store_vec<OPW>(out + o, acc);
+#if INDICES
+  ivec_t oi;
+#pragma unroll
+  for (int e = 0; e < OPW; ++e) oi.v[e] = mi[e];
+  *reinterpret_cast<ivec_t*>(idx + o) = oi;
+#endif
+}
+)";
+  return k.str();
+}
+
+}  // namespace cudal1::optimizer::pool
