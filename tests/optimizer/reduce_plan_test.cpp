@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <set>
 
 #include "cudal1/optimizer/family.h"
@@ -215,6 +216,34 @@ Problem norm(c10::ScalarType dt, const std::vector<int64_t>& sizes, c10::IValue 
              bool keepdim = false, c10::IValue dtype = c10::IValue()) {
   return testing::vector_norm_problem(dt, sizes, contiguous(sizes), std::move(ord), std::move(dim), keepdim,
                                       std::move(dtype));
+}
+
+// Note [Norm chains]: no accumulator of a norm of ord 1, 2 or p takes a serial chain of more than 8192 terms
+// (the fuzz caught a thread summing 1.26 M squares 3.7e-4 low); signed sums keep every mapping.
+TEST(ReducePlan, NormSumsKeepEverySerialChainShort) {
+  const auto chain = [](const Variant& v, int64_t len) -> int64_t {
+    const int64_t block = v.get("block"), splits = v.get("splits"), ty = v.get("ty");
+    const int64_t chunk = (len + splits - 1) / splits;
+    switch (v.get("mode")) {
+      case 0: return (len + 31) / 32;
+      case 1: return (len + block - 1) / block;
+      case 2: return (chunk + block - 1) / block;
+      case 3: return (chunk + ty - 1) / ty;
+      default: return (chunk + block / 32 - 1) / (block / 32);
+    }
+  };
+  for (const auto& sizes : {std::vector<int64_t>{48, 63, 13, 32}, std::vector<int64_t>{16, 64, 256, 256}}) {
+    const int64_t len = std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<int64_t>());
+    for (const c10::IValue& ord : {c10::IValue(1.0), c10::IValue(2.0), c10::IValue(3.0)}) {
+      const auto vs = space(norm(at::kFloat, sizes, ord, c10::IValue()));
+      EXPECT_FALSE(vs.empty());
+      for (const auto& v : vs) EXPECT_LE(chain(v, len), 8192) << v.id();
+    }
+    bool serial = false;  // a signed sum still gets the thread-per-output mapping
+    for (const auto& v : space(contiguous_problem("sum.dim_IntList", at::kFloat, sizes, c10::IValue())))
+      serial = serial || (v.get("mode") == 3 && v.get("ty") == 1);
+    EXPECT_TRUE(serial);
+  }
 }
 
 TEST(ReducePlan, VectorNormOrdsDtypesAndDeclines) {

@@ -18,6 +18,18 @@ constexpr int kPipeUnrolls[] = {4, 8};     // mode 4's unr (Note [Column tiles i
 constexpr int kPipeSplits[] = {1, 4, 16};  // one launch when > 1
 constexpr int64_t kMaxPartials = int64_t{1} << 22;  // workspace entries (16 bytes each)
 
+// Note [Norm chains]
+// A norm of ord 1, 2 or p sums non-negative terms. One fp32 accumulator fed a long serial chain of them drifts
+// low: once the running sum is large, every term below half its ulp rounds away, and |x|^2 of normal inputs has
+// most of its mass near 0, so the roundings do not cancel as the random-walk bound of the verification tolerance
+// assumes (Note [Verification]; reduce_kernel.cpp). The H200 fuzz (2026-11-30) caught mode 3 with one thread per
+// output summing 1.26 M squares serially, 3.7e-4 low against a tolerance of 2.7e-4, and the same variant 10% low
+// on 67 M elements. Verification rejected both, so nothing wrong was swapped in, but such a variant cannot win
+// and only costs a trial: variants whose accumulators take more than kMaxNormChain terms are not planned for
+// these norms (ATen's trees keep every chain short). Signed sums (sum, mean) stay unbiased and var/std use
+// Welford, so the bound is theirs only.
+constexpr int64_t kMaxNormChain = 8192;
+
 ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits, int unr = 0) {
   ReduceKnobs k;
   k.unr = unr;
@@ -35,7 +47,10 @@ class ReducePlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
+    const bool norm_sum = s_.op == Reduction::kNorm &&
+                          (s_.ord == NormOrd::kOne || s_.ord == NormOrd::kTwo || s_.ord == NormOrd::kP);
     auto add = [&](const ReduceKnobs& k) {
+      if (norm_sum && elements_per_accumulator(k) > kMaxNormChain) return;  // Note [Norm chains]
       out.push_back(Variant{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"splits", k.splits},
                              {"ty", k.ty}}});
       if (k.unr > 0) out.back().knobs.emplace_back("unr", k.unr);  // the older variants keep their ids
@@ -102,6 +117,19 @@ class ReducePlan final : public Plan {
               }
       }
     return out;
+  }
+
+  /// Input elements one thread's accumulator takes (its serial chain): a warp or block shares a row (modes 0, 1)
+  /// or a split chunk (mode 2); ty threads share a column chunk (mode 3); the warps of a tile share it (mode 4).
+  int64_t elements_per_accumulator(const ReduceKnobs& k) const {
+    const int64_t len = s_.length;
+    switch (k.mode) {
+      case 0: return (len + 31) / 32;
+      case 1: return (len + k.block - 1) / k.block;
+      case 2: return (chunk_length(s_, k) * k.vec + k.block - 1) / k.block;
+      case 3: return (chunk_length(s_, k) + k.ty - 1) / k.ty;
+      default: return (chunk_length(s_, k) + k.block / 32 - 1) / (k.block / 32);
+    }
   }
 
   std::vector<float> features(const Variant& v) const override {
