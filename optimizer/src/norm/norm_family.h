@@ -148,6 +148,14 @@
 ///   210 us); step 4 (1.9 us a step, about the chain): ~1.2x;
 /// - group norm f32 [16,64,256,256] g8 (2 MB rows), step 8 ring 3: 32 steps of 4 rows (4 merges a step), ~1.1x;
 /// - ring 2 loads only one step ahead (it has the chain's time to land): ~1.15-1.25x.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 6, runs 2-3): wrong. Layer norm f32 [64,1048576]: step8 ring3
+/// block 512 344 us, step4 ring2 block 1024 422 us (mode 3 kept, 210 us); group norm g8: 547-560 us (mode 3
+/// 206 us). Nsight Compute (step8 ring3, block 512, 341 us): DRAM 31%, one block of 16 warps an SM (190 KB of
+/// shared memory), an instruction issued every 2.6 cycles a scheduler, a third of the stalls at block barriers:
+/// the per-step work on chip (Welford with a division per element from shared memory, block merges, barriers)
+/// is ~58 instructions an element on 16 warps, not the ~0.5 us predicted, and it serialises with the grid wait.
+/// Next: per-thread two-pass statistics (no division per element) and fewer block barriers a step, or more
+/// warps. The mode stays a knob (verified: the norm fuzz drew it 75 times, 0 mismatches).
 #pragma once
 
 #include "cudal1/optimizer/family.h"

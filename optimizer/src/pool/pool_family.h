@@ -178,6 +178,10 @@
 /// (28 = 7 runs of 4) 27 x 0.8M -> 23 us of issue: ~27-31 us (1.1-1.25x). The old slide
 /// variants' 253-434 us: the scalar 2-byte stores (8 store instructions per 8 outputs, each a partial-sector
 /// write, ~8x the L2 write transactions) on top of ~45 instructions per output.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 6, run 2): avg_pool2d f16 k3 s1 p1 224.6 -> 121.6 us, 1.23x
+/// the floor and 1.21x the device copy (slide8 seg8 block 256; predicted 110-120 us): within target. Channels-last
+/// bf16 k3 s1: 54.0 -> 46.7 us (opw8 block 512 kept; 1.89x the floor), so the prediction (33-36 us for opw8, 27-31
+/// for cpx 4) was wrong: the cpx variants did not win; not profiled yet.
 /// Not done: adaptive_avg_pool2d (its two divisions by window extents are left as ATen's), a channels-last walk
 /// down H (the runs share columns along W instead), channels-last max.
 #pragma once

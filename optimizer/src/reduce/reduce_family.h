@@ -63,6 +63,12 @@
 /// under the loads when the batches overlap): ~21-22 us. One-launch splits 4 (vec 2, block 512: 256 blocks,
 /// 64 KB per SM per batch) should land the same ~20-22 us. Both <= 1.1x the copy figure; the older best
 /// variants stay in the space if the prediction is wrong.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 6, runs 2-3): wrong. var f32 [4096,4096] dim 0 33.0 ->
+/// 30.1-32.5 us (unr8, one launch, splits 4), vector_norm ord 1 28.0 -> 26.9 us, argmax [128,4096,32] 31.7-32.9
+/// us (the older splits1 tile, 28.5 us in the morning's run, was not among the 24 sampled trials). Nsight
+/// Compute (var, splits1 unr8 block 512: 26.9 us): DRAM 54%, 128 blocks of 16 warps, occupancy 23%, no eligible
+/// warp 56% of cycles: still latency-bound; one block per SM of loads in flight is too few (128 x 512 threads x
+/// 8 floats = 2 MB against ~4 MB needed), and the splits that add blocks pay the counters' memset and the merge.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
