@@ -88,7 +88,7 @@ std::vector<float> crossed_features(const std::vector<float>& ctx, const std::ve
 
 const char* exact_divide_source() {
   return R"(__device__ __forceinline__ float div_rn(float a, float b, float rb) {
-  const float q = a * rb;
+  const float q = __fmul_rn(a, rb);  // rounded on its own: never contracted into the correction
   return fmaf(fmaf(-q, b, a), rb, q);
 }
 )";

@@ -39,7 +39,8 @@ const char* cluster_primitives_source();
 /// `div_rn(a, b, rb)` with rb = 1 / b: a / b correctly rounded whenever the quotient is a normal number (Markstein's
 /// correction: q = a * rb, then q + fma(-q, b, a) * rb; NaN and Inf propagate as in a / b). Three instructions
 /// against div.rn's reciprocal, Newton steps and slow-path test, for a divisor shared by many quotients. A
-/// subnormal quotient may differ from div.rn by one subnormal ulp (< 1.5e-45).
+/// subnormal quotient may differ from div.rn by one subnormal ulp (< 1.5e-45); callers whose numerators can be
+/// tiny or huge guard it (the pooling family's div_rn_n, Note [Pooling exact division]).
 const char* exact_divide_source();
 
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,

@@ -86,9 +86,11 @@ TEST_P(CompileVariants, EveryVariantOfEveryLayoutClassAndDtype) {
   const char* ops[] = {"gelu", "silu", "sigmoid"};  // the heaviest math, rotated over the classes
   int i = 0;
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
-    // linear (with a tail: 1000003 is prime), strided with vectorisable rows, strided gather, 64-bit indexing.
+    // linear (with a tail: 1000003 is prime), strided with vectorisable rows, strided gather, 64-bit indexing,
+    // every second column (picked vectors, Note [Unary picked vectors]).
     for (auto [sizes, strides] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
-             {{1000003}, {1}}, {{512, 256}, {512, 1}}, {{300, 77}, {1, 301}}, {{3, int64_t{1} << 30}, {int64_t{1} << 30, 1}}}) {
+             {{1000003}, {1}}, {{512, 256}, {512, 1}}, {{300, 77}, {1, 301}}, {{3, int64_t{1} << 30}, {int64_t{1} << 30, 1}},
+             {{512, 128}, {512, 2}}}) {
       auto plan = f.plan(problem(ops[i++ % 3], dt, sizes, strides, sm));
       ASSERT_TRUE(plan.ok()) << plan.status().to_string();
       auto space = plan.value()->space();

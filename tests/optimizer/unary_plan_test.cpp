@@ -23,7 +23,7 @@ TEST(UnaryPlan, CoversTheRequiredOps) {
   }
   EXPECT_EQ(family_for("relu", "out"), nullptr);
   EXPECT_EQ(generators_fingerprint(),
-            "unary_elementwise:1,softmax:6,norm:4,pool:5,scan:2,reduce:4,binary_elementwise:1,batchnorm:1");
+            "unary_elementwise:2,softmax:6,norm:4,pool:5,scan:2,reduce:4,binary_elementwise:1,batchnorm:1");
 }
 
 TEST(UnaryPlan, DeclinesWhatItCannotDoExactly) {
@@ -64,6 +64,48 @@ TEST(UnaryPlan, VectorWidthFollowsDtypeAndLayout) {
   EXPECT_EQ(max_vec(problem("exp", at::kFloat, {1022}, {1}, 90, 2)), 2);
   EXPECT_EQ(max_vec(problem("exp", at::kHalf, {1020}, {1}, 90, 4)), 4);
   EXPECT_EQ(max_vec(problem("exp", at::kBFloat16, {64, 16}, {32, 1}, 90, 16)), 8);
+}
+
+// Note [Unary picked vectors]: every second element along the innermost dim is read as one aligned load of 2v
+// elements, v picked; v is limited by 16 bytes a load, the inner size, the outer strides and the storage offset.
+TEST(UnaryPlan, EverySecondElementIsPickedFromWiderLoads) {
+  auto plan_of = [](const Problem& p) {
+    auto plan = unary().plan(p);
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    return plan.ok() ? std::move(plan).value() : nullptr;
+  };
+  auto max_vec = [](const Plan& plan) {
+    int m = 0;
+    for (const auto& v : plan.space()) m = std::max(m, v.get("vec"));
+    return m;
+  };
+  auto half_cols = plan_of(problem("neg", at::kBFloat16, {8192, 2048}, {4096, 2}));  // x[:, ::2]
+  ASSERT_NE(half_cols, nullptr);
+  EXPECT_EQ(max_vec(*half_cols), 4);  // 8 bf16 = 16 bytes a load
+  const Variant v4{{{"vec", 4}, {"block", 256}, {"unroll", 1}, {"grid", 0}}};
+  auto src = half_cols->source(v4);
+  ASSERT_TRUE(src.ok());
+  EXPECT_NE(src->code.find("wide_t { storage_t v[2 * VEC]; }"), std::string::npos);
+  EXPECT_NE(src->code.find("r[u].v[e] = w.v[2 * e]"), std::string::npos);
+  // The scalar variant keeps the plain strided load.
+  auto scalar = half_cols->source(Variant{{{"vec", 1}, {"block", 256}, {"unroll", 1}, {"grid", 0}}});
+  ASSERT_TRUE(scalar.ok());
+  EXPECT_EQ(scalar->code.find("wide_t"), std::string::npos);
+  auto f32 = plan_of(problem("neg", at::kFloat, {64, 16}, {32, 2}));
+  ASSERT_NE(f32, nullptr);
+  EXPECT_EQ(max_vec(*f32), 2);
+  auto flat = plan_of(problem("neg", at::kFloat, {64, 15}, {30, 2}));  // one uniform stride: 960 picked
+  ASSERT_NE(flat, nullptr);
+  EXPECT_EQ(max_vec(*flat), 2);
+  auto odd = plan_of(problem("neg", at::kFloat, {64, 15}, {32, 2}));  // inner 15: no width divides
+  ASSERT_NE(odd, nullptr);
+  EXPECT_EQ(max_vec(*odd), 1);
+  auto shifted = plan_of(problem("neg", at::kHalf, {64, 16}, {32, 2}, 90, 1));  // x[:, 1::2]: odd offset
+  ASSERT_NE(shifted, nullptr);
+  EXPECT_EQ(max_vec(*shifted), 1);
+  auto stride3 = plan_of(problem("neg", at::kHalf, {64, 16}, {48, 3}));
+  ASSERT_NE(stride3, nullptr);
+  EXPECT_EQ(max_vec(*stride3), 1);
 }
 
 TEST(UnaryPlan, SourceIsSpecialisedAndRejectsForeignVariants) {

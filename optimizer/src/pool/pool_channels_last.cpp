@@ -52,9 +52,9 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
     if (ow0 + p >= OW) break;
     const int ws = ws0 + p;
     if (CONST_DIV) {
-      div_rn<OPW>(acc[p], acc[p], (float)CONST_DIV, 1.f / (float)CONST_DIV);
+      div_rn_n<OPW>(acc[p], acc[p], (float)CONST_DIV, 1.f / (float)CONST_DIV);
     } else if (hs >= 0 && hs + KH <= H && ws >= 0 && ws + KW <= W) {
-      div_rn<OPW>(acc[p], acc[p], (float)INNER_DIV, 1.f / (float)INNER_DIV);
+      div_rn_n<OPW>(acc[p], acc[p], (float)INNER_DIV, 1.f / (float)INNER_DIV);
     } else {
       bool empty;
       const int div = avg_divisor(hs, ws, &empty);
@@ -119,7 +119,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 #pragma unroll
       for (int e = 0; e < OPW; ++e) acc[e] += v[e];
     }
-    div_rn<OPW>(acc, acc, (float)INNER_DIV, 1.f / (float)INNER_DIV);
+    div_rn_n<OPW>(acc, acc, (float)INNER_DIV, 1.f / (float)INNER_DIV);
     store_vec<OPW>(out + pix * C + c0, acc);
     return;
   }
@@ -163,7 +163,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
   }
 #if KIND == 1
   if (CONST_DIV) {
-    div_rn<OPW>(acc, acc, (float)CONST_DIV, 1.f / (float)CONST_DIV);
+    div_rn_n<OPW>(acc, acc, (float)CONST_DIV, 1.f / (float)CONST_DIV);
   } else {
     bool empty;
     const int div = avg_divisor(hs, ws, &empty);

@@ -93,12 +93,12 @@ __device__ __forceinline__ int avg_divisor(int hs, int ws, bool* empty) {
   return DIVISOR ? DIVISOR : (COUNT_PAD ? pool_size : (he - hs) * (we - ws));
 }
 // q[e] = s[e] / d rounded to nearest (ATen's sum / divisor) from y = RN(1 / d), without the IEEE division
-// sequence (Note [Pooling exact division]): one Markstein correction each (a sum of +0 gives +0 or -0 as s / d
-// does); when a sum is too small or large (NaN and Inf included) all NV take the division itself (one rarely
-// taken branch per NV outputs).
+// sequence (Note [Pooling exact division]): codegen_common's div_rn, one Markstein correction each (a sum of +0
+// gives +0 or -0 as s / d does); when a sum is too small or large (NaN and Inf included) all NV take the
+// division itself (one rarely taken branch per NV outputs).
 // q may be s (the sums are copied first).
 template <int NV>
-__device__ __forceinline__ void div_rn(float* q, const float* s, float d, float y) {
+__device__ __forceinline__ void div_rn_n(float* q, const float* s, float d, float y) {
   float a[NV];
   bool fast = true;
 #pragma unroll
@@ -107,10 +107,7 @@ __device__ __forceinline__ void div_rn(float* q, const float* s, float d, float 
     fast &= (fabsf(a[e]) > 8.67361738e-19f /* 2^-60 */ || a[e] == 0.f) && fabsf(a[e]) < 1.26765060e+30f /* 2^100 */;
   }
 #pragma unroll
-  for (int e = 0; e < NV; ++e) {
-    const float m = __fmul_rn(a[e], y);
-    q[e] = fmaf(fmaf(-m, d, a[e]), y, m);
-  }
+  for (int e = 0; e < NV; ++e) q[e] = div_rn(a[e], d, y);
   if (!fast) {
 #pragma unroll
     for (int e = 0; e < NV; ++e) q[e] = a[e] / d;
@@ -121,9 +118,9 @@ __device__ __forceinline__ void div_rn(float* q, const float* s, float d, float 
 __device__ __forceinline__ float avg_result(float s, int hs, int ws) {
   float q;
   if (CONST_DIV) {
-    div_rn<1>(&q, &s, (float)CONST_DIV, 1.f / (float)CONST_DIV);
+    div_rn_n<1>(&q, &s, (float)CONST_DIV, 1.f / (float)CONST_DIV);
   } else if (hs >= 0 && ws >= 0 && hs + KH <= H && ws + KW <= W) {
-    div_rn<1>(&q, &s, (float)INNER_DIV, 1.f / (float)INNER_DIV);
+    div_rn_n<1>(&q, &s, (float)INNER_DIV, 1.f / (float)INNER_DIV);
   } else {
     bool empty;
     const int div = avg_divisor(hs, ws, &empty);
@@ -225,7 +222,7 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
     << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << " cpx=" << kn.cpx << "\n";
-  k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
+  k << "typedef long long index_t;\n" << dtype_prelude(s.dtype) << exact_divide_source();
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
     << "LL\n#define SH " << s.sh << "LL\n#define SW " << s.sw << "LL\n#define KH " << s.kh << "\n#define KW " << s.kw

@@ -280,9 +280,9 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
     // ATen's divisor (Note [Pooling exact division]): the signature's constant one, else the interior one where
     // all VEC windows lie in the image, else per window (no window of a stride-1 walk is empty).
     if (CONST_DIV) {
-      div_rn<VEC>(res, res, (float)CONST_DIV, 1.f / (float)CONST_DIV);
+      div_rn_n<VEC>(res, res, (float)CONST_DIV, 1.f / (float)CONST_DIV);
     } else if (oh - PH >= 0 && oh - PH + KH <= H && c0 - PW >= 0 && c0 + VEC - 1 - PW + KW <= W) {
-      div_rn<VEC>(res, res, (float)INNER_DIV, 1.f / (float)INNER_DIV);
+      div_rn_n<VEC>(res, res, (float)INNER_DIV, 1.f / (float)INNER_DIV);
     } else {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) res[e] = avg_result(res[e], oh - PH, c0 + e - PW);

@@ -24,6 +24,8 @@ KernelSource generate_unary(const UnaryShape& s, int vec, int block, int unroll,
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define UNROLL " << unroll << "\n";
   k << "static constexpr index_t N = " << s.space.numel << ";\n";
   k << "struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };\n";
+  const bool pick = s.pick == 2 && vec > 1;  // Note [Unary picked vectors]
+  if (pick) k << "struct __align__(2 * VEC * sizeof(storage_t)) wide_t { storage_t v[2 * VEC]; };\n";
   // Input offset of output element j (output is dense, written in memory order).
   k << "__device__ __forceinline__ index_t in_offset(index_t j) {\n";
   if (s.space.linear()) {
@@ -56,8 +58,13 @@ KernelSource generate_unary(const UnaryShape& s, int vec, int block, int unroll,
        "#pragma unroll\n"
        "    for (int u = 0; u < UNROLL; ++u) {\n"
        "      const index_t i = base + (index_t)u * BLOCK + threadIdx.x;\n"
-       "      if (i < NV) r[u] = *reinterpret_cast<const vec_t*>(in + in_offset(i * VEC));\n"
-       "    }\n"
+       << (pick ? "      if (i < NV) {\n"
+                  "        const wide_t w = *reinterpret_cast<const wide_t*>(in + in_offset(i * VEC));\n"
+                  "#pragma unroll\n"
+                  "        for (int e = 0; e < VEC; ++e) r[u].v[e] = w.v[2 * e];\n"
+                  "      }\n"
+                : "      if (i < NV) r[u] = *reinterpret_cast<const vec_t*>(in + in_offset(i * VEC));\n")
+       << "    }\n"
        "#pragma unroll\n"
        "    for (int u = 0; u < UNROLL; ++u) {\n"
        "      const index_t i = base + (index_t)u * BLOCK + threadIdx.x;\n"

@@ -19,6 +19,9 @@ struct UnaryShape {
   std::vector<int64_t> sizes, in_strides, out_strides;
   IterSpace space;            ///< coalesced iteration space
   int max_vec = 1;            ///< largest vector width (elements) this layout allows
+  /// 2 where the innermost input stride is 2 and vectors are picked from wider loads (Note [Unary picked
+  /// vectors]); else 1.
+  int pick = 1;
 };
 
 /// CUDA source of the unary kernel for `shape` and technique knobs (vec, block, unroll, grid).
