@@ -181,7 +181,8 @@
 /// Measured (H200, 2026-11-30, docs/PERF.md session 6, run 2): avg_pool2d f16 k3 s1 p1 224.6 -> 121.6 us, 1.23x
 /// the floor and 1.21x the device copy (slide8 seg8 block 256; predicted 110-120 us): within target. Channels-last
 /// bf16 k3 s1: 54.0 -> 46.7 us (opw8 block 512 kept; 1.89x the floor), so the prediction (33-36 us for opw8, 27-31
-/// for cpx 4) was wrong: the cpx variants did not win; not profiled yet.
+/// for cpx 4) was wrong: the cpx variants did not win; not profiled yet. Run 5 (same kernels): the tuner's 24
+/// sampled trials kept slide4 seg32 for the f16 row, 139.0 us (1.37x): slide8 seg8 was not sampled.
 /// Not done: adaptive_avg_pool2d (its two divisions by window extents are left as ATen's), a channels-last walk
 /// down H (the runs share columns along W instead), channels-last max.
 #pragma once
