@@ -37,27 +37,35 @@ int LoadedModule::max_blocks_per_sm(int block) const {
 // the statistics and the output (one HBM read). Co-residency of a cluster's blocks is guaranteed by the
 // hardware, so no cooperative launch is needed; a cluster that cannot fit fails at launch and the call stays
 // on ATen. Kernels with clusters are only offered where Problem::sm >= 90.
+namespace {
+
+/// Opts `fn` in to `dynamic_smem` bytes of dynamic shared memory per block (nothing to do up to the default
+/// 48 KB); the caller holds the device's context.
+Status opt_in_shared_memory(const DriverApi* api, CUfunction fn, unsigned dynamic_smem) {
+  if (dynamic_smem > 48 * 1024)
+    CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          static_cast<int>(dynamic_smem)));
+  return Status();
+}
+
+}  // namespace
+
 Status LoadedModule::configure_clusters(unsigned dynamic_smem) const {
   CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
   dispatcher::ContextScope ctx(device_);
   CUDAL1_RETURN_IF_ERROR(ctx.status());
   CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
-  if (dynamic_smem > 48 * 1024)
-    CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          static_cast<int>(dynamic_smem)));
-  return Status();
+  return opt_in_shared_memory(api, fn_, dynamic_smem);
 }
 
 Status LoadedModule::prepare_shared_memory(unsigned dynamic_smem) const {
   std::call_once(smem_once_, [&] {
-    if (dynamic_smem <= 48 * 1024) return;
+    if (dynamic_smem <= 48 * 1024) return;  // the default: nothing to opt in to
     const Status st = [&]() -> Status {
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
       dispatcher::ContextScope ctx(device_);
       CUDAL1_RETURN_IF_ERROR(ctx.status());
-      CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            static_cast<int>(dynamic_smem)));
-      return Status();
+      return opt_in_shared_memory(api, fn_, dynamic_smem);
     }();
     if (!st.ok()) smem_ready_ = Status(Code::kUnsupported, "shared memory opt-in failed: " + st.to_string());
   });

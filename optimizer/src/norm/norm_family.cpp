@@ -87,7 +87,7 @@ class NormPlan final : public Plan {
           if (!cache || cached_elements(s_, vec, block) <= kMaxCachedElements) k.cache = cache, add(k);
         k.mode = 2;
         k.cache = false;
-        if (s_.cols >= 4096 && s_.rows <= 4096)
+        if (split_rows())
           for (int splits : kSplits) {
             k.splits = splits;
             if (chunk_vectors(s_, k) < block || s_.rows * splits > (int64_t{1} << 22)) continue;
@@ -166,12 +166,15 @@ class NormPlan final : public Plan {
     return k;
   }
 
+  /// Rows long and few enough to split over blocks: where modes 2, 3 and 5 are offered.
+  bool split_rows() const { return s_.cols >= 4096 && s_.rows <= 4096; }
+
   /// Mode 3 (Note [Norm groups]), where mode 2 is offered: the widest vector only (they stream), blocks of
   /// 256-1024, each group size that gives a different number of rows per group, with and without `ahead`;
   /// only splits that give a part at least a block of vectors and a group at least kMinGroupParts parts.
   template <typename Add>
   void add_group_variants(const Add& add) const {
-    if (!(s_.cols >= 4096 && s_.rows <= 4096)) return;
+    if (!split_rows()) return;
     NormKnobs k;
     k.mode = 3;
     k.vec = s_.max_vec;
@@ -224,7 +227,7 @@ class NormPlan final : public Plan {
   /// what ring_fits (cp.async vectors, a part of >= a block of vectors, the ring in one block's shared memory).
   template <typename Add>
   void add_ring_variants(const Add& add) const {
-    if (!(s_.cols >= 4096 && s_.rows <= 4096)) return;
+    if (!split_rows()) return;
     NormKnobs k;
     k.mode = 5;
     k.vec = s_.max_vec;

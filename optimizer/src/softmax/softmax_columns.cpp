@@ -131,9 +131,10 @@ class ColumnPlan final : public Plan {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
       const int64_t blocks = c_.outer * ((c_.inner / vec + 31) / 32) * cluster;
-      return make_cluster_kernel(OutputSpec{c_.dtype, c_.sizes, c_.out_strides}, c_.sizes, c_.in_strides,
-                                 int64_t{vec} * elem_size(c_.dtype), blocks, block, cluster,
-                                 smem_tile_bytes(c_, vec, block, cluster, keep), c_.log ? 4.0 : 0.0, std::move(m));
+      return std::unique_ptr<BoundKernel>(new SimpleKernel(
+          std::move(m), OutputSpec{c_.dtype, c_.sizes, c_.out_strides}, c_.sizes, c_.in_strides,
+          int64_t{vec} * elem_size(c_.dtype), blocks, block, c_.log ? 4.0 : 0.0,
+          smem_tile_bytes(c_, vec, block, cluster, keep), cluster));
     }
     if (v.get("tile", 0)) return make_tile_kernel(c_, v.get("vec"), v.get("block"), v.get("chunks"), std::move(m));
     const int vec = v.get("vec"), block = v.get("block"), split = v.get("split");

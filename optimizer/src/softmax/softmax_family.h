@@ -185,14 +185,7 @@ int keep_rows(const ColumnShape& c, int vec);
 /// each thread keeps its first `keep` rows in registers instead (0: none).
 KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep);
 /// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` >= 2 blocks per row, cluster_row_bytes each.
+/// Both are bound as a SimpleKernel with their shared memory and cluster size (simple_kernel.h).
 KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster);
-
-/// The bound kernel of either: checks the call's layout and alignment (`align` bytes), opts the kernel in to
-/// `smem` bytes and clusters on its first launch, declines (kUnsupported) when the device cannot hold one
-/// cluster, and launches `blocks` blocks in clusters of `cluster` (a plain launch when 1).
-std::unique_ptr<BoundKernel> make_cluster_kernel(OutputSpec out, std::vector<int64_t> sizes,
-                                                 std::vector<int64_t> in_strides, int64_t align, int64_t blocks,
-                                                 int block, int cluster, int64_t smem, double input_scaled_atol,
-                                                 std::shared_ptr<LoadedModule> m);
 
 }  // namespace cudal1::optimizer::softmax

@@ -84,9 +84,10 @@ class SoftmaxPlan final : public Plan {
     CUDAL1_RETURN_IF_ERROR(source(v));
     const int vec = v.get("vec"), block = v.get("block");
     if (const int cluster = v.get("cluster", 0))
-      return make_cluster_kernel(OutputSpec{s_.dtype, s_.sizes, s_.out_strides}, s_.sizes, s_.in_strides,
-                                 int64_t{vec} * elem_size(s_.dtype), s_.rows * cluster, block, cluster,
-                                 cluster_row_bytes(s_, vec, cluster), s_.log ? 4.0 : 0.0, std::move(m));
+      return std::unique_ptr<BoundKernel>(new SimpleKernel(
+          std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides}, s_.sizes, s_.in_strides,
+          int64_t{vec} * elem_size(s_.dtype), s_.rows * cluster, block, s_.log ? 4.0 : 0.0,
+          cluster_row_bytes(s_, vec, cluster), cluster));
     const int64_t rows_per_block = v.get("warp") ? block / 32 : 1;
     const int64_t grid = (s_.rows + rows_per_block - 1) / rows_per_block;
     return std::unique_ptr<BoundKernel>(new SimpleKernel(std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides},
