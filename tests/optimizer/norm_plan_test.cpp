@@ -66,16 +66,17 @@ TEST(NormPlan, VectorWidthFollowsRowsOffsetsAndChannels) {
 }
 
 TEST(NormPlan, SpaceOffersSplitRowsOnlyForLongRowsAndCachingOnlyWhereRowsFit) {
-  // KernelBench LayerNorm: 16 rows of 4M elements. Only split rows and streamed block rows make sense.
+  // KernelBench LayerNorm: 16 rows of 4M elements. Only split rows (modes 2, 3 and the parts of mode 6) and
+  // streamed block rows make sense.
   std::set<int> modes;
   for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
     modes.insert(v.get("mode"));
     EXPECT_EQ(v.get("cache"), 0) << v.id();
-    if (v.get("mode") >= 2) {
+    if (v.get("mode") == 2 || v.get("mode") == 3) {
       EXPECT_GE(v.get("splits"), 4) << v.id();
     }
   }
-  EXPECT_EQ(modes, (std::set<int>{1, 2, 3}));
+  EXPECT_EQ(modes, (std::set<int>{1, 2, 3, 6}));
   // LLM rows: 4096 features fit in registers of a block; many rows, so no splitting.
   int cached = 0;
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) {
@@ -264,6 +265,54 @@ TEST(NormPlan, RingStepsAreOfferedWhereTheRingFitsOneBlockPerSm) {
     EXPECT_NE(v.get("mode"), 5);
   // Many short rows: no split modes at all.
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) EXPECT_NE(v.get("mode"), 5);
+}
+
+TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
+  // Note [Norm parts]. 4 MB fp32 rows (262144 float4): parts of block x per vectors, 64-256 a row, each within
+  // the reference grid (132 SMs x 2 blocks of 512 or 4 of 256): all four variants, in a stratum of their own.
+  auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false));
+  ASSERT_TRUE(plan.ok());
+  std::set<int> strata;
+  int parts = 0;
+  bool seen = false;
+  for (const auto& v : plan.value()->space()) {
+    if (v.get("mode") != 6) continue;
+    ++parts;
+    EXPECT_EQ(v.get("vec"), 4) << v.id();
+    strata.insert(plan.value()->stratum(v));
+    if (v.get("block") != 512 || v.get("per") != 8) continue;
+    auto src = plan.value()->source(v);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("#define NPARTS ((index_t)64LL)"), std::string::npos);
+    EXPECT_NE(src->code.find("#define PER 8\n"), std::string::npos);
+    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK, 2)"), std::string::npos);
+    seen = true;
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(parts, 4);
+  EXPECT_EQ(strata, (std::set<int>{12}));
+  // KernelBench LayerNorm, 16 MB rows: only per 8 (256 parts of 512 threads <= 264, 512 of 256 <= 528).
+  parts = 0;
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
+    if (v.get("mode") != 6) continue;
+    ++parts;
+    EXPECT_EQ(v.get("per"), 8) << v.id();
+  }
+  EXPECT_EQ(parts, 2);
+  // sm_80 (108 SMs): the 16 MB rows have more parts than the reference grid holds; the 4 MB rows fit.
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3, true, true, 80)))
+    EXPECT_NE(v.get("mode"), 6);
+  parts = 0;
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false, 80)))
+    parts += v.get("mode") == 6;
+  EXPECT_EQ(parts, 4);
+  // Odd fp16 rows take 2-byte vectors and a short last part; no reference grid on sm_86; short rows: none.
+  bool odd = false;
+  for (const auto& v : space(layer_norm_problem(at::kHalf, {8, 999999}, 1))) odd = odd || v.get("mode") == 6;
+  EXPECT_TRUE(odd);
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false, 86)))
+    EXPECT_NE(v.get("mode"), 6);
+  for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) EXPECT_NE(v.get("mode"), 6);
 }
 
 TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {

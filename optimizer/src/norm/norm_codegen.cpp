@@ -141,7 +141,16 @@ __device__ __forceinline__ vec_t normalise(const vec_t& t, float mean, float rst
 #endif
   return o;
 }
-#if MODE == 3 || MODE == 5
+#if MODE == 3 || MODE == 5 || MODE == 6
+/// Thread 0 writes the block's triple (row_welford gave every thread the same) to the workspace at i x 3.
+__device__ __forceinline__ void publish(float* ws, index_t i, const Welford& acc) {
+  if (threadIdx.x == 0) {
+    float* p = ws + i * 3;
+    p[0] = acc.n;
+    p[1] = acc.mean;
+    p[2] = acc.m2;
+  }
+}
 /// Thread 0 (which wrote this block's triples) publishes them and arrives on counter g.
 __device__ __forceinline__ void group_arrive(unsigned* arrived, index_t g) {
   if (threadIdx.x == 0) {
@@ -167,6 +176,20 @@ __device__ __forceinline__ Welford merge_row(const float* ws, index_t row, index
     acc = wf_combine(acc, Welford{__ldcg(p), __ldcg(p + 1), __ldcg(p + 2)});
   }
   return row_welford(acc, red);
+}
+/// Merges row `row`'s `parts` triples (merge_row), stores mean and rstd where `writer` (one block a row), and
+/// returns the values the output is computed from in *mean_u and *rstd_u.
+__device__ __forceinline__ void merged_stats(const float* ws, index_t row, index_t parts, bool writer,
+                                             stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
+                                             float* red, float* mean_u, float* rstd_u) {
+  const Welford acc = merge_row(ws, row, parts, red);
+  const float mean = acc.mean, rstd = rsqrtf(acc.m2 / (float)COLS + EPS);
+  if (writer && threadIdx.x == 0) {
+    mean_out[row] = to_stat(mean);
+    rstd_out[row] = to_stat(rstd);
+  }
+  *mean_u = used_stat(mean);
+  *rstd_u = used_stat(rstd);
 }
 #endif
 #if MODE == 3
@@ -194,12 +217,7 @@ __device__ __forceinline__ void group_stats(const storage_t* __restrict__ x, flo
     for_vectors(reinterpret_cast<const vec_t*>(x + row * COLS), j0, j1,
                 [&](index_t, const vec_t& t) { acc = wf_combine(acc, wf_vector(t)); });
     acc = row_welford(acc, red);
-    if (threadIdx.x == 0) {
-      float* p = ws + (row * S + part) * 3;
-      p[0] = acc.n;
-      p[1] = acc.mean;
-      p[2] = acc.m2;
-    }
+    publish(ws, row * S + part, acc);
   }
   group_arrive(arrived, g);
 }
@@ -212,13 +230,8 @@ __device__ __forceinline__ void group_normalise(const storage_t* __restrict__ x,
   for (index_t i = blockIdx.x; i < RPG * S; i += gridDim.x) {
     const index_t row = g * RPG + i / S, part = i % S;
     if (row >= ROWS) break;
-    const Welford acc = merge_row(ws, row, S, red);
-    const float mean = acc.mean, rstd = rsqrtf(acc.m2 / (float)COLS + EPS);
-    if (part == 0 && threadIdx.x == 0) {
-      mean_out[row] = to_stat(mean);
-      rstd_out[row] = to_stat(rstd);
-    }
-    const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
+    float mean_u, rstd_u;
+    merged_stats(ws, row, S, part == 0, mean_out, rstd_out, red, &mean_u, &rstd_u);
     const vec_t* __restrict__ xr = reinterpret_cast<const vec_t*>(x + row * COLS);
     vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
     const index_t j0 = part * CHV, j1 = j0 + CHV < NV ? j0 + CHV : NV;
@@ -342,8 +355,10 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
   }
 #elif MODE == 4  // a row per thread-block cluster, kept on chip (Note [Norm clusters])
   cluster_rows(x, w, b, y, mean_out, rstd_out, red);
-#else  // MODE 5: steps of rows over the whole grid, kept on chip in a load-ahead ring (Note [Norm ring])
+#elif MODE == 5  // steps of rows over the whole grid, kept on chip in a load-ahead ring (Note [Norm ring])
   ring_rows(x, w, b, y, mean_out, rstd_out, ws, red);
+#else  // MODE 6: parts of rows dealt by ticket, kept in registers (Note [Norm parts])
+  parts_rows(x, w, b, y, mean_out, rstd_out, ws, red);
 #endif
 }
 )";
@@ -358,7 +373,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   o << "// cudal1 norm: " << (s.group ? "group" : "layer") << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
     << " splits=" << k.splits << " reverse=" << k.reverse << " chunk_mb=" << k.chunk_mb << " ahead=" << k.ahead
-    << " cluster=" << k.cluster << " occ=" << k.occ << " step_mb=" << k.step_mb << " ring=" << k.ring << "\n";
+    << " cluster=" << k.cluster << " occ=" << k.occ << " step_mb=" << k.step_mb << " ring=" << k.ring
+    << " per=" << k.per << "\n";
   o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   if (s.stat_dtype == c10::ScalarType::Float)
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
@@ -372,6 +388,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "\n#define REV " << (k.reverse ? 1 : 0) << "\n";
   if (k.mode == 4 && k.occ > 1)
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
+  else if (k.mode == 6)
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << parts_min_blocks(k.block) << ")\n";
   else
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
   o << "#define EPS __int_as_float(0x" << std::hex << eps_bits << std::dec << "u)\n";
@@ -390,6 +408,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   if (k.mode == 5)
     o << "#define RPS ((index_t)" << ring_rows_per_step(s, k) << "LL)\n#define NS ((index_t)" << ring_steps(s, k)
       << "LL)\n#define RING " << k.ring << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n";
+  if (k.mode == 6)
+    o << "#define NPARTS ((index_t)" << parts_per_row(s, k) << "LL)\n#define PER " << k.per << "\n";
   if (k.mode == 4) {
     const int64_t spt = cluster_vectors_per_thread(s, k);
     const int regs = cluster_registers(s, k);
@@ -399,6 +419,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   o << row_reduce_source() << welford_source() << kBody;
   if (k.mode == 4) o << async_copy_source() << cluster_primitives_source() << cluster_source();
   if (k.mode == 5) o << async_copy_source() << ring_source();
+  if (k.mode == 6) o << parts_source();
   o << kKernel;
   return KernelSource{o.str(), "cudal1_norm"};
 }

@@ -21,6 +21,7 @@ constexpr int kGroupMb[] = {8, 16};        ///< mode 3: row group sizes (Note [N
 constexpr int kClusters[] = {2, 4, 8, 16};  ///< mode 4: blocks per row (16: the largest cluster sm_90 allows)
 constexpr int kStepMb[] = {4, 8};           ///< mode 5: step sizes (Note [Norm ring])
 constexpr int kRings[] = {2, 3};            ///< mode 5: ring slots
+constexpr int kPers[] = {4, 8};             ///< mode 6: vectors a thread holds (Note [Norm parts])
 
 /// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
 /// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).
@@ -69,6 +70,7 @@ class NormPlan final : public Plan {
       if (k.mode == 3) v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
       if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
       if (k.mode == 5) v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
+      if (k.mode == 6) v.knobs.emplace_back("per", k.per);
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -98,6 +100,7 @@ class NormPlan final : public Plan {
     add_group_variants(add);
     add_cluster_variants(add);
     add_ring_variants(add);
+    add_parts_variants(add);
     return out;
   }
 
@@ -105,7 +108,7 @@ class NormPlan final : public Plan {
     std::vector<float> knobs;
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    for (int m = 0; m < 6; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < 7; ++m) knobs.push_back(v.get("mode") == m);
     knobs.push_back(v.get("cache") == 1);
     knobs.push_back(v.get("cache") == 0);
     knobs.push_back(v.get("splits") == 1);
@@ -118,6 +121,7 @@ class NormPlan final : public Plan {
     knobs.push_back(v.get("occ") == 2);
     for (int x : kStepMb) knobs.push_back(v.get("step") == x);
     knobs.push_back(v.get("ring") == 3);
+    knobs.push_back(v.get("per") == 8);
     const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
@@ -163,6 +167,7 @@ class NormPlan final : public Plan {
     k.occ = v.get("occ", 1);
     k.step_mb = v.get("step");
     k.ring = v.get("ring");
+    k.per = v.get("per");
     return k;
   }
 
@@ -244,6 +249,23 @@ class NormPlan final : public Plan {
         }
       }
     }
+  }
+
+  /// Mode 6 (Note [Norm parts]), where mode 2 is offered, on sm_80 and sm_90+: the widest vector only, blocks
+  /// of 256 and 512, 4 or 8 vectors a thread; only what parts_fit (2 or more parts a row, no more than the
+  /// reference grid holds at once).
+  template <typename Add>
+  void add_parts_variants(const Add& add) const {
+    if (!split_rows()) return;
+    NormKnobs k;
+    k.mode = 6;
+    k.vec = s_.max_vec;
+    for (int block : {256, 512})
+      for (int per : kPers) {
+        k.block = block;
+        k.per = per;
+        if (parts_fit(s_, k)) add(k);
+      }
   }
 
   NormShape s_;
@@ -338,7 +360,7 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  int version() const override { return 4; }
+  int version() const override { return 5; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

@@ -156,6 +156,33 @@
 /// is ~58 instructions an element on 16 warps, not the ~0.5 us predicted, and it serialises with the grid wait.
 /// Next: per-thread two-pass statistics (no division per element) and fewer block barriers a step, or more
 /// warps. The mode stays a knob (verified: the norm fuzz drew it 75 times, 0 mismatches).
+///
+/// Note [Norm parts]
+/// Mode 6 removes what sank modes 4 and 5 (the Notes above: per-element Welford with a division, block
+/// barriers, shared-memory round trips, and every block loading, reducing and writing in step with the rest)
+/// and what sank mode 3 (the L2 reread). A row is cut into P parts of BLOCK x PER vectors (PER 4 or 8; 32
+/// registers of data at 8 x 16 bytes). A persistent cooperative grid of what the device keeps resident (2 blocks
+/// of 512 or 4 of 256 an SM: __launch_bounds__ minimum blocks, ptxas 56 registers, no spills) takes parts by
+/// ticket (thread 0's atomicAdd, in order): a block loads its part into registers with every load issued at
+/// once (64 KB a block in flight), computes each thread's exact two-pass mean and squared deviations (no
+/// division per element), merges the block's triples (Chan, one block reduction), publishes the part's triple,
+/// arrives on its row's counter and waits only for that row's P parts, merges the row's P triples in the same
+/// order in every block (merge_row: identical statistics), normalises from registers and takes the next ticket.
+/// HBM moves the floor's bytes. No grid-wide barrier: blocks of different rows drift apart, so while some wait
+/// or reduce, others load or write. Deadlock freedom: tickets go out in order, so every part of the oldest
+/// unfinished row is held by a running block (which arrives before it waits) or not yet issued, and then a
+/// block is free to take it as long as the grid holds >= P blocks; the planner offers P <= the reference grid
+/// (ring_reference_blocks x minimum blocks), the bound kernel declines the call (ATen) where this device keeps
+/// fewer blocks than P resident, and the cooperative launch fails (ATen) where the grid cannot be resident.
+/// Workspace: rows x P triples, a counter per row, the ticket counter (zeroed by cuMemsetD32Async); streams
+/// being captured are declined (no cooperative graph nodes), as modes 3 and 5.
+/// Prediction (H200, copy 4.15-4.2 TB/s; memset + launch ~3-4 us, first-load ramp and last drain ~2-3 us):
+/// - layer norm f32 [64,1048576] (64 parts of 64 KB a row, ~4 rows in flight over 264 blocks): ~135-140 us,
+///   1.05-1.08x the copy (mode 3 210 us);
+/// - group norm f32 [16,64,256,256] g8 (32 parts a row): ~135-140 us (mode 3 206 us);
+/// - layer norm f32 [16,64,256,256] (16 MB rows: 256 parts of 264 blocks, so rows go nearly one at a time and
+///   every row's blocks load, wait and write in step): ~16 x (7.7 us + ~2 us) + 4 = ~160 us, ~1.25x the copy
+///   (mode 2 216 us).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -187,7 +214,8 @@ struct NormShape {
 struct NormKnobs {
   int mode = 1;     ///< 0: warp per row; 1: block per row; 2: split rows over `splits` blocks, second pass;
                     ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip;
-                    ///< 5: steps of rows over the grid, kept on chip in a load-ahead ring
+                    ///< 5: steps of rows over the grid, kept on chip in a load-ahead ring;
+                    ///< 6: parts of rows dealt by ticket over the grid, kept in registers
   int vec = 1;      ///< elements per load/store
   int block = 256;  ///< threads per block
   bool cache = false;  ///< row kept in registers between the statistics and the output (modes 0, 1)
@@ -199,6 +227,7 @@ struct NormKnobs {
   int occ = 1;           ///< mode 4: blocks per SM the slice's shared memory is sized for (1 or 2)
   int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
   int ring = 0;          ///< mode 5: steps held in a block's shared-memory ring (RING - 1 loading ahead)
+  int per = 0;           ///< mode 6: vectors each thread holds in registers (Note [Norm parts])
 };
 
 /// Elements one thread may keep in registers.
@@ -261,6 +290,19 @@ bool ring_fits(const NormShape& s, const NormKnobs& k);
 /// Mode 5: device code (after async_copy_source) that the kernel's MODE 5 branch calls.
 const char* ring_source();
 
+/// Mode 6 (Note [Norm parts]): blocks per SM the kernel's __launch_bounds__ asks for (4 at 256 threads, 2 at 512).
+int parts_min_blocks(int block);
+
+/// Mode 6: parts per row (k.block x k.per vectors each; the last may be shorter).
+int64_t parts_per_row(const NormShape& s, const NormKnobs& k);
+
+/// Mode 6: whether `k` is offered: blocks of 256 or 512, 4 or 8 vectors a thread, at least 2 parts a row and
+/// no more than the reference grid (ring_reference_blocks x parts_min_blocks) holds at once.
+bool parts_fit(const NormShape& s, const NormKnobs& k);
+
+/// Mode 6: device code that the kernel's MODE 6 branch calls.
+const char* parts_source();
+
 /// CUDA source of one variant: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
 KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
 
@@ -268,7 +310,9 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
 /// blocks with cluster_smem_bytes of dynamic shared memory) or twice with a fp32 workspace of
 /// rows * splits * 3 floats from torch's allocator (mode 2); mode 3 launches once, cooperatively (Note [Norm
 /// groups]), with that workspace followed by one zeroed arrival counter per row group; mode 5 likewise, with
-/// rows * grid triples, a counter per step and ring_smem_bytes of dynamic shared memory (Note [Norm ring]).
+/// rows * grid triples, a counter per step and ring_smem_bytes of dynamic shared memory (Note [Norm ring]);
+/// mode 6 likewise, with rows * parts triples, a counter per row and the ticket counter, on a grid of at most
+/// what the device keeps resident, and Unsupported where that is fewer blocks than a row's parts.
 std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
                                               std::shared_ptr<LoadedModule> module);
 

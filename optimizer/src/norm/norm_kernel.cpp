@@ -37,6 +37,16 @@ class NormKernel final : public BoundKernel {
       triples_ = s_.rows * group_grid_ * 3;
       ring_smem_ = ring_smem_bytes(s_, k_, group_grid_);
     }
+    if (k_.mode == 6) {
+      // Note [Norm parts]: as many blocks as the device keeps resident, at least a row's parts (else declined at
+      // the call: a row's holders could wait on a part no block is free to take).
+      const int64_t parts = parts_per_row(s_, k_);
+      const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
+      parts_resident_ = resident >= parts;
+      group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
+      groups_ = s_.rows + 1;  // a counter per row, then the ticket counter
+      triples_ = s_.rows * parts * 3;
+    }
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -92,7 +102,9 @@ class NormKernel final : public BoundKernel {
         ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
-      if (k_.mode == 3 || k_.mode == 5) {
+      if (k_.mode == 6 && !parts_resident_)
+        return Status(Code::kUnsupported, "the device keeps fewer blocks resident than a row has parts");
+      if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6) {
         ws = at::empty({triples_ + groups_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
         return launch_groups(api, xp, w, b, yp, mp, rp, wsp, stream);
@@ -115,7 +127,7 @@ class NormKernel final : public BoundKernel {
   }
 
  private:
-  /// Modes 3 and 5: zeroes the group (step) counters behind the triples, then one cooperative launch (Note
+  /// Modes 3, 5 and 6: zeroes the group (step, row and ticket) counters behind the triples, then one cooperative launch (Note
   /// [Norm groups], Note [Norm ring]; mode 5 first opts in to its ring's shared memory). A grid the device
   /// cannot keep resident now (e.g. under MPS limits), a ring larger than this device's shared memory, and a
   /// stream being captured into a graph (no cooperative nodes): Unsupported, so ATen serves the call.
@@ -167,6 +179,7 @@ class NormKernel final : public BoundKernel {
   int64_t groups_ = 0;       ///< modes 3, 5: row groups or steps (one counter each)
   int64_t triples_ = 0;      ///< modes 3, 5: workspace floats before the counters
   int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block
+  bool parts_resident_ = true;  ///< mode 6: the device keeps a row's parts resident at once
 };
 
 }  // namespace

@@ -98,24 +98,14 @@ __device__ __forceinline__ void ring_rows(const storage_t* __restrict__ x, const
       Welford acc{0.f, 0.f, 0.f};
       for (index_t j = j0 + threadIdx.x; j < j1; j += BLOCK) acc = wf_combine(acc, wf_vector(slot[i * ch + (j - j0)]));
       acc = row_welford(acc, red);
-      if (threadIdx.x == 0) {
-        float* p = ws + ((r0 + i) * parts + blockIdx.x) * 3;
-        p[0] = acc.n;
-        p[1] = acc.mean;
-        p[2] = acc.m2;
-      }
+      publish(ws, (r0 + i) * parts + blockIdx.x, acc);
     }
     group_arrive(arrived, s);
     group_wait(arrived, s);
     for (index_t i = 0; i < n; ++i) {
       const index_t row = r0 + i;
-      const Welford acc = merge_row(ws, row, parts, red);
-      const float mean = acc.mean, rstd = rsqrtf(acc.m2 / (float)COLS + EPS);
-      if (blockIdx.x == 0 && threadIdx.x == 0) {
-        mean_out[row] = to_stat(mean);
-        rstd_out[row] = to_stat(rstd);
-      }
-      const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
+      float mean_u, rstd_u;
+      merged_stats(ws, row, parts, blockIdx.x == 0, mean_out, rstd_out, red, &mean_u, &rstd_u);
       vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
       for (index_t j = j0 + threadIdx.x; j < j1; j += BLOCK) {
         affine(w, b, row, j, wv, bv);
