@@ -269,7 +269,8 @@ TEST(NormPlan, RingStepsAreOfferedWhereTheRingFitsOneBlockPerSm) {
 
 TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
   // Note [Norm parts]. 4 MB fp32 rows (262144 float4): parts of block x per vectors, 64-256 a row, each within
-  // the reference grid (132 SMs x 2 blocks of 512 or 4 of 256): all four variants, in a stratum of their own.
+  // the reference grid (132 SMs x 2 blocks of 512 or 4 of 256; 2 of either with `ahead`): all four without
+  // `ahead`, three with it (8 vectors at 512 threads twice would not fit 64 registers), in two strata.
   auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false));
   ASSERT_TRUE(plan.ok());
   std::set<int> strata;
@@ -280,32 +281,36 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
     ++parts;
     EXPECT_EQ(v.get("vec"), 4) << v.id();
     strata.insert(plan.value()->stratum(v));
-    if (v.get("block") != 512 || v.get("per") != 8) continue;
+    if (v.get("block") != 256 || v.get("per") != 4) continue;
     auto src = plan.value()->source(v);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define NPARTS ((index_t)64LL)"), std::string::npos);
-    EXPECT_NE(src->code.find("#define PER 8\n"), std::string::npos);
-    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK, 2)"), std::string::npos);
+    EXPECT_NE(src->code.find("#define NPARTS ((index_t)256LL)"), std::string::npos);
+    EXPECT_NE(src->code.find("#define PER 4\n"), std::string::npos);
+    EXPECT_NE(src->code.find(v.get("ahead") ? "__launch_bounds__(BLOCK, 2)" : "__launch_bounds__(BLOCK, 4)"),
+              std::string::npos);
     seen = true;
   }
   EXPECT_TRUE(seen);
-  EXPECT_EQ(parts, 4);
-  EXPECT_EQ(strata, (std::set<int>{12}));
-  // KernelBench LayerNorm, 16 MB rows: only per 8 (256 parts of 512 threads <= 264, 512 of 256 <= 528).
+  EXPECT_EQ(parts, 4 + 3);
+  EXPECT_EQ(strata, (std::set<int>{12, 13}));
+  // KernelBench LayerNorm, 16 MB rows: only per 8 without `ahead` (256 parts of 512 threads <= 264, 512 of 256
+  // <= 528).
   parts = 0;
   for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
     if (v.get("mode") != 6) continue;
     ++parts;
     EXPECT_EQ(v.get("per"), 8) << v.id();
+    EXPECT_EQ(v.get("ahead"), 0) << v.id();
   }
   EXPECT_EQ(parts, 2);
-  // sm_80 (108 SMs): the 16 MB rows have more parts than the reference grid holds; the 4 MB rows fit.
+  // sm_80 (108 SMs): the 16 MB rows have more parts than the reference grid holds; the 4 MB rows fit (with
+  // `ahead` not at 256 parts a row: 216 blocks).
   for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3, true, true, 80)))
     EXPECT_NE(v.get("mode"), 6);
   parts = 0;
   for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false, 80)))
     parts += v.get("mode") == 6;
-  EXPECT_EQ(parts, 4);
+  EXPECT_EQ(parts, 4 + 2);
   // Odd fp16 rows take 2-byte vectors and a short last part; no reference grid on sm_86; short rows: none.
   bool odd = false;
   for (const auto& v : space(layer_norm_problem(at::kHalf, {8, 999999}, 1))) odd = odd || v.get("mode") == 6;

@@ -389,7 +389,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   if (k.mode == 4 && k.occ > 1)
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
   else if (k.mode == 6)
-    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << parts_min_blocks(k.block) << ")\n";
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << parts_min_blocks(k.block, k.ahead) << ")\n";
   else
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
   o << "#define EPS __int_as_float(0x" << std::hex << eps_bits << std::dec << "u)\n";
@@ -409,7 +409,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     o << "#define RPS ((index_t)" << ring_rows_per_step(s, k) << "LL)\n#define NS ((index_t)" << ring_steps(s, k)
       << "LL)\n#define RING " << k.ring << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n";
   if (k.mode == 6)
-    o << "#define NPARTS ((index_t)" << parts_per_row(s, k) << "LL)\n#define PER " << k.per << "\n";
+    o << "#define NPARTS ((index_t)" << parts_per_row(s, k) << "LL)\n#define PER " << k.per << "\n#define AHEAD "
+      << (k.ahead ? 1 : 0) << "\n";
   if (k.mode == 4) {
     const int64_t spt = cluster_vectors_per_thread(s, k);
     const int regs = cluster_registers(s, k);

@@ -70,7 +70,7 @@ class NormPlan final : public Plan {
       if (k.mode == 3) v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
       if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
       if (k.mode == 5) v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
-      if (k.mode == 6) v.knobs.emplace_back("per", k.per);
+      if (k.mode == 6) v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -252,7 +252,7 @@ class NormPlan final : public Plan {
   }
 
   /// Mode 6 (Note [Norm parts]), where mode 2 is offered, on sm_80 and sm_90+: the widest vector only, blocks
-  /// of 256 and 512, 4 or 8 vectors a thread; only what parts_fit (2 or more parts a row, no more than the
+  /// of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`; only what parts_fit (2 or more parts a row, no more than the
   /// reference grid holds at once).
   template <typename Add>
   void add_parts_variants(const Add& add) const {
@@ -261,11 +261,13 @@ class NormPlan final : public Plan {
     k.mode = 6;
     k.vec = s_.max_vec;
     for (int block : {256, 512})
-      for (int per : kPers) {
-        k.block = block;
-        k.per = per;
-        if (parts_fit(s_, k)) add(k);
-      }
+      for (int per : kPers)
+        for (bool ahead : {false, true}) {
+          k.block = block;
+          k.per = per;
+          k.ahead = ahead;
+          if (parts_fit(s_, k)) add(k);
+        }
   }
 
   NormShape s_;

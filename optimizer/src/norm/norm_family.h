@@ -222,7 +222,8 @@ struct NormKnobs {
   int splits = 1;   ///< modes 2, 3: chunks per row
   bool reverse = false;  ///< mode 2: second pass walks chunks last-read-first (L2 reuse)
   int chunk_mb = 0;      ///< mode 3: rows are processed in groups of about this many MB of input
-  bool ahead = false;    ///< mode 3: a block reads group g + 1 before it normalises group g
+  bool ahead = false;    ///< mode 3: a block reads group g + 1 before it normalises group g; mode 6: a block
+                         ///< loads its next part before it waits on the current row
   int cluster = 0;       ///< mode 4: blocks per row, one thread-block cluster (Note [Norm clusters])
   int occ = 1;           ///< mode 4: blocks per SM the slice's shared memory is sized for (1 or 2)
   int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
@@ -290,14 +291,16 @@ bool ring_fits(const NormShape& s, const NormKnobs& k);
 /// Mode 5: device code (after async_copy_source) that the kernel's MODE 5 branch calls.
 const char* ring_source();
 
-/// Mode 6 (Note [Norm parts]): blocks per SM the kernel's __launch_bounds__ asks for (4 at 256 threads, 2 at 512).
-int parts_min_blocks(int block);
+/// Mode 6 (Note [Norm parts]): blocks per SM the kernel's __launch_bounds__ asks for (4 at 256 threads, 2 at 512
+/// or with `ahead`'s second set of registers).
+int parts_min_blocks(int block, bool ahead);
 
 /// Mode 6: parts per row (k.block x k.per vectors each; the last may be shorter).
 int64_t parts_per_row(const NormShape& s, const NormKnobs& k);
 
-/// Mode 6: whether `k` is offered: blocks of 256 or 512, 4 or 8 vectors a thread, at least 2 parts a row and
-/// no more than the reference grid (ring_reference_blocks x parts_min_blocks) holds at once.
+/// Mode 6: whether `k` is offered: blocks of 256 or 512, 4 or 8 vectors a thread (with `ahead` at most 2048
+/// vectors a block), at least 2 parts a row and no more than the reference grid (ring_reference_blocks x
+/// parts_min_blocks) holds at once.
 bool parts_fit(const NormShape& s, const NormKnobs& k);
 
 /// Mode 6: device code that the kernel's MODE 6 branch calls.
