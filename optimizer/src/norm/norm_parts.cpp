@@ -105,9 +105,9 @@ __device__ __forceinline__ void part_write(const storage_t* __restrict__ w, cons
     }
 }
 /// Note [Norm parts]. Without AHEAD a block loads, publishes, waits on and writes one part at a time. With
-/// AHEAD it takes its next ticket and issues that part's loads before it waits on the current row, so HBM
-/// keeps reading through the wait and the merge; where the next part is of the same row, the block publishes
-/// it before waiting (the row may need it) and writes both parts afterwards.
+/// AHEAD it holds two: it loads and publishes its next part before it waits on the current part's row (which
+/// its mates published an iteration ago), then writes the current part; a part is published as soon as it is
+/// loaded, never after a wait, so no row waits on another.
 __device__ __forceinline__ void parts_rows(const storage_t* __restrict__ x, const storage_t* __restrict__ w,
                                            const storage_t* __restrict__ b, storage_t* __restrict__ y,
                                            stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
@@ -119,24 +119,21 @@ __device__ __forceinline__ void parts_rows(const storage_t* __restrict__ x, cons
 #if AHEAD
   vec_t d[PER];
   index_t t = take_ticket(tickets);
-  if (t < TOTAL) part_load(x, t, c);
-  while (t < TOTAL) {  // uniform over the block
+  if (t < TOTAL) {
+    part_load(x, t, c);
     part_publish(ws, arrived, t, c, red);
+  }
+  while (t < TOTAL) {  // uniform over the block
     const index_t n = take_ticket(tickets);
-    const bool same_row = n < TOTAL && n / NPARTS == t / NPARTS;
-    if (n < TOTAL) part_load(x, n, d);
-    if (same_row) part_publish(ws, arrived, n, d, red);
+    if (n < TOTAL) {
+      part_load(x, n, d);
+      part_publish(ws, arrived, n, d, red);
+    }
     part_stats(ws, arrived, t, mean_out, rstd_out, red, &mean_u, &rstd_u);
     part_write(w, b, y, t, c, mean_u, rstd_u);
-    if (same_row) {
-      part_write(w, b, y, n, d, mean_u, rstd_u);
-      t = take_ticket(tickets);
-      if (t < TOTAL) part_load(x, t, c);
-    } else {
-      t = n;
+    t = n;
 #pragma unroll
-      for (int u = 0; u < PER; ++u) c[u] = d[u];
-    }
+    for (int u = 0; u < PER; ++u) c[u] = d[u];
   }
 #else
   for (index_t t = take_ticket(tickets); t < TOTAL; t = take_ticket(tickets)) {
