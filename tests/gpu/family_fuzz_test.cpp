@@ -506,6 +506,7 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
     });
   for (auto& t : threads) t.join();
   int verified = 0, call_declined = 0, mismatches = 0;
+  std::map<std::string, int> call_reasons;
   for (auto& j : jobs) {
     const std::string what = j.problem.op + " " + j.variant.id() + " on " + [&] {
       std::string s;
@@ -527,6 +528,7 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
       ++verified;
     } else if (st.code() == Code::kUnsupported) {
       ++call_declined;  // the kernel declined this call (alignment): ATen serves it
+      ++call_reasons[st.message()];
     } else {
       ++mismatches;
       ADD_FAILURE() << what << ": " << st.to_string();
@@ -538,6 +540,8 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
   for (const auto& [kv, n] : knobs_drawn) reached += " " + kv + ":" + std::to_string(n);
   std::printf("[fuzz %s] knob values drawn:%s\n", family->name(), reached.c_str());
   for (const auto& [why, n] : declined) std::printf("[fuzz %s]   declined by the planner %4d x %s\n", family->name(), n, why.c_str());
+  for (const auto& [why, n] : call_reasons)
+    std::printf("[fuzz %s]   declined at the call %4d x %s\n", family->name(), n, why.c_str());
   EXPECT_EQ(mismatches, 0);
   EXPECT_GE(verified, kSignatures / 4) << "too few signatures accepted for the fuzz to mean anything";
 }

@@ -44,8 +44,9 @@ class NormKernel final : public BoundKernel {
       const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
       parts_resident_ = resident >= parts;
       group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
-      groups_ = s_.rows + 1;  // a counter per row, then the ticket counter
+      groups_ = 2 * s_.rows + 1;  // a counter and a flag per row, the ticket counter
       triples_ = s_.rows * parts * 3;
+      extra_ = 2 * s_.rows;       // each row's mean and rstd
     }
   }
 
@@ -105,7 +106,7 @@ class NormKernel final : public BoundKernel {
       if (k_.mode == 6 && !parts_resident_)
         return Status(Code::kUnsupported, "the device keeps fewer blocks resident than a row has parts");
       if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6) {
-        ws = at::empty({triples_ + groups_}, x.options().dtype(at::kFloat));
+        ws = at::empty({triples_ + groups_ + extra_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
         return launch_groups(api, xp, w, b, yp, mp, rp, wsp, stream);
       }
@@ -177,7 +178,8 @@ class NormKernel final : public BoundKernel {
   uintptr_t align_ = 1;
   unsigned group_grid_ = 1;  ///< modes 3, 5: blocks of the cooperative launch
   int64_t groups_ = 0;       ///< modes 3, 5: row groups or steps (one counter each)
-  int64_t triples_ = 0;      ///< modes 3, 5: workspace floats before the counters
+  int64_t triples_ = 0;      ///< modes 3, 5, 6: workspace floats before the counters
+  int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
   int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block
   bool parts_resident_ = true;  ///< mode 6: the device keeps a row's parts resident at once
 };

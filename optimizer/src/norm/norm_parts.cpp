@@ -24,11 +24,14 @@ bool parts_fit(const NormShape& s, const NormKnobs& k) {
 
 const char* parts_source() {
   return R"(#define TOTAL (ROWS * NPARTS)
-/// The next ticket, the same in every thread of the block (tickets go out in order over the grid).
-__device__ __forceinline__ index_t take_ticket(unsigned* tickets) {
+/// Thread 0 asks for the next ticket (tickets go out in order over the grid); the value is used only by
+/// ticket_share, so the atomic's round trip overlaps what the block does in between.
+__device__ __forceinline__ unsigned ticket_ask(unsigned* tickets) { return threadIdx.x == 0 ? atomicAdd(tickets, 1u) : 0u; }
+/// Thread 0's asked ticket, for every thread of the block.
+__device__ __forceinline__ index_t ticket_share(unsigned asked) {
   __shared__ unsigned ticket_s;
   __syncthreads();  // every thread has read the previous ticket
-  if (threadIdx.x == 0) ticket_s = atomicAdd(tickets, 1u);
+  if (threadIdx.x == 0) ticket_s = asked;
   __syncthreads();
   return ticket_s;
 }
@@ -47,7 +50,8 @@ __device__ __forceinline__ void part_load(const storage_t* __restrict__ x, index
 /// division per element), merged over the block (Chan), published at row * NPARTS + part, and the arrival on
 /// the row's counter.
 __device__ __forceinline__ void part_publish(float* __restrict__ ws, unsigned* arrived, index_t t,
-                                             const vec_t (&c)[PER], float* red) {
+                                             const vec_t (&c)[PER], stat_t* __restrict__ mean_out,
+                                             stat_t* __restrict__ rstd_out, float* red) {
   const index_t j0 = part_j0(t);
   float sum = 0.f;
   int held = 0;
@@ -75,20 +79,40 @@ __device__ __forceinline__ void part_publish(float* __restrict__ ws, unsigned* a
   }
   acc = row_welford(acc, red);
   publish(ws, t, acc);
-  group_arrive(arrived, t / NPARTS);
-}
-/// Spins (thread 0) until all NPARTS parts of `row` arrived, then merges the row's triples in the same order in
-/// every block (merged_stats: bit-identical statistics); ticket t's block of part 0 stores mean and rstd.
-__device__ __forceinline__ void part_stats(const float* ws, const unsigned* arrived, index_t t,
-                                           stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
-                                           float* red, float* mean_u, float* rstd_u) {
+  // The row's last part to arrive merges its triples once (merge_row) and raises the row's flag.
+  __shared__ unsigned last_s;
   const index_t row = t / NPARTS;
   if (threadIdx.x == 0) {
-    while (*reinterpret_cast<const volatile unsigned*>(arrived + row) < (unsigned)NPARTS) __nanosleep(32);
+    __threadfence();
+    last_s = atomicAdd(arrived + row, 1u) == (unsigned)NPARTS - 1u;
+  }
+  __syncthreads();
+  if (last_s) {
+    const Welford st = merge_row(ws, row, NPARTS, red);
+    if (threadIdx.x == 0) {
+      const float mean = st.mean, rstd = rsqrtf(st.m2 / (float)COLS + EPS);
+      float* rs = ws + TOTAL * 3 + 2 * ROWS + 1 + 2 * row;
+      rs[0] = mean;
+      rs[1] = rstd;
+      mean_out[row] = to_stat(mean);
+      rstd_out[row] = to_stat(rstd);
+      __threadfence();
+      atomicExch(arrived + ROWS + row, 1u);
+    }
+  }
+}
+/// Spins (thread 0) until ticket t's row has its statistics (the flag its last part raised), then reads them.
+__device__ __forceinline__ void part_stats(const float* ws, const unsigned* arrived, index_t t, float* mean_u,
+                                           float* rstd_u) {
+  const index_t row = t / NPARTS;
+  if (threadIdx.x == 0) {
+    while (*reinterpret_cast<const volatile unsigned*>(arrived + ROWS + row) == 0u) __nanosleep(32);
     __threadfence();
   }
   __syncthreads();
-  merged_stats(ws, row, NPARTS, t % NPARTS == 0, mean_out, rstd_out, red, mean_u, rstd_u);
+  const float* rs = ws + TOTAL * 3 + 2 * ROWS + 1 + 2 * row;
+  *mean_u = used_stat(__ldcg(rs));
+  *rstd_u = used_stat(__ldcg(rs + 1));
 }
 /// Ticket t's part of the output, from registers.
 __device__ __forceinline__ void part_write(const storage_t* __restrict__ w, const storage_t* __restrict__ b,
@@ -112,34 +136,36 @@ __device__ __forceinline__ void parts_rows(const storage_t* __restrict__ x, cons
                                            const storage_t* __restrict__ b, storage_t* __restrict__ y,
                                            stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
                                            float* __restrict__ ws, float* red) {
-  unsigned* const arrived = reinterpret_cast<unsigned*>(ws + TOTAL * 3);
-  unsigned* const tickets = arrived + ROWS;
+  unsigned* const arrived = reinterpret_cast<unsigned*>(ws + TOTAL * 3);  // then the flags, the ticket
+  unsigned* const tickets = arrived + 2 * ROWS;
   float mean_u, rstd_u;
   vec_t c[PER];
 #if AHEAD
   vec_t d[PER];
-  index_t t = take_ticket(tickets);
+  index_t t = ticket_share(ticket_ask(tickets));
   if (t < TOTAL) {
     part_load(x, t, c);
-    part_publish(ws, arrived, t, c, red);
+    part_publish(ws, arrived, t, c, mean_out, rstd_out, red);
   }
+  unsigned asked = ticket_ask(tickets);
   while (t < TOTAL) {  // uniform over the block
-    const index_t n = take_ticket(tickets);
+    const index_t n = ticket_share(asked);
     if (n < TOTAL) {
       part_load(x, n, d);
-      part_publish(ws, arrived, n, d, red);
+      part_publish(ws, arrived, n, d, mean_out, rstd_out, red);
     }
-    part_stats(ws, arrived, t, mean_out, rstd_out, red, &mean_u, &rstd_u);
+    part_stats(ws, arrived, t, &mean_u, &rstd_u);
+    asked = ticket_ask(tickets);  // after the wait: a part is never held unpublished across one
     part_write(w, b, y, t, c, mean_u, rstd_u);
     t = n;
 #pragma unroll
     for (int u = 0; u < PER; ++u) c[u] = d[u];
   }
 #else
-  for (index_t t = take_ticket(tickets); t < TOTAL; t = take_ticket(tickets)) {
+  for (index_t t = ticket_share(ticket_ask(tickets)); t < TOTAL; t = ticket_share(ticket_ask(tickets))) {
     part_load(x, t, c);
-    part_publish(ws, arrived, t, c, red);
-    part_stats(ws, arrived, t, mean_out, rstd_out, red, &mean_u, &rstd_u);
+    part_publish(ws, arrived, t, c, mean_out, rstd_out, red);
+    part_stats(ws, arrived, t, &mean_u, &rstd_u);
     part_write(w, b, y, t, c, mean_u, rstd_u);
   }
 #endif
