@@ -162,27 +162,33 @@
 /// barriers, shared-memory round trips, and every block loading, reducing and writing in step with the rest)
 /// and what sank mode 3 (the L2 reread). A row is cut into P parts of BLOCK x PER vectors (PER 4 or 8; 32
 /// registers of data at 8 x 16 bytes). A persistent cooperative grid of what the device keeps resident (2 blocks
-/// of 512 or 4 of 256 an SM: __launch_bounds__ minimum blocks, ptxas 56 registers, no spills) takes parts by
-/// ticket (thread 0's atomicAdd, in order): a block loads its part into registers with every load issued at
-/// once (64 KB a block in flight), computes each thread's exact two-pass mean and squared deviations (no
-/// division per element), merges the block's triples (Chan, one block reduction), publishes the part's triple,
-/// arrives on its row's counter and waits only for that row's P parts, merges the row's P triples in the same
-/// order in every block (merge_row: identical statistics), normalises from registers and takes the next ticket.
-/// HBM moves the floor's bytes. No grid-wide barrier: blocks of different rows drift apart, so while some wait
-/// or reduce, others load or write. Deadlock freedom: tickets go out in order, so every part of the oldest
-/// unfinished row is held by a running block (which arrives before it waits) or not yet issued, and then a
-/// block is free to take it as long as the grid holds >= P blocks; the planner offers P <= the reference grid
-/// (ring_reference_blocks x minimum blocks), the bound kernel declines the call (ATen) where this device keeps
-/// fewer blocks than P resident, and the cooperative launch fails (ATen) where the grid cannot be resident.
-/// Workspace: rows x P triples, a counter per row, the ticket counter (zeroed by cuMemsetD32Async); streams
-/// being captured are declined (no cooperative graph nodes), as modes 3 and 5.
-/// Prediction (H200, copy 4.15-4.2 TB/s; memset + launch ~3-4 us, first-load ramp and last drain ~2-3 us):
-/// - layer norm f32 [64,1048576] (64 parts of 64 KB a row, ~4 rows in flight over 264 blocks): ~135-140 us,
-///   1.05-1.08x the copy (mode 3 210 us);
-/// - group norm f32 [16,64,256,256] g8 (32 parts a row): ~135-140 us (mode 3 206 us);
-/// - layer norm f32 [16,64,256,256] (16 MB rows: 256 parts of 264 blocks, so rows go nearly one at a time and
-///   every row's blocks load, wait and write in step): ~16 x (7.7 us + ~2 us) + 4 = ~160 us, ~1.25x the copy
-///   (mode 2 216 us).
+/// of 512 or 4 of 256 an SM: __launch_bounds__ minimum blocks) takes parts by ticket (thread 0's atomicAdd, in
+/// order, asked before it is needed): a block loads its part into registers with every load issued at once,
+/// computes each thread's exact two-pass mean and squared deviations (no division per element), merges the
+/// block's triples (Chan, one block reduction), publishes the part's triple and arrives on its row's counter;
+/// the row's last part to arrive merges the row's P triples (merge_row, once a row), stores mean and rstd and
+/// raises the row's flag; every part's block waits only for its row's flag, then normalises from registers.
+/// With `ahead` a block holds two parts: it loads and publishes its next part before it waits on the current
+/// one's row, so HBM keeps reading through the wait (a part is always published right after its loads, never
+/// after a wait, so no row waits on another). HBM moves the floor's bytes.
+/// Deadlock freedom: tickets go out in order and a part is published without waiting, so every part of the
+/// oldest unfinished row is published or not yet issued, and then a block is free to take it as long as the
+/// grid holds >= P blocks; the planner offers P <= the reference grid (ring_reference_blocks x minimum
+/// blocks), the bound kernel declines the call (ATen) where this device keeps fewer blocks than P resident,
+/// and the cooperative launch fails (ATen) where the grid cannot be resident. Workspace: rows x P triples, a
+/// counter and a flag per row, the ticket counter (zeroed by cuMemsetD32Async), each row's mean and rstd;
+/// streams being captured are declined (no cooperative graph nodes), as modes 3 and 5.
+/// Prediction (before measurement; H200, copy 4.15-4.2 TB/s; memset + launch ~3-4 us, ramp and drain ~2-3 us):
+/// layer norm f32 [64,1048576] ~135-140 us (1.05-1.08x the copy; mode 3 210 us); group norm f32
+/// [16,64,256,256] g8 ~135-140 us (mode 3 206 us); layer norm f32 [16,64,256,256] (16 MB rows, 256 parts of a
+/// 264-block grid: rows nearly one at a time, in step) ~160 us (mode 2 216 us).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 7): wrong. One part a block, a merge in every block:
+/// 205-212 us, 186-188 us, 231-237 us. A first `ahead` that published the next part only after the wait
+/// chained every row to the one before: 336-602 us. The version above: layer norm [64,1048576] 182-189 us
+/// (256 threads, 4 vectors, ahead), group norm g8 182-188 us, KernelBench 200-246 us (mode 2 kept there).
+/// Nsight Compute (ahead, 256 x 4, layer norm, 194 us): DRAM 55% (2.64 TB/s), 8 warps a scheduler, an
+/// instruction every 2.8 cycles, 65% of cycles without an eligible warp: latency-bound; each block still
+/// serialises its loads' latency, the atomics and the flag wait with ~16-32 KB of its own loads in flight.
 #pragma once
 
 #include "cudal1/optimizer/family.h"

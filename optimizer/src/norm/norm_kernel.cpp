@@ -43,6 +43,8 @@ class NormKernel final : public BoundKernel {
       const int64_t parts = parts_per_row(s_, k_);
       const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
       parts_resident_ = resident >= parts;
+      parts_ = parts;
+      resident_ = resident;
       group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
       groups_ = 2 * s_.rows + 1;  // a counter and a flag per row, the ticket counter
       triples_ = s_.rows * parts * 3;
@@ -104,7 +106,8 @@ class NormKernel final : public BoundKernel {
         wsp = ws.data_ptr<float>();
       }
       if (k_.mode == 6 && !parts_resident_)
-        return Status(Code::kUnsupported, "the device keeps fewer blocks resident than a row has parts");
+        return Status(Code::kUnsupported, "the device keeps fewer blocks resident (" + std::to_string(resident_) +
+                                              ") than a row has parts (" + std::to_string(parts_) + ")");
       if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6) {
         ws = at::empty({triples_ + groups_ + extra_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
@@ -182,6 +185,7 @@ class NormKernel final : public BoundKernel {
   int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
   int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block
   bool parts_resident_ = true;  ///< mode 6: the device keeps a row's parts resident at once
+  int64_t parts_ = 0, resident_ = 0;  ///< mode 6: a row's parts, the blocks the device keeps resident
 };
 
 }  // namespace
