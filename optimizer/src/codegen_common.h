@@ -43,6 +43,15 @@ const char* cluster_primitives_source();
 /// tiny or huge guard it (the pooling family's div_rn_n, Note [Pooling exact division]).
 const char* exact_divide_source();
 
+/// Device code for kernels that deal work out by ticket over a persistent cooperative grid (Note [Norm parts],
+/// Note [Softmax ticket tiles]): `ticket_ask(counter)` (thread 0's atomicAdd, in order over the grid; the value
+/// is used only by ticket_share, so the round trip overlaps what the block does in between),
+/// `ticket_share(asked)` (thread 0's ticket for every thread of the block, between two block barriers),
+/// `arrive_last(counter, n)` (fence, then true in every thread of the block that made the counter reach n),
+/// `flag_raise(flag)` (fence, then thread 0 sets it) and `flag_wait(flag)` (thread 0 spins until the flag is
+/// set, then fences; a block barrier).
+const char* ticket_source();
+
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
 /// context-major), so that the policy can learn a knob's worth per class of problem.
 std::vector<float> crossed_features(const std::vector<float>& ctx, const std::vector<float>& knobs);

@@ -420,7 +420,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   o << row_reduce_source() << welford_source() << kBody;
   if (k.mode == 4) o << async_copy_source() << cluster_primitives_source() << cluster_source();
   if (k.mode == 5) o << async_copy_source() << ring_source();
-  if (k.mode == 6) o << parts_source();
+  if (k.mode == 6) o << ticket_source() << parts_source();
   o << kKernel;
   return KernelSource{o.str(), "cudal1_norm"};
 }

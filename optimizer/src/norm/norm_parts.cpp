@@ -24,17 +24,6 @@ bool parts_fit(const NormShape& s, const NormKnobs& k) {
 
 const char* parts_source() {
   return R"(#define TOTAL (ROWS * NPARTS)
-/// Thread 0 asks for the next ticket (tickets go out in order over the grid); the value is used only by
-/// ticket_share, so the atomic's round trip overlaps what the block does in between.
-__device__ __forceinline__ unsigned ticket_ask(unsigned* tickets) { return threadIdx.x == 0 ? atomicAdd(tickets, 1u) : 0u; }
-/// Thread 0's asked ticket, for every thread of the block.
-__device__ __forceinline__ index_t ticket_share(unsigned asked) {
-  __shared__ unsigned ticket_s;
-  __syncthreads();  // every thread has read the previous ticket
-  if (threadIdx.x == 0) ticket_s = asked;
-  __syncthreads();
-  return ticket_s;
-}
 /// Thread i's first vector of ticket t's part (part t % NPARTS of row t / NPARTS); its vectors are
 /// j0 + u * BLOCK for u < PER, those below NV only.
 __device__ __forceinline__ index_t part_j0(index_t t) { return (t % NPARTS) * (BLOCK * PER) + threadIdx.x; }
@@ -80,14 +69,8 @@ __device__ __forceinline__ void part_publish(float* __restrict__ ws, unsigned* a
   acc = row_welford(acc, red);
   publish(ws, t, acc);
   // The row's last part to arrive merges its triples once (merge_row) and raises the row's flag.
-  __shared__ unsigned last_s;
   const index_t row = t / NPARTS;
-  if (threadIdx.x == 0) {
-    __threadfence();
-    last_s = atomicAdd(arrived + row, 1u) == (unsigned)NPARTS - 1u;
-  }
-  __syncthreads();
-  if (last_s) {
+  if (arrive_last(arrived + row, (unsigned)NPARTS)) {
     const Welford st = merge_row(ws, row, NPARTS, red);
     if (threadIdx.x == 0) {
       const float mean = st.mean, rstd = rsqrtf(st.m2 / (float)COLS + EPS);
@@ -96,21 +79,15 @@ __device__ __forceinline__ void part_publish(float* __restrict__ ws, unsigned* a
       rs[1] = rstd;
       mean_out[row] = to_stat(mean);
       rstd_out[row] = to_stat(rstd);
-      __threadfence();
-      atomicExch(arrived + ROWS + row, 1u);
     }
+    flag_raise(arrived + ROWS + row);
   }
 }
 /// Spins (thread 0) until ticket t's row has its statistics (the flag its last part raised), then reads them.
 __device__ __forceinline__ void part_stats(const float* ws, const unsigned* arrived, index_t t, float* mean_u,
                                            float* rstd_u) {
-  const index_t row = t / NPARTS;
-  if (threadIdx.x == 0) {
-    while (*reinterpret_cast<const volatile unsigned*>(arrived + ROWS + row) == 0u) __nanosleep(32);
-    __threadfence();
-  }
-  __syncthreads();
-  const float* rs = ws + TOTAL * 3 + 2 * ROWS + 1 + 2 * row;
+  flag_wait(arrived + ROWS + t / NPARTS);
+  const float* rs = ws + TOTAL * 3 + 2 * ROWS + 1 + 2 * (t / NPARTS);
   *mean_u = used_stat(__ldcg(rs));
   *rstd_u = used_stat(__ldcg(rs + 1));
 }

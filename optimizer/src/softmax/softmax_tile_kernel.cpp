@@ -25,14 +25,10 @@ class TileKernel final : public BoundKernel {
 
   Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
     try {
-      if (nargs < 1 || !args[0].isTensor()) return Status(Code::kUnsupported, "no tensor argument");
+      CUDAL1_RETURN_IF_ERROR(check_column_call(c_, align_, args, nargs, outs));
       const at::Tensor& x = args[0].toTensor();
-      if (!x.defined() || x.sizes() != c10::IntArrayRef(c_.sizes) || x.strides() != c10::IntArrayRef(c_.in_strides))
-        return Status(Code::kUnsupported, "call does not match the planned layout");
       const void* src = x.data_ptr();
       void* dst = outs[0].data_ptr();
-      if (reinterpret_cast<uintptr_t>(src) % align_ || reinterpret_cast<uintptr_t>(dst) % align_)
-        return Status(Code::kUnsupported, "data not aligned for the vector width");
       auto d = driver();
       if (!d.ok()) return d.status();
       at::Tensor ws;
@@ -63,6 +59,17 @@ class TileKernel final : public BoundKernel {
 };
 
 }  // namespace
+
+Status check_column_call(const ColumnShape& c, uintptr_t align, const c10::IValue* args, size_t nargs,
+                         const at::Tensor* outs) {
+  if (nargs < 1 || !args[0].isTensor()) return Status(Code::kUnsupported, "no tensor argument");
+  const at::Tensor& x = args[0].toTensor();
+  if (!x.defined() || x.sizes() != c10::IntArrayRef(c.sizes) || x.strides() != c10::IntArrayRef(c.in_strides))
+    return Status(Code::kUnsupported, "call does not match the planned layout");
+  if (reinterpret_cast<uintptr_t>(x.data_ptr()) % align || reinterpret_cast<uintptr_t>(outs[0].data_ptr()) % align)
+    return Status(Code::kUnsupported, "data not aligned for the vector width");
+  return Status();
+}
 
 std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, int vec, int block, int chunks,
                                               std::shared_ptr<LoadedModule> m) {

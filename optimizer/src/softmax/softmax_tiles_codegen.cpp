@@ -25,6 +25,40 @@ __device__ __forceinline__ void online_merge(float& m, float& s, float m2, float
   s = (m == mm ? s : s * expf(m - mm)) + (m2 == mm ? s2 : s2 * expf(m2 - mm));
   m = mm;
 }
+#ifdef W
+/// Each lane's VEC pairs merged over the block's W warps in warp order through red_m and red_s ([W][32 x VEC]
+/// shared arrays): every warp ends with the same values.
+__device__ __forceinline__ void merge_warps(float* m, float* s, float (*red_m)[32 * VEC], float (*red_s)[32 * VEC]) {
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    red_m[w][e * 32 + lane] = m[e];
+    red_s[w][e * 32 + lane] = s[e];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    m[e] = red_m[0][e * 32 + lane];
+    s[e] = red_s[0][e * 32 + lane];
+    for (int i = 1; i < W; ++i) online_merge(m[e], s[e], red_m[i][e * 32 + lane], red_s[i][e * 32 + lane]);
+  }
+}
+#endif
+)";
+}
+
+const char* cached_rows_source() {
+  return R"(  vec_t cached[PER];
+#pragma unroll
+  for (int i = 0; i < PER; ++i) {
+    const int j = n0 + w + i * W;
+    if (live && j < n1) cached[i] = x[j * NSV];
+  }
+#define FOR_EACH_PART(...) \
+  _Pragma("unroll") for (int i = 0; i < PER; ++i) { \
+    const int j = n0 + w + i * W; \
+    if (live && j < n1) { const vec_t t = cached[i]; __VA_ARGS__ } \
+  }
 )";
 }
 
@@ -69,18 +103,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out, fl
   // FOR_EACH_PART(body): runs `body` with `j` (index along n) and `t` (the vector there) over this warp's rows of
   // the chunk: from registers, or loaded UNROLL rows at a time (loads first, for memory-level parallelism).
 #if CACHE
-  vec_t cached[PER];
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int j = n0 + w + i * W;
-    if (live && j < n1) cached[i] = x[j * NSV];
-  }
-#define FOR_EACH_PART(...) \
-  _Pragma("unroll") for (int i = 0; i < PER; ++i) { \
-    const int j = n0 + w + i * W; \
-    if (live && j < n1) { const vec_t t = cached[i]; __VA_ARGS__ } \
-  }
-#else
+)" << cached_rows_source() << R"(#else
 #define FOR_EACH_PART(...) \
   for (int j0 = n0 + w; j0 < n1; j0 += UNROLL * W) { \
     vec_t tu[UNROLL]; \
@@ -98,18 +121,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out, fl
     // This block's rows of its columns: online pairs per lane, then merged over the W warps in warp order.
     __shared__ float red_m[W][VEC * 32], red_s[W][VEC * 32];
     FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(t.v[e]));)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      red_m[w][e * 32 + lane] = m[e];
-      red_s[w][e * 32 + lane] = s[e];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      m[e] = red_m[0][e * 32 + lane];
-      s[e] = red_s[0][e * 32 + lane];
-      for (int i = 1; i < W; ++i) online_merge(m[e], s[e], red_m[i][e * 32 + lane], red_s[i][e * 32 + lane]);
-    }
+    merge_warps(m, s, red_m, red_s);
 #if CHUNKS > 1
     if (w == 0 && live)
 #pragma unroll
