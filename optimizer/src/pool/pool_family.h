@@ -223,6 +223,8 @@ struct PoolKnobs {
   int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
   int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
   int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread (Note [Pooling exact division])
+  int walk = 0;   ///< channels-last avg, stride 1: 0 off, else steps of KH input rows a thread walks (Note [Pooling channels-last walk])
+  int flat = 0;   ///< adaptive avg, uniform windows: 0 off, else 16-byte vectors a thread stages (Note [Pooling adaptive staging])
 };
 
 /// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing
@@ -263,6 +265,31 @@ bool slide_fits(const PoolShape& s, int vec);
 
 /// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
 std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Output rows one walk covers (walk x KH, from walk x KH + KH - 1 input rows) and the registers a walk variant
+/// keeps (accumulators of KH output rows, the current and the next input row's words), in floats.
+int walk_rows(const PoolShape& s, const PoolKnobs& k);
+int walk_registers(const PoolShape& s, const PoolKnobs& k);
+
+/// Registers a walk variant may take (of the 128 its launch bounds allow).
+constexpr int kMaxWalkRegisters = 80;
+
+/// The kernel body of a channels-last walk variant (the source after the common prelude of generate_pool).
+std::string walk_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Whether `s` admits staged adaptive variants (adaptive avg, H % OH == 0 and W % OW == 0, dense NCHW).
+bool flat_fits(const PoolShape& s);
+
+/// Geometry of a staged adaptive variant: `rows` output rows a block (their inputs, `row_elems` elements each,
+/// are contiguous and start 16-byte aligned), the shared memory they take and the blocks of a launch.
+struct FlatGeometry {
+  int64_t row_elems = 0, rows = 0, bytes = 0, blocks = 0;
+};
+
+FlatGeometry flat_geometry(const PoolShape& s, const PoolKnobs& k);
+
+/// The kernel body of a staged adaptive variant (the source after the common prelude of generate_pool).
+std::string flat_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
 /// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).
 std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& k);
