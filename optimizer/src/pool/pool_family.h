@@ -20,7 +20,9 @@
 /// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
 /// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
 /// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last avg with stride-1
-/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]). Declines: other dtypes, empty tensors,
+/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]), and with stride 1 both ways walk
+/// them down the image (Note [Pooling channels-last walk]); adaptive avg with uniform windows over a dense NCHW
+/// input may stage its rows through shared memory (Note [Pooling adaptive staging]). Declines: other dtypes, empty tensors,
 /// arguments ATen rejects (it raises the error then), adaptive pooling of channels-last inputs, sizes needing
 /// 64-bit indices.
 ///
@@ -61,9 +63,8 @@
 /// 16 bytes). Only the thread-to-(pixel, channels) map changes; each output's window loop is the px=0 one, so
 /// results are identical. Predictions: avg_pool2d bf16 channels-last k3 s1 2.19x -> ~1.3x (28 = 3.5 x 8: an
 /// 8-wide tile idles 1/8 of its threads; the 4 x 8 tile fits 28 = 7 x 4 columns exactly but not the rows),
-/// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7
-/// (1.77x; its 2x2 windows do not overlap, so neither knob applies: what remains there is the OW = 7 row
-/// tiles of opw=2 idling 1/8 of the threads and the small problem's ~15 us floor).
+/// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done here: adaptive_avg_pool2d f32 [128,512,14,14] ->
+/// 7x7 (1.77x; its 2x2 windows do not overlap, so neither knob applies; see Note [Pooling adaptive staging]).
 /// Measured (H200, 2026-11-30): the bf16 channels-last stem took px4, 1.37x -> 1.21x the floor; the
 /// channels-last k3 s1 avg pool kept px0 at 2.25x.
 ///
@@ -183,8 +184,91 @@
 /// bf16 k3 s1: 54.0 -> 46.7 us (opw8 block 512 kept; 1.89x the floor), so the prediction (33-36 us for opw8, 27-31
 /// for cpx 4) was wrong: the cpx variants did not win; not profiled yet. Run 5 (same kernels): the tuner's 24
 /// sampled trials kept slide4 seg32 for the f16 row, 139.0 us (1.37x): slide8 seg8 was not sampled.
-/// Not done: adaptive_avg_pool2d (its two divisions by window extents are left as ATen's), a channels-last walk
-/// down H (the runs share columns along W instead), channels-last max.
+/// Not done: adaptive_avg_pool2d's two divisions by window extents are left as ATen's (compile-time powers of two
+/// in the staged kernel, Note [Pooling adaptive staging]), channels-last max. The channels-last walk down H came
+/// in version 6 (Note [Pooling channels-last walk]).
+///
+/// Note [Pooling channels-last walk]
+/// Knob walk (2, 3, 4; 0 off), with opw (16- or 8-byte channel vectors) and cpx (1, 2, 4 adjacent output
+/// columns). Scope: channels-last avg, stride 1 both ways, KH > 1, OPW channels a vector the layout allows,
+/// OPW x CPX >= 8 outputs a row, and KH x CPX x OPW accumulators + two rows of RC = CPX + KW - 1 pixel words
+/// <= kMaxWalkRegisters (80) floats; walks of walk x KH output rows (a longer walk only where the shorter one
+/// does not already cover the image), blocks of 128 or 256 threads, launch bounds capping registers at 128.
+/// Why: Nsight showed the opw8 kernel (46.7 us, 1.89x the floor on avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1, count_include_pad=False) issue-bound (SM 86%, DRAM 35%): per 8 outputs it loads
+/// and unpacks all 9 window pixels (72 unpacks, 9 vector loads with their 64-bit address arithmetic), 72 FADDs,
+/// the division, and 14% of its pixels (the image border) take the per-window divisor and the IEEE division;
+/// ~35 instructions an output, and its L1 reads ~4.5x the input from L2 (vertical neighbours sit in other
+/// blocks). The cpx runs (~27) still load every input row three times.
+/// How: thread t takes channels c0 = (t % CG) x OPW of output columns ow0 .. ow0 + CPX - 1 and walks output rows
+/// oh0 .. oh0 + WALK - 1 (fewer in the image's last walk): input rows hs0 = oh0 - PH onwards, each loaded once
+/// (RC vectors, one row ahead; plain loads where the row and all RC columns lie in the image, else per-pixel
+/// predicated with +0, which adds nothing: Note [Pooling exact division], "zero fill") and unpacked once into
+/// fp32. Accumulators acc[o % KH][p][e] for the KH output rows whose windows hold the row: input row i adds
+/// its pixel j to output row i - r (window row r) and column p (window column j - p); the cell (0, 0) of a
+/// window sets its slot to +0 + v (ATen's sum starts at +0), the others add, so each output's additions come
+/// in ATen's order (rows in order as the walk arrives at them, columns left to right within one). After its
+/// last row an output row is divided and stored (vector stores of OPW channels). The first KH - 1 rows are
+/// peeled (they start outputs only); then the rows go in steps of KH, unrolled KH times so that every slot is a
+/// compile-time register (the code of KH rows, not of the whole walk; a step finishes KH output rows, and
+/// only the walk's last step may run past its rows). 32-bit thread decomposition (THREADS < 2^31), one 64-bit
+/// base pointer a thread for loads and one for stores, compile-time offsets from them.
+/// Divisor: CONST_DIV where the signature has one; else INNER_DIV where the window lies in the image, else
+/// ATen's per-window divisor d with y = __frcp_rn(d) (RN(1/d), so div_rn stays exact; an empty window, which
+/// the arguments ATen accepts never give, sums +0 cells and divides by 1: ATen's 0).
+/// bf16 division: ATen stores RN_bf16(RN(s / d)). q0 = RN(s x y) lies within one fp32 ulp of RN(s / d) for every
+/// s (|y - 1/d| <= 2^-24/d puts s x y within |s/d| 2^-24 < one ulp of s/d, and two reals less than an ulp apart
+/// round to neighbouring or equal floats, across a binade edge too; subnormal results share the fixed grid;
+/// Inf and NaN give Inf and NaN both ways). Two floats one ulp apart round to different bf16 only when the
+/// lower 16 bits of one are 0x7fff, 0x8000 or 0x8001 (the rounding midpoint 0x8000 and its neighbours; a carry
+/// out of 0xffff rounds up either way). So bf16 outputs take q0 (one FMUL) unless one of the OPW values is
+/// that close to a midpoint (about 3 in 65536), when all OPW take div_rn_n (exact RN(s / d)); 3 check
+/// instructions instead of the correction's 2 FFMAs and the range check's 3. Checked on the CPU (IEEE
+/// float, no contraction): 2.47e9 (s, d) pairs, random bit patterns of s (subnormal, Inf and NaN included),
+/// d = +-1..300 and 200 random d up to 2^30, plus 2^24 consecutive significands at random exponents for d =
+/// 1..64: 0 bf16 differences, 0 pairs more than one ulp apart; 4.4e-5 took the exact path. fp16 and fp32
+/// outputs keep div_rn_n (fp16's rounding point moves with its exponent range).
+/// Instructions (sm_90 cubin .text, nvcc 13.0 -O3, the rare division paths stubbed; counted as size differences):
+/// bf16 opw8 cpx2: a step (3 rows + 3 output rows = 48 outputs) ~870 executed (~950 with the border-row load
+/// path), prologue and peel ~280: per output ~9.75-10.5 FADD (9 is ATen's order; the last step's rows also
+/// feed outputs past the walk), ~2.4 unpacks, 4 for the division, 0.5 pack, ~0.3 loads, ~3 control and
+/// addresses: ~20 for a whole walk; for the bench's 28 rows (walks 6,6,6,6,4 / 9,9,9,1 / 12,12,4) ~22.5 /
+/// ~21.9 / ~21.3, against ~35 for opw8. opw4 cpx4 (8-byte vectors) the same within 1%, 100 registers; opw8
+/// cpx2 110 registers, no spills (cap 128: 16 warps an SM with 256-thread blocks, 2 KB a warp-row in flight,
+/// ~32 KB an SM against the ~22 KB that 4.2 TB/s x the DRAM latency needs).
+/// Bytes: DRAM reads the input once (neighbouring walks' rows, (KH - 1) / WALK = 22% at WALK 9, come from L2);
+/// L1 reads from L2 (CPX + KW - 1) / CPX x (WALK + KH - 1) / WALK of the input: opw8 cpx2 2.4x, opw4 cpx4 1.8x
+/// (walk 3), against ~4.5x for opw8 and ~3.4x for the cpx runs.
+/// Prediction (H200; floor 24.7 us = 102.8 MB once; device copy 28.6 us): avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1: 0.8M warp-outputs x ~22 = ~18M warp-instructions, ~19 us of issue under the 24.7
+/// us floor: ~26-30 us (1.05-1.2x the floor; was 46.7 us); walk 3 (9-row walks, 4 segments) or walk 4 expected
+/// to win. The risk: this row's last two predictions were ~1.4x optimistic, so the instruction count may not be
+/// all of it (then the L2 traffic and the 3.4 waves of 7168 warps are the next suspects).
+///
+/// Note [Pooling adaptive staging]
+/// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
+/// AKH x AKW = H/OH x W/OW, ATen's start/end indices give exactly these) over a dense NCHW input (every dim of
+/// size > 1 at its contiguous stride), so that the AKH x W input elements of each output row are contiguous and
+/// consecutive (plane, output row) pairs follow each other in memory.
+/// Why: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 ran at 27.2 us, 2.35 TB/s (1.77x the 15.4 us floor,
+/// 1.38x the device copy). Its opw2 kernel loads scalars: per warp instruction 32 lanes at 8-byte steps over
+/// parts of 8 rows of 56 bytes (rows are only 8-byte aligned), ~28 sectors a request each used 4 bytes at a
+/// time, 8 such requests for every 2 outputs a thread; the window bounds at run time (divisions by constants,
+/// loops not unrolled), two IEEE divisions an output, and OW = 7 in tiles of 2 idles 1/8 of the threads.
+/// How: block b owns output rows [b RB, b RB + RB) of the flat (plane, output row) order, i.e. the CHUNK = RB x
+/// AKH x W input elements from b x RB x AKH x W; RB is a multiple of the rows that make whole 16-byte vectors
+/// (so every block starts 16-byte aligned; the launch checks the data pointer) and as many as block x flat
+/// vectors hold (bytes <= kMaxSmemBytes). Its threads issue all their 16-byte loads (consecutive threads,
+/// consecutive vectors: a warp request is 512 contiguous bytes, whole lines), then store them to shared memory
+/// (a vector past the tensor's end goes element by element), sync, and each thread computes outputs o, o +
+/// block, ...: ATen's sum (rows outer, columns inner, from +0, fp32) of the window read from shared memory and
+/// ATen's sum / AKH / AKW (compile-time: powers of two become exact multiplications), stored to consecutive
+/// addresses (the output is dense). Values and order are ATen's: bit-identical.
+/// Instructions: ~20 an output (2x2 f32: 1 load and 1 shared store a vector, 4 shared loads, 4 FADD, 2 FMUL,
+/// the store, index arithmetic); 0.1M warp-outputs: ~2 us of issue. Shared memory: block 256 x flat 4 = 146
+/// rows of 112 bytes (16 KB): 8 blocks an SM, ~128 KB in flight.
+/// Prediction (H200; floor 15.4 us = 64.2 MB; device copy 19.8 us): adaptive_avg_pool2d f32 [128,512,14,14] ->
+/// 7x7 ~17-20 us (1.1-1.3x the floor, about the copy; was 27.2 us).
 #pragma once
 
 #include <memory>
