@@ -435,11 +435,12 @@ TEST(PoolPlan, StagedAdaptiveForUniformWindowsOfDenseNchw) {
     EXPECT_TRUE(has(code, "#define RE 24") && has(code, "#define VE 8")) << v.id();
   // Size-1 dims may have any stride.
   EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kHalf, {1, 3, 4, 4}, {7, 16, 4, 1}, {2, 2})).empty());
-  // None: windows of unequal sizes, a row pitch or plane stride that is not dense, rows too large to stage.
+  // None: windows of unequal sizes, a row pitch or plane stride that is not dense, windows over 64 elements.
   EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {}, {4, 7})).empty());
   EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {8 * 14 * 16, 14 * 16, 16, 1}, {7, 7})).empty());
   EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {8 * 200, 200, 14, 1}, {7, 7})).empty());
-  EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 1024, 1024}, {}, {1, 1})).empty());
+  EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 16, 8}, {}, {1, 1})).empty());
+  EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 16, 8}, {}, {2, 1})).empty());
 }
 
 }  // namespace

@@ -62,6 +62,9 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 
 bool flat_fits(const PoolShape& s) {
   if (s.kind != PoolKind::kAdaptiveAvg || s.h % s.oh || s.w % s.ow) return false;
+  // A thread sums its window serially, fully unrolled: small windows only (a global pooling would leave one
+  // thread of a block summing a whole plane).
+  if ((s.h / s.oh) * (s.w / s.ow) > kMaxPatch) return false;
   // Dense NCHW: every dim of size > 1 has the contiguous stride (so (plane, output row) blocks are contiguous).
   const int64_t sizes[] = {s.n, s.c, s.h, s.w}, strides[] = {s.sn, s.sc, s.sh, s.sw};
   int64_t want = 1;

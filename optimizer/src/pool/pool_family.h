@@ -247,7 +247,8 @@
 ///
 /// Note [Pooling adaptive staging]
 /// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
-/// AKH x AKW = H/OH x W/OW, ATen's start/end indices give exactly these) over a dense NCHW input (every dim of
+/// AKH x AKW = H/OH x W/OW, ATen's start/end indices give exactly these) and small (<= kMaxPatch elements: a
+/// thread sums one serially, unrolled) over a dense NCHW input (every dim of
 /// size > 1 at its contiguous stride), so that the AKH x W input elements of each output row are contiguous and
 /// consecutive (plane, output row) pairs follow each other in memory.
 /// Why: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 ran at 27.2 us, 2.35 TB/s (1.77x the 15.4 us floor,
@@ -361,7 +362,8 @@ constexpr int kMaxWalkRegisters = 80;
 /// The kernel body of a channels-last walk variant (the source after the common prelude of generate_pool).
 std::string walk_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
-/// Whether `s` admits staged adaptive variants (adaptive avg, H % OH == 0 and W % OW == 0, dense NCHW).
+/// Whether `s` admits staged adaptive variants (adaptive avg, H % OH == 0 and W % OW == 0, windows of at most
+/// kMaxPatch elements, dense NCHW).
 bool flat_fits(const PoolShape& s);
 
 /// Geometry of a staged adaptive variant: `rows` output rows a block (their inputs, `row_elems` elements each,

@@ -51,8 +51,8 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
   const int oh0 = (int)((run / OWR) % NSEG) * WALK;
   const int n = (int)(run / (OWR * NSEG));
   const int hs0 = oh0 - PH, ws0 = ow0 - PW;  // DH and DW are 1
-  // One 64-bit base each; every load and store below is at a compile-time offset from it (rows and columns
-  // outside the image are never read through it).
+  // One 64-bit base each; loads and stores are at whole rows and pixels from it (compile-time pixel offsets;
+  // rows and columns outside the image are never read through it).
   const storage_t* __restrict__ x = in + ((index_t)n * SN + (index_t)c0 * SC + (index_t)hs0 * SH + (index_t)ws0 * SW);
   storage_t* __restrict__ y = out + ((((index_t)n * OH + oh0) * OW + ow0) * C + c0);
   bool cok[RC];
