@@ -198,7 +198,7 @@
 /// [64,512,28,28] k3 s1 p1, count_include_pad=False) issue-bound (SM 86%, DRAM 35%): per 8 outputs it loads
 /// and unpacks all 9 window pixels (72 unpacks, 9 vector loads with their 64-bit address arithmetic), 72 FADDs,
 /// the division, and 14% of its pixels (the image border) take the per-window divisor and the IEEE division;
-/// ~35 instructions an output, and its L1 reads ~4.5x the input from L2 (vertical neighbours sit in other
+/// ~36-38 instructions an output, and its L1 reads ~4.5x the input from L2 (vertical neighbours sit in other
 /// blocks). The cpx runs (~27) still load every input row three times.
 /// How: thread t takes channels c0 = (t % CG) x OPW of output columns ow0 .. ow0 + CPX - 1 and walks output rows
 /// oh0 .. oh0 + WALK - 1 (fewer in the image's last walk): input rows hs0 = oh0 - PH onwards, each loaded once
@@ -212,38 +212,41 @@
 /// peeled (they start outputs only); then the rows go in steps of KH, unrolled KH times so that every slot is a
 /// compile-time register (the code of KH rows, not of the whole walk; a step finishes KH output rows, and
 /// only the walk's last step may run past its rows). 32-bit thread decomposition (THREADS < 2^31), one 64-bit
-/// base pointer a thread for loads and one for stores, compile-time offsets from them.
+/// base pointer a thread for loads and one for stores, whole rows and compile-time pixel offsets from them.
 /// Divisor: CONST_DIV where the signature has one; else INNER_DIV where the window lies in the image, else
 /// ATen's per-window divisor d with y = __frcp_rn(d) (RN(1/d), so div_rn stays exact; an empty window, which
 /// the arguments ATen accepts never give, sums +0 cells and divides by 1: ATen's 0).
-/// bf16 division: ATen stores RN_bf16(RN(s / d)). q0 = RN(s x y) lies within one fp32 ulp of RN(s / d) for every
-/// s (|y - 1/d| <= 2^-24/d puts s x y within |s/d| 2^-24 < one ulp of s/d, and two reals less than an ulp apart
-/// round to neighbouring or equal floats, across a binade edge too; subnormal results share the fixed grid;
-/// Inf and NaN give Inf and NaN both ways). Two floats one ulp apart round to different bf16 only when the
-/// lower 16 bits of one are 0x7fff, 0x8000 or 0x8001 (the rounding midpoint 0x8000 and its neighbours; a carry
-/// out of 0xffff rounds up either way). So bf16 outputs take q0 (one FMUL) unless one of the OPW values is
-/// that close to a midpoint (about 3 in 65536), when all OPW take div_rn_n (exact RN(s / d)); 3 check
-/// instructions instead of the correction's 2 FFMAs and the range check's 3. Checked on the CPU (IEEE
-/// float, no contraction): 2.47e9 (s, d) pairs, random bit patterns of s (subnormal, Inf and NaN included),
-/// d = +-1..300 and 200 random d up to 2^30, plus 2^24 consecutive significands at random exponents for d =
-/// 1..64: 0 bf16 differences, 0 pairs more than one ulp apart; 4.4e-5 took the exact path. fp16 and fp32
-/// outputs keep div_rn_n (fp16's rounding point moves with its exponent range).
-/// Instructions (sm_90 cubin .text, nvcc 13.0 -O3, the rare division paths stubbed; counted as size differences):
-/// bf16 opw8 cpx2: a step (3 rows + 3 output rows = 48 outputs) ~870 executed (~950 with the border-row load
-/// path), prologue and peel ~280: per output ~9.75-10.5 FADD (9 is ATen's order; the last step's rows also
-/// feed outputs past the walk), ~2.4 unpacks, 4 for the division, 0.5 pack, ~0.3 loads, ~3 control and
-/// addresses: ~20 for a whole walk; for the bench's 28 rows (walks 6,6,6,6,4 / 9,9,9,1 / 12,12,4) ~22.5 /
-/// ~21.9 / ~21.3, against ~35 for opw8. opw4 cpx4 (8-byte vectors) the same within 1%, 100 registers; opw8
-/// cpx2 110 registers, no spills (cap 128: 16 warps an SM with 256-thread blocks, 2 KB a warp-row in flight,
-/// ~32 KB an SM against the ~22 KB that 4.2 TB/s x the DRAM latency needs).
+/// Then div_rn_n (Note [Pooling exact division]) for every dtype.
+/// Tried and dropped, bf16 division by q0 = RN(s x y) alone: q0 lies within one fp32 ulp of RN(s / d) for every
+/// s, so both round to the same bf16 unless q0's low 16 bits are 0x7fff, 0x8000 or 0x8001 (checked on the CPU:
+/// 2.47e9 pairs, 0 differences). But sums of 4-9 bf16 values have few significant bits, and q0's low half is
+/// exactly 0x8000 for 1.8% (d = 9) to 15% (d = 4) of random outputs (exact quotients sitting on a bf16 tie), so
+/// the exact path would run in nearly every warp; telling exact ties apart needs the remainder FFMA, which
+/// leaves it no cheaper than div_rn_n.
+/// Instructions (sm_90 cubin .text, nvcc 13.0 -O3, the rare division paths stubbed; counted as size differences
+/// of variants without the step loop): bf16 opw8 cpx2, a step (3 rows + 3 output rows = 48 outputs) ~1090
+/// executed (432 FADD, 96 unpacks, 288 for 48 divisions: FMUL, 2 FFMA, 3 range compares, 24 packs, 12 loads,
+/// 6 stores, ~230 control, moves and addresses), prologue and peel ~280: ~24.6 an output for a whole walk of 9
+/// rows (10 FADD: 9 is ATen's order, the last step's rows also feed outputs past the walk); for the bench's 28
+/// rows (walks 6,6,6,6,4 / 9,9,9,1 / 12,12,4) ~27.4 / ~26.8 / ~26.1, against ~38 for opw8 (~36 in the image,
+/// the border pixels' per-window divisor and IEEE division above that). opw4 cpx4 about the same (102
+/// registers), opw8 cpx1 ~27 a step-output; opw8 cpx2 118 registers, no spills (cap 128: 16 warps an SM with
+/// 256-thread blocks, 2 KB a warp-row in flight, ~32 KB an SM against the ~22 KB that 4.2 TB/s x the DRAM
+/// latency needs).
+/// Checked on the CPU: every walk variant's generated source compiled as host C++ (intrinsics and PTX stores
+/// emulated, threads run one by one) against ATen's loop, bf16/fp16/fp32, count_include_pad both ways, a
+/// divisor, padding 2, KH 5, a 1x1 image and the bench's [2,512,28,28]: bit-identical, also with +-Inf, NaN
+/// and subnormal inputs.
 /// Bytes: DRAM reads the input once (neighbouring walks' rows, (KH - 1) / WALK = 22% at WALK 9, come from L2);
-/// L1 reads from L2 (CPX + KW - 1) / CPX x (WALK + KH - 1) / WALK of the input: opw8 cpx2 2.4x, opw4 cpx4 1.8x
-/// (walk 3), against ~4.5x for opw8 and ~3.4x for the cpx runs.
+/// L1 reads from L2 (CPX + KW - 1) / CPX x (WALK + KH - 1) / WALK of the input per thread, less where the
+/// block's adjacent runs share their halo columns in L1: opw8 cpx2 2.4x (1.5x with that), opw4 cpx4 1.8x,
+/// against ~4.5x for opw8 and ~3.4x for the cpx runs.
 /// Prediction (H200; floor 24.7 us = 102.8 MB once; device copy 28.6 us): avg_pool2d bf16 channels-last
-/// [64,512,28,28] k3 s1 p1: 0.8M warp-outputs x ~22 = ~18M warp-instructions, ~19 us of issue under the 24.7
-/// us floor: ~26-30 us (1.05-1.2x the floor; was 46.7 us); walk 3 (9-row walks, 4 segments) or walk 4 expected
-/// to win. The risk: this row's last two predictions were ~1.4x optimistic, so the instruction count may not be
-/// all of it (then the L2 traffic and the 3.4 waves of 7168 warps are the next suspects).
+/// [64,512,28,28] k3 s1 p1: 0.8M warp-outputs x ~26.5 = ~21M warp-instructions, ~23 us of issue against the
+/// 24.7 us floor, so still near issue-bound: ~29-34 us (1.2-1.4x the floor; was 46.7 us, scaling the measured
+/// time by the instruction ratio gives ~32 us); walk 3 or 4 expected to win. The rest of the way to 1.25x lies
+/// in the exact order itself: 9 FADD and ~6 for the exact division an output are 60% of it (a separable sum
+/// would need 6 adds but changes the rounding: declined, the family's results stay bit-identical).
 ///
 /// Note [Pooling adaptive staging]
 /// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window

@@ -23,23 +23,6 @@ __device__ __forceinline__ void unpack_words(const wv_t& w, float* v) {
 #endif
   }
 }
-// s[e] / d as ATen's bf16 output rounds it (Note [Pooling channels-last walk], "bf16 division"): q0 = RN(s * y)
-// is within one fp32 ulp of RN(s / d) for every s (Inf, NaN, subnormal and huge included), so both round to the
-// same bf16 unless q0's low 16 bits lie within one of the rounding midpoint 0x8000; only then (about 3 in 65536
-// outputs) do all NV take the exact division.
-template <int NV>
-__device__ __forceinline__ void div_bf16_n(float* s, float d, float y) {
-  float q[NV];
-  bool near = false;
-#pragma unroll
-  for (int e = 0; e < NV; ++e) {
-    q[e] = __fmul_rn(s[e], y);
-    near |= (__float_as_uint(q[e]) & 0xffffu) - 0x7fffu < 3u;
-  }
-  if (near) div_rn_n<NV>(q, s, d, y);
-#pragma unroll
-  for (int e = 0; e < NV; ++e) s[e] = q[e];
-}
 extern "C" __global__ void __launch_bounds__(BLOCK, MINB)
 cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
   // 32-bit decomposition: THREADS < 2^31 (the planner declines larger outputs).
@@ -129,11 +112,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
         d = empty ? 1.f : (float)di;
         rd = __frcp_rn(d);
       }
-#if STORAGE_BF16
-      div_bf16_n<OPW>(a, d, rd);
-#else
       div_rn_n<OPW>(a, a, d, rd);
-#endif
       store_vec<OPW>(y + ((index_t)o * OW + p) * C, a);
     }
   };
