@@ -249,12 +249,25 @@ Problem pool_channels_last_runs(Rng& rng, int sm) {
                                    divisor, sm);
 }
 
+/// Pooling, the staged adaptive class (Note [Pooling adaptive staging]): adaptive_avg_pool2d with uniform
+/// windows (H and W multiples of the output's) over a dense NCHW input, 3-d or 4-d; rows of any element count
+/// (whole 16-byte vectors or not, so blocks of several rows and a tensor end inside a vector both occur).
+Problem pool_adaptive_uniform(Rng& rng, int sm) {
+  const c10::ScalarType dt = draw_dtype(rng);
+  const int64_t oh = pick(rng, {1, 2, 3, 7}), ow = pick(rng, {1, 2, 4, 5, 7});
+  std::vector<int64_t> sizes = {pick(rng, {1, 2, 3, 8, 64}), oh * pick(rng, {1, 2, 3, 4}), ow * pick(rng, {1, 2, 3, 5})};
+  if (rng() % 3) sizes.insert(sizes.begin(), pick(rng, {1, 2, 5}));
+  return testing::adaptive_avg_pool_problem(dt, sizes, {}, {oh, ow}, sm);
+}
+
 /// Pooling: every op, ranks 3-4 (2 and 5 sometimes, to be declined), NCHW, channels-last or random layouts,
 /// windows with padding, stride, dilation and ceil mode (sometimes invalid ones ATen rejects), every dtype;
-/// half the draws from the sliding-window class, an eighth from the channels-last runs class.
+/// half the draws from the sliding-window class, an eighth from the channels-last runs class (which holds the
+/// channels-last walks, Note [Pooling channels-last walk]), a sixteenth from the staged adaptive class.
 Problem pool(Rng& rng, int sm) {
   if (rng() % 2) return pool_sliding(rng, sm);
   if (rng() % 4 == 0) return pool_channels_last_runs(rng, sm);
+  if (rng() % 6 == 0) return pool_adaptive_uniform(rng, sm);
   const c10::ScalarType dt = draw_dtype(rng);
   const int rank = rng() % 10 == 0 ? static_cast<int>(pick(rng, {2, 5})) : static_cast<int>(pick(rng, {3, 4, 4}));
   std::vector<int64_t> sizes;
@@ -451,9 +464,12 @@ void layout_missing_strides(Rng& rng, Problem* p) {
 /// small fuzz shapes would otherwise reach too rarely.
 bool softmax_cluster_variant(const optimizer::Variant& v) { return v.get("cluster", 0) > 0 || v.get("tile", 0) == 3; }
 
-/// Pool variants the fuzz favours: the sliding windows (Note [Pooling slide]) and the channels-last runs (Note
-/// [Pooling exact division]), small parts of large spaces.
-bool pool_slide_variant(const optimizer::Variant& v) { return v.get("slide", 0) > 0 || v.get("cpx", 1) > 1; }
+/// Pool variants the fuzz favours: the sliding windows (Note [Pooling slide]), the channels-last runs (Note
+/// [Pooling exact division]) and walks (Note [Pooling channels-last walk]) and the staged adaptive pooling (Note
+/// [Pooling adaptive staging]), small parts of large spaces.
+bool pool_slide_variant(const optimizer::Variant& v) {
+  return v.get("slide", 0) > 0 || v.get("cpx", 1) > 1 || v.get("walk", 0) > 0 || v.get("flat", 0) > 0;
+}
 
 /// Reduce variants the fuzz favours: the pipelined column tiles and their one-launch merge (Note [Column tiles
 /// in flight]), which the large column spaces would otherwise leave rare; rows not a multiple of the batch, empty

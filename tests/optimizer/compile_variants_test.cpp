@@ -222,8 +222,23 @@ TEST_P(CompileVariants, EveryPoolVariant) {
                               testing::avg_pool_problem(at::kFloat, {2, 8, 7, 6}, testing::channels_last({2, 8, 7, 6}),
                                                        {2, 3}, {2, 1}, {1, 1}, true, true, 5, sm)}))
     slides.push_back(std::move(w));
+  // The channels-last walks (Note [Pooling channels-last walk]; the bf16 problem above has them too): fp32 with
+  // ceil mode, fp16 on a 5-row image; the staged adaptive pooling (Note [Pooling adaptive staging]): fp32 rows of
+  // whole vectors, bf16 3-d, fp16 rows of 45 elements.
+  for (auto& w : plan_all(f, {testing::avg_pool_problem(at::kFloat, {2, 8, 7, 6}, testing::channels_last({2, 8, 7, 6}),
+                                                       {3, 2}, {1, 1}, {1, 1}, true, true, c10::IValue(), sm),
+                              testing::avg_pool_problem(at::kHalf, {1, 16, 5, 3}, testing::channels_last({1, 16, 5, 3}),
+                                                       {3, 3}, {1, 1}, {1, 1}, false, false, 7, sm),
+                              testing::adaptive_avg_pool_problem(at::kFloat, {2, 4, 14, 14}, {}, {7, 7}, sm),
+                              testing::adaptive_avg_pool_problem(at::kBFloat16, {3, 14, 12}, {}, {7, 4}, sm),
+                              testing::adaptive_avg_pool_problem(at::kHalf, {1, 3, 9, 15}, {}, {3, 5}, sm)}))
+    slides.push_back(std::move(w));
   for (auto& [plan, vs] : slides) {
-    vs.erase(std::remove_if(vs.begin(), vs.end(), [](const Variant& v) { return v.get("slide") == 0 && v.get("cpx", 1) == 1; }),
+    vs.erase(std::remove_if(vs.begin(), vs.end(),
+                            [](const Variant& v) {
+                              return v.get("slide") == 0 && v.get("cpx", 1) == 1 && v.get("walk", 0) == 0 &&
+                                     v.get("flat", 0) == 0;
+                            }),
              vs.end());
     EXPECT_FALSE(vs.empty());
     work.emplace_back(std::move(plan), std::move(vs));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "cudal1/optimizer/family.h"
 #include "optimizer/problems.h"
@@ -234,7 +235,7 @@ TEST(PoolPlan, ChannelsLastRunsForAvgWithStrideOneColumnsAndWholeVectors) {
     EXPECT_TRUE(plan.ok()) << plan.status().to_string();
     if (!plan.ok()) return out;
     for (const auto& v : plan.value()->space()) {
-      if (v.get("cpx", 1) == 1) continue;
+      if (v.get("cpx", 1) == 1 || v.get("walk", 0)) continue;  // walks: their own test below
       out.insert({v.get("cpx"), v.get("opw")});
       EXPECT_EQ(plan.value()->stratum(v), 11) << v.id();
       auto src = plan.value()->source(v);
@@ -345,6 +346,101 @@ TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
   EXPECT_FALSE(plan.value()->source(Variant{{{"opw", 1}, {"oph", 1}, {"block", 256}, {"smem", 0}, {"px", 0},
                                              {"slide", 8}, {"seg", 8}}}).ok())
       << "fp32 takes no 32-byte vectors";
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
+
+namespace cudal1::optimizer {
+namespace {
+
+TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
+  // Note [Pooling channels-last walk]: (opw, cpx, walk) of every walk variant, two blocks each; macros, threads,
+  // strata.
+  auto walks = [&](const Problem& p) {
+    std::multiset<std::tuple<int, int, int>> out;
+    for (const auto& [v, code] : variants(p)) {
+      if (!v.get("walk", 0)) continue;
+      out.insert({v.get("opw"), v.get("cpx"), v.get("walk")});
+      EXPECT_TRUE(v.get("block") == 128 || v.get("block") == 256) << v.id();
+      const int64_t rows = v.get("walk") * macro(code, "KH");
+      EXPECT_EQ(macro(code, "WALK"), rows) << v.id();
+      EXPECT_EQ(macro(code, "MINB"), 65536 / (v.get("block") * 128)) << v.id();
+      EXPECT_EQ(macro(code, "THREADS"), macro(code, "N") * ((macro(code, "OH") + rows - 1) / rows) *
+                                            ((macro(code, "OW") + v.get("cpx") - 1) / v.get("cpx")) *
+                                            (macro(code, "C") / v.get("opw")))
+          << v.id();
+    }
+    return out;
+  };
+  const std::vector<int64_t> s = {2, 512, 28, 28};
+  // bf16 k3 s1 p1 (the bench row): 16-byte vectors of 1 or 2 pixels, 8-byte vectors of 2 or 4 (16-byte runs of
+  // 4 pixels would keep 144 floats); walks of 6, 9 and 12 output rows.
+  const auto bf16 = walks(avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false));
+  EXPECT_EQ(bf16.size(), 24u);
+  for (const auto& [opw, cpx] : std::vector<std::pair<int, int>>{{8, 1}, {8, 2}, {4, 2}, {4, 4}})
+    for (int walk : {2, 3, 4}) EXPECT_EQ(bf16.count({opw, cpx, walk}), 2u) << opw << " " << cpx << " " << walk;
+  auto plan = family().plan(avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false));
+  ASSERT_TRUE(plan.ok());
+  for (const auto& v : plan.value()->space())
+    if (v.get("walk", 0)) EXPECT_EQ(plan.value()->stratum(v), 10 + v.get("walk")) << v.id() << ": one stratum a length";
+  // fp32 (rows strided by a divisor's windows too): 4 channels of 2 pixels or 2 channels of 4.
+  std::set<std::pair<int, int>> f32;
+  for (const auto& [opw, cpx, walk] :
+       walks(avg_pool_problem(at::kFloat, s, channels_last(s), {3, 2}, {1, 1}, {1, 1}, true, true, 3)))
+    f32.insert({opw, cpx});
+  EXPECT_EQ(f32, (std::set<std::pair<int, int>>{{4, 2}, {2, 4}}));
+  // A 5-row image: a walk of 2 steps covers 6 >= 5 rows, so no longer walk; a 1-column output takes runs of one
+  // pixel only.
+  const std::vector<int64_t> low = {1, 16, 5, 1};
+  for (const auto& [opw, cpx, walk] :
+       walks(avg_pool_problem(at::kHalf, low, channels_last(low), {3, 1}, {1, 1}, {1, 0}, false, true))) {
+    EXPECT_EQ(walk, 2);
+    EXPECT_EQ(cpx, 1);
+  }
+  // None: max, NCHW, stride 2 down the rows or across, a one-row window, channels taking no 8-byte vector.
+  EXPECT_TRUE(walks(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false)).empty());
+  EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
+  EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {2, 1}, {1, 1}, false, true)).empty());
+  EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 2}, {1, 1}, false, true)).empty());
+  EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, s, channels_last(s), {1, 3}, {1, 1}, {0, 1}, false, true)).empty());
+  const std::vector<int64_t> odd = {2, 6, 8, 8};
+  EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, odd, channels_last(odd), {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
+}
+
+TEST(PoolPlan, StagedAdaptiveForUniformWindowsOfDenseNchw) {
+  // Note [Pooling adaptive staging]: (flat, block) of every staged variant; its macros and launch size.
+  auto staged = [&](const Problem& p) {
+    std::vector<std::pair<Variant, std::string>> out;
+    for (auto& [v, code] : variants(p))
+      if (v.get("flat", 0)) out.emplace_back(v, code);
+    return out;
+  };
+  auto plan = family().plan(adaptive_avg_pool_problem(at::kFloat, {128, 512, 14, 14}, {}, {7, 7}));
+  ASSERT_TRUE(plan.ok());
+  const auto f32 = staged(adaptive_avg_pool_problem(at::kFloat, {128, 512, 14, 14}, {}, {7, 7}));
+  EXPECT_EQ(f32.size(), 9u);  // flat 1, 2, 4 x blocks 128, 256, 512
+  for (const auto& [v, code] : f32) {
+    EXPECT_EQ(plan.value()->stratum(v), 15) << v.id();
+    EXPECT_TRUE(has(code, "#define AKH 2") && has(code, "#define AKW 2") && has(code, "#define RE 28")) << v.id();
+    // 28 floats a row are 7 whole vectors: the block takes as many rows as block x flat vectors hold.
+    const int64_t rb = v.get("block") * v.get("flat") * 4 / 28;
+    EXPECT_EQ(macro(code, "RB"), rb) << v.id();
+    EXPECT_EQ(macro(code, "THREADS"), (128 * 512 * 7 + rb - 1) / rb * v.get("block")) << v.id();
+  }
+  // 45 floats a row: whole vectors only every 4 rows; a 3-d bf16 input (24 elements a row: 3 vectors).
+  for (const auto& [v, code] : staged(adaptive_avg_pool_problem(at::kFloat, {1, 3, 9, 15}, {}, {3, 5})))
+    EXPECT_EQ(macro(code, "RB") % 4, 0) << v.id();
+  for (const auto& [v, code] : staged(adaptive_avg_pool_problem(at::kBFloat16, {3, 14, 12}, {}, {7, 4})))
+    EXPECT_TRUE(has(code, "#define RE 24") && has(code, "#define VE 8")) << v.id();
+  // Size-1 dims may have any stride.
+  EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kHalf, {1, 3, 4, 4}, {7, 16, 4, 1}, {2, 2})).empty());
+  // None: windows of unequal sizes, a row pitch or plane stride that is not dense, windows over 64 elements.
+  EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {}, {4, 7})).empty());
+  EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {8 * 14 * 16, 14 * 16, 16, 1}, {7, 7})).empty());
+  EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {8 * 200, 200, 14, 1}, {7, 7})).empty());
+  EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 16, 8}, {}, {1, 1})).empty());
+  EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 16, 8}, {}, {2, 1})).empty());
 }
 
 }  // namespace

@@ -18,6 +18,8 @@ constexpr int kPxs[] = {0, 4, 8};
 constexpr int kSlides[] = {0, 4, 8};
 constexpr int kSegs[] = {0, 8, 32};
 constexpr int kCpxs[] = {1, 2, 4};
+constexpr int kWalks[] = {0, 2, 3, 4};
+constexpr int kFlats[] = {0, 1, 2, 4};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
@@ -48,7 +50,8 @@ class PoolPlan final : public Plan {
     std::vector<Variant> out;
     for (const PoolKnobs& k : knob_space())
       out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px},
-                             {"slide", k.slide}, {"seg", k.seg}, {"cpx", k.cpx}}});
+                             {"slide", k.slide}, {"seg", k.seg}, {"cpx", k.cpx}, {"walk", k.walk},
+                             {"flat", k.flat}}});
     return out;
   }
 
@@ -62,6 +65,8 @@ class PoolPlan final : public Plan {
     for (int x : kSlides) knobs.push_back(v.get("slide") == x);
     for (int x : kSegs) knobs.push_back(v.get("seg") == x);
     for (int x : kCpxs) knobs.push_back(v.get("cpx", 1) == x);
+    for (int x : kWalks) knobs.push_back(v.get("walk", 0) == x);
+    for (int x : kFlats) knobs.push_back(v.get("flat", 0) == x);
     const std::vector<float> ctx = {1.f,
                                     s_.kind == PoolKind::kMax ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAvg ? 1.f : 0.f,
@@ -77,6 +82,9 @@ class PoolPlan final : public Plan {
     // Sliding windows: one stratum per segment length, so that a few trials still reach the technique and its
     // segment lengths (short walks: more parallelism and halo re-reads; whole planes: fewer threads).
     if (v.get("slide")) return 8 + (v.get("seg") == 8 ? 0 : v.get("seg") == 32 ? 1 : 2);
+    // Channels-last walks (one stratum per length) and staged adaptive pooling: their own, for the same reason.
+    if (v.get("walk", 0)) return 10 + v.get("walk");  // 12, 13, 14
+    if (v.get("flat", 0)) return 15;
     if (v.get("cpx", 1) > 1) return 11;  // channels-last pixel runs: a stratum of their own, for the same reason
     return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
   }
@@ -134,6 +142,33 @@ class PoolPlan final : public Plan {
         if (cpx == 1 || s_.max_vec < opw) continue;
         for (int block : kBlocks) out.push_back(PoolKnobs{opw, 1, block, 0, 0, 0, 0, cpx});
       }
+    // Note [Pooling channels-last walk]: channels-last avg, stride 1, rows overlapping; 16- or 8-byte channel
+    // vectors of at least 8 outputs a row (OPW x CPX), within the register budget; walks of 2, 3 or 4 steps of
+    // KH rows (a longer walk only where the shorter one does not already cover the image's rows).
+    if (s_.channels_last && s_.kind == PoolKind::kAvg && s_.dh == 1 && s_.dw == 1 && s_.kh > 1)
+      for (int bytes : {16, 8}) {
+        const int opw = bytes / es;
+        if (opw < 1 || opw > s_.max_vec || opw * es < 4) continue;
+        for (int cpx : kCpxs)
+          for (int walk : kWalks) {
+            PoolKnobs k{opw, 1, 128, 0, 0, 0, 0, cpx, walk};
+            if (!walk || opw * cpx < 8 || (cpx > 1 && cpx >= 2 * s_.ow) || walk_registers(s_, k) > kMaxWalkRegisters)
+              continue;
+            if (walk > 2 && walk_rows(s_, PoolKnobs{opw, 1, 128, 0, 0, 0, 0, cpx, walk - 1}) >= s_.oh) continue;
+            for (int block : {128, 256}) {
+              k.block = block;
+              out.push_back(k);
+            }
+          }
+      }
+    // Note [Pooling adaptive staging]: uniform windows over a dense NCHW input, the block's rows within the
+    // static shared-memory limit.
+    if (flat_fits(s_))
+      for (int flat : kFlats)
+        for (int block : kBlocks) {
+          const PoolKnobs k{1, 1, block, 0, 0, 0, 0, 1, 0, flat};
+          if (flat && flat_geometry(s_, k).bytes <= kMaxSmemBytes) out.push_back(k);
+        }
     return out;
   }
 
@@ -151,10 +186,10 @@ class PoolPlan final : public Plan {
 
   Result<PoolKnobs> knobs_of(const Variant& v) const {
     const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px"), v.get("slide"),
-                      v.get("seg"), v.get("cpx", 1)};
+                      v.get("seg"), v.get("cpx", 1), v.get("walk", 0), v.get("flat", 0)};
     for (const PoolKnobs& x : knob_space())
       if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px &&
-          x.slide == k.slide && x.seg == k.seg && x.cpx == k.cpx)
+          x.slide == k.slide && x.seg == k.seg && x.cpx == k.cpx && x.walk == k.walk && x.flat == k.flat)
         return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
@@ -250,7 +285,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 5; }
+  int version() const override { return 6; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

@@ -20,7 +20,9 @@
 /// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
 /// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
 /// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last avg with stride-1
-/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]). Declines: other dtypes, empty tensors,
+/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]), and with stride 1 both ways walk
+/// them down the image (Note [Pooling channels-last walk]); adaptive avg with uniform windows over a dense NCHW
+/// input may stage its rows through shared memory (Note [Pooling adaptive staging]). Declines: other dtypes, empty tensors,
 /// arguments ATen rejects (it raises the error then), adaptive pooling of channels-last inputs, sizes needing
 /// 64-bit indices.
 ///
@@ -61,9 +63,8 @@
 /// 16 bytes). Only the thread-to-(pixel, channels) map changes; each output's window loop is the px=0 one, so
 /// results are identical. Predictions: avg_pool2d bf16 channels-last k3 s1 2.19x -> ~1.3x (28 = 3.5 x 8: an
 /// 8-wide tile idles 1/8 of its threads; the 4 x 8 tile fits 28 = 7 x 4 columns exactly but not the rows),
-/// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7
-/// (1.77x; its 2x2 windows do not overlap, so neither knob applies: what remains there is the OW = 7 row
-/// tiles of opw=2 idling 1/8 of the threads and the small problem's ~15 us floor).
+/// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done here: adaptive_avg_pool2d f32 [128,512,14,14] ->
+/// 7x7 (1.77x; its 2x2 windows do not overlap, so neither knob applies; see Note [Pooling adaptive staging]).
 /// Measured (H200, 2026-11-30): the bf16 channels-last stem took px4, 1.37x -> 1.21x the floor; the
 /// channels-last k3 s1 avg pool kept px0 at 2.25x.
 ///
@@ -183,8 +184,95 @@
 /// bf16 k3 s1: 54.0 -> 46.7 us (opw8 block 512 kept; 1.89x the floor), so the prediction (33-36 us for opw8, 27-31
 /// for cpx 4) was wrong: the cpx variants did not win; not profiled yet. Run 5 (same kernels): the tuner's 24
 /// sampled trials kept slide4 seg32 for the f16 row, 139.0 us (1.37x): slide8 seg8 was not sampled.
-/// Not done: adaptive_avg_pool2d (its two divisions by window extents are left as ATen's), a channels-last walk
-/// down H (the runs share columns along W instead), channels-last max.
+/// Not done: adaptive_avg_pool2d's two divisions by window extents are left as ATen's (compile-time powers of two
+/// in the staged kernel, Note [Pooling adaptive staging]), channels-last max. The channels-last walk down H came
+/// in version 6 (Note [Pooling channels-last walk]).
+///
+/// Note [Pooling channels-last walk]
+/// Knob walk (2, 3, 4; 0 off), with opw (16- or 8-byte channel vectors) and cpx (1, 2, 4 adjacent output
+/// columns). Scope: channels-last avg, stride 1 both ways, KH > 1, OPW channels a vector the layout allows,
+/// OPW x CPX >= 8 outputs a row, and KH x CPX x OPW accumulators + two rows of RC = CPX + KW - 1 pixel words
+/// <= kMaxWalkRegisters (80) floats; walks of walk x KH output rows (a longer walk only where the shorter one
+/// does not already cover the image), blocks of 128 or 256 threads, launch bounds capping registers at 128.
+/// Why: Nsight showed the opw8 kernel (46.7 us, 1.89x the floor on avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1, count_include_pad=False) issue-bound (SM 86%, DRAM 35%): per 8 outputs it loads
+/// and unpacks all 9 window pixels (72 unpacks, 9 vector loads with their 64-bit address arithmetic), 72 FADDs,
+/// the division, and 14% of its pixels (the image border) take the per-window divisor and the IEEE division;
+/// ~36-38 instructions an output, and its L1 reads ~4.5x the input from L2 (vertical neighbours sit in other
+/// blocks). The cpx runs (~27) still load every input row three times.
+/// How: thread t takes channels c0 = (t % CG) x OPW of output columns ow0 .. ow0 + CPX - 1 and walks output rows
+/// oh0 .. oh0 + WALK - 1 (fewer in the image's last walk): input rows hs0 = oh0 - PH onwards, each loaded once
+/// (RC vectors, one row ahead; plain loads where the row and all RC columns lie in the image, else per-pixel
+/// predicated with +0, which adds nothing: Note [Pooling exact division], "zero fill") and unpacked once into
+/// fp32. Accumulators acc[o % KH][p][e] for the KH output rows whose windows hold the row: input row i adds
+/// its pixel j to output row i - r (window row r) and column p (window column j - p); the cell (0, 0) of a
+/// window sets its slot to +0 + v (ATen's sum starts at +0), the others add, so each output's additions come
+/// in ATen's order (rows in order as the walk arrives at them, columns left to right within one). After its
+/// last row an output row is divided and stored (vector stores of OPW channels). The first KH - 1 rows are
+/// peeled (they start outputs only); then the rows go in steps of KH, unrolled KH times so that every slot is a
+/// compile-time register (the code of KH rows, not of the whole walk; a step finishes KH output rows, and
+/// only the walk's last step may run past its rows). 32-bit thread decomposition (THREADS < 2^31), one 64-bit
+/// base pointer a thread for loads and one for stores, whole rows and compile-time pixel offsets from them.
+/// Divisor: CONST_DIV where the signature has one; else INNER_DIV where the window lies in the image, else
+/// ATen's per-window divisor d with y = __frcp_rn(d) (RN(1/d), so div_rn stays exact; an empty window, which
+/// the arguments ATen accepts never give, sums +0 cells and divides by 1: ATen's 0).
+/// Then div_rn_n (Note [Pooling exact division]) for every dtype.
+/// Tried and dropped, bf16 division by q0 = RN(s x y) alone: q0 lies within one fp32 ulp of RN(s / d) for every
+/// s, so both round to the same bf16 unless q0's low 16 bits are 0x7fff, 0x8000 or 0x8001 (checked on the CPU:
+/// 2.47e9 pairs, 0 differences). But sums of 4-9 bf16 values have few significant bits, and q0's low half is
+/// exactly 0x8000 for 1.8% (d = 9) to 15% (d = 4) of random outputs (exact quotients sitting on a bf16 tie), so
+/// the exact path would run in nearly every warp; telling exact ties apart needs the remainder FFMA, which
+/// leaves it no cheaper than div_rn_n.
+/// Instructions (sm_90 cubin .text, nvcc 13.0 -O3, the rare division paths stubbed; counted as size differences
+/// of variants without the step loop): bf16 opw8 cpx2, a step (3 rows + 3 output rows = 48 outputs) ~1090
+/// executed (432 FADD, 96 unpacks, 288 for 48 divisions: FMUL, 2 FFMA, 3 range compares, 24 packs, 12 loads,
+/// 6 stores, ~230 control, moves and addresses), prologue and peel ~280: ~24.6 an output for a whole walk of 9
+/// rows (10 FADD: 9 is ATen's order, the last step's rows also feed outputs past the walk); for the bench's 28
+/// rows (walks 6,6,6,6,4 / 9,9,9,1 / 12,12,4) ~27.4 / ~26.8 / ~26.1, against ~38 for opw8 (~36 in the image,
+/// the border pixels' per-window divisor and IEEE division above that). opw4 cpx4 about the same (102
+/// registers), opw8 cpx1 ~27 a step-output; opw8 cpx2 118 registers, no spills (cap 128: 16 warps an SM with
+/// 256-thread blocks, 2 KB a warp-row in flight, ~32 KB an SM against the ~22 KB that 4.2 TB/s x the DRAM
+/// latency needs).
+/// Checked on the CPU: every walk variant's generated source compiled as host C++ (intrinsics and PTX stores
+/// emulated, threads run one by one) against ATen's loop, bf16/fp16/fp32, count_include_pad both ways, a
+/// divisor, padding 2, KH 5, a 1x1 image and the bench's [2,512,28,28]: bit-identical, also with +-Inf, NaN
+/// and subnormal inputs.
+/// Bytes: DRAM reads the input once (neighbouring walks' rows, (KH - 1) / WALK = 22% at WALK 9, come from L2);
+/// L1 reads from L2 (CPX + KW - 1) / CPX x (WALK + KH - 1) / WALK of the input per thread, less where the
+/// block's adjacent runs share their halo columns in L1: opw8 cpx2 2.4x (1.5x with that), opw4 cpx4 1.8x,
+/// against ~4.5x for opw8 and ~3.4x for the cpx runs.
+/// Prediction (H200; floor 24.7 us = 102.8 MB once; device copy 28.6 us): avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1: 0.8M warp-outputs x ~26.5 = ~21M warp-instructions, ~23 us of issue against the
+/// 24.7 us floor, so still near issue-bound: ~29-34 us (1.2-1.4x the floor; was 46.7 us, scaling the measured
+/// time by the instruction ratio gives ~32 us); walk 3 or 4 expected to win. The rest of the way to 1.25x lies
+/// in the exact order itself: 9 FADD and ~6 for the exact division an output are 60% of it (a separable sum
+/// would need 6 adds but changes the rounding: declined, the family's results stay bit-identical).
+///
+/// Note [Pooling adaptive staging]
+/// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
+/// AKH x AKW = H/OH x W/OW, ATen's start/end indices give exactly these) and small (<= kMaxPatch elements: a
+/// thread sums one serially, unrolled) over a dense NCHW input (every dim of
+/// size > 1 at its contiguous stride), so that the AKH x W input elements of each output row are contiguous and
+/// consecutive (plane, output row) pairs follow each other in memory.
+/// Why: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 ran at 27.2 us, 2.35 TB/s (1.77x the 15.4 us floor,
+/// 1.38x the device copy). Its opw2 kernel loads scalars: per warp instruction 32 lanes at 8-byte steps over
+/// parts of 8 rows of 56 bytes (rows are only 8-byte aligned), ~28 sectors a request each used 4 bytes at a
+/// time, 8 such requests for every 2 outputs a thread; the window bounds at run time (divisions by constants,
+/// loops not unrolled), two IEEE divisions an output, and OW = 7 in tiles of 2 idles 1/8 of the threads.
+/// How: block b owns output rows [b RB, b RB + RB) of the flat (plane, output row) order, i.e. the CHUNK = RB x
+/// AKH x W input elements from b x RB x AKH x W; RB is a multiple of the rows that make whole 16-byte vectors
+/// (so every block starts 16-byte aligned; the launch checks the data pointer) and as many as block x flat
+/// vectors hold (bytes <= kMaxSmemBytes). Its threads issue all their 16-byte loads (consecutive threads,
+/// consecutive vectors: a warp request is 512 contiguous bytes, whole lines), then store them to shared memory
+/// (a vector past the tensor's end goes element by element), sync, and each thread computes outputs o, o +
+/// block, ...: ATen's sum (rows outer, columns inner, from +0, fp32) of the window read from shared memory and
+/// ATen's sum / AKH / AKW (compile-time: powers of two become exact multiplications), stored to consecutive
+/// addresses (the output is dense). Values and order are ATen's: bit-identical.
+/// Instructions: ~20 an output (2x2 f32: 1 load and 1 shared store a vector, 4 shared loads, 4 FADD, 2 FMUL,
+/// the store, index arithmetic); 0.1M warp-outputs: ~2 us of issue. Shared memory: block 256 x flat 4 = 146
+/// rows of 112 bytes (16 KB): 8 blocks an SM, ~128 KB in flight.
+/// Prediction (H200; floor 15.4 us = 64.2 MB; device copy 19.8 us): adaptive_avg_pool2d f32 [128,512,14,14] ->
+/// 7x7 ~17-20 us (1.1-1.3x the floor, about the copy; was 27.2 us).
 #pragma once
 
 #include <memory>
@@ -223,6 +311,8 @@ struct PoolKnobs {
   int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
   int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
   int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread (Note [Pooling exact division])
+  int walk = 0;   ///< channels-last avg, stride 1: 0 off, else steps of KH input rows a thread walks (Note [Pooling channels-last walk])
+  int flat = 0;   ///< adaptive avg, uniform windows: 0 off, else 16-byte vectors a thread stages (Note [Pooling adaptive staging])
 };
 
 /// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing
@@ -263,6 +353,32 @@ bool slide_fits(const PoolShape& s, int vec);
 
 /// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
 std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Output rows one walk covers (walk x KH, from walk x KH + KH - 1 input rows) and the registers a walk variant
+/// keeps (accumulators of KH output rows, the current and the next input row's words), in floats.
+int walk_rows(const PoolShape& s, const PoolKnobs& k);
+int walk_registers(const PoolShape& s, const PoolKnobs& k);
+
+/// Registers a walk variant may take (of the 128 its launch bounds allow).
+constexpr int kMaxWalkRegisters = 80;
+
+/// The kernel body of a channels-last walk variant (the source after the common prelude of generate_pool).
+std::string walk_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Whether `s` admits staged adaptive variants (adaptive avg, H % OH == 0 and W % OW == 0, windows of at most
+/// kMaxPatch elements, dense NCHW).
+bool flat_fits(const PoolShape& s);
+
+/// Geometry of a staged adaptive variant: `rows` output rows a block (their inputs, `row_elems` elements each,
+/// are contiguous and start 16-byte aligned), the shared memory they take and the blocks of a launch.
+struct FlatGeometry {
+  int64_t row_elems = 0, rows = 0, bytes = 0, blocks = 0;
+};
+
+FlatGeometry flat_geometry(const PoolShape& s, const PoolKnobs& k);
+
+/// The kernel body of a staged adaptive variant (the source after the common prelude of generate_pool).
+std::string flat_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
 /// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).
 std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& k);

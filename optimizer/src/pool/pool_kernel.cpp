@@ -25,6 +25,7 @@ class PoolKernel final : public BoundKernel {
       in_align_ = k_.slide * es;
       out_align_ = s_.ow % k_.slide == 0 ? k_.slide * es : es;
     }
+    if (k_.flat) in_align_ = 16, out_align_ = es;  // Note [Pooling adaptive staging]: 16-byte staging loads
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
