@@ -79,11 +79,13 @@
 /// What (knob cluster = 1, mode 4 with unr, sm_90+ only; the older variants are unchanged): the S = splits
 /// blocks of a tile form one thread-block cluster (a 1-d grid of tiles x S blocks, clusters of S along x, rank
 /// = chunk of rows; Note [Clusters] in module.cpp). Each block runs the pipelined tile (CPT 1, VEC up to 16
-/// bytes, UNR x VEC in 8..16 elements, the next batch loaded before this one is pushed), merges its warps'
-/// partials with TILE threads at once (not one warp), publishes them in its shared memory, and after a cluster
-/// barrier block `rank` merges TILE / S columns over the S blocks in increasing rank through distributed shared
-/// memory and stores them; a second barrier keeps the partials alive until read. No workspace, no memset, one
-/// launch. __launch_bounds__(BLOCK, 1024 / BLOCK): 64 registers, so 1024 threads per SM (ptxas, sm_90: 32-64
+/// bytes, UNR x VEC in 8..16 elements, the next batch loaded before this one is pushed) and merges its warps'
+/// partials in shared memory in a fixed tree (log2 NW levels, every thread working; one warp merging NW
+/// partials per column in turn took ~1000 cycles for var); after a cluster barrier block `rank` gathers TILE / S
+/// columns of the S blocks through distributed shared memory (one remote read a thread, all in flight at once:
+/// a loop of S dependent remote reads and merges would take ~S x 250 cycles), merges them in a fixed tree and
+/// stores them; a second barrier keeps every block's partials alive until read. No workspace, no memset, one
+/// launch; the bits do not depend on timing. __launch_bounds__(BLOCK, 1024 / BLOCK): 64 registers, so 1024 threads per SM (ptxas, sm_90: 32-64
 /// registers, no spills; eight Welford runs a thread spilled, so var/std keep VEC <= 4). S is the largest
 /// cluster size (<= 16) whose grid, tiles x S x BLOCK threads, fits one wave of a 132-SM part at 1024 threads
 /// per SM, and the next smaller one (half a wave: slack where a GPC cannot place a whole cluster). Strata: 16-
@@ -99,7 +101,7 @@
 /// each of 128 SMs, each with 64-128 bytes in flight (one or two batches of 4 x 16 B): 64-128 KB per SM, 8-16
 /// MB on the chip, 2-4x what Little's law asks; the half-wave variants (S 8 / S 4) 4-8 MB. A block reads 256
 /// rows x 512 B (8 batches a warp). Kernel: 64 MB / ~4.1 TB/s = ~16 us + ~1 us ramp (first batches, block
-/// launch) + ~0.5 us tail (warp merge, two cluster barriers, S remote partials) = ~17.5 us; the bench rows
+/// launch) + ~0.5 us tail (7 tree levels, two cluster barriers, one remote read) = ~17.5 us; the bench rows
 /// ~19-21 us (<= 1.0x the 20.6 us copy, against 26.9-32.5 us now). Risk: a GPC that cannot hold its share of
 /// 4-SM clusters (16 x 256 threads at 1024 per SM) sends a cluster into a second wave (~2x): the half-wave
 /// variants then win.

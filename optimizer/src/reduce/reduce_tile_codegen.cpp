@@ -53,6 +53,20 @@ __device__ __forceinline__ void tile_push(run_t (&run)[CPT * VEC], const vec_t (
 }
 #endif
 #if CLUSTER
+/// g[c] = the merge of g[i * COLS + c] over i < N (N a power of 2) for every c < COLS, in a fixed tree (pairs i,
+/// i + s for s = 1, 2, 4, ...: the bits do not depend on timing); every thread of the block calls it after the
+/// barrier that published g, and it ends with one.
+template <int N, int COLS>
+__device__ __forceinline__ void tree_combine(acc_t* g) {
+#pragma unroll
+  for (int s = 1; s < N; s *= 2) {
+    for (int t = threadIdx.x; t < N / (2 * s) * COLS; t += BLOCK) {
+      const int i = t / COLS * 2 * s, c = t % COLS;
+      g[i * COLS + c] = acc_combine(g[i * COLS + c], g[(i + s) * COLS + c]);
+    }
+    __syncthreads();
+  }
+}
 /// The partial at `p` in the shared memory of the cluster's block `rank` (distributed shared memory).
 __device__ __forceinline__ acc_t acc_remote(const acc_t* p, unsigned rank) {
   const float* w = reinterpret_cast<const float*>(p);
@@ -145,29 +159,26 @@ __device__ __forceinline__ void column_tile(const storage_t* __restrict__ x, out
   for (int q = 0; q < CPT * VEC; ++q) part[threadIdx.x * CPT * VEC + q] = run_acc(run[q], any);
   __syncthreads();
 #if CLUSTER
-  // Thread m < TILE merges tile column m = (j * 32 + l) * VEC + e over the NW warps (in increasing w) into the
-  // block's partial, published in its shared memory; after the cluster barrier, block `rank` merges columns
-  // rank * TILE / S ... over the S blocks in increasing rank and stores them (TILE >= 32 >= S); a second
-  // barrier keeps every block's partials alive until the others have read them.
-  static_assert(TILE <= BLOCK && TILE % S == 0, "a thread per tile column, TILE / S columns per block");
-  __shared__ acc_t cpart[TILE];
+  // part is [NW][TILE] (CPT 1: thread w * 32 + l holds columns l * VEC + e): the warps' partials meet in a tree
+  // into part[0][m]; after the cluster barrier block `rank` gathers columns rank * TILE / S ... of the S blocks
+  // (one remote read a thread, all in flight at once), merges them in a tree and stores them; every block waits
+  // at a second barrier before leaving, as the others may still be reading its part.
+  static_assert(CPT == 1 && TILE <= BLOCK && TILE % S == 0, "a thread per tile column, TILE / S columns a block");
+  tree_combine<NW, TILE>(part);
+  cluster_sync();
+  __shared__ acc_t g[TILE];
   if (threadIdx.x < TILE) {
-    const int m = threadIdx.x, e = m % VEC, l = (m / VEC) % 32, j = m / (32 * VEC);
-    acc_t a = part[l * CPT * VEC + j * VEC + e];
-    for (int k = 1; k < NW; ++k) a = acc_combine(a, part[(k * 32 + l) * CPT * VEC + j * VEC + e]);
-    cpart[m] = a;
+    const int m = (int)rank * (TILE / S) + (int)threadIdx.x % (TILE / S);
+    g[threadIdx.x] = acc_remote(&part[m], threadIdx.x / (TILE / S));
   }
-  cluster_sync();
+  __syncthreads();
+  cluster_arrive();  // this block's remote reads are done
+  tree_combine<S, TILE / S>(g);
   if (threadIdx.x < TILE / S) {
-    const int m = (int)rank * (TILE / S) + (int)threadIdx.x;
-    const index_t o = tile * TILE + m;
-    if (o / VEC < O / VEC) {
-      acc_t a = acc_init();
-      for (unsigned p = 0; p < (unsigned)S; ++p) a = acc_combine(a, acc_remote(&cpart[m], p));
-      acc_store(a, y, yi, o);
-    }
+    const index_t o = tile * TILE + (int)rank * (TILE / S) + (int)threadIdx.x;
+    if (o / VEC < O / VEC) acc_store(g[threadIdx.x], y, yi, o);
   }
-  cluster_sync();
+  cluster_wait();
 #else
   if (w != 0) return;
 #pragma unroll
