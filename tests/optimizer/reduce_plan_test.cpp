@@ -401,8 +401,8 @@ TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
 
 TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
   // Note [Column tiles in clusters]: on sm_90 the bench's column rows get cluster tiles of 16-byte loads whose
-  // grid fills one wave of a 132-SM part at 1024 threads per SM (and half of it), in strata of their own;
-  // narrower loads in a third; none before sm_90 (clusters).
+  // grid fills one wave of a 132-SM part at 1024 threads per SM, 3/4 of it (block 192) or half of it, in strata
+  // of their own; narrower loads in a fourth; none before sm_90 (clusters).
   for (const auto& p : column_rows()) {
     auto plan = family().plan(p);
     ASSERT_TRUE(plan.ok()) << p.op << ": " << plan.status().to_string();
@@ -424,6 +424,8 @@ TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
       EXPECT_GE(k.vec * k.unr, 8) << v.id();
       EXPECT_LE(k.vec * k.unr, 16) << v.id();
       EXPECT_TRUE(k.splits == 2 || k.splits == 4 || k.splits == 8 || k.splits == 16) << v.id();
+      EXPECT_TRUE(k.block == 192 || k.block == 256 || k.block == 512) << v.id();
+      EXPECT_LE(32 * k.vec, k.block) << v.id();  // a thread per tile column in the merge
       EXPECT_LE(reduce::tile_count(shape.value(), k) * k.splits * k.block, 132 * 1024) << v.id();
       EXPECT_GE(reduce::chunk_length(shape.value(), k), int64_t{k.unr} * (k.block / 32)) << v.id();
       EXPECT_EQ(reduce::counter_bytes(shape.value(), k), 0) << v.id();
@@ -436,11 +438,12 @@ TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
       EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos) << v.id();
     }
     // A 96-column tile cannot fill a wave: its 16-byte loads are all in the half-wave stratum.
-    const std::set<int> want = es == 4 ? std::set<int>{9, 10, 11} : std::set<int>{10, 11};
+    const std::set<int> want = es == 4 ? std::set<int>{9, 10, 11, 12} : std::set<int>{11, 12};
     EXPECT_EQ(strata, want) << p.op;
-    if (es == 4) {  // the two ways to fill the wave with 16-byte loads, 64 bytes a thread per batch
+    if (es == 4) {  // the two ways to fill the wave with 16-byte loads, 64 bytes a thread per batch, and 3/4
       EXPECT_EQ(ids.count("mode4.vec4.block256.splits16.ty1.unr4.cluster1"), 1u) << p.op;
       EXPECT_EQ(ids.count("mode4.vec4.block512.splits8.ty1.unr4.cluster1"), 1u) << p.op;
+      EXPECT_EQ(ids.count("mode4.vec4.block192.splits16.ty1.unr4.cluster1"), 1u) << p.op;
     }
     Problem p80 = p;
     p80.sm = 80;

@@ -17,9 +17,9 @@ constexpr int kTileSplits[] = {1, 8};
 constexpr int kPipeUnrolls[] = {4, 8};     // mode 4's unr (Note [Column tiles in flight])
 constexpr int kPipeSplits[] = {1, 4, 16};  // one launch when > 1
 constexpr int64_t kMaxPartials = int64_t{1} << 22;  // workspace entries (16 bytes each)
-constexpr int kClusterBlocks[] = {256, 512};     // cluster tiles (Note [Column tiles in clusters])
-constexpr int kClusterSizes[] = {16, 8, 4, 2};   // blocks (row chunks) per tile, largest first
-constexpr int kClusterUnrolls[] = {2, 4, 8};     // unr (16-byte vectors of fp32 take 2 or 4 rows a batch)
+constexpr int kClusterBlocks[] = {192, 256, 512};  // cluster tiles (Note [Column tiles in clusters])
+constexpr int kClusterSizes[] = {16, 8, 4, 2};     // blocks (row chunks) per tile, largest first
+constexpr int kClusterUnrolls[] = {2, 4, 8};       // unr (16-byte vectors of fp32 take 2 or 4 rows a batch)
 // Threads of one wave of cluster tiles on a 132-SM H100/H200 at kClusterTileThreadsPerSm each.
 constexpr int64_t kClusterWaveThreads = int64_t{132} * kClusterTileThreadsPerSm;
 
@@ -138,7 +138,8 @@ class ReducePlan final : public Plan {
       if (vec > s_.col_vec || vec * elem_size(s_.dtype) > 16) continue;
       if (vec > 4 && (s_.op == Reduction::kVar || s_.op == Reduction::kStd)) continue;  // 8 Welford runs spill
       for (int block : kClusterBlocks) {
-        if (block * vec > 2048) continue;  // the shared-memory combine: BLOCK * VEC partials (<= 32 KB)
+        // The shared-memory combine: BLOCK * VEC partials (<= 32 KB), a thread per tile column.
+        if (block * vec > 2048 || 32 * vec > block) continue;
         int sizes = 0;
         for (int cl : kClusterSizes) {
           ReduceKnobs k = column_knobs(4, vec, block, 1, cl, 0, 1);
@@ -190,6 +191,7 @@ class ReducePlan final : public Plan {
     knobs.push_back(cluster);
     knobs.push_back(cluster && v.get("vec") * elem_size(s_.dtype) == 16);
     knobs.push_back(cluster && v.get("block") == 512);
+    knobs.push_back(cluster && v.get("block") == 192);
     knobs.push_back(cluster && fills_wave(v));
     const int64_t k = s_.length, o = s_.outputs;
     const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd ||
@@ -217,8 +219,11 @@ class ReducePlan final : public Plan {
   int stratum(const Variant& v) const override {
     const int mode = v.get("mode");
     if (mode < 3) return mode;
-    if (v.get("cluster", 0) > 0)  // cluster tiles: 16-byte loads filling a wave, 16-byte loads, narrower loads
-      return v.get("vec") * elem_size(s_.dtype) < 16 ? 11 : fills_wave(v) ? 9 : 10;
+    if (v.get("cluster", 0) > 0) {  // cluster tiles (Note [Column tiles in clusters])
+      if (v.get("vec") * elem_size(s_.dtype) < 16) return 12;  // narrower loads
+      if (!fills_wave(v)) return 11;                            // 16-byte loads, half a wave or less
+      return v.get("block") == 192 ? 10 : 9;                    // 3/4 of the wave, or all of it
+    }
     if (mode == 4 && v.get("unr", 0) > 0) return 7 + (v.get("splits") > 1 ? 1 : 0);  // pipelined tiles
     return (mode == 3 ? 3 : 5) + (v.get("splits") > 1 ? 1 : 0);
   }

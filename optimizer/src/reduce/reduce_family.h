@@ -72,39 +72,41 @@
 /// 8 floats = 2 MB against ~4 MB needed), and the splits that add blocks pay the counters' memset and the merge.
 ///
 /// Note [Column tiles in clusters]
-/// Why: the column rows above need ~4 MB in flight (Little's law: 4.2 TB/s x ~1 us), so ~32 KB per SM on every
-/// SM for the whole kernel: a grid that fills all SMs at once (no second wave, no tail) with every thread
-/// holding 32-128 bytes of loads, and a split merge that costs neither a launch nor a memset. O = 4096 columns
-/// make only 32 tiles of 16-byte vectors, so the rows of a tile must be split over ~16 blocks.
-/// What (knob cluster = 1, mode 4 with unr, sm_90+ only; the older variants are unchanged): the S = splits
-/// blocks of a tile form one thread-block cluster (a 1-d grid of tiles x S blocks, clusters of S along x, rank
-/// = chunk of rows; Note [Clusters] in module.cpp). Each block runs the pipelined tile (CPT 1, VEC up to 16
-/// bytes, UNR x VEC in 8..16 elements, the next batch loaded before this one is pushed) and merges its warps'
-/// partials in shared memory in a fixed tree (log2 NW levels, every thread working; one warp merging NW
-/// partials per column in turn took ~1000 cycles for var); after a cluster barrier block `rank` gathers TILE / S
-/// columns of the S blocks through distributed shared memory (one remote read a thread, all in flight at once:
-/// a loop of S dependent remote reads and merges would take ~S x 250 cycles), merges them in a fixed tree and
-/// stores them; a second barrier keeps every block's partials alive until read. No workspace, no memset, one
-/// launch; the bits do not depend on timing. __launch_bounds__(BLOCK, 1024 / BLOCK): 64 registers, so 1024 threads per SM (ptxas, sm_90: 32-64
-/// registers, no spills; eight Welford runs a thread spilled, so var/std keep VEC <= 4). S is the largest
-/// cluster size (<= 16) whose grid, tiles x S x BLOCK threads, fits one wave of a 132-SM part at 1024 threads
-/// per SM, and the next smaller one (half a wave: slack where a GPC cannot place a whole cluster). Strata: 16-
-/// byte loads filling the wave, 16-byte loads otherwise, narrower loads (Plan::stratum), so a 24-trial tuning
-/// run tries each. var/std fold each column's batch of UNR rows (all in registers) as one Welford partial: mean
-/// as the sum of x / UNR (exact scalings, no overflow), m2 by a second pass, then Chan's merge with the factor
-/// UNR / (n + UNR) shared by the thread's columns (they have seen the same rows): ~3.5 instructions an element
-/// instead of ~18 with a division each (at 4 elements per cycle per SM the division alone took half the issue
-/// slots). Same rounding class as ATen's Chan merges, within the (16 + K) eps bound; max/min/arg pushes are
-/// unchanged (increasing r per column), the cluster merge keeps ATen's total order.
-/// Prediction (before measurement): var, vector_norm ord 1 [4096,4096] dim 0 and argmax [128,4096,32] dim 1
-/// (O = K = 4096): vec 4, block 256, S 16 (or block 512, S 8), unr 4: 512 x 256 = 131072 threads, 1024 on
-/// each of 128 SMs, each with 64-128 bytes in flight (one or two batches of 4 x 16 B): 64-128 KB per SM, 8-16
-/// MB on the chip, 2-4x what Little's law asks; the half-wave variants (S 8 / S 4) 4-8 MB. A block reads 256
-/// rows x 512 B (8 batches a warp). Kernel: 64 MB / ~4.1 TB/s = ~16 us + ~1 us ramp (first batches, block
-/// launch) + ~0.5 us tail (7 tree levels, two cluster barriers, one remote read) = ~17.5 us; the bench rows
-/// ~19-21 us (<= 1.0x the 20.6 us copy, against 26.9-32.5 us now). Risk: a GPC that cannot hold its share of
-/// 4-SM clusters (16 x 256 threads at 1024 per SM) sends a cluster into a second wave (~2x): the half-wave
-/// variants then win.
+/// Why: the column rows above need ~4 MB in flight (Little's law: 4.2 TB/s x ~1 us), so ~32 KB per SM on every SM for
+/// the whole kernel: a grid that fills all SMs at once (no second wave, no tail) with every thread holding 32-128 bytes
+/// of loads, and a split merge that costs neither a launch nor a memset. O = 4096 columns make only 32 tiles of 16-byte
+/// vectors, so the rows of a tile must be split over ~16 blocks.
+/// What (knob cluster = 1, mode 4 with unr, sm_90+ only; the older variants are unchanged): the S = splits blocks of a
+/// tile form one thread-block cluster (a 1-d grid of tiles x S blocks, clusters of S along x, rank = chunk of rows;
+/// Note [Clusters] in module.cpp). Each block runs the pipelined tile (CPT 1, VEC up to 16 bytes, UNR x VEC in 8..16
+/// elements, the next batch loaded before this one is pushed) and merges its warps' partials in shared memory in a
+/// fixed tree (log2 NW levels, every thread working; one warp merging NW partials per column in turn took ~1000 cycles
+/// for var); after a cluster barrier block `rank` gathers TILE / S columns of the S blocks through distributed shared
+/// memory (one remote read a thread, all in flight at once: a loop of S dependent remote reads and merges would take ~S
+/// x 250 cycles), merges them in a fixed tree and stores them; a second barrier keeps every block's partials alive
+/// until read. No workspace, no memset, one launch; the bits do not depend on timing.
+/// __launch_bounds__(BLOCK, 1024 / BLOCK): 64 registers, ~1024 threads per SM (ptxas, sm_90: 25-64 registers, no
+/// spills; eight Welford runs a thread spilled, so var/std keep VEC <= 4). S is the largest cluster size (<= 16) whose
+/// grid, tiles x S x BLOCK threads, fits one wave of a 132-SM part at 1024 threads per SM, and the next smaller one
+/// (half of that). BLOCK in {192, 256, 512}: the clusters of 256 x 16 or 512 x 8 take 4 SMs each, so 32 of them fill
+/// every slot of 8 GPCs of 16+ SMs, and a GPC of fewer SMs sends one into a second wave (~2x); 192 x 16 (5 blocks, 960
+/// threads an SM: 3.2 SMs a cluster) fills 3/4 of the wave and fits 4 clusters in any GPC of 13+ SMs; the half-wave
+/// variants have slack everywhere. Strata: 16-byte loads filling the wave, 3/4 of it (192), half of it or less,
+/// narrower loads (Plan::stratum), so a 24-trial tuning run tries each.
+/// var/std fold each column's batch of UNR rows (all in registers) as one Welford partial: mean as the sum of x / UNR
+/// (exact scalings, no overflow), m2 by a second pass, then Chan's merge with the factor UNR / (n + UNR) shared by the
+/// thread's columns (they have seen the same rows): ~3.5 instructions an element instead of ~18 with a division each
+/// (at 4 elements per cycle per SM the division alone took half the issue slots). Same rounding class as ATen's Chan
+/// merges, within the (16 + K) eps bound; max/min/arg pushes are unchanged (increasing r per column), the cluster merge
+/// keeps ATen's total order.
+/// Prediction (before measurement): var, vector_norm ord 1 [4096,4096] dim 0 and argmax [128,4096,32] dim 1 (O = K =
+/// 4096): vec 4, block 256, S 16 (or block 512, S 8), unr 4: 512 x 256 = 131072 threads, 1024 on each of 128 SMs, each
+/// with 64-128 bytes in flight (one or two batches of 4 x 16 B): 64-128 KB per SM, 8-16 MB on the chip, 2-4x what
+/// Little's law asks; block 192, S 16: 98304 threads, 48-96 KB per SM, 6-12 MB; the half-wave variants 4-8 MB. A block
+/// reads 256 rows x 512 B (8 batches a warp at block 256). Kernel: 64 MB / ~4.1 TB/s = ~16 us + ~1 us ramp (first
+/// batches, block launch) + ~0.5 us tail (7 tree levels, two cluster barriers, one remote read) = ~17.5 us; the bench
+/// rows ~19-21 us (<= 1.0x the 20.6 us copy, against 26.9-32.5 us now). If a full-wave variant lands near 2x that, GPC
+/// placement sent a cluster into a second wave: the 192-thread and half-wave variants then win.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -169,8 +171,8 @@ int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k);
 /// Mode 4: column tiles (blocks along x) of TILE = 32 * CPT * VEC outputs.
 int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k);
 
-/// Mode 4 with unr > 0, splits > 1 and no cluster (one launch): bytes of the per-tile arrival counters at the start of the
-/// workspace (a multiple of 16, so the partials behind them stay aligned for any acc_t).
+/// Mode 4 with unr > 0, splits > 1 and no cluster (one launch): bytes of the per-tile arrival counters at the
+/// start of the workspace (a multiple of 16, so the partials behind them stay aligned for any acc_t).
 int64_t counter_bytes(const ReduceShape& s, const ReduceKnobs& k);
 
 /// Mode 4's device code (tile loads and pushes, the column tile body, the cluster merge); the kernel source of

@@ -53,14 +53,14 @@ __device__ __forceinline__ void tile_push(run_t (&run)[CPT * VEC], const vec_t (
 }
 #endif
 #if CLUSTER
-/// g[c] = the merge of g[i * COLS + c] over i < N (N a power of 2) for every c < COLS, in a fixed tree (pairs i,
-/// i + s for s = 1, 2, 4, ...: the bits do not depend on timing); every thread of the block calls it after the
-/// barrier that published g, and it ends with one.
+/// g[c] = the merge of g[i * COLS + c] over i < N for every c < COLS, in a fixed tree (pairs i, i + s with i a
+/// multiple of 2s and i + s < N, for s = 1, 2, 4, ...: the bits do not depend on timing); every thread of the
+/// block calls it after the barrier that published g, and it ends with one.
 template <int N, int COLS>
 __device__ __forceinline__ void tree_combine(acc_t* g) {
 #pragma unroll
   for (int s = 1; s < N; s *= 2) {
-    for (int t = threadIdx.x; t < N / (2 * s) * COLS; t += BLOCK) {
+    for (int t = threadIdx.x; t < (N + s - 1) / (2 * s) * COLS; t += BLOCK) {
       const int i = t / COLS * 2 * s, c = t % COLS;
       g[i * COLS + c] = acc_combine(g[i * COLS + c], g[(i + s) * COLS + c]);
     }
