@@ -471,9 +471,10 @@ bool pool_slide_variant(const optimizer::Variant& v) {
   return v.get("slide", 0) > 0 || v.get("cpx", 1) > 1 || v.get("walk", 0) > 0 || v.get("flat", 0) > 0;
 }
 
-/// Reduce variants the fuzz favours: the pipelined column tiles and their one-launch merge (Note [Column tiles
-/// in flight]), which the large column spaces would otherwise leave rare; rows not a multiple of the batch, empty
-/// chunks and partial tiles come with the drawn sizes.
+/// Reduce variants the fuzz favours: the pipelined column tiles, their one-launch merge (Note [Column tiles in
+/// flight]) and their split over a cluster (sm_90+, Note [Column tiles in clusters]; the "cluster=1" count of
+/// the knob line says how often), which the large column spaces would otherwise leave rare; rows not a multiple
+/// of the batch, empty chunks and partial tiles come with the drawn sizes.
 bool reduce_pipelined_tile(const optimizer::Variant& v) { return v.get("unr", 0) > 0; }
 
 /// `prefer`: when set, two draws in three pick among the variants it selects (where the space has any).

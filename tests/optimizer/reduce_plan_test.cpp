@@ -330,16 +330,20 @@ TEST(ReducePlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   EXPECT_GE(strata.size(), 3u);
 }
 
-TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
-  // Note [Column tiles in flight]: the bench's column rows get pipelined tiles in one launch (splits > 1) and
-  // without splits, in their own strata (the tuner tries each stratum); the older tiles keep their ids.
-  const std::vector<Problem> rows = {
+/// The bench's column rows (Note [Column tiles in flight]) and a bf16 one whose rows are not a multiple of U.
+std::vector<Problem> column_rows() {
+  return {
       contiguous_problem("var.correction", at::kFloat, {4096, 4096}, dims({0})),
       contiguous_problem("argmax", at::kFloat, {128, 4096, 32}, c10::IValue(int64_t{1})),
       norm(at::kFloat, {4096, 4096}, c10::IValue(int64_t{1}), dims({0})),
-      contiguous_problem("sum.dim_IntList", at::kBFloat16, {4095, 96}, dims({0})),  // rows not a multiple of U
+      contiguous_problem("sum.dim_IntList", at::kBFloat16, {4095, 96}, dims({0})),
   };
-  for (const auto& p : rows) {
+}
+
+TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
+  // Note [Column tiles in flight]: the bench's column rows get pipelined tiles in one launch (splits > 1) and
+  // without splits, in their own strata (the tuner tries each stratum); the older tiles keep their ids.
+  for (const auto& p : column_rows()) {
     auto plan = family().plan(p);
     ASSERT_TRUE(plan.ok()) << p.op << ": " << plan.status().to_string();
     auto shape = reduce::parse_reduction(p);
@@ -347,7 +351,7 @@ TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
     std::set<int> strata, unrs;
     int one_launch = 0, plain_tiles = 0;
     for (const auto& v : plan.value()->space()) {
-      if (v.get("mode") != 4) continue;
+      if (v.get("mode") != 4 || v.get("cluster", 0) > 0) continue;  // cluster tiles: the next test
       const int unr = v.get("unr", 0);
       if (unr == 0) {
         ++plain_tiles;
@@ -381,7 +385,7 @@ TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
     EXPECT_EQ(strata, (std::set<int>{7, 8})) << p.op;
     EXPECT_EQ(unrs, (std::set<int>{4, 8})) << p.op;
   }
-  // A plain tile's source is the older kernel (no pipelining, a second pass for splits).
+  // A plain tile's source is the older kernel (no pipelining, a second pass for splits, the bare launch bound).
   for (const auto& v : space(contiguous_problem("amax", at::kFloat, {4096, 512}, dims({0})))) {
     if (v.get("mode") != 4 || v.get("unr", 0) != 0) continue;
     auto plan = family().plan(contiguous_problem("amax", at::kFloat, {4096, 512}, dims({0})));
@@ -389,8 +393,65 @@ TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
     ASSERT_TRUE(src.ok());
     EXPECT_NE(src->code.find("#define PIPE 0"), std::string::npos);
     EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos);
+    EXPECT_NE(src->code.find("#define CLUSTER 0\n#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n"),
+              std::string::npos);
     break;
   }
+}
+
+TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
+  // Note [Column tiles in clusters]: on sm_90 the bench's column rows get cluster tiles of 16-byte loads whose
+  // grid fills one wave of a 132-SM part at 1024 threads per SM, 3/4 of it (block 192) or half of it, in strata
+  // of their own; narrower loads in a fourth; none before sm_90 (clusters).
+  for (const auto& p : column_rows()) {
+    auto plan = family().plan(p);
+    ASSERT_TRUE(plan.ok()) << p.op << ": " << plan.status().to_string();
+    auto shape = reduce::parse_reduction(p);
+    ASSERT_TRUE(shape.ok());
+    const int es = shape->dtype == at::kFloat ? 4 : 2;
+    std::set<int> strata;
+    std::set<std::string> ids;
+    for (const auto& v : plan.value()->space()) {
+      if (v.get("cluster", 0) == 0) continue;
+      ids.insert(v.id());
+      strata.insert(plan.value()->stratum(v));
+      reduce::ReduceKnobs k;
+      k.mode = v.get("mode"), k.vec = v.get("vec"), k.block = v.get("block"), k.splits = v.get("splits");
+      k.ty = v.get("ty"), k.unr = v.get("unr"), k.cluster = 1;
+      EXPECT_EQ(k.mode, 4);
+      EXPECT_EQ(k.ty, 1) << v.id();
+      EXPECT_LE(k.vec * es, 16) << v.id();
+      EXPECT_GE(k.vec * k.unr, 8) << v.id();
+      EXPECT_LE(k.vec * k.unr, 16) << v.id();
+      EXPECT_TRUE(k.splits == 2 || k.splits == 4 || k.splits == 8 || k.splits == 16) << v.id();
+      EXPECT_TRUE(k.block == 192 || k.block == 256 || k.block == 512) << v.id();
+      EXPECT_LE(32 * k.vec, k.block) << v.id();  // a thread per tile column in the merge
+      EXPECT_LE(reduce::tile_count(shape.value(), k) * k.splits * k.block, 132 * 1024) << v.id();
+      EXPECT_GE(reduce::chunk_length(shape.value(), k), int64_t{k.unr} * (k.block / 32)) << v.id();
+      EXPECT_EQ(reduce::counter_bytes(shape.value(), k), 0) << v.id();
+      auto src = plan.value()->source(v);
+      ASSERT_TRUE(src.ok()) << v.id();
+      EXPECT_NE(src->code.find("#define CLUSTER 1\n#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " +
+                               std::to_string(1024 / k.block) + ")\n"),
+                std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("barrier.cluster.arrive"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos) << v.id();
+    }
+    // A 96-column tile cannot fill a wave: its 16-byte loads are all in the half-wave stratum.
+    const std::set<int> want = es == 4 ? std::set<int>{9, 10, 11, 12} : std::set<int>{11, 12};
+    EXPECT_EQ(strata, want) << p.op;
+    if (es == 4) {  // the two ways to fill the wave with 16-byte loads, 64 bytes a thread per batch, and 3/4
+      EXPECT_EQ(ids.count("mode4.vec4.block256.splits16.ty1.unr4.cluster1"), 1u) << p.op;
+      EXPECT_EQ(ids.count("mode4.vec4.block512.splits8.ty1.unr4.cluster1"), 1u) << p.op;
+      EXPECT_EQ(ids.count("mode4.vec4.block192.splits16.ty1.unr4.cluster1"), 1u) << p.op;
+    }
+    Problem p80 = p;
+    p80.sm = 80;
+    for (const auto& v : space(p80)) EXPECT_EQ(v.get("cluster", 0), 0) << v.id();
+  }
+  // Eight Welford runs a thread spill at 64 registers: var/std keep to four columns (8-byte bf16 loads).
+  for (const auto& v : space(contiguous_problem("std.correction", at::kBFloat16, {4095, 96}, dims({0}))))
+    if (v.get("cluster", 0) > 0) EXPECT_LE(v.get("vec"), 4) << v.id();
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k) {
 }
 
 int64_t counter_bytes(const ReduceShape& s, const ReduceKnobs& k) {
-  if (k.mode != 4 || k.unr == 0 || k.splits == 1) return 0;
+  if (k.mode != 4 || k.unr == 0 || k.splits == 1 || k.cluster > 0) return 0;
   return (tile_count(s, k) * 4 + 15) / 16 * 16;
 }
 
@@ -182,28 +182,9 @@ __device__ __forceinline__ void column_second_pass(const acc_t* __restrict__ ws,
   if (o >= O) return;
   acc_store(merge_partials(ws, o), y, yi, o);
 }
-#if MODE == 4
-/// Mode 4: rows r, r + NW, ..., r + (UNR - 1) * NW of the thread's CPT vectors of columns, loaded ...
-__device__ __forceinline__ void tile_load(vec_t (&t)[UNR][CPT], const storage_t* __restrict__ x,
-                                          const index_t (&base)[CPT], index_t r) {
-#pragma unroll
-  for (int u = 0; u < UNR; ++u) {
-    const index_t off = red_off(r + u * NW);
-#pragma unroll
-    for (int j = 0; j < CPT; ++j) t[u][j] = *reinterpret_cast<const vec_t*>(x + base[j] + off);
-  }
-}
-/// ... and pushed in increasing r into each column's run.
-__device__ __forceinline__ void tile_push(run_t (&run)[CPT * VEC], const vec_t (&t)[UNR][CPT], index_t r) {
-#pragma unroll
-  for (int u = 0; u < UNR; ++u)
-#pragma unroll
-    for (int j = 0; j < CPT; ++j)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t[u][j].v[e]), r + u * NW);
-}
-#endif
-extern "C" __global__ void __launch_bounds__(BLOCK)
+)";
+
+const char* kKernel = R"(extern "C" __global__ void LAUNCH_BOUNDS
 cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long* __restrict__ yi,
               acc_t* __restrict__ ws, int phase) {
 #if MODE == 0
@@ -233,108 +214,8 @@ cudal1_reduce(const storage_t* __restrict__ x, out_t* __restrict__ y, long long*
   a = block_combine(a, red);
   if (threadIdx.x == 0) acc_store(a, y, yi, o);
 #elif MODE == 4
-  // Column tile: block x owns TILE = 32 * CPT * VEC neighbouring outputs, lane l the vectors c = x * 32 * CPT +
-  // j * 32 + l (j < CPT), so each warp load covers 32 neighbouring vectors; warp w reduces rows r0 + w, r0 + w + NW,
-  // ... of chunk blockIdx.y, UNR rows of loads in flight before they are pushed; the NW partials meet in shared
-  // memory (acc_combine); with S > 1 chunks meet in phase 1 (ws[S][O]), or, ONE_LAUNCH, in the tile's last block
-  // (Note [Column tiles in flight]). A column past O re-reads column 0 (no branch in the loop) and is not stored.
   if (phase == 1) return column_second_pass(ws, y, yi);
-#if ONE_LAUNCH
-  // Workspace: the tiles' arrival counters (zeroed on the stream before the launch), then the partials.
-  unsigned* const arrived = reinterpret_cast<unsigned*>(ws);
-  acc_t* const wsp = reinterpret_cast<acc_t*>(reinterpret_cast<char*>(ws) + CNT_BYTES);
-#else
-  acc_t* const wsp = ws;
-#endif
-  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-  const index_t r0 = (index_t)blockIdx.y * CH, r1 = r0 + CH < K ? r0 + CH : K;
-  index_t base[CPT];
-  bool live[CPT];
-#pragma unroll
-  for (int j = 0; j < CPT; ++j) {
-    const index_t c = ((index_t)blockIdx.x * CPT + j) * 32 + lane;
-    live[j] = c < O / VEC;
-    base[j] = kept_off(live[j] ? c * VEC : 0);
-  }
-  run_t run[CPT * VEC];
-#pragma unroll
-  for (int q = 0; q < CPT * VEC; ++q) run[q] = run_init(r0 + w);
-  index_t r = r0 + w;
-#if PIPE
-  // Note [Column tiles in flight]: batch b + 1 is loaded before batch b is pushed (the same pushes, in the same
-  // order, as without PIPE).
-  if (r + (UNR - 1) * NW < r1) {
-    vec_t t[UNR][CPT];
-    tile_load(t, x, base, r);
-    for (;;) {
-      const index_t rn = r + UNR * NW;
-      const bool more = rn + (UNR - 1) * NW < r1;
-      vec_t tn[UNR][CPT];
-      if (more) tile_load(tn, x, base, rn);
-      tile_push(run, t, r);
-      r = rn;
-      if (!more) break;
-#pragma unroll
-      for (int u = 0; u < UNR; ++u)
-#pragma unroll
-        for (int j = 0; j < CPT; ++j) t[u][j] = tn[u][j];
-    }
-  }
-#else
-  for (; r + (UNR - 1) * NW < r1; r += UNR * NW) {
-    vec_t t[UNR][CPT];
-    tile_load(t, x, base, r);
-    tile_push(run, t, r);
-  }
-#endif
-  for (; r < r1; r += NW) {
-    const index_t off = red_off(r);
-#pragma unroll
-    for (int j = 0; j < CPT; ++j) {
-      const vec_t t = *reinterpret_cast<const vec_t*>(x + base[j] + off);
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) run_push(run[j * VEC + e], to_float(t.v[e]), r);
-    }
-  }
-  __shared__ acc_t part[BLOCK * CPT * VEC];
-  const bool any = r0 + w < r1;
-#pragma unroll
-  for (int q = 0; q < CPT * VEC; ++q) part[threadIdx.x * CPT * VEC + q] = run_acc(run[q], any);
-  __syncthreads();
-  if (w != 0) return;
-#pragma unroll
-  for (int j = 0; j < CPT; ++j) {
-    if (!live[j]) continue;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const int q = j * VEC + e;
-      acc_t a = part[lane * CPT * VEC + q];
-      for (int k = 1; k < NW; ++k) a = acc_combine(a, part[(k * 32 + lane) * CPT * VEC + q]);
-      const index_t o = (((index_t)blockIdx.x * CPT + j) * 32 + lane) * VEC + e;
-      if (S == 1) acc_store(a, y, yi, o);
-      else wsp[(index_t)blockIdx.y * O + o] = a;
-    }
-  }
-#if ONE_LAUNCH
-  // The last of the tile's S blocks to arrive merges its columns' partials (threadFenceReduction: every writer
-  // fences before lane 0 counts the block in; the last block fences before reading).
-  __threadfence();
-  __syncwarp();
-  unsigned prev = 0;
-  if (lane == 0) prev = atomicAdd(arrived + blockIdx.x, 1u);
-  prev = __shfl_sync(0xffffffffu, prev, 0);
-  if (prev != (unsigned)S - 1u) return;
-  __threadfence();
-#pragma unroll
-  for (int j = 0; j < CPT; ++j) {
-    if (!live[j]) continue;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const index_t o = (((index_t)blockIdx.x * CPT + j) * 32 + lane) * VEC + e;
-      acc_store(merge_partials(wsp, o), y, yi, o);
-    }
-  }
-#endif
+  column_tile(x, y, yi, ws);
 #else
   // Thread (tx, ty) owns outputs c * VEC ... c * VEC + VEC - 1 and reduces r = r0 + ty, r0 + ty + TY, ... of
   // chunk blockIdx.y; the TY partials meet in shared memory; with S > 1 chunks meet in phase 1 (ws[S][O]).
@@ -439,7 +320,7 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
   std::ostringstream o;
   o << "// cudal1 reduce: op=" << static_cast<int>(op) << " " << c10::toString(s.dtype) << " O=" << s.outputs
     << " K=" << s.length << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " splits=" << k.splits
-    << " ty=" << k.ty << " unr=" << k.unr << "\n";
+    << " ty=" << k.ty << " unr=" << k.unr << " cluster=" << k.cluster << "\n";
   o << "typedef int index_t;  // extent < 2^31 (planned)\n" << dtype_prelude(s.dtype);
   elem_and_projection(o, s);
   o << "#define NEG_INF __int_as_float(0xff800000u)\n#define POS_INF __int_as_float(0x7f800000u)\n";
@@ -455,10 +336,18 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
     << "\n#define S ((index_t)" << k.splits << ")\n#define O ((index_t)"
     << s.outputs << ")\n#define K ((index_t)" << s.length << ")\n#define NV ((index_t)"
     << (k.mode >= 3 ? s.length : s.length / k.vec) << ")\n#define CH ((index_t)"
-    << (k.mode >= 2 ? chunk_length(s, k) : 1) << ")\n";
+    << (k.mode >= 2 ? chunk_length(s, k) : 1) << ")\n#define TILE (32 * CPT * VEC)\n#define CLUSTER "
+    << (k.cluster > 0 ? 1 : 0) << "\n";
+  // Cluster tiles are held to 64 registers a thread (1024 resident threads per SM, Note [Column tiles in
+  // clusters]); the other variants keep the bare bound their timings were measured with.
+  if (k.cluster > 0)
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << kClusterTileThreadsPerSm / k.block << ")\n"
+      << cluster_primitives_source();
+  else
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
   offset_map(o, "kept_off", s.kept_sizes, s.kept_strides);
   offset_map(o, "red_off", s.red_sizes, s.red_strides);
-  o << welford_source() << kAccumulators << kBody;
+  o << welford_source() << kAccumulators << kBody << column_tile_source() << kKernel;
   return KernelSource{o.str(), "cudal1_reduce"};
 }
 

@@ -17,6 +17,11 @@ constexpr int kTileSplits[] = {1, 8};
 constexpr int kPipeUnrolls[] = {4, 8};     // mode 4's unr (Note [Column tiles in flight])
 constexpr int kPipeSplits[] = {1, 4, 16};  // one launch when > 1
 constexpr int64_t kMaxPartials = int64_t{1} << 22;  // workspace entries (16 bytes each)
+constexpr int kClusterBlocks[] = {192, 256, 512};  // cluster tiles (Note [Column tiles in clusters])
+constexpr int kClusterSizes[] = {16, 8, 4, 2};     // blocks (row chunks) per tile, largest first
+constexpr int kClusterUnrolls[] = {2, 4, 8};       // unr (16-byte vectors of fp32 take 2 or 4 rows a batch)
+// Threads of one wave of cluster tiles on a 132-SM H100/H200 at kClusterTileThreadsPerSm each.
+constexpr int64_t kClusterWaveThreads = int64_t{132} * kClusterTileThreadsPerSm;
 
 // Note [Norm chains]
 // A norm of ord 1, 2 or p sums non-negative terms. One fp32 accumulator fed a long serial chain of them drifts
@@ -30,9 +35,10 @@ constexpr int64_t kMaxPartials = int64_t{1} << 22;  // workspace entries (16 byt
 // Welford, so the bound is theirs only.
 constexpr int64_t kMaxNormChain = 8192;
 
-ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits, int unr = 0) {
+ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits, int unr = 0, int cluster = 0) {
   ReduceKnobs k;
   k.unr = unr;
+  k.cluster = cluster;
   k.mode = mode;
   k.vec = vec;
   k.block = block;
@@ -43,7 +49,7 @@ ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits, int u
 
 class ReducePlan final : public Plan {
  public:
-  explicit ReducePlan(ReduceShape s) : s_(std::move(s)) {}
+  ReducePlan(ReduceShape s, int sm) : s_(std::move(s)), sm_(sm) {}
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
@@ -54,6 +60,7 @@ class ReducePlan final : public Plan {
       out.push_back(Variant{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"splits", k.splits},
                              {"ty", k.ty}}});
       if (k.unr > 0) out.back().knobs.emplace_back("unr", k.unr);  // the older variants keep their ids
+      if (k.cluster > 0) out.back().knobs.emplace_back("cluster", k.cluster);
     };
     const bool row_like = s_.row_vec > 1 || (!s_.red_strides.empty() && s_.red_strides.back() == 1);
     const bool col_like = !s_.kept_strides.empty() && s_.kept_strides.back() == 1 && !row_like;
@@ -116,6 +123,37 @@ class ReducePlan final : public Plan {
                 add(k);
               }
       }
+    if (sm_ >= 90 && !s_.kept_strides.empty() && s_.kept_strides.back() == 1 && !row_like && o > 1)
+      for (const ReduceKnobs& k : cluster_tiles()) add(k);
+    return out;
+  }
+
+  /// Cluster tiles (Note [Column tiles in clusters]): one column vector per thread of up to 16 bytes, 8-16
+  /// elements per batch of rows (fewer leave too few bytes in flight; 2 x UNR x VEC of them in registers), and
+  /// the two largest cluster sizes whose grid fits one wave of an H100/H200 (the larger fills it; the smaller
+  /// leaves room for clusters that a GPC cannot place). Each warp gets at least one whole batch of its chunk.
+  std::vector<ReduceKnobs> cluster_tiles() const {
+    std::vector<ReduceKnobs> out;
+    for (int vec : kVecs) {
+      if (vec > s_.col_vec || vec * elem_size(s_.dtype) > 16) continue;
+      if (vec > 4 && (s_.op == Reduction::kVar || s_.op == Reduction::kStd)) continue;  // 8 Welford runs spill
+      for (int block : kClusterBlocks) {
+        // The shared-memory combine: BLOCK * VEC partials (<= 32 KB), a thread per tile column.
+        if (block * vec > 2048 || 32 * vec > block) continue;
+        int sizes = 0;
+        for (int cl : kClusterSizes) {
+          ReduceKnobs k = column_knobs(4, vec, block, 1, cl, 0, 1);
+          if (sizes == 2 || tile_count(s_, k) * cl * block > kClusterWaveThreads) continue;
+          const size_t before = out.size();
+          for (int unr : kClusterUnrolls) {
+            k.unr = unr;
+            if (vec * unr < 8 || vec * unr > 16 || chunk_length(s_, k) < int64_t{unr} * (block / 32)) continue;
+            out.push_back(k);
+          }
+          sizes += out.size() > before;
+        }
+      }
+    }
     return out;
   }
 
@@ -149,6 +187,12 @@ class ReducePlan final : public Plan {
     knobs.push_back(unr == 8);
     knobs.push_back(unr > 0 && sp > 1);  // one launch
     knobs.push_back(unr > 0 && v.get("block") == 1024);
+    const bool cluster = v.get("cluster", 0) > 0;
+    knobs.push_back(cluster);
+    knobs.push_back(cluster && v.get("vec") * elem_size(s_.dtype) == 16);
+    knobs.push_back(cluster && v.get("block") == 512);
+    knobs.push_back(cluster && v.get("block") == 192);
+    knobs.push_back(cluster && fills_wave(v));
     const int64_t k = s_.length, o = s_.outputs;
     const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd ||
                             (s_.op == Reduction::kNorm && s_.ord == NormOrd::kP);  // powf per element
@@ -165,9 +209,21 @@ class ReducePlan final : public Plan {
     return crossed_features(ctx, knobs);
   }
 
+  /// A cluster tile whose grid the next larger cluster size would take past one wave (Note [Column tiles in
+  /// clusters]).
+  bool fills_wave(const Variant& v) const {
+    const ReduceKnobs k = column_knobs(4, v.get("vec"), v.get("block"), 1, v.get("splits"), v.get("unr"), 1);
+    return tile_count(s_, k) * k.splits * k.block * 2 > kClusterWaveThreads;
+  }
+
   int stratum(const Variant& v) const override {
     const int mode = v.get("mode");
     if (mode < 3) return mode;
+    if (v.get("cluster", 0) > 0) {  // cluster tiles (Note [Column tiles in clusters])
+      if (v.get("vec") * elem_size(s_.dtype) < 16) return 12;  // narrower loads
+      if (!fills_wave(v)) return 11;                            // 16-byte loads, half a wave or less
+      return v.get("block") == 192 ? 10 : 9;                    // 3/4 of the wave, or all of it
+    }
     if (mode == 4 && v.get("unr", 0) > 0) return 7 + (v.get("splits") > 1 ? 1 : 0);  // pipelined tiles
     return (mode == 3 ? 3 : 5) + (v.get("splits") > 1 ? 1 : 0);
   }
@@ -196,17 +252,20 @@ class ReducePlan final : public Plan {
     k.splits = v.get("splits");
     k.ty = v.get("ty");
     k.unr = v.get("unr", 0);
+    k.cluster = v.get("cluster", 0);
     return k;
   }
 
   ReduceShape s_;
+  int sm_ = 0;
 };
 
 class ReduceFamily final : public Family {
  public:
   const char* name() const override { return "reduce"; }
-  // 2: ordered push for (value, index); 3: norms, out_t, tiles; 4: pipelined tiles, one-launch merge
-  int version() const override { return 4; }
+  // 2: ordered push for (value, index); 3: norms, out_t, tiles; 4: pipelined tiles, one-launch merge; 5: cluster
+  // tiles, the tile body as a device function
+  int version() const override { return 5; }
   std::vector<std::string> ops() const override {
     return {"sum.dim_IntList", "mean.dim", "amax",           "amin",           "max.dim",           "min.dim",
             "argmax",          "argmin",   "var.correction", "std.correction", "linalg_vector_norm"};
@@ -214,7 +273,7 @@ class ReduceFamily final : public Family {
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
     CUDAL1_ASSIGN_OR_RETURN(ReduceShape s, parse_reduction(p));
-    return std::unique_ptr<Plan>(new ReducePlan(std::move(s)));
+    return std::unique_ptr<Plan>(new ReducePlan(std::move(s), p.sm));
   }
 };
 

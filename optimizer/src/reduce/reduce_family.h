@@ -16,7 +16,8 @@
 /// threads per column (shared-memory combine) and r split over blockIdx.y (second pass), or a column tile (mode 4:
 /// lane l of every warp owns vectors l, l + 32, ... of the block's 32 * CPT * VEC neighbouring columns, the warps
 /// split r, UNR rows of loads in flight per thread; (value, index) runs as (float, int32) with a two-compare push,
-/// see run_push; one shared-memory combine; a pipelined form, Note [Column tiles in flight]). Every mode is
+/// see run_push; one shared-memory combine; a pipelined form, Note [Column tiles in flight]; its split over a
+/// thread-block cluster, Note [Column tiles in clusters]). Every mode is
 /// correct for every layout; the space only offers the ones that can be fast.
 /// Exactness: max/min/argmax/argmin use ATen's comparison (SharedReduceOps.h GreaterOrNan/LessOrNan: NaN wins,
 /// the lowest index among equal values or among NaNs), a total order, so any combine order gives ATen's indices
@@ -69,6 +70,43 @@
 /// Compute (var, splits1 unr8 block 512: 26.9 us): DRAM 54%, 128 blocks of 16 warps, occupancy 23%, no eligible
 /// warp 56% of cycles: still latency-bound; one block per SM of loads in flight is too few (128 x 512 threads x
 /// 8 floats = 2 MB against ~4 MB needed), and the splits that add blocks pay the counters' memset and the merge.
+///
+/// Note [Column tiles in clusters]
+/// Why: the column rows above need ~4 MB in flight (Little's law: 4.2 TB/s x ~1 us), so ~32 KB per SM on every SM for
+/// the whole kernel: a grid that fills all SMs at once (no second wave, no tail) with every thread holding 32-128 bytes
+/// of loads, and a split merge that costs neither a launch nor a memset. O = 4096 columns make only 32 tiles of 16-byte
+/// vectors, so the rows of a tile must be split over ~16 blocks.
+/// What (knob cluster = 1, mode 4 with unr, sm_90+ only; the older variants are unchanged): the S = splits blocks of a
+/// tile form one thread-block cluster (a 1-d grid of tiles x S blocks, clusters of S along x, rank = chunk of rows;
+/// Note [Clusters] in module.cpp). Each block runs the pipelined tile (CPT 1, VEC up to 16 bytes, UNR x VEC in 8..16
+/// elements, the next batch loaded before this one is pushed) and merges its warps' partials in shared memory in a
+/// fixed tree (log2 NW levels, every thread working; one warp merging NW partials per column in turn took ~1000 cycles
+/// for var); after a cluster barrier block `rank` gathers TILE / S columns of the S blocks through distributed shared
+/// memory (one remote read a thread, all in flight at once: a loop of S dependent remote reads and merges would take ~S
+/// x 250 cycles), merges them in a fixed tree and stores them; a second barrier keeps every block's partials alive
+/// until read. No workspace, no memset, one launch; the bits do not depend on timing.
+/// __launch_bounds__(BLOCK, 1024 / BLOCK): 64 registers, ~1024 threads per SM (ptxas, sm_90: 25-64 registers, no
+/// spills; eight Welford runs a thread spilled, so var/std keep VEC <= 4). S is the largest cluster size (<= 16) whose
+/// grid, tiles x S x BLOCK threads, fits one wave of a 132-SM part at 1024 threads per SM, and the next smaller one
+/// (half of that). BLOCK in {192, 256, 512}: the clusters of 256 x 16 or 512 x 8 take 4 SMs each, so 32 of them fill
+/// every slot of 8 GPCs of 16+ SMs, and a GPC of fewer SMs sends one into a second wave (~2x); 192 x 16 (5 blocks, 960
+/// threads an SM: 3.2 SMs a cluster) fills 3/4 of the wave and fits 4 clusters in any GPC of 13+ SMs; the half-wave
+/// variants have slack everywhere. Strata: 16-byte loads filling the wave, 3/4 of it (192), half of it or less,
+/// narrower loads (Plan::stratum), so a 24-trial tuning run tries each.
+/// var/std fold each column's batch of UNR rows (all in registers) as one Welford partial: mean as the sum of x / UNR
+/// (exact scalings, no overflow), m2 by a second pass, then Chan's merge with the factor UNR / (n + UNR) shared by the
+/// thread's columns (they have seen the same rows): ~3.5 instructions an element instead of ~18 with a division each
+/// (at 4 elements per cycle per SM the division alone took half the issue slots). Same rounding class as ATen's Chan
+/// merges, within the (16 + K) eps bound; max/min/arg pushes are unchanged (increasing r per column), the cluster merge
+/// keeps ATen's total order.
+/// Prediction (before measurement): var, vector_norm ord 1 [4096,4096] dim 0 and argmax [128,4096,32] dim 1 (O = K =
+/// 4096): vec 4, block 256, S 16 (or block 512, S 8), unr 4: 512 x 256 = 131072 threads, 1024 on each of 128 SMs, each
+/// with 64-128 bytes in flight (one or two batches of 4 x 16 B): 64-128 KB per SM, 8-16 MB on the chip, 2-4x what
+/// Little's law asks; block 192, S 16: 98304 threads, 48-96 KB per SM, 6-12 MB; the half-wave variants 4-8 MB. A block
+/// reads 256 rows x 512 B (8 batches a warp at block 256). Kernel: 64 MB / ~4.1 TB/s = ~16 us + ~1 us ramp (first
+/// batches, block launch) + ~0.5 us tail (7 tree levels, two cluster barriers, one remote read) = ~17.5 us; the bench
+/// rows ~19-21 us (<= 1.0x the 20.6 us copy, against 26.9-32.5 us now). If a full-wave variant lands near 2x that, GPC
+/// placement sent a cluster into a second wave: the 192-thread and half-wave variants then win.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -117,7 +155,12 @@ struct ReduceKnobs {
   int unr = 0;      ///< mode 4: 0, or U rows of loads per batch with the next batch loaded before this one is
                     ///< pushed, and splits > 1 merged by the last block of a tile in the same launch
                     ///< (Note [Column tiles in flight])
+  int cluster = 0;  ///< mode 4 with unr (sm_90+): 1 when the splits chunks of a tile are the blocks of one
+                    ///< thread-block cluster, merged on chip (Note [Column tiles in clusters])
 };
+
+/// Mode 4 cluster tiles: resident threads per SM their launch bounds ask for (64 registers a thread).
+constexpr int kClusterTileThreadsPerSm = 1024;
 
 /// Parses a call into a shape, or declines it with Unsupported (Note [Reductions]).
 Result<ReduceShape> parse_reduction(const Problem& p);
@@ -128,9 +171,13 @@ int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k);
 /// Mode 4: column tiles (blocks along x) of TILE = 32 * CPT * VEC outputs.
 int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k);
 
-/// Mode 4 with unr > 0 and splits > 1 (one launch): bytes of the per-tile arrival counters at the start of the
-/// workspace (a multiple of 16, so the partials behind them stay aligned for any acc_t).
+/// Mode 4 with unr > 0, splits > 1 and no cluster (one launch): bytes of the per-tile arrival counters at the
+/// start of the workspace (a multiple of 16, so the partials behind them stay aligned for any acc_t).
 int64_t counter_bytes(const ReduceShape& s, const ReduceKnobs& k);
+
+/// Mode 4's device code (tile loads and pushes, the column tile body, the cluster merge); the kernel source of
+/// generate_reduce defines its macros first.
+const char* column_tile_source();
 
 /// CUDA source of one variant: extern "C" cudal1_reduce(x, values, indices, workspace, phase).
 KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k);

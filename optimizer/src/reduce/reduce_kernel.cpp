@@ -76,6 +76,7 @@ class ReduceKernel final : public BoundKernel {
       void* yp = s_.has_values() ? outs[0].data_ptr() : nullptr;
       void* ip = s_.has_indices() ? outs[s_.has_values() ? 1 : 0].data_ptr() : nullptr;
       if (reinterpret_cast<uintptr_t>(xp) % align_) return Status(Code::kUnsupported, "input not aligned for the vector width");
+      if (k_.cluster > 0) return launch_cluster_tiles(xp, yp, ip, stream);
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
       const int64_t o = s_.outputs;
       // Mode 4 with unr merges its splits in the same launch behind counters zeroed here (Note [Column tiles in
@@ -126,6 +127,22 @@ class ReduceKernel final : public BoundKernel {
   }
 
  private:
+  /// Mode 4 cluster tiles (Note [Column tiles in clusters]): one launch of tiles x S blocks in clusters of S
+  /// along x, no workspace. The opt-in to clusters of 16 and the check that one cluster fits run once per module;
+  /// a device that cannot hold one leaves the call on ATen.
+  Status launch_cluster_tiles(const void* xp, void* yp, void* ip, CUstream stream) {
+    const auto block = static_cast<unsigned>(k_.block), cluster = static_cast<unsigned>(k_.splits);
+    const Status ready = module_->prepare_clusters(block, cluster, 0);
+    if (!ready.ok()) return Status(Code::kUnsupported, "cluster tiles: " + ready.to_string());
+    void* wsp = nullptr;
+    int phase = 0;
+    void* params[] = {&xp, &yp, &ip, &wsp, &phase};
+    const Status st = module_->launch_clusters(grid_dim(tile_count(s_, k_) * k_.splits), block, cluster, 0,
+                                               stream, params);
+    if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
+    return Status();
+  }
+
   ReduceShape s_;
   ReduceKnobs k_;
   std::shared_ptr<LoadedModule> module_;
