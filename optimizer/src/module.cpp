@@ -22,8 +22,10 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(int device, const std::
 
 int LoadedModule::max_blocks_per_sm(int block) const {
   auto d = driver();
+  if (!d.ok()) return 1;
+  dispatcher::ContextScope ctx(device_);  // the occupancy query needs the device's context current
   int n = 0;
-  if (!d.ok() || d.value()->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn_, block, 0) != CUDA_SUCCESS)
+  if (!ctx.status().ok() || d.value()->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn_, block, 0) != CUDA_SUCCESS)
     return 1;
   return n > 0 ? n : 1;
 }

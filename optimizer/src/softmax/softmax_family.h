@@ -192,7 +192,7 @@ std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, int vec, int
 /// Ticketed column tiles (Note [Softmax ticket tiles]): blocks per SM the kernel's __launch_bounds__ asks for
 /// (4 at 256 threads, 2 at 512); parts a column group has at `block` threads and `per` rows a warp; whether a
 /// variant is offered (sm_80 or sm_90+, warp rows of 64-512 bytes, `per` vectors a thread within 128 bytes, 64 at
-/// vec 8, 2 or more parts a group and no more than the reference grid holds, the workspace within
+/// vec 4 and 8 (ptxas spilled beyond), 2 or more parts a group and no more than the reference grid holds, the workspace within
 /// kMaxTicketWorkspaceFloats); its source, kernel(in, out, float* ws); its bound kernel (one cooperative launch
 /// after zeroing the counters; Unsupported where this device keeps fewer blocks resident than a group's parts).
 constexpr int64_t kMaxTicketWorkspaceFloats = int64_t{1} << 24;

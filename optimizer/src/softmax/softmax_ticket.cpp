@@ -95,7 +95,7 @@ bool ticket_fits(const ColumnShape& c, int vec, int block, int per) {
   const int64_t chunks = ticket_chunks(c, block, per), data = int64_t{per} * vec * es;
   const int64_t row_bytes = 32 * int64_t{vec} * es;
   return reference > 0 && (block == 256 || block == 512) && (per == 2 || per == 4 || per == 8 || per == 16) &&
-         row_bytes >= 64 && row_bytes <= 512 && data <= (vec == 8 ? 64 : 128) && chunks >= 2 &&
+         row_bytes >= 64 && row_bytes <= 512 && data <= (vec >= 4 ? 64 : 128) && chunks >= 2 &&
          chunks <= reference * ticket_min_blocks(block) && groups_of(c, vec) * chunks < (int64_t{1} << 31) &&
          workspace_floats(c, vec, block, per) <= kMaxTicketWorkspaceFloats;
 }
@@ -107,7 +107,8 @@ KernelSource generate_softmax_ticket_tiles(const ColumnShape& c, int vec, int bl
     << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block << " per=" << per << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(c.dtype) << exact_divide_source() << ticket_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define PER " << per
-    << "\n#define LOG " << (c.log ? 1 : 0) << "\n#define MINB " << ticket_min_blocks(block) << "\n";
+    << "\n#define LOG " << (c.log ? 1 : 0) << "\n#define MINB " << ticket_min_blocks(block)
+    << "\n#define MB " << std::max(1, 8 / vec) << "  // parts' pairs a lane loads at once in the group merge\n";
   k << "static constexpr int N = " << c.n << ", NC = PER * W;  // rows, rows a part\n"
     << "static constexpr index_t IV = " << iv << ", TILES = " << tiles << ", CHUNKS = " << chunks
     << ";  // vectors along inner, tiles an outer index, parts a tile\n"
@@ -122,7 +123,7 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 // (32 x VEC adjacent inner columns of outer index g / TILES). Warp w keeps rows n0 + w + i * W (i < PER) of its
 // lane's VEC columns in registers; pairs (fmaxf maximum, then the sum of exp(x - max) with the online kernels'
 // special values) are merged over the warps in warp order and published; the group's last part merges the
-// CHUNKS pairs in part order once and raises the group's flag; every part waits for it and writes.
+// CHUNKS pairs once (all warps, then in warp order) and raises the group's flag; every part waits and writes.
 extern "C" __global__ void __launch_bounds__(BLOCK, MINB)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out, float* __restrict__ ws) {
   float* const pairs = ws;                        // [TOTAL][2][CW]
@@ -158,15 +159,36 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out, fl
         pairs[t * 2 * CW + CW + e * 32 + lane] = s[e];
       }
     if (arrive_last(arrived + g, (unsigned)CHUNKS)) {
+      // The group's CHUNKS pairs: warp w folds parts w, w + W, ... (MB parts' loads in flight at once), then
+      // the warps' results merge in warp order; one block computes them, so every part uses the same.
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        m[e] = NEG_INF;
+        s[e] = 0.f;
+      }
+      const float* const base = pairs + g * CHUNKS * 2 * CW + lane;
+      for (index_t q0 = w; q0 < CHUNKS; q0 += MB * W) {
+        float lm[MB][VEC], lsum[MB][VEC];
+#pragma unroll
+        for (int u = 0; u < MB; ++u)
+          if (q0 + u * W < CHUNKS)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+              lm[u][e] = __ldcg(base + (q0 + u * W) * 2 * CW + e * 32);
+              lsum[u][e] = __ldcg(base + (q0 + u * W) * 2 * CW + CW + e * 32);
+            }
+#pragma unroll
+        for (int u = 0; u < MB; ++u)
+          if (q0 + u * W < CHUNKS)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) online_merge(m[e], s[e], lm[u][e], lsum[u][e]);
+      }
+      merge_warps(m, s, red_m, red_s);
       if (w == 0)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const float* p = pairs + g * CHUNKS * 2 * CW + e * 32 + lane;
-          float mm = __ldcg(p), ss = __ldcg(p + CW);
-          for (index_t q = 1; q < CHUNKS; ++q) online_merge(mm, ss, __ldcg(p + q * 2 * CW), __ldcg(p + q * 2 * CW + CW));
-          if (mm == NEG_INF) ss = QNAN;  // every element -Inf or NaN: the two-pass sum is NaN too
-          fin[g * 2 * CW + e * 32 + lane] = mm;
-          fin[g * 2 * CW + CW + e * 32 + lane] = ss;
+          fin[g * 2 * CW + e * 32 + lane] = m[e];
+          fin[g * 2 * CW + CW + e * 32 + lane] = m[e] == NEG_INF ? QNAN : s[e];  // every element -Inf or NaN
         }
       flag_raise(ready + g);
     }
