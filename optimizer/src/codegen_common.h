@@ -43,8 +43,7 @@ const char* cluster_primitives_source();
 /// tiny or huge guard it (the pooling family's div_rn_n, Note [Pooling exact division]).
 const char* exact_divide_source();
 
-/// Device code for kernels that deal work out by ticket over a persistent cooperative grid (Note [Norm parts],
-/// Note [Softmax ticket tiles]): `ticket_ask(counter)` (thread 0's atomicAdd, in order over the grid; the value
+/// Device code for kernels that deal work out by ticket over a persistent cooperative grid (Note [Norm parts]): `ticket_ask(counter)` (thread 0's atomicAdd, in order over the grid; the value
 /// is used only by ticket_share, so the round trip overlaps what the block does in between),
 /// `ticket_share(asked)` (thread 0's ticket for every thread of the block, between two block barriers),
 /// `arrive_last(counter, n)` (fence, then true in every thread of the block that made the counter reach n),

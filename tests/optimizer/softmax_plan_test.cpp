@@ -274,8 +274,7 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
   // 17..19: cluster rows; 20..23: the mappings at the widest vector
   for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 23)) << s;
   for (int s = 20; s < 24; ++s) EXPECT_EQ(row_strata.count(s), 1u) << s;
-  for (int s : col_strata) EXPECT_TRUE(s >= 4 && s <= 16) << s;  // 13: ticketed tiles; 14..16: shared tiles
-  EXPECT_EQ(col_strata.count(13), 1u);
+  for (int s : col_strata) EXPECT_TRUE(s >= 4 && s <= 16 && s != 13) << s;  // 14..16: shared tiles
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not
   EXPECT_TRUE(col_strata.count(10) && col_strata.count(12));  // tiles re-read; chunked tiles
   EXPECT_TRUE(*row_strata.rbegin() >= 17 && *col_strata.rbegin() >= 14);  // cluster rows; shared tiles
@@ -452,37 +451,6 @@ TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
 
 // Note [Softmax epilogue]: cached softmax rows keep their exps for the epilogue; log-softmax and uncached rows
 // do not (nothing to keep); every row kernel divides through div_rn.
-TEST(SoftmaxPlan, TicketTilesSplitLongColumnsIntoPartsTheGridHolds) {
-  // Note [Softmax ticket tiles]. log_softmax bf16 [32,32000,64] dim 1: warp rows of 64-512 bytes (vec 1, 2, 4),
-  // blocks of 256 and 512, 8 or 16 rows a warp (2 and 4 give more parts than the 528 or 264 blocks of the
-  // reference grid hold; 16 at vec 4 more than 64 bytes a thread); stratum 13.
-  auto plan = plan_of(over(at::kBFloat16, {32, 32000, 64}, 1, "_log_softmax"));
-  ASSERT_NE(plan, nullptr);
-  int n = 0;
-  bool seen = false;
-  for (const auto& v : plan->space()) {
-    if (v.get("tile") != 3) continue;
-    ++n;
-    EXPECT_EQ(plan->stratum(v), 13) << v.id();
-    EXPECT_GE(v.get("per"), 8) << v.id();
-    if (v.get("vec") != 2 || v.get("block") != 512 || v.get("per") != 16) continue;
-    auto src = plan->source(v);
-    ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("CHUNKS = 125;"), std::string::npos);  // 32000 rows / (16 x 16 warps)
-    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK, MINB)"), std::string::npos);
-    EXPECT_NE(src->code.find("#define MINB 2\n"), std::string::npos);
-    seen = true;
-  }
-  EXPECT_TRUE(seen);
-  EXPECT_EQ(n, 2 * 2 * 2 + 2);  // vec 4 (8 bytes): 8 rows only (64 bytes a thread)
-  // No reference grid (sm_86), one part a column (n = 16), and vec 8 rows beyond 64 bytes a thread: none.
-  for (const auto& v : plan_of(over(at::kBFloat16, {32, 32000, 64}, 1, "_log_softmax", 86))->space())
-    EXPECT_NE(v.get("tile"), 3) << v.id();
-  for (const auto& v : plan_of(over(at::kFloat, {4, 16, 3136}, 1))->space()) EXPECT_NE(v.get("tile"), 3) << v.id();
-  for (const auto& v : plan_of(over(at::kHalf, {8, 16, 2048, 2048}, 2))->space())
-    if (v.get("tile") == 3 && v.get("vec") == 8) EXPECT_LE(v.get("per"), 4) << v.id();
-}
-
 TEST(SoftmaxPlan, CachedSoftmaxRowsReuseTheirExpsInTheEpilogue) {
   const Variant cached{{{"vec", 8}, {"block", 256}, {"warp", 1}, {"cache", 1}}};
   const Variant streamed{{{"vec", 8}, {"block", 256}, {"warp", 1}, {"cache", 0}}};

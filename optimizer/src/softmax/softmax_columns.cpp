@@ -65,11 +65,6 @@ class ColumnPlan final : public Plan {
               out.push_back(Variant{{{"vec", vec}, {"block", block}, {"tile", 1}, {"chunks", chunks}, {"cache", cache}}});
     }
     for (int vec : kVecs)
-      for (int block : {256, 512})
-        for (int per : {2, 4, 8, 16})
-          if (vec_ok(vec) && ticket_fits(c_, vec, block, per))
-            out.push_back(Variant{{{"vec", vec}, {"block", block}, {"tile", 3}, {"per", per}}});
-    for (int vec : kVecs)
       for (int block : kSmemBlocks)
         for (int cluster : kClusters) {
           const int keep = block == 512;
@@ -93,10 +88,9 @@ class ColumnPlan final : public Plan {
   }
 
   /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14..16 by the
-  /// blocks an SM holds (1, 2, 3+: what sets how well reads overlap the merges), ticketed tiles 13: disjoint
-  /// from rows' 0..3 and 17..23.
+  /// blocks an SM holds (1, 2, 3+: what sets how well reads overlap the merges): disjoint from rows' 0..3 and
+  /// 17..23.
   int stratum(const Variant& v) const override {
-    if (v.get("tile", 0) == 3) return 13;  // ticketed tiles (Note [Softmax ticket tiles])
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
@@ -108,12 +102,6 @@ class ColumnPlan final : public Plan {
   }
 
   Result<KernelSource> source(const Variant& v) const override {
-    if (v.get("tile", 0) == 3) {
-      const int vec = v.get("vec", 0), block = v.get("block", 0), per = v.get("per", 0);
-      if (v.knobs.size() != 4 || !vec_ok(vec) || !ticket_fits(c_, vec, block, per))
-        return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_ticket_tiles(c_, vec, block, per);
-    }
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
       const int keep = v.get("keep", 0);
@@ -139,7 +127,6 @@ class ColumnPlan final : public Plan {
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));
-    if (v.get("tile", 0) == 3) return make_ticket_kernel(c_, v.get("vec"), v.get("block"), v.get("per"), std::move(m));
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;

@@ -79,32 +79,13 @@
 /// 1155 us for the whole-line tile (kept, 2.27x); f32 [64,1000,56,56] dim 1: 684-3598 us against 525 us for
 /// split32 (kept, 1.38x). Not profiled; as with the norm clusters, a block that reduces its tile from shared
 /// memory and waits at the cluster barrier leaves HBM idle, and the blocks of a wave do so in step.
-///
-/// Note [Softmax ticket tiles]
-/// Why (bytes, H200): the column tiles above either read a long column twice (two launches whose reread misses
-/// L2: log_softmax bf16 [32,32000,64] dim 1 at 3.6x the copy) or keep it on chip in blocks that load, merge and
-/// write in step (shared tiles: 3.24x; f16 [8,16,2048,2048] dim 2 stays on split32 at 2.17x, three reads).
-/// Ticketed tiles (`tile` = 3, sm_80 and sm_90+) read it once with no cluster and no grid-wide barrier, the
-/// design of Note [Norm parts] for columns: a persistent cooperative grid (what the device keeps resident; 4
-/// blocks of 256 or 2 of 512 an SM by __launch_bounds__) takes tickets in order; ticket t is part t % CHUNKS
-/// (NC = `per` x W rows of n) of column group t / CHUNKS (32 x vec adjacent inner columns of one outer index,
-/// warp rows of 64-512 bytes). Warp w keeps rows n0 + w + i x W (i < per) of its lane's vec columns in
-/// registers; each lane's pair is the fmaxf maximum, then the sum of exp(x - max) (-Inf adds 0, NaN and +Inf
-/// poison it: the online pairs' special values, Note [Softmax column tiles]), merged over the warps in warp
-/// order; warp 0 publishes the part's pairs; the group's last part to arrive (a counter per group) merges the
-/// CHUNKS pairs in part order once (a column whose max stays -Inf gets sum NaN), stores them and raises the
-/// group's flag; every part waits only for its own group's flag, then writes its rows from registers with the
-/// column kernels' epilogue (Note [Softmax epilogue]). Deadlock freedom as Note [Norm parts]: parts are
-/// published right after their loads, never after a wait, and the grid holds >= CHUNKS blocks (the planner
-/// asks CHUNKS <= the reference grid; the bound kernel declines the call where this device keeps fewer; a grid
-/// that cannot be resident fails the cooperative launch; captured streams are declined: ATen serves).
-/// Workspace: 2 x 32 x vec floats a part and a group, two counters a group and the ticket (zeroed by
-/// cuMemsetD32Async), at most 64 MB.
-/// Prediction (before measurement; mode 6 of the norm family ran at ~2.7 TB/s with the same structure):
-/// log_softmax bf16 [32,32000,64] dim 1 (32 groups of 125 parts at vec 2, per 16, block 512): 262 MB at
-/// 2.6-3.2 TB/s, ~85-100 us (215 us now, 3.24x the copy -> ~1.3-1.5x); softmax f16 [8,16,2048,2048] dim 2
-/// (1024 groups at vec 8): 2.15 GB, ~700-830 us (1099 us, 2.17x -> ~1.4-1.6x); spatial f32 [64,1000,56,56] dim
-/// 1 (1600 groups of 8 parts at vec 4): ~500 us, no gain over 492 us.
+/// Tried and removed (session 7, H200, 2026-11-30, docs/PERF.md): ticketed column tiles, Note [Norm parts]'s
+/// design for columns (parts of a column tile dealt by ticket over a cooperative grid, kept in registers, the
+/// group's last part merging the parts' pairs once and raising a flag the others wait on; predicted ~1.3-1.6x
+/// the copy). Every variant verified (softmax fuzz, 0 mismatches) and every one lost: log_softmax bf16
+/// [32,32000,64] dim 1 388-1811 us (215 us kept), f16 [8,16,2048,2048] dim 2 1819-5271 us (1093 us), f32
+/// [64,1000,56,56] dim 1 682-6958 us (492-590 us); time fell with fewer, larger parts, so the per-part
+/// ticket, merge and wait cost dominated, not HBM. Not profiled (no device time left).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -188,20 +169,6 @@ KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, in
 /// of a chunked variant per call and launches its phases on the call's stream.
 std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, int vec, int block, int chunks,
                                               std::shared_ptr<LoadedModule> m);
-
-/// Ticketed column tiles (Note [Softmax ticket tiles]): blocks per SM the kernel's __launch_bounds__ asks for
-/// (4 at 256 threads, 2 at 512); parts a column group has at `block` threads and `per` rows a warp; whether a
-/// variant is offered (sm_80 or sm_90+, warp rows of 64-512 bytes, `per` vectors a thread within 128 bytes, 64 at
-/// vec 4 and 8 (ptxas spilled beyond), 2 or more parts a group and no more than the reference grid holds, the workspace within
-/// kMaxTicketWorkspaceFloats); its source, kernel(in, out, float* ws); its bound kernel (one cooperative launch
-/// after zeroing the counters; Unsupported where this device keeps fewer blocks resident than a group's parts).
-constexpr int64_t kMaxTicketWorkspaceFloats = int64_t{1} << 24;
-int ticket_min_blocks(int block);
-int64_t ticket_chunks(const ColumnShape& c, int block, int per);
-bool ticket_fits(const ColumnShape& c, int vec, int block, int per);
-KernelSource generate_softmax_ticket_tiles(const ColumnShape& c, int vec, int block, int per);
-std::unique_ptr<BoundKernel> make_ticket_kernel(const ColumnShape& c, int vec, int block, int per,
-                                                std::shared_ptr<LoadedModule> m);
 
 /// The checks every column kernel makes of a call: one tensor argument of the planned sizes and strides, and
 /// input and output aligned to `align` bytes; Unsupported otherwise (ATen serves the call).
