@@ -43,8 +43,9 @@ const char* cluster_primitives_source();
 /// tiny or huge guard it (the pooling family's div_rn_n, Note [Pooling exact division]).
 const char* exact_divide_source();
 
-/// Device code for kernels that deal work out by ticket over a persistent cooperative grid (Note [Norm parts]): `ticket_ask(counter)` (thread 0's atomicAdd, in order over the grid; the value
-/// is used only by ticket_share, so the round trip overlaps what the block does in between),
+/// Device code for kernels that deal work out by ticket over a persistent cooperative grid (Note [Norm parts]):
+/// `ticket_ask(counter)` (thread 0's atomicAdd, in order over the grid; the value is used only by ticket_share,
+/// so the round trip overlaps what the block does in between),
 /// `ticket_share(asked)` (thread 0's ticket for every thread of the block, between two block barriers),
 /// `arrive_last(counter, n)` (fence, then true in every thread of the block that made the counter reach n),
 /// `flag_raise(flag)` (fence, then thread 0 sets it) and `flag_wait(flag)` (thread 0 spins until the flag is

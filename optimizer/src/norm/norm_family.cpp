@@ -252,8 +252,8 @@ class NormPlan final : public Plan {
   }
 
   /// Mode 6 (Note [Norm parts]), where mode 2 is offered, on sm_80 and sm_90+: the widest vector only, blocks
-  /// of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`; only what parts_fit (2 or more parts a row, no more than the
-  /// reference grid holds at once).
+  /// of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`; only what parts_fit (2 or more parts a
+  /// row, no more than the reference grid holds at once).
   template <typename Add>
   void add_parts_variants(const Add& add) const {
     if (!split_rows()) return;

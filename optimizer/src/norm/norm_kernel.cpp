@@ -42,7 +42,6 @@ class NormKernel final : public BoundKernel {
       // the call: a row's holders could wait on a part no block is free to take).
       const int64_t parts = parts_per_row(s_, k_);
       const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
-      parts_resident_ = resident >= parts;
       parts_ = parts;
       resident_ = resident;
       group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
@@ -105,7 +104,7 @@ class NormKernel final : public BoundKernel {
         ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
-      if (k_.mode == 6 && !parts_resident_)
+      if (k_.mode == 6 && resident_ < parts_)
         return Status(Code::kUnsupported, "the device keeps fewer blocks resident (" + std::to_string(resident_) +
                                               ") than a row has parts (" + std::to_string(parts_) + ")");
       if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6) {
@@ -131,8 +130,9 @@ class NormKernel final : public BoundKernel {
   }
 
  private:
-  /// Modes 3, 5 and 6: zeroes the group (step, row and ticket) counters behind the triples, then one cooperative launch (Note
-  /// [Norm groups], Note [Norm ring]; mode 5 first opts in to its ring's shared memory). A grid the device
+  /// Modes 3, 5 and 6: zeroes the counters behind the triples (a group's, a step's, or a row's and the
+  /// ticket), then one cooperative launch (Note [Norm groups], Note [Norm ring], Note [Norm parts]; mode 5 first
+  /// opts in to its ring's shared memory). A grid the device
   /// cannot keep resident now (e.g. under MPS limits), a ring larger than this device's shared memory, and a
   /// stream being captured into a graph (no cooperative nodes): Unsupported, so ATen serves the call.
   Status launch_groups(const DriverApi* api, const void* xp, const void* w, const void* b, void* yp, void* mp,
@@ -179,12 +179,11 @@ class NormKernel final : public BoundKernel {
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
-  unsigned group_grid_ = 1;  ///< modes 3, 5: blocks of the cooperative launch
-  int64_t groups_ = 0;       ///< modes 3, 5: row groups or steps (one counter each)
+  unsigned group_grid_ = 1;  ///< modes 3, 5, 6: blocks of the cooperative launch
+  int64_t groups_ = 0;       ///< modes 3, 5, 6: zeroed counters (a row group's, a step's; mode 6: 2 x rows + 1)
   int64_t triples_ = 0;      ///< modes 3, 5, 6: workspace floats before the counters
   int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
   int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block
-  bool parts_resident_ = true;  ///< mode 6: the device keeps a row's parts resident at once
   int64_t parts_ = 0, resident_ = 0;  ///< mode 6: a row's parts, the blocks the device keeps resident
 };
 
