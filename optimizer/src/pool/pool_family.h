@@ -247,6 +247,8 @@
 /// time by the instruction ratio gives ~32 us); walk 3 or 4 expected to win. The rest of the way to 1.25x lies
 /// in the exact order itself: 9 FADD and ~6 for the exact division an output are 60% of it (a separable sum
 /// would need 6 adds but changes the rounding: declined, the family's results stay bit-identical).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6): wrong on the size. walk 3 (opw8, block 128) won at
+/// 40.2 us (46.7 before), 1.66x the floor, 1.34x the copy; bit-identical (pool fuzz 714 of 714). Not profiled.
 ///
 /// Note [Pooling adaptive staging]
 /// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
@@ -273,6 +275,8 @@
 /// rows of 112 bytes (16 KB): 8 blocks an SM, ~128 KB in flight.
 /// Prediction (H200; floor 15.4 us = 64.2 MB; device copy 19.8 us): adaptive_avg_pool2d f32 [128,512,14,14] ->
 /// 7x7 ~17-20 us (1.1-1.3x the floor, about the copy; was 27.2 us).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6): 21.6 us with flat 2 (1.42x the floor, 1.08x the
+/// copy), just above the predicted range; bit-identical (pool fuzz 714 of 714).
 #pragma once
 
 #include <memory>

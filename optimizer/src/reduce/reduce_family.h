@@ -107,6 +107,10 @@
 /// batches, block launch) + ~0.5 us tail (7 tree levels, two cluster barriers, one remote read) = ~17.5 us; the bench
 /// rows ~19-21 us (<= 1.0x the 20.6 us copy, against 26.9-32.5 us now). If a full-wave variant lands near 2x that, GPC
 /// placement sent a cluster into a second wave: the 192-thread and half-wave variants then win.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6, 24 trials): wrong. var 28.1 us and argmax 29.3 us with
+/// vec 2, block 256, S 8, unr 4 (32.5 and 32.9 before; 1.38x and 1.44x the copy); vector_norm ord 1 kept an older
+/// mode-4 tile at 25.2 us (1.24x the copy). Reduce fuzz 748 of 748 (the cluster variants drawn 23 times). Which
+/// cluster variants the 24 trials timed, and whether GPC placement doubled any, was not logged or profiled.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
