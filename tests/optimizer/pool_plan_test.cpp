@@ -382,8 +382,11 @@ TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
     for (int walk : {2, 3, 4}) EXPECT_EQ(bf16.count({opw, cpx, walk}), 2u) << opw << " " << cpx << " " << walk;
   auto plan = family().plan(avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false));
   ASSERT_TRUE(plan.ok());
-  for (const auto& v : plan.value()->space())
-    if (v.get("walk", 0)) EXPECT_EQ(plan.value()->stratum(v), 10 + v.get("walk")) << v.id() << ": one stratum a length";
+  for (const auto& v : plan.value()->space()) {
+    if (v.get("walk", 0)) {
+      EXPECT_EQ(plan.value()->stratum(v), 10 + v.get("walk")) << v.id() << ": one stratum a length";
+    }
+  }
   // fp32 (rows strided by a divisor's windows too): 4 channels of 2 pixels or 2 channels of 4.
   std::set<std::pair<int, int>> f32;
   for (const auto& [opw, cpx, walk] :
