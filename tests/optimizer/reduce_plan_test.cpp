@@ -152,13 +152,17 @@ TEST(ReducePlan, SpaceFitsTheLayout) {
   std::set<int> modes;
   for (const auto& v : space(contiguous_problem("sum.dim_IntList", at::kFloat, {16, 1 << 20}, dims({1})))) {
     modes.insert(v.get("mode"));
-    if (v.get("mode") == 2) EXPECT_GE(v.get("splits"), 4) << v.id();
+    if (v.get("mode") == 2) {
+      EXPECT_GE(v.get("splits"), 4) << v.id();
+    }
   }
   EXPECT_EQ(modes, (std::set<int>{1, 2, 3}));
   for (const auto& v : space(contiguous_problem("mean.dim", at::kBFloat16, {8192, 4096}, dims({1})))) {
     EXPECT_NE(v.get("mode"), 2) << v.id();
     EXPECT_NE(v.get("mode"), 4) << v.id();  // no column tiles on a row layout
-    if (v.get("mode") == 3) EXPECT_EQ(v.get("vec"), 1) << v.id();  // a column fallback on a row layout
+    if (v.get("mode") == 3) {
+      EXPECT_EQ(v.get("vec"), 1) << v.id();  // a column fallback on a row layout
+    }
   }
   // Columns: vectorised over kept columns, split over the reduced extent when it is long; column tiles too.
   int col_vec4 = 0, col_split = 0, tile_vec4 = 0, tile_split = 0;
@@ -451,7 +455,9 @@ TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
   }
   // Eight Welford runs a thread spill at 64 registers: var/std keep to four columns (8-byte bf16 loads).
   for (const auto& v : space(contiguous_problem("std.correction", at::kBFloat16, {4095, 96}, dims({0}))))
-    if (v.get("cluster", 0) > 0) EXPECT_LE(v.get("vec"), 4) << v.id();
+    if (v.get("cluster", 0) > 0) {
+      EXPECT_LE(v.get("vec"), 4) << v.id();
+    }
 }
 
 }  // namespace
