@@ -274,7 +274,8 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
   // 17..19: cluster rows; 20..23: the mappings at the widest vector
   for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 23)) << s;
   for (int s = 20; s < 24; ++s) EXPECT_EQ(row_strata.count(s), 1u) << s;
-  for (int s : col_strata) EXPECT_TRUE(s >= 4 && s <= 16 && s != 13) << s;  // 14..16: shared tiles
+  // 14..16 and 24..26: shared tiles, online and in two passes
+  for (int s : col_strata) EXPECT_TRUE((s >= 4 && s <= 16 && s != 13) || (s >= 24 && s <= 26)) << s;
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not
   EXPECT_TRUE(col_strata.count(10) && col_strata.count(12));  // tiles re-read; chunked tiles
   EXPECT_TRUE(*row_strata.rbegin() >= 17 && *col_strata.rbegin() >= 14);  // cluster rows; shared tiles
@@ -418,6 +419,45 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"tile", 2}, {"cluster", 8}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 2}, {"cluster", 16}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}}}).ok());
+}
+
+// Note [Softmax fast exp]: every shared tile comes online and in two passes; only 16-bit outputs get the fast
+// exp (f16 flushing what fp16 cannot hold anyway, bf16 keeping fp32 subnormals); fp32 keeps expf and div_rn.
+TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
+  const auto attn = with_knob(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90), "cluster", 2);
+  size_t online = 0, two = 0;
+  for (const auto& v : attn) (v.get("two", 0) ? two : online) += 1;
+  EXPECT_EQ(online, two);
+  EXPECT_GT(two, 0u);
+  auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 1}}};
+  EXPECT_EQ(plan.value()->stratum(v), 26);  // three blocks an SM, two passes
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("#define TWO 1"), std::string::npos);
+  EXPECT_NE(src->code.find("ex2.approx.ftz.f32"), std::string::npos);
+  EXPECT_NE(src->code.find("#define DIV_SUM(a, sum, r) ((a) * (r))"), std::string::npos);
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 2}}}).ok());
+  auto online_src = plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}});
+  ASSERT_TRUE(online_src.ok());
+  EXPECT_NE(online_src->code.find("#define TWO 0"), std::string::npos);
+  EXPECT_EQ(online_src->code.find("ex2.approx"), std::string::npos);
+
+  auto bf16 = family_for("_log_softmax", "")->plan(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
+  ASSERT_TRUE(bf16.ok());
+  auto bsrc = bf16.value()->source(Variant{{{"vec", 1}, {"block", 512}, {"tile", 2}, {"cluster", 16}, {"keep", 1}, {"two", 1}}});
+  ASSERT_TRUE(bsrc.ok()) << bsrc.status().to_string();
+  EXPECT_NE(bsrc->code.find("ex2.approx.f32"), std::string::npos);
+  EXPECT_EQ(bsrc->code.find("ex2.approx.ftz"), std::string::npos);
+
+  auto f32 = family_for("_softmax", "")->plan(over_at(at::kFloat, {64, 1000, 56, 56}, 1, 90));
+  ASSERT_TRUE(f32.ok());
+  auto fsrc = f32.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}}});
+  ASSERT_TRUE(fsrc.ok()) << fsrc.status().to_string();
+  EXPECT_NE(fsrc->code.find("#define TWO 1"), std::string::npos);
+  EXPECT_EQ(fsrc->code.find("ex2.approx"), std::string::npos);
+  EXPECT_NE(fsrc->code.find("div_rn(a, sum, r)"), std::string::npos);
 }
 
 TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {

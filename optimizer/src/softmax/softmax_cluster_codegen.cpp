@@ -35,6 +35,23 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 )" << "#if CLUSTER > 1\n" << cluster_primitives_source() << "#endif\n";
 }
 
+/// Note [Softmax fast exp]: exp(x - m) and the division by the sum of a two-pass shared tile with a 16-bit
+/// output; the exact forms (expf, div_rn) otherwise.
+std::string fast_exp_source(c10::ScalarType dtype, bool two) {
+  if (!two || elem_size(dtype) != 2) return "";
+  const bool half = dtype == c10::ScalarType::Half;  // fp16 cannot hold what .ftz flushes: 2^-126 < 2^-24
+  return std::string(R"(// Note [Softmax fast exp]: one FADD, one FMUL and ex2.approx: within 2^-19 of exp(x - m) for x - m >= -10.
+__device__ __forceinline__ float fast_exp_sub(float x, float mx) {
+  const float t = (x - mx) * 1.4426950408889634f;
+  float r;
+  asm("ex2.approx)") + (half ? ".ftz" : "") + R"(.f32 %0, %1;" : "=f"(r) : "f"(t));
+  return r;
+}
+#define EXP_SUB(v, mx) fast_exp_sub(v, mx)
+#define DIV_SUM(a, sum, r) ((a) * (r))
+)";
+}
+
 }  // namespace
 
 int resident_blocks(int64_t smem, int block) {
@@ -56,13 +73,15 @@ int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster) {
   return (part * vec * elem_size(s.dtype) + 15) / 16 * 16 + (32 + 2) * 4;
 }
 
-KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep) {
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two) {
   const int64_t iv = c.inner / vec, tiles = (iv + 31) / 32, nb = (c.n + cluster - 1) / cluster;
   std::ostringstream k;
   k << "// cudal1 softmax shared-memory column tiles: log=" << c.log << " " << c10::toString(c.dtype)
     << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block
-    << " cluster=" << cluster << " keep=" << keep << "\n";
+    << " cluster=" << cluster << " keep=" << keep << " two=" << two << "\n";
   common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), keep);
+  k << "#define TWO " << (two ? 1 : 0) << "  // two passes over the tile on chip: max, then sum\n"
+    << fast_exp_source(c.dtype, two);
   k << "static constexpr int N = " << c.n << ", NB = " << nb << ";  // rows, rows per block of a cluster\n"
     << "static constexpr int NK = KEEP * W;  // the block's first rows, kept in registers (KEEP a thread)\n"
     << "static constexpr int NS = NB > NK ? NB - NK : 0;  // the rest, in shared memory\n"
@@ -80,7 +99,14 @@ __device__ __forceinline__ void write_rows(const vec_t* kept, const vec_t* tile,
     if (live && j < n1) { const vec_t t = kept[i]; __VA_ARGS__ } \
   } \
   for (int j = n0 + NK + w; live && j < n1; j += W) { const vec_t t = tile[(j - n0 - NK) * 32 + lane]; __VA_ARGS__ }
-)" << column_epilogue_source()
+)" << column_epilogue_source() << R"(#if TWO
+// The second pass of Note [Softmax fast exp]'s two-pass tiles: this thread's sum of exp(x - m), rows in order.
+__device__ __forceinline__ void sum_rows(const vec_t* kept, const vec_t* tile, const float* m, float* s, int n0,
+                                         int n1, int w, int lane, bool live) {
+  FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) s[e] += EXP_SUB(to_float(t.v[e]), m[e]);)
+}
+#endif
+)"
     << R"(extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   // Dynamic shared memory: the block's NS rows x 32 vectors, the warp merge, the block's published pairs.
@@ -115,12 +141,17 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     const int j = n0 + w + i * W;
     if (live && j < n1) kept[i] = x[j * NSV];
   }
+#if TWO
+#define FOLD(e, v) m[e] = fmaxf(m[e], v)  // the maximum only (NaN skipped); the sum comes in a second pass
+#else
+#define FOLD(e, v) online_add(m[e], s[e], v)
+#endif
 #pragma unroll
   for (int i = 0; i < KEEP; ++i) {
     const int j = n0 + w + i * W;
     if (live && j < n1)
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(kept[i].v[e]));
+      for (int e = 0; e < VEC; ++e) FOLD(e, to_float(kept[i].v[e]));
   }
   for (int j0 = n0 + NK + w; j0 < n1; j0 += UNROLL * W) {
     vec_t tu[UNROLL];
@@ -135,10 +166,52 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
       if (live && j < n1) {
         tile[(j - n0 - NK) * 32 + lane] = tu[u];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(tu[u].v[e]));
+        for (int e = 0; e < VEC; ++e) FOLD(e, to_float(tu[u].v[e]));
       }
     }
   }
+#if TWO
+  // The maximum over the W warps and then over the cluster (fmaxf: any order gives the same value) ...
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) red_m[(w * VEC + e) * 32 + lane] = m[e];
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    m[e] = red_m[e * 32 + lane];
+    for (int i = 1; i < W; ++i) m[e] = fmaxf(m[e], red_m[(i * VEC + e) * 32 + lane]);
+  }
+#if CLUSTER > 1
+  if (w == 0)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pub_m[e * 32 + lane] = m[e];
+  cluster_sync();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    for (unsigned r = 0; r < CLUSTER; ++r) m[e] = fmaxf(m[e], load_remote(pub_m + e * 32 + lane, r));
+#endif
+  // ... then the sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
+  sum_rows(kept, tile, m, s, n0, n1, w, lane, live);
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) red_s[(w * VEC + e) * 32 + lane] = s[e];
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    s[e] = red_s[e * 32 + lane];
+    for (int i = 1; i < W; ++i) s[e] += red_s[(i * VEC + e) * 32 + lane];
+  }
+#if CLUSTER > 1
+  if (w == 0)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pub_s[e * 32 + lane] = s[e];
+  cluster_sync();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    s[e] = load_remote(pub_s + e * 32 + lane, 0);
+    for (unsigned r = 1; r < CLUSTER; ++r) s[e] += load_remote(pub_s + e * 32 + lane, r);
+  }
+  cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
+#endif
+#else
   // Merged over the W warps in warp order: every warp holds the same pairs afterwards.
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
@@ -170,6 +243,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
       online_merge(m[e], s[e], load_remote(pub_m + e * 32 + lane, r), load_remote(pub_s + e * 32 + lane, r));
   }
   cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
+#endif
 #endif
 #pragma unroll
   for (int e = 0; e < VEC; ++e)

@@ -69,9 +69,12 @@ class ColumnPlan final : public Plan {
         for (int cluster : kClusters) {
           const int keep = block == 512;
           if (!smem_ok(vec, block, cluster, keep)) continue;
-          Variant v{{{"vec", vec}, {"block", block}, {"tile", 2}, {"cluster", cluster}}};
-          if (keep) v.knobs.emplace_back("keep", 1);
-          out.push_back(std::move(v));
+          for (int two : {0, 1}) {  // online pairs, or two passes on chip (Note [Softmax fast exp])
+            Variant v{{{"vec", vec}, {"block", block}, {"tile", 2}, {"cluster", cluster}}};
+            if (keep) v.knobs.emplace_back("keep", 1);
+            if (two) v.knobs.emplace_back("two", 1);
+            out.push_back(std::move(v));
+          }
         }
     return out;
   }
@@ -87,14 +90,14 @@ class ColumnPlan final : public Plan {
     return softmax_features(k, v);
   }
 
-  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14..16 by the
-  /// blocks an SM holds (1, 2, 3+: what sets how well reads overlap the merges): disjoint from rows' 0..3 and
-  /// 17..23.
+  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14..16 (online
+  /// pairs) and 24..26 (two passes) by the blocks an SM holds (1, 2, 3+: what sets how well reads overlap the
+  /// merges): disjoint from rows' 0..3 and 17..23.
   int stratum(const Variant& v) const override {
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
-      return 13 + std::min(3, resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep), block));
+      return (v.get("two", 0) ? 23 : 13) + std::min(3, resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep), block));
     }
     if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
@@ -104,10 +107,11 @@ class ColumnPlan final : public Plan {
   Result<KernelSource> source(const Variant& v) const override {
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
-      const int keep = v.get("keep", 0);
-      if (v.knobs.size() != (keep ? 5u : 4u) || !smem_ok(vec, block, cluster, keep))
+      const int keep = v.get("keep", 0), two = v.get("two", 0);
+      if (v.knobs.size() != 4u + (keep ? 1 : 0) + (two ? 1 : 0) || two < 0 || two > 1 ||
+          !smem_ok(vec, block, cluster, keep))
         return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_smem_tiles(c_, vec, block, cluster, keep ? keep_rows(c_, vec) : 0);
+      return generate_softmax_smem_tiles(c_, vec, block, cluster, keep ? keep_rows(c_, vec) : 0, two == 1);
     }
     if (v.get("tile", 0)) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);

@@ -8,7 +8,11 @@
 namespace cudal1::optimizer::softmax {
 
 const char* column_epilogue_source() {
-  return R"(#if LOG
+  return R"(#ifndef EXP_SUB  // the exact forms; Note [Softmax fast exp] defines others for 16-bit two-pass tiles
+#define EXP_SUB(v, mx) expf((v) - (mx))
+#define DIV_SUM(a, sum, r) div_rn(a, sum, r)
+#endif
+#if LOG
   float ls[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) ls[e] = logf(s[e]);
@@ -17,7 +21,7 @@ const char* column_epilogue_source() {
   float rs[VEC];  // Note [Softmax epilogue]
 #pragma unroll
   for (int e = 0; e < VEC; ++e) rs[e] = 1.f / s[e];
-#define EPILOGUE(v, e) div_rn(expf((v) - m[e]), s[e], rs[e])  // SoftMaxForwardEpilogue, one rounding
+#define EPILOGUE(v, e) DIV_SUM(EXP_SUB(v, m[e]), s[e], rs[e])  // SoftMaxForwardEpilogue, one rounding
 #endif
   FOR_EACH_PART(vec_t r;
                 _Pragma("unroll") for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e]), e));

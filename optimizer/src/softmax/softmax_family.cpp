@@ -26,6 +26,7 @@ std::vector<float> softmax_features(const SoftmaxClass& c, const Variant& v) {
   knobs.push_back(v.get("cluster", 0) == 2 || v.get("cluster", 0) == 4);
   knobs.push_back(v.get("cluster", 0) >= 8);
   knobs.push_back(v.get("keep", 0) == 1);
+  knobs.push_back(v.get("two", 0) == 1);  // two passes on chip (Note [Softmax fast exp])
   auto f = [](bool b) { return b ? 1.f : 0.f; };
   const std::vector<float> ctx = {1.f,
                                   f(c.n <= 1024),
@@ -126,8 +127,9 @@ class SoftmaxFamily final : public Family {
   // 2: row reductions from codegen_common; 3: column kernels; 4: column tiles (Note [Softmax column tiles]);
   // 5: shared tiles and cluster rows (Note [Softmax shared tiles]);
   // 6: cached exps and the one-rounding divide in the row epilogue (Note [Softmax epilogue]);
-  // 7: merge_warps and cached_rows_source shared by the tile kernels (same arithmetic)
-  int version() const override { return 7; }
+  // 7: merge_warps and cached_rows_source shared by the tile kernels (same arithmetic);
+  // 8: two-pass shared tiles (Note [Softmax fast exp])
+  int version() const override { return 8; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

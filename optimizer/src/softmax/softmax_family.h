@@ -86,6 +86,25 @@
 /// [32,32000,64] dim 1 388-1811 us (215 us kept), f16 [8,16,2048,2048] dim 2 1819-5271 us (1093 us), f32
 /// [64,1000,56,56] dim 1 682-6958 us (492-590 us); time fell with fewer, larger parts, so the per-part
 /// ticket, merge and wait cost dominated, not HBM. Not profiled (no device time left).
+///
+/// Note [Softmax fast exp]
+/// Why (instructions, H200): f16 [8,16,2048,2048] dim 2 holds 1.07 G elements; the kept kernels spent ~30
+/// instructions an element (expf is ~8 with one MUFU, online_add ~13 with its branch, the epilogue's expf and
+/// div_rn ~15), 1.0 G warp instructions at ~1.05 T a second for the GPU: ~1000 us against a 515 us memory
+/// floor, which is what they ran at (1093-1183 us) whatever they read. Two-pass shared tiles (`two`, on every
+/// shared tile plan) fold only the maximum while the tile is read (fmaxf, NaN skipped, as the two-pass kernels),
+/// merge it over warps and the cluster, then sum exp(x - m) from the tile on chip (thread rows in order, warps in
+/// warp order, cluster ranks in rank order: the same value in every block), merge the sums, and write. With a
+/// 16-bit output, exp(x - m) is ex2.approx((x - m) * log2 e): one FADD, one FMUL, one MUFU (relative error
+/// <= 2^-22 from ex2.approx plus 2^-24 |x - m| log2 e from the rounding of the product: below 2^-19 for
+/// x - m >= -10, where every term that moves a 16-bit result lies), and the epilogue multiplies by the sum's
+/// reciprocal (1.5 ulp of fp32) instead of div_rn. fp16's half ulp is 2^-11 and bf16's 2^-8, so a result
+/// differs from ATen's by at most one ulp of the output, rarely (within the 2e-3 / 1.6e-2 verification rtol).
+/// fp16 flushes fp32 subnormal exps (.ftz): they are below fp16's smallest subnormal and round to 0 either way;
+/// bf16, which can hold them, keeps them (no .ftz). Special values are the two-pass kernels': ex2(-Inf) = 0,
+/// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element: predicted
+/// f16 [8,16,2048,2048] dim 2 ~600-700 us (1.2-1.4x the copy) from 1093-1183 us; the other column rows as
+/// before (they are not issue-bound: log_softmax bf16 [32,32000,64] has 65 M elements).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -198,8 +217,9 @@ int keep_rows(const ColumnShape& c, int vec);
 
 /// CUDA source of a shared column tile of `c` (Note [Softmax shared tiles]): kernel(in, out), `cluster` blocks
 /// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory;
-/// each thread keeps its first `keep` rows in registers instead (0: none).
-KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep);
+/// each thread keeps its first `keep` rows in registers instead (0: none); `two`: two passes over the tile on
+/// chip (the maximum, then the sum) instead of online pairs, with Note [Softmax fast exp] for 16-bit outputs.
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two);
 /// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` >= 2 blocks per row, cluster_row_bytes each.
 /// Both are bound as a SimpleKernel with their shared memory and cluster size (simple_kernel.h).
 KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster);
