@@ -113,13 +113,15 @@ Problem unary(Rng& rng, int sm) {
 
 Problem softmax(Rng& rng, int sm) {
   const int rank = 1 + static_cast<int>(rng() % 5);
-  const auto sizes = draw_sizes(rng, rank);
+  auto sizes = draw_sizes(rng, rank);
   // Half the draws an outer dim (columns, Note [Softmax columns]), positive or negative; otherwise mostly the
   // last dim (rows), else any dim, valid or not.
   int64_t dim;
   if (rank >= 2 && rng() % 2) {
     dim = static_cast<int64_t>(rng() % (rank - 1));
     if (rng() % 2) dim -= rank;
+    // One column draw in three has whole tiles of 32 vectors (Note [Softmax async tiles]).
+    if (rng() % 3 == 0) sizes.back() = 32 * (1 + static_cast<int64_t>(rng() % 3));
   } else {
     dim = rng() % 3 ? -1 : static_cast<int64_t>(rng() % (2 * rank)) - rank;
   }

@@ -396,17 +396,18 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
 
   auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
   ASSERT_TRUE(plan.ok());
-  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}};
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   EXPECT_NE(src->code.find("N = 2048, NB = 512;"), std::string::npos) << src->code;
   EXPECT_NE(src->code.find("IV = 1024, TILES = 32;"), std::string::npos);
   EXPECT_NE(src->code.find("#define CLUSTER 4"), std::string::npos);
   EXPECT_EQ(plan.value()->stratum(v), 16);  // 68.5 KB: three blocks an SM
-  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}}}), 14);
+  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}), 14);
   EXPECT_EQ(plan.value()->features(v).size(),
             plan.value()->features(Variant{{{"vec", 1}, {"block", 128}, {"split", 1}, {"cache", 0}}}).size());
-  auto keep_src = plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}}});
+  auto keep_src =
+      plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}, {"async", 1}}});
   ASSERT_TRUE(keep_src.ok()) << keep_src.status().to_string();
   EXPECT_NE(keep_src->code.find("#define KEEP 20"), std::string::npos) << keep_src->code;
   // Keeping needs at least twice the kept rows (20 x 16 warps) in each block: 512 rows at a cluster of 4 are not.
@@ -431,33 +432,63 @@ TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
   EXPECT_GT(two, 0u);
   auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
   ASSERT_TRUE(plan.ok());
-  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 1}}};
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 1}, {"async", 1}}};
   EXPECT_EQ(plan.value()->stratum(v), 26);  // three blocks an SM, two passes
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   EXPECT_NE(src->code.find("#define TWO 1"), std::string::npos);
   EXPECT_NE(src->code.find("ex2.approx.ftz.f32"), std::string::npos);
   EXPECT_NE(src->code.find("#define DIV_SUM(a, sum, r) ((a) * (r))"), std::string::npos);
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 2}}}).ok());
-  auto online_src = plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}});
+  EXPECT_FALSE(
+      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 2}, {"async", 1}}}).ok());
+  auto online_src = plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}});
   ASSERT_TRUE(online_src.ok());
   EXPECT_NE(online_src->code.find("#define TWO 0"), std::string::npos);
   EXPECT_EQ(online_src->code.find("ex2.approx"), std::string::npos);
 
   auto bf16 = family_for("_log_softmax", "")->plan(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
   ASSERT_TRUE(bf16.ok());
-  auto bsrc = bf16.value()->source(Variant{{{"vec", 1}, {"block", 512}, {"tile", 2}, {"cluster", 16}, {"keep", 1}, {"two", 1}}});
+  auto bsrc = bf16.value()->source(
+      Variant{{{"vec", 1}, {"block", 512}, {"tile", 2}, {"cluster", 16}, {"keep", 1}, {"two", 1}, {"async", 1}}});
   ASSERT_TRUE(bsrc.ok()) << bsrc.status().to_string();
   EXPECT_NE(bsrc->code.find("ex2.approx.f32"), std::string::npos);
   EXPECT_EQ(bsrc->code.find("ex2.approx.ftz"), std::string::npos);
 
   auto f32 = family_for("_softmax", "")->plan(over_at(at::kFloat, {64, 1000, 56, 56}, 1, 90));
   ASSERT_TRUE(f32.ok());
-  auto fsrc = f32.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}}});
+  auto fsrc = f32.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}}});
   ASSERT_TRUE(fsrc.ok()) << fsrc.status().to_string();
   EXPECT_NE(fsrc->code.find("#define TWO 1"), std::string::npos);
   EXPECT_EQ(fsrc->code.find("ex2.approx"), std::string::npos);
   EXPECT_NE(fsrc->code.find("div_rn(a, sum, r)"), std::string::npos);
+}
+
+// Note [Softmax async tiles]: cp.async copies whole tiles whose rows start on 16 bytes, on every such shared tile.
+TEST(SoftmaxPlan, SharedTilesCopyWholeAlignedTilesAsynchronously) {
+  for (const auto& v : with_knob(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90), "cluster", 2))
+    EXPECT_EQ(v.get("async", 0), 1) << v.id();
+  for (const auto& v : with_knob(over_at(at::kFloat, {3, 9, 33}, 1, 90), "cluster", 2))  // 33 columns: a dead lane
+    EXPECT_EQ(v.get("async", 0), 0) << v.id();
+  // 64 fp16 columns: whole tiles at vec 1 and 2; with an n stride of 68 elements (136 bytes) rows miss 16 bytes.
+  for (const auto& v : with_knob(over_at(at::kHalf, {4, 64, 64}, 1, 90), "cluster", 2))
+    EXPECT_EQ(v.get("async", 0), v.get("vec") <= 2 ? 1 : 0) << v.id();
+  const auto padded = softmax_problem("_softmax", at::kHalf, {4, 64, 64}, {64 * 68, 68, 1}, 1, false, 90);
+  const auto padded_tiles = with_knob(padded, "cluster", 2);
+  EXPECT_FALSE(padded_tiles.empty());
+  for (const auto& v : padded_tiles) EXPECT_EQ(v.get("async", 0), 0) << v.id();
+  auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}};
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("#define ASYNC 1"), std::string::npos);
+  EXPECT_NE(src->code.find("cp.async.cg.shared.global"), std::string::npos);
+  // The knob follows the layout: not omitted where it applies, not set where it does not.
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}}).ok());
+  auto odd = family_for("_softmax", "")->plan(over_at(at::kFloat, {3, 9, 33}, 1, 90));
+  ASSERT_TRUE(odd.ok());
+  EXPECT_FALSE(odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}).ok());
+  EXPECT_TRUE(odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}}}).ok());
 }
 
 TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {

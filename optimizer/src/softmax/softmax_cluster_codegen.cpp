@@ -73,14 +73,16 @@ int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster) {
   return (part * vec * elem_size(s.dtype) + 15) / 16 * 16 + (32 + 2) * 4;
 }
 
-KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two) {
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two,
+                                         bool async_copy) {
   const int64_t iv = c.inner / vec, tiles = (iv + 31) / 32, nb = (c.n + cluster - 1) / cluster;
   std::ostringstream k;
   k << "// cudal1 softmax shared-memory column tiles: log=" << c.log << " " << c10::toString(c.dtype)
     << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block
-    << " cluster=" << cluster << " keep=" << keep << " two=" << two << "\n";
+    << " cluster=" << cluster << " keep=" << keep << " two=" << two << " async=" << async_copy << "\n";
   common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), keep);
   k << "#define TWO " << (two ? 1 : 0) << "  // two passes over the tile on chip: max, then sum\n"
+    << "#define ASYNC " << (async_copy ? 1 : 0) << "  // shared rows copied by cp.async\n"
     << fast_exp_source(c.dtype, two);
   k << "static constexpr int N = " << c.n << ", NB = " << nb << ";  // rows, rows per block of a cluster\n"
     << "static constexpr int NK = KEEP * W;  // the block's first rows, kept in registers (KEEP a thread)\n"
@@ -141,6 +143,22 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     const int j = n0 + w + i * W;
     if (live && j < n1) kept[i] = x[j * NSV];
   }
+#if ASYNC
+  // Note [Softmax async tiles]: the block's shared rows n0 + NK .. n1 - 1 (whole tiles, 16-byte aligned) copied
+  // in 16-byte chunks with cp.async, every chunk in flight at once and no registers held; folded below.
+  {
+    constexpr int CPR = 32 * (int)sizeof(vec_t) / 16;  // chunks a row
+    const char* src = reinterpret_cast<const char*>(reinterpret_cast<const vec_t*>(in) + o * OSV + tile_i * 32);
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(tile);
+    const int chunks = max(0, n1 - n0 - NK) * CPR;
+    for (int q = threadIdx.x; q < chunks; q += BLOCK) {
+      const int r = q / CPR, c = q % CPR;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + (unsigned)q * 16u),
+                   "l"(src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16));
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+#endif
 #if TWO
 #define FOLD(e, v) m[e] = fmaxf(m[e], v)  // the maximum only (NaN skipped); the sum comes in a second pass
 #else
@@ -153,6 +171,15 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) FOLD(e, to_float(kept[i].v[e]));
   }
+#if ASYNC
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  __syncthreads();  // every thread's chunks have landed
+  for (int j = n0 + NK + w; live && j < n1; j += W) {
+    const vec_t t = tile[(j - n0 - NK) * 32 + lane];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) FOLD(e, to_float(t.v[e]));
+  }
+#else
   for (int j0 = n0 + NK + w; j0 < n1; j0 += UNROLL * W) {
     vec_t tu[UNROLL];
 #pragma unroll
@@ -170,6 +197,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
       }
     }
   }
+#endif
 #if TWO
   // The maximum over the W warps and then over the cluster (fmaxf: any order gives the same value) ...
 #pragma unroll

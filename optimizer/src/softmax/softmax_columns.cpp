@@ -73,6 +73,7 @@ class ColumnPlan final : public Plan {
             Variant v{{{"vec", vec}, {"block", block}, {"tile", 2}, {"cluster", cluster}}};
             if (keep) v.knobs.emplace_back("keep", 1);
             if (two) v.knobs.emplace_back("two", 1);
+            if (async_ok(vec)) v.knobs.emplace_back("async", 1);  // always, where the layout allows it
             out.push_back(std::move(v));
           }
         }
@@ -107,11 +108,12 @@ class ColumnPlan final : public Plan {
   Result<KernelSource> source(const Variant& v) const override {
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
-      const int keep = v.get("keep", 0), two = v.get("two", 0);
-      if (v.knobs.size() != 4u + (keep ? 1 : 0) + (two ? 1 : 0) || two < 0 || two > 1 ||
-          !smem_ok(vec, block, cluster, keep))
+      const int keep = v.get("keep", 0), two = v.get("two", 0), async = v.get("async", 0);
+      if (v.knobs.size() != 4u + (keep ? 1 : 0) + (two ? 1 : 0) + (async ? 1 : 0) || two < 0 || two > 1 ||
+          async != (async_ok(vec) ? 1 : 0) || !smem_ok(vec, block, cluster, keep))
         return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_smem_tiles(c_, vec, block, cluster, keep ? keep_rows(c_, vec) : 0, two == 1);
+      return generate_softmax_smem_tiles(c_, vec, block, cluster, keep ? keep_rows(c_, vec) : 0, two == 1,
+                                         async == 1);
     }
     if (v.get("tile", 0)) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);
@@ -135,10 +137,10 @@ class ColumnPlan final : public Plan {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
       const int64_t blocks = c_.outer * ((c_.inner / vec + 31) / 32) * cluster;
+      const int64_t align = v.get("async", 0) ? 16 : int64_t{vec} * elem_size(c_.dtype);  // cp.async chunks
       return std::unique_ptr<BoundKernel>(new SimpleKernel(
-          std::move(m), OutputSpec{c_.dtype, c_.sizes, c_.out_strides}, c_.sizes, c_.in_strides,
-          int64_t{vec} * elem_size(c_.dtype), blocks, block, c_.log ? 4.0 : 0.0,
-          smem_tile_bytes(c_, vec, block, cluster, keep), cluster));
+          std::move(m), OutputSpec{c_.dtype, c_.sizes, c_.out_strides}, c_.sizes, c_.in_strides, align, blocks,
+          block, c_.log ? 4.0 : 0.0, smem_tile_bytes(c_, vec, block, cluster, keep), cluster));
     }
     if (v.get("tile", 0)) return make_tile_kernel(c_, v.get("vec"), v.get("block"), v.get("chunks"), std::move(m));
     const int vec = v.get("vec"), block = v.get("block"), split = v.get("split");
@@ -163,6 +165,9 @@ class ColumnPlan final : public Plan {
            c_.outer * tiles * chunks < (int64_t{1} << 31) - 1 && (cache == 0 || cache == 1) &&
            (cache == 0 || tile_cache_fits(c_, vec, block, chunks));
   }
+
+  /// Note [Softmax async tiles]: whole tiles (every lane live) whose rows start on 16 bytes.
+  bool async_ok(int vec) const { return c_.aligned16 && (c_.inner / vec) % 32 == 0; }
 
   /// Shared tiles: sm_90+, a warp row of 64 to 256 bytes (whole or half lines), the block's bytes within
   /// 227 KB, clusters only where each block gets at least two rows, and a grid within 2^31 - 1 blocks. `keep`

@@ -118,6 +118,8 @@ Result<std::unique_ptr<Plan>> plan_columns(const dispatcher::TensorSpec& t, int6
   while (c.max_vec > 1 && (c.inner % c.max_vec != 0 || c.n_stride % c.max_vec != 0 ||
                            c.outer_stride % c.max_vec != 0 || (t.storage_offset * es) % (c.max_vec * es) != 0))
     c.max_vec /= 2;
+  c.aligned16 = (t.storage_offset * es) % 16 == 0 && (c.n_stride * es) % 16 == 0 &&
+                (c.outer == 1 || (c.outer_stride * es) % 16 == 0);
   return column_plan(std::move(c));
 }
 
@@ -128,7 +130,7 @@ class SoftmaxFamily final : public Family {
   // 5: shared tiles and cluster rows (Note [Softmax shared tiles]);
   // 6: cached exps and the one-rounding divide in the row epilogue (Note [Softmax epilogue]);
   // 7: merge_warps and cached_rows_source shared by the tile kernels (same arithmetic);
-  // 8: two-pass shared tiles (Note [Softmax fast exp])
+  // 8: two-pass shared tiles (Note [Softmax fast exp]), cp.async shared tiles (Note [Softmax async tiles])
   int version() const override { return 8; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 

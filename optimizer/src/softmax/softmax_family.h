@@ -105,6 +105,23 @@
 /// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element: predicted
 /// f16 [8,16,2048,2048] dim 2 ~600-700 us (1.2-1.4x the copy) from 1093-1183 us; the other column rows as
 /// before (they are not issue-bound: log_softmax bf16 [32,32000,64] has 65 M elements).
+///
+/// Note [Softmax async tiles]
+/// Why (Nsight Compute, H200, 2026-11-30, session 8 run 1): the two-pass tile vec2.block256.cluster4 on f16
+/// [8,16,2048,2048] dim 2 ran 781 us at DRAM 56%, 3 blocks an SM, half its stalls waiting on global loads: each
+/// warp loads UNROLL rows into registers, waits for all of them, stores them to shared memory and folds them,
+/// so its bytes in flight fall to zero between batches; a `keep` block at 2 per SM holds ~12 KB in flight
+/// (log_softmax bf16 [32,32000,64]: 12 rows of 64 bytes a warp, the registers left by kept rows). Where a tile
+/// is whole (inner / vec a multiple of 32: every lane live) and its rows start on 16 bytes (storage offset,
+/// n and outer strides; the pointers are checked at every call), the block's shared rows are copied with
+/// cp.async.cg in 16-byte chunks (thread t takes chunks t, t + BLOCK, ...; a chunk's bytes land where the
+/// register path would have stored them), all in flight at once without registers; the kept rows still load
+/// into registers first. After cp.async.wait_all and a block barrier every thread folds its own rows from
+/// shared memory in the same order as before (kept rows, then rows n0 + NK + w + i W), so the arithmetic and
+/// its order are unchanged. Offered on every such shared tile instead of the register copy (no knob: the id
+/// shows `async1`). Predicted: attention over queries 745 -> ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16
+/// [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB block in flight instead of ~12 KB), spatial f32
+/// ~480-510 us unchanged or a little faster.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -133,6 +150,7 @@ struct ColumnShape {
   int64_t outer = 1, n = 1, inner = 1;  ///< the input viewed as [outer, n, inner]
   int64_t outer_stride = 0, n_stride = 0;  ///< input strides (elements) of outer and n; inner is dense
   int max_vec = 1;                     ///< widest vector along inner the layout allows
+  bool aligned16 = false;  ///< offset and strides of n and outer are whole 16 bytes (Note [Softmax async tiles])
   int sm = 0;                          ///< target compute capability: shared tiles from 90
 };
 
@@ -218,8 +236,10 @@ int keep_rows(const ColumnShape& c, int vec);
 /// CUDA source of a shared column tile of `c` (Note [Softmax shared tiles]): kernel(in, out), `cluster` blocks
 /// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory;
 /// each thread keeps its first `keep` rows in registers instead (0: none); `two`: two passes over the tile on
-/// chip (the maximum, then the sum) instead of online pairs, with Note [Softmax fast exp] for 16-bit outputs.
-KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two);
+/// chip (the maximum, then the sum) instead of online pairs, with Note [Softmax fast exp] for 16-bit outputs;
+/// `async_copy`: the shared rows copied with cp.async (Note [Softmax async tiles]; whole tiles, 16-byte aligned).
+KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two,
+                                         bool async_copy);
 /// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` >= 2 blocks per row, cluster_row_bytes each.
 /// Both are bound as a SimpleKernel with their shared memory and cluster size (simple_kernel.h).
 KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster);
