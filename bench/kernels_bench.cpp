@@ -1,8 +1,8 @@
 /// @brief Kernel benchmark on the GPU (every generator family): for each signature, the tuner searches the technique space
 /// (verification included) and the table shows ATen's and cudal1's best kernel time (medians of interleaved,
-/// L2-flushed repetitions in the same run), the speedup, the memory floor (bytes read + written, in whole 32-byte
-/// sectors, over the device-to-device copy bandwidth measured first in this run) and each one's ratio to it, and the time of
-/// ATen's copy moving the same bytes (the practical floor of a small, launch-bound row). Whether a kernel
+/// L2-flushed repetitions in the same run), the speedup, the memory floor (bytes read + written, in whole
+/// 32-byte sectors, over the device-to-device copy bandwidth measured first in this run) and each one's ratio to
+/// it, and the time of ATen's copy moving the same bytes (the practical floor of a small, launch-bound row). Whether a kernel
 /// would be swapped in (noise-aware margin) is shown per row; swapped-in rows never lose to ATen.
 /// Usage: bench_kernels [trials=24] ['word|word': rows whose name contains one] [variant: only ids containing it]
 #include <ATen/ATen.h>

@@ -456,7 +456,8 @@ TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
 
   auto f32 = family_for("_softmax", "")->plan(over_at(at::kFloat, {64, 1000, 56, 56}, 1, 90));
   ASSERT_TRUE(f32.ok());
-  auto fsrc = f32.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}}});
+  auto fsrc =
+      f32.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}}});
   ASSERT_TRUE(fsrc.ok()) << fsrc.status().to_string();
   EXPECT_NE(fsrc->code.find("#define TWO 1"), std::string::npos);
   EXPECT_EQ(fsrc->code.find("ex2.approx"), std::string::npos);
@@ -487,7 +488,8 @@ TEST(SoftmaxPlan, SharedTilesCopyWholeAlignedTilesAsynchronously) {
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}}).ok());
   auto odd = family_for("_softmax", "")->plan(over_at(at::kFloat, {3, 9, 33}, 1, 90));
   ASSERT_TRUE(odd.ok());
-  EXPECT_FALSE(odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}).ok());
+  EXPECT_FALSE(
+      odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}).ok());
   EXPECT_TRUE(odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}}}).ok());
 }
 
@@ -504,20 +506,33 @@ TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
   // Short rows: clusters while each block gets two vectors; none before sm_90.
   std::set<int> short_clusters;
   for (const auto& v : with_knob(over_at(at::kHalf, {5, 40}, 1, 90), "cluster")) short_clusters.insert(v.get("cluster"));
-  EXPECT_EQ(short_clusters, (std::set<int>{2}));  // 5 vectors of 8
+  EXPECT_EQ(short_clusters, (std::set<int>{1, 2}));  // 5 vectors of 8; 1: one block holds the row
   EXPECT_TRUE(with_knob(over_at(at::kFloat, {4096, 65536}, 1, 80), "cluster").empty());
 
   auto plan = family_for("_softmax", "")->plan(over_at(at::kFloat, {4096, 65536}, 1, 90));
   ASSERT_TRUE(plan.ok());
-  const Variant v{{{"vec", 4}, {"block", 512}, {"cluster", 4}}};
+  const Variant v{{{"vec", 4}, {"block", 512}, {"cluster", 4}, {"async", 1}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   EXPECT_NE(src->code.find("D = 65536, NV = 16384, P = 4096;"), std::string::npos) << src->code;
+  EXPECT_NE(src->code.find("#define ASYNC 1"), std::string::npos);
+  EXPECT_NE(src->code.find("div_rn(a, sum, r)"), std::string::npos);  // fp32: the exact divide and expf
   EXPECT_EQ(plan.value()->stratum(v), 19);  // 64 KB slices: three blocks an SM
-  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 2}}}), 17);
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"cluster", 4}}}).ok());  // not widest
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"cluster", 4}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 32}}}).ok());
+  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 2}, {"async", 1}}}), 17);
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 4}}}).ok());  // async missing
+  // A 64 KB bf16 row fits one block (no cluster), copied by cp.async, with the fast exp.
+  auto bf16 = family_for("_log_softmax", "")->plan(softmax_problem("_log_softmax", at::kBFloat16, {8192, 32000},
+                                                                   {32000, 1}, 1, false, 90));
+  ASSERT_TRUE(bf16.ok());
+  auto one = bf16.value()->source(Variant{{{"vec", 8}, {"block", 512}, {"cluster", 1}, {"async", 1}}});
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_NE(one->code.find("#define CLUSTER 1"), std::string::npos);
+  EXPECT_NE(one->code.find("ex2.approx.f32"), std::string::npos);
+  // 2-byte vectors (an odd fp16 row) are not copied by cp.async.
+  for (const auto& w : with_knob(over_at(at::kHalf, {64, 4097}, 1, 90), "cluster")) EXPECT_EQ(w.get("async", 0), 0);
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"cluster", 4}, {"async", 1}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"cluster", 4}, {"async", 1}}}).ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 32}, {"async", 1}}}).ok());
 }
 
 // Note [Softmax epilogue]: cached softmax rows keep their exps for the epilogue; log-softmax and uncached rows

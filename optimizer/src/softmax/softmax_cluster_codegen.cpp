@@ -38,9 +38,10 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 /// Note [Softmax fast exp]: exp(x - m) and the division by the sum of a two-pass shared tile with a 16-bit
 /// output; the exact forms (expf, div_rn) otherwise.
 std::string fast_exp_source(c10::ScalarType dtype, bool two) {
-  if (!two || elem_size(dtype) != 2) return "";
+  if (!two || elem_size(dtype) != 2)
+    return "#define EXP_SUB(v, mx) expf((v) - (mx))\n#define DIV_SUM(a, sum, r) div_rn(a, sum, r)\n";
   const bool half = dtype == c10::ScalarType::Half;  // fp16 cannot hold what .ftz flushes: 2^-126 < 2^-24
-  return std::string(R"(// Note [Softmax fast exp]: one FADD, one FMUL and ex2.approx: within 2^-19 of exp(x - m) for x - m >= -10.
+  return std::string(R"(// Note [Softmax fast exp]: FADD, FMUL, ex2.approx: within 2^-19 of exp(x - m) for x - m >= -10.
 __device__ __forceinline__ float fast_exp_sub(float x, float mx) {
   const float t = (x - mx) * 1.4426950408889634f;
   float r;
@@ -285,12 +286,15 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   return KernelSource{k.str(), "cudal1_softmax"};
 }
 
-KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster) {
+KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster, bool async_copy) {
   const int64_t nv = s.cols / vec, part = (nv + cluster - 1) / cluster;
   std::ostringstream k;
   k << "// cudal1 softmax cluster rows: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
-    << " cols=" << s.cols << " vec=" << vec << " block=" << block << " cluster=" << cluster << "\n";
+    << " cols=" << s.cols << " vec=" << vec << " block=" << block << " cluster=" << cluster
+    << " async=" << async_copy << "\n";
   common_defines(k, s.dtype, s.log, vec, block, cluster, cluster_row_bytes(s, vec, cluster));
+  k << "#define ASYNC " << (async_copy ? 1 : 0) << "  // the slice copied by cp.async (Note [Softmax async tiles])\n"
+    << fast_exp_source(s.dtype, true);
   k << "#define TPR BLOCK\n"
     << "static constexpr index_t RS = " << s.row_stride << ";\n"
     << "static constexpr int D = " << s.cols << ", NV = " << nv << ", P = " << part
@@ -298,6 +302,7 @@ KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int b
   k << row_reduce_source() << R"(// Block-wide reduction, then over the cluster's blocks in rank order.
 __device__ __forceinline__ float cluster_reduce(float v, float* red, float* pub, bool is_max) {
   v = is_max ? row_max(v, red) : row_sum(v, red);
+#if CLUSTER > 1
   if (threadIdx.x == 0) *pub = v;
   cluster_sync();
   float a = load_remote(pub, 0);
@@ -306,6 +311,9 @@ __device__ __forceinline__ float cluster_reduce(float v, float* red, float* pub,
     a = is_max ? fmaxf(a, b) : a + b;
   }
   return a;
+#else
+  return v;  // one block holds the whole row
+#endif
 }
 extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
@@ -314,13 +322,36 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   vec_t* slice = reinterpret_cast<vec_t*>(smem);
   float* red = reinterpret_cast<float*>(smem + ((size_t)P * sizeof(vec_t) + 15) / 16 * 16);
   float* pub = red + 32;
+#if CLUSTER > 1
   const unsigned rank = cluster_rank();
+#else
+  const unsigned rank = 0;
+#endif
   const index_t row = (index_t)blockIdx.x / CLUSTER;
   const int lo = min(NV, (int)rank * P), hi = min(NV, lo + P);
   const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + row * RS);
   vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + row * (index_t)D);
-  // Read once into shared memory (UNROLL vectors in flight per thread), with the maximum.
+  // Read once into shared memory, with the maximum: by cp.async, every vector in flight at once, or UNROLL
+  // vectors at a time through registers. Each thread only reads back the vectors it copied itself.
   float m = NEG_INF;
+#if ASYNC
+  {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(slice);
+    for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
+      const unsigned at = dst + (unsigned)(j - lo) * (unsigned)sizeof(vec_t);
+      if (sizeof(vec_t) == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(x + j));
+      else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(at), "l"(x + j), "n"((int)sizeof(vec_t)));
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+  }
+  for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
+    const vec_t t = slice[j - lo];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(t.v[e]));
+  }
+#else
   for (int j0 = lo + (int)threadIdx.x; j0 < hi; j0 += UNROLL * BLOCK) {
     vec_t tu[UNROLL];
 #pragma unroll
@@ -334,18 +365,22 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
         for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(tu[u].v[e]));
       }
   }
+#endif
   m = cluster_reduce(m, red, pub, true);
   // Each thread reads back only the vectors it stored itself.
   float s = 0.f;
   for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
     const vec_t t = slice[j - lo];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) s += expf(to_float(t.v[e]) - m);
+    for (int e = 0; e < VEC; ++e) s += EXP_SUB(to_float(t.v[e]), m);
   }
   s = cluster_reduce(s, red, pub + 1, false);
+#if CLUSTER > 1
   cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
+#endif
   const float logsum = m + logf(s), rs = 1.f / s;
-#define EPILOGUE(v) (LOG ? (v) - logsum : div_rn(expf((v) - m), s, rs))  // Note [Softmax epilogue]
+// Note [Softmax epilogue]; Note [Softmax fast exp] for 16-bit outputs
+#define EPILOGUE(v) (LOG ? (v) - logsum : DIV_SUM(EXP_SUB(v, m), s, rs))
   for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
     const vec_t t = slice[j - lo];
     vec_t r;
@@ -353,7 +388,9 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e])));
     y[j] = r;
   }
+#if CLUSTER > 1
   cluster_wait();  // no block leaves while another may still read its pair
+#endif
 }
 )";
   return KernelSource{k.str(), "cudal1_softmax"};

@@ -98,7 +98,8 @@ class ColumnPlan final : public Plan {
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
-      return (v.get("two", 0) ? 23 : 13) + std::min(3, resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep), block));
+      const int resident = resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep), block);
+      return (v.get("two", 0) ? 23 : 13) + std::min(3, resident);
     }
     if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);

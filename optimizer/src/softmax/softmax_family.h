@@ -121,7 +121,15 @@
 /// its order are unchanged. Offered on every such shared tile instead of the register copy (no knob: the id
 /// shows `async1`). Predicted: attention over queries 745 -> ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16
 /// [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB block in flight instead of ~12 KB), spatial f32
-/// ~480-510 us unchanged or a little faster.
+/// ~480-510 us unchanged or a little faster. Measured (H200, 2026-11-30, docs/PERF.md session 8, run 2, with
+/// the two passes): attention over queries 598 us (1.18x the copy; vec1.block512.cluster1.keep1.two1),
+/// log_softmax [32,32000,64] 138 us (2.07x the copy), spatial 451-471 us (1.17-1.22x).
+/// Cluster rows copy their slice the same way where the vector is 4 bytes or more (cp.async has no 2-byte
+/// copy; each thread reads back only what it copied, so no barrier), sum and write with Note [Softmax fast exp]
+/// for 16-bit outputs, and may be one block without a cluster (`cluster` = 1: a row of up to 227 KB, e.g. the
+/// 64 KB bf16 rows of [8192,32000], three blocks an SM, no cluster barrier). Predicted: log_softmax bf16
+/// [8192,32000] 318 -> ~265-285 us (1.07-1.15x the copy: one read instead of the kept kernel's three, two of
+/// them from L2), softmax f32 [4096,65536] ~600 us unchanged (fp32: exact exp; its copy was already in flight).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -240,8 +248,10 @@ int keep_rows(const ColumnShape& c, int vec);
 /// `async_copy`: the shared rows copied with cp.async (Note [Softmax async tiles]; whole tiles, 16-byte aligned).
 KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two,
                                          bool async_copy);
-/// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` >= 2 blocks per row, cluster_row_bytes each.
+/// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` blocks per row (1: one block, no cluster),
+/// cluster_row_bytes each; `async_copy`: the slice copied by cp.async (vectors of 4 bytes or more); 16-bit
+/// outputs take Note [Softmax fast exp].
 /// Both are bound as a SimpleKernel with their shared memory and cluster size (simple_kernel.h).
-KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster);
+KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster, bool async_copy);
 
 }  // namespace cudal1::optimizer::softmax

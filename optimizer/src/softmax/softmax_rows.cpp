@@ -18,7 +18,7 @@ int cached_elements(const SoftmaxShape& s, int vec, int tpr) {
 
 /// Cluster rows (Note [Softmax shared tiles]): blocks and cluster sizes.
 constexpr int kClusterBlocks[] = {256, 512};
-constexpr int kClusters[] = {2, 4, 8, 16};
+constexpr int kClusters[] = {1, 2, 4, 8, 16};  // 1: one block holds the row (no cluster)
 
 class SoftmaxPlan final : public Plan {
  public:
@@ -40,8 +40,11 @@ class SoftmaxPlan final : public Plan {
       }
     for (int block : kClusterBlocks)
       for (int cluster : kClusters)
-        if (cluster_ok(s_.max_vec, block, cluster))
-          out.push_back(Variant{{{"vec", s_.max_vec}, {"block", block}, {"cluster", cluster}}});
+        if (cluster_ok(s_.max_vec, block, cluster)) {
+          Variant v{{{"vec", s_.max_vec}, {"block", block}, {"cluster", cluster}}};
+          if (async_ok(s_.max_vec)) v.knobs.emplace_back("async", 1);  // always, where the vectors allow it
+          out.push_back(std::move(v));
+        }
     return out;
   }
 
@@ -65,9 +68,10 @@ class SoftmaxPlan final : public Plan {
   Result<KernelSource> source(const Variant& v) const override {
     if (v.get("cluster", 0)) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
-      if (v.knobs.size() != 3 || !cluster_ok(vec, block, cluster))
+      const int async = v.get("async", 0);
+      if (v.knobs.size() != (async ? 4u : 3u) || async != (async_ok(vec) ? 1 : 0) || !cluster_ok(vec, block, cluster))
         return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_cluster_rows(s_, vec, block, cluster);
+      return generate_softmax_cluster_rows(s_, vec, block, cluster, async == 1);
     }
     const int vec = v.get("vec", 0), block = v.get("block", 0), warp = v.get("warp", -1), cache = v.get("cache", -1);
     const int head = v.get("head", 0);
@@ -103,11 +107,14 @@ class SoftmaxPlan final : public Plan {
     return known && vec <= s_.max_vec && s_.cols % vec == 0;
   }
 
+  /// Note [Softmax async tiles]: cp.async copies vectors of 4, 8 or 16 bytes.
+  bool async_ok(int vec) const { return vec * elem_size(s_.dtype) >= 4; }
+
   /// Cluster rows: sm_90+, the plain layout's widest vector, at least two vectors a block, the slice within
   /// 227 KB and a grid within 2^31 - 1 blocks.
   bool cluster_ok(int vec, int block, int cluster) const {
     const bool block_ok = block == 256 || block == 512;
-    const bool cluster_known = cluster == 2 || cluster == 4 || cluster == 8 || cluster == 16;
+    const bool cluster_known = cluster == 1 || cluster == 2 || cluster == 4 || cluster == 8 || cluster == 16;
     return s_.sm >= 90 && vec == s_.max_vec && vec_ok(vec, 0) && block_ok && cluster_known &&
            s_.cols / vec >= 2 * cluster && cluster_row_bytes(s_, vec, cluster) <= kMaxBlockSmem &&
            s_.rows * cluster < (int64_t{1} << 31) - 1;
