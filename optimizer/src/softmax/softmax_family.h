@@ -122,7 +122,7 @@
 /// shows `async1`). Predicted: attention over queries 745 -> ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16
 /// [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB block in flight instead of ~12 KB), spatial f32
 /// ~480-510 us unchanged or a little faster. Measured (H200, 2026-11-30, docs/PERF.md session 8, run 2, with
-/// the two passes): attention over queries 598 us (1.18x the copy; vec1.block512.cluster1.keep1.two1),
+/// the two passes): attention over queries 598 us (1.18x the copy; vec1.block512.tile2.cluster1.keep1.two1),
 /// log_softmax [32,32000,64] 138 us (2.07x the copy), spatial 451-471 us (1.17-1.22x).
 /// Cluster rows copy their slice the same way where the vector is 4 bytes or more (cp.async has no 2-byte
 /// copy; each thread reads back only what it copied, so no barrier), sum and write with Note [Softmax fast exp]
