@@ -2,9 +2,12 @@
 /// (verification included) and the table shows ATen's and cudal1's best kernel time (medians of interleaved,
 /// L2-flushed repetitions in the same run), the speedup, the memory floor (bytes read + written, in whole
 /// 32-byte sectors, over the device-to-device copy bandwidth measured first in this run) and each one's ratio to
-/// it, and the time of ATen's copy moving the same bytes (the practical floor of a small, launch-bound row). Whether a kernel
-/// would be swapped in (noise-aware margin) is shown per row; swapped-in rows never lose to ATen.
+/// it, and the time of ATen's copy moving the same bytes (the practical floor of a small, launch-bound row).
+/// Whether a kernel would be swapped in (noise-aware margin) is shown per row; swapped-in rows never lose to
+/// ATen. "tune s" is the row's tuning wall time (NVRTC, verification and timing of every trial; Note [Tuning
+/// rounds]).
 /// Usage: bench_kernels [trials=24] ['word|word': rows whose name contains one] [variant: only ids containing it]
+/// The round size comes from CUDAL1_TUNE_ROUND (default 8; >= trials: one round, the search before rounds).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cudal1/core/config.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/family.h"
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
   if (!dispatcher::install_hooks(h, {}).ok()) return 1;
   optimizer::TunerOptions o;
   o.trials = trials;
+  o.round = config().tune_round;
   o.timing_reps = 60;
   o.seed = 2026;
   if (argc > 3) o.only_variant = argv[3];  // e.g. "slide4.seg32": time or profile one technique alone
@@ -282,9 +287,10 @@ int main(int argc, char** argv) {
 
   const double bw = copy_bandwidth();
   std::printf("device-to-device copy bandwidth: %.2f TB/s (bytes read + written)\n", bw / 1e12);
-  std::printf("%-44s %10s %10s %8s %10s %8s %8s %9s %8s %s\n", "signature", "ATen us", "cudal1 us", "speedup",
-              "floor us", "ATen/fl", "ours/fl", "copy us", "ours/cp", "swap / best variant");
-  double log_sum = 0, headroom_log_sum = 0, worst = 1e9;
+  std::printf("tuner: %d trials a row in rounds of %lld\n", trials, static_cast<long long>(o.round));
+  std::printf("%-44s %10s %10s %8s %10s %8s %8s %9s %8s %7s %s\n", "signature", "ATen us", "cudal1 us", "speedup",
+              "floor us", "ATen/fl", "ours/fl", "copy us", "ours/cp", "tune s", "swap / best variant");
+  double log_sum = 0, headroom_log_sum = 0, worst = 1e9, tune_s_sum = 0;
   int swapped = 0, headroom_rows = 0, near_floor = 0, near_copy = 0;
   for (const auto& row : rows) {
     const at::Tensor x = row.make();
@@ -297,12 +303,16 @@ int main(int argc, char** argv) {
       std::printf("%-44s (no record)\n", row.name.c_str());
       continue;
     }
+    const auto tune_start = std::chrono::steady_clock::now();
     auto r = tuner.tune(*rec);
+    const double tune_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tune_start).count();
+    tune_s_sum += tune_s;
     // The memory floor: the input read once, the output written once, in whole sectors (plus what the row names).
     const double bytes = sector_bytes(x) + sector_bytes(y) + row.extra_bytes;
     const double floor_us = bytes / bw * 1e6;
     if (!r.ok() || r->aten_us <= 0) {
-      std::printf("%-44s %s\n", row.name.c_str(), r.ok() ? r->note.c_str() : r.status().to_string().c_str());
+      std::printf("%-44s (tuned %.1f s) %s\n", row.name.c_str(), tune_s,
+                  r.ok() ? r->note.c_str() : r.status().to_string().c_str());
       continue;
     }
     // A kernel that is not swapped in leaves ATen's time in place: the effective speedup is 1.
@@ -316,9 +326,10 @@ int main(int argc, char** argv) {
     const auto copy = optimizer::time_device_copy(static_cast<int64_t>(bytes), 0, 30);
     const double copy_us = copy.ok() ? copy.value() : 0;
     near_copy += r->replaced && copy_us > 0 && r->kernel_us <= 1.25 * std::max(floor_us, copy_us);
-    std::printf("%-44s %10.1f %10.1f %7.2fx %10.1f %8.2f %8.2f %9.1f %8.2f %s %s\n", row.name.c_str(), r->aten_us,
-                r->kernel_us, r->speedup, floor_us, r->aten_us / floor_us, r->kernel_us / floor_us, copy_us,
-                copy_us > 0 ? r->kernel_us / copy_us : 0.0, r->replaced ? "SWAP" : "aten", r->best_variant.c_str());
+    std::printf("%-44s %10.1f %10.1f %7.2fx %10.1f %8.2f %8.2f %9.1f %8.2f %7.1f %s %s\n", row.name.c_str(),
+                r->aten_us, r->kernel_us, r->speedup, floor_us, r->aten_us / floor_us, r->kernel_us / floor_us, copy_us,
+                copy_us > 0 ? r->kernel_us / copy_us : 0.0, tune_s, r->replaced ? "SWAP" : "aten",
+                r->best_variant.c_str());
   }
   std::printf("\n%d of %zu signatures swapped in; geometric mean of effective speedup (1.0 where ATen stays): %.3fx\n",
               swapped, rows.size(), std::exp(log_sum / rows.size()));
@@ -327,5 +338,7 @@ int main(int argc, char** argv) {
   std::printf("lowest effective speedup of any row: %.3fx; swapped kernels within 1.25x of the floor: %d of %d\n",
               worst, near_floor, swapped);
   std::printf("swapped kernels within 1.25x of max(floor, copy of the same bytes): %d of %d\n", near_copy, swapped);
+  std::printf("tuning wall time: %.1f s in all, %.2f s a row\n", tune_s_sum,
+              rows.empty() ? 0.0 : tune_s_sum / rows.size());
   return 0;
 }

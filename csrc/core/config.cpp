@@ -89,6 +89,9 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_LOG_LEVEL", "warn", "trace, debug, info, warn, error or off (spdlog levels)"},
       {"CUDAL1_HOT_CALLS", "50", "calls of one signature before it is hot and queued for the optimizer"},
       {"CUDAL1_TRIALS", "8", "kernel variants compiled, verified and timed per hot signature"},
+      {"CUDAL1_TUNE_ROUND", "8",
+       "variants per tuning round: each round's variants compile concurrently, and the policy learns from "
+       "the signature's measurements before picking the next round (>= CUDAL1_TRIALS: one round)"},
       {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
       {"CUDAL1_TIMING_REPS", "40", "interleaved ATen/candidate timing repetitions per candidate"},
       {"CUDAL1_MIN_SPEEDUP", "1.03", "median paired speedup over ATen a kernel needs to be swapped in"},
@@ -125,6 +128,7 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   }
   if (const char* v = env("CUDAL1_HOT_CALLS")) c.hot_calls = parse_int("CUDAL1_HOT_CALLS", v, 50, 1, 1LL << 40, w);
   if (const char* v = env("CUDAL1_TRIALS")) c.trials = parse_int("CUDAL1_TRIALS", v, 8, 1, 4096, w);
+  if (const char* v = env("CUDAL1_TUNE_ROUND")) c.tune_round = parse_int("CUDAL1_TUNE_ROUND", v, 8, 1, 4096, w);
   if (const char* v = env("CUDAL1_VERIFY_TRIALS"))
     c.verify_trials = parse_int("CUDAL1_VERIFY_TRIALS", v, 5, 1, 1000, w);
   if (const char* v = env("CUDAL1_TIMING_REPS")) c.timing_reps = parse_int("CUDAL1_TIMING_REPS", v, 40, 5, 100000, w);

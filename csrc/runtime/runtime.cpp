@@ -185,6 +185,7 @@ void start() {
   if (r.cfg.mode == Mode::kTune) {
     optimizer::TunerOptions t;
     t.trials = r.cfg.trials;
+    t.round = r.cfg.tune_round;
     t.verify_trials = r.cfg.verify_trials;
     t.timing_reps = r.cfg.timing_reps;
     t.min_speedup = r.cfg.min_speedup;

@@ -18,9 +18,13 @@ double Policy::score(const std::vector<float>& f) const {
 }
 
 std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& features, size_t k,
-                                   const std::vector<int>& strata) {
-  std::vector<size_t> left(features.size());
-  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+                                   const std::vector<int>& strata, const std::vector<size_t>& tried) {
+  std::vector<char> was_tried(features.size(), 0);
+  for (size_t i : tried)
+    if (i < was_tried.size()) was_tried[i] = 1;
+  std::vector<size_t> left;
+  for (size_t i = 0; i < features.size(); ++i)
+    if (!was_tried[i]) left.push_back(i);
   std::vector<double> s(features.size());
   for (size_t i = 0; i < features.size(); ++i) s[i] = score(features[i]);
   std::vector<size_t> out;
@@ -31,9 +35,15 @@ std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& featur
   out.push_back(*best);
   left.erase(best);
   if (strata.size() == features.size()) {
+    // Strata already covered: the greedy pick's and those of earlier rounds' variants.
+    std::vector<int> covered = {strata[out.front()]};
+    for (size_t i = 0; i < features.size(); ++i)
+      if (was_tried[i]) covered.push_back(strata[i]);
     std::vector<int> todo;
     for (int st : strata)
-      if (std::find(todo.begin(), todo.end(), st) == todo.end() && st != strata[out.front()]) todo.push_back(st);
+      if (std::find(todo.begin(), todo.end(), st) == todo.end() &&
+          std::find(covered.begin(), covered.end(), st) == covered.end())
+        todo.push_back(st);
     std::shuffle(todo.begin(), todo.end(), rng_);
     for (int st : todo) {
       if (out.size() >= k) break;
@@ -72,6 +82,14 @@ void Policy::learn(const std::vector<std::vector<float>>& features, const std::v
         w_[i] += g * (features[a][i] - features[b][i]);
     }
   ++updates_;
+}
+
+Policy Policy::adapted(const std::vector<std::vector<float>>& features, const std::vector<double>& speedups,
+                       uint64_t seed, int epochs) const {
+  Policy p = *this;
+  p.rng_.seed(seed);
+  for (int e = 0; e < epochs; ++e) p.learn(features, speedups);
+  return p;
 }
 
 std::string Policy::to_json() const {

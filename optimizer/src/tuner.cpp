@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <thread>
 
 #include "cudal1/core/log.h"
 #include "cudal1/dispatcher/cuda_glue.h"
@@ -171,59 +172,76 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     strata.push_back(plan->stratum(v));
   }
   Policy& policy = policy_for(family->name(), feats.front().size(), device);
-  const std::vector<size_t> picks = policy.choose(feats, static_cast<size_t>(opts_.trials), strata);
+  const size_t trials = static_cast<size_t>(std::max<int64_t>(opts_.trials, 0));
+  const size_t round = static_cast<size_t>(std::max<int64_t>(opts_.round, 1));
+  const size_t threads = std::min({round, static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency())),
+                                   static_cast<size_t>(std::max<int64_t>(opts_.compile_threads, 1))});
 
 #if defined(CUDAL1_TORCH_CUDA)
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
 #endif
   TuneResult result;
+  std::vector<size_t> tried;  // indices into `space`, in trial order, with their features and speedups
   std::vector<std::vector<float>> tried_feats;
   std::vector<double> speedups;
   std::unique_ptr<Candidate> best;
   const uint64_t seed = opts_.seed * 1000003ULL + (++seq_);
-  for (size_t idx : picks) {
-    const Variant& v = space[idx];
-    ++result.tried;
-    tried_feats.push_back(feats[idx]);
-    speedups.push_back(0.0);
-    auto src = plan->source(v);
-    if (!src.ok()) continue;
-    auto compiled = compile(src.value(), info.sm);
-    if (!compiled.ok()) {
-      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " did not compile: " << compiled.status().to_string());
-      continue;
-    }
-    ++result.compiled;
-    auto module = LoadedModule::load(device, compiled->cubin, compiled->kernel_name);
-    if (!module.ok()) {
-      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " did not load: " << module.status().to_string());
-      continue;
-    }
-    auto bound = plan->bind(v, module.value());
-    if (!bound.ok()) continue;
-    const Status vs = verify(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.verify_trials),
-                             seed + idx, nullptr);
-    if (!vs.ok()) {
-      if (vs.code() == Code::kMismatch) return vs;  // the whole plan does not fit ATen's output layout
-      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " failed verification: " << vs.to_string());
-      continue;
-    }
-    ++result.verified;
-    auto t = time_against_aten(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.timing_reps), seed + idx);
-    if (!t.ok()) {
-      CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " rejected by timing: " << t.status().to_string());
-      continue;
-    }
-    speedups.back() = t->speedup;
-    CUDAL1_LOG(kDebug, rec.sig.text << ": " << v.id() << " speedup " << t->speedup << " (p25 " << t->speedup_p25
-                                     << ", ATen " << t->aten_us << " us, kernel " << t->kernel_us << " us)");
-    if (!best || t->speedup > best->timing.speedup) {
-      best = std::make_unique<Candidate>();
-      best->index = idx;
-      best->compiled = std::move(compiled).value();
-      best->bound = std::move(bound).value();
-      best->timing = t.value();
+  // Note [Tuning rounds]: round 1 from the persistent policy, later ones from a copy adapted to this signature.
+  while (tried.size() < trials) {
+    const size_t k = std::min(round, trials - tried.size());
+    const std::vector<size_t> picks =
+        tried.empty() ? policy.choose(feats, k, strata)
+                      : policy.adapted(tried_feats, speedups, seed ^ (0x9E3779B97F4A7C15ULL * tried.size()))
+                            .choose(feats, k, strata, tried);
+    if (picks.empty()) break;  // every variant tried
+    std::vector<VariantBuild> builds = compile_concurrently(
+        picks.size(), [&](size_t i) { return plan->source(space[picks[i]]); }, info.sm, threads);
+    for (size_t j = 0; j < picks.size(); ++j) {
+      const size_t idx = picks[j];
+      const Variant& v = space[idx];
+      ++result.tried;
+      tried.push_back(idx);
+      tried_feats.push_back(feats[idx]);
+      speedups.push_back(0.0);
+      if (!builds[j].has_source) continue;
+      auto& compiled = builds[j].kernel;
+      if (!compiled.ok()) {
+        CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " did not compile: " << compiled.status().to_string());
+        continue;
+      }
+      ++result.compiled;
+      auto module = LoadedModule::load(device, compiled->cubin, compiled->kernel_name);
+      if (!module.ok()) {
+        CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " did not load: " << module.status().to_string());
+        continue;
+      }
+      auto bound = plan->bind(v, module.value());
+      if (!bound.ok()) continue;
+      const Status vs = verify(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.verify_trials),
+                               seed + idx, nullptr);
+      if (!vs.ok()) {
+        if (vs.code() == Code::kMismatch) return vs;  // the whole plan does not fit ATen's output layout
+        CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " failed verification: " << vs.to_string());
+        continue;
+      }
+      ++result.verified;
+      auto t = time_against_aten(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.timing_reps),
+                                 seed + idx);
+      if (!t.ok()) {
+        CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " rejected by timing: " << t.status().to_string());
+        continue;
+      }
+      speedups.back() = t->speedup;
+      CUDAL1_LOG(kDebug, rec.sig.text << ": " << v.id() << " speedup " << t->speedup << " (p25 " << t->speedup_p25
+                                       << ", ATen " << t->aten_us << " us, kernel " << t->kernel_us << " us)");
+      if (!best || t->speedup > best->timing.speedup) {
+        best = std::make_unique<Candidate>();
+        best->index = idx;
+        best->compiled = std::move(compiled).value();
+        best->bound = std::move(bound).value();
+        best->timing = t.value();
+      }
     }
   }
   policy.learn(tried_feats, speedups);

@@ -39,6 +39,7 @@ TEST(Config, ParsesEveryVariable) {
   const Config c = parse({{"CUDAL1_ENABLE", "on"},        {"CUDAL1_MODE", "Serve"},
                           {"CUDAL1_LOG_LEVEL", "debug"},  {"CUDAL1_HOT_CALLS", "7"},
                           {"CUDAL1_TRIALS", "3"},         {"CUDAL1_VERIFY_TRIALS", "9"},
+                          {"CUDAL1_TUNE_ROUND", "2"},
                           {"CUDAL1_TIMING_REPS", "11"},   {"CUDAL1_MIN_SPEEDUP", "1.1"},
                           {"CUDAL1_PROFILE_SAMPLE", "4"}, {"CUDAL1_SEED", "42"},
                           {"CUDAL1_CUDA_LIBRARY", "/l/libcuda.so.1"}, {"CUDAL1_NVRTC_LIBRARY", "/l/nvrtc.so"}},
@@ -49,6 +50,7 @@ TEST(Config, ParsesEveryVariable) {
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
   EXPECT_EQ(c.hot_calls, 7);
   EXPECT_EQ(c.trials, 3);
+  EXPECT_EQ(c.tune_round, 2);
   EXPECT_EQ(c.verify_trials, 9);
   EXPECT_EQ(c.timing_reps, 11);
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.1);
@@ -62,7 +64,8 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   std::vector<std::string> w;
   const Config c = parse({{"CUDAL1_ENABLE", "maybe"},   {"CUDAL1_MODE", "fast"},      {"CUDAL1_LOG_LEVEL", "loud"},
                           {"CUDAL1_HOT_CALLS", "12abc"}, {"CUDAL1_TRIALS", "0"},       {"CUDAL1_MIN_SPEEDUP", "0.5"},
-                          {"CUDAL1_TIMING_REPS", ""},    {"CUDAL1_SEED", "-3"}},
+                          {"CUDAL1_TIMING_REPS", ""},    {"CUDAL1_SEED", "-3"},
+                          {"CUDAL1_TUNE_ROUND", "0"}},
                          &w);
   EXPECT_FALSE(c.enable);
   EXPECT_EQ(c.mode, Mode::kTune);
@@ -72,7 +75,8 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.03);
   EXPECT_EQ(c.timing_reps, 40);
   EXPECT_EQ(c.seed, 0u);
-  ASSERT_EQ(w.size(), 8u);
+  EXPECT_EQ(c.tune_round, 8);
+  ASSERT_EQ(w.size(), 9u);
   EXPECT_NE(w[3].find("CUDAL1_HOT_CALLS='12abc' is not an integer; using 50"), std::string::npos) << w[3];
 }
 

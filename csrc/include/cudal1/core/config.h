@@ -27,6 +27,7 @@ struct Config {
   LogLevel log_level = LogLevel::kWarn;
   int64_t hot_calls = 50;           ///< calls of one signature before it is hot
   int64_t trials = 8;               ///< kernel variants tried per hot signature
+  int64_t tune_round = 8;           ///< variants per tuning round (Note [Tuning rounds] in optimizer/tuner.h)
   int64_t verify_trials = 5;        ///< fresh random inputs per verification
   int64_t timing_reps = 40;         ///< interleaved timing repetitions per candidate
   double min_speedup = 1.03;        ///< median paired speedup a kernel needs before it is swapped in

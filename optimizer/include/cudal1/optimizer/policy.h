@@ -10,6 +10,12 @@
 /// best-scored variant of each structural class (Plan::stratum) not yet covered, then samples without
 /// replacement from softmax(score / temperature), so early signatures explore and later ones exploit, and what
 /// was learned on one shape class cannot starve another of a structure that only it needs.
+/// Within one signature the tuner works in rounds (Note [Tuning rounds] in tuner.h): the first round is chosen by
+/// the persistent policy; before each later round an adapted copy (same weights, its own random stream) learns a
+/// few passes over everything this signature measured so far and chooses among the variants not yet tried, a
+/// stratum already tried counting as covered. So a technique that won in round 1 on this shape is exploited in
+/// round 2 even when earlier signatures taught otherwise. Only the persistent policy's single learn() at the end
+/// of the signature carries over to other signatures, as before rounds existed.
 /// The weights persist per GPU fingerprint and family in the cache, so learning carries across runs.
 #pragma once
 
@@ -34,13 +40,21 @@ class Policy {
   /// (one id per variant, e.g. the kernel's structure: row per warp / per block / split) is given, the
   /// best-scored variant of every stratum not yet covered, so that no structure goes untried because of what
   /// earlier signatures taught; then samples from softmax(score / temperature) over the rest.
+  /// Indices in `tried` (earlier rounds of the same signature) are never returned and their strata count as
+  /// covered; with `tried` empty the picks (and the random stream) are exactly those of a call without it.
   std::vector<size_t> choose(const std::vector<std::vector<float>>& features, size_t k,
-                             const std::vector<int>& strata = {});
+                             const std::vector<int>& strata = {}, const std::vector<size_t>& tried = {});
 
   /// Learns from one signature: `speedups[i]` is variant i's measured speedup over ATen (<= 0: it failed).
   /// Pairs whose speedups differ by less than `min_gap` (relative) are treated as ties and skipped.
   void learn(const std::vector<std::vector<float>>& features, const std::vector<double>& speedups,
              double min_gap = 0.02);
+
+  /// A copy for one signature's later rounds: this policy's weights after `epochs` further learn() passes over
+  /// the signature's measurements so far (`features[i]`, `speedups[i]` as in learn()), drawing from its own
+  /// random stream `seed`. This policy is unchanged.
+  Policy adapted(const std::vector<std::vector<float>>& features, const std::vector<double>& speedups, uint64_t seed,
+                 int epochs = 3) const;
 
   size_t dim() const { return w_.size(); }
   int64_t updates() const { return updates_; }
