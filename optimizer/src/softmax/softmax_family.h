@@ -105,6 +105,9 @@
 /// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element: predicted
 /// f16 [8,16,2048,2048] dim 2 ~600-700 us (1.2-1.4x the copy) from 1093-1183 us; the other column rows as
 /// before (they are not issue-bound: log_softmax bf16 [32,32000,64] has 65 M elements).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 8, run 1): 745 us (vec2.block256.cluster8.two1, 1.47x the
+/// copy): not reached; Nsight showed the copy through registers starving HBM (56%), which Note [Softmax async
+/// tiles] then removed (598 us). fp32 two-pass tiles (exact exp) ran as the online ones (spatial 513 us).
 ///
 /// Note [Softmax async tiles]
 /// Why (Nsight Compute, H200, 2026-11-30, session 8 run 1): the two-pass tile vec2.block256.cluster4 on f16

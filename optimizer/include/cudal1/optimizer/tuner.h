@@ -32,6 +32,10 @@ namespace cudal1::optimizer {
 /// `compile_threads`) threads (NVRTC dominated tuning time, ~0.5 s a variant; Note [Concurrent NVRTC] in
 /// parallel_compile.cpp); loading, verification and timing stay serial on the tuner thread, in pick order,
 /// on its one stream. Picks are deterministic for a given seed whatever the thread count.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 8, run 4; 24 trials, rounds of 8 against one round of 24):
+/// spatial softmax 471.7 -> 418.7 us, avg_pool2d f16 k3 s1 139.1 -> 119.1 us (the variants sessions 6-7 found
+/// only by luck), attention over queries and argmax columns unchanged. Tuning time unchanged (~10 s a row on
+/// the big rows): there it is verification and timing, not NVRTC.
 struct TunerOptions {
   int64_t trials = 8;
   int64_t round = 8;            ///< variants per round (Note [Tuning rounds]); CUDAL1_TUNE_ROUND
