@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cudal1/core/config.h"
+#include "bench/floor.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/family.h"
@@ -32,6 +33,7 @@
 namespace {
 
 using namespace cudal1;
+using bench::sector_bytes;
 
 struct Row {
   std::string name;
@@ -49,33 +51,6 @@ at::Tensor bn_eval(const at::Tensor& x, const at::TensorOptions& o, bool cudnn) 
   const at::Tensor rv = at::rand({c}, o).add_(0.5);  // in place: no hooked op
   return cudnn ? std::get<0>(at::cudnn_batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5))
                : std::get<0>(at::native_batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5));
-}
-
-/// Bytes DRAM must move to touch every element of `t` once: whole 32-byte sectors, so that a view stepping over
-/// elements (every second column) counts the sectors it touches rather than the bytes it uses; dense tensors
-/// count their bytes. Walks the view's offsets (sizes and strides only; a few hundred ms at 10^8 elements).
-double sector_bytes(const at::Tensor& t) {
-  const int64_t es = t.element_size(), nd = t.dim();
-  if (t.numel() == 0) return 0;
-  if (t.is_non_overlapping_and_dense()) return static_cast<double>(t.numel() * es);
-  int64_t lo = 0, hi = 0;  // element offsets spanned around data_ptr
-  for (int64_t d = 0; d < nd; ++d) (t.stride(d) < 0 ? lo : hi) += (t.size(d) - 1) * t.stride(d);
-  const auto base = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
-  const int64_t first = (base + lo * es) / 32, last = (base + hi * es + es - 1) / 32;
-  std::vector<bool> seen(static_cast<size_t>(last - first + 1));
-  std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
-  int64_t off = 0, sectors = 0;
-  for (int64_t n = 0; n < t.numel(); ++n) {
-    for (int64_t b = (base + off * es) / 32; b <= (base + off * es + es - 1) / 32; ++b)
-      if (!seen[static_cast<size_t>(b - first)]) seen[static_cast<size_t>(b - first)] = true, ++sectors;
-    for (int64_t d = nd - 1; d >= 0; --d) {  // odometer over the dims, innermost fastest
-      off += t.stride(d);
-      if (++idx[static_cast<size_t>(d)] < t.size(d)) break;
-      off -= t.size(d) * t.stride(d);
-      idx[static_cast<size_t>(d)] = 0;
-    }
-  }
-  return 32.0 * static_cast<double>(sectors);
 }
 
 /// Device-to-device copy bandwidth (bytes read + written per second), median of 20 copies of 2 GiB.
