@@ -35,10 +35,11 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 )" << "#if CLUSTER > 1\n" << cluster_primitives_source() << "#endif\n";
 }
 
-/// Note [Softmax fast exp]: exp(x - m) and the division by the sum of a two-pass shared tile with a 16-bit
-/// output; the exact forms (expf, div_rn) otherwise.
-std::string fast_exp_source(c10::ScalarType dtype, bool two) {
-  if (!two || elem_size(dtype) != 2)
+/// EXP_SUB(v, mx) = exp(v - mx) and DIV_SUM(a, sum, r) = a / sum (r = 1 / sum): Note [Softmax fast exp]'s forms
+/// where `fast` (two-pass shared tiles, cluster rows) and the output is 16-bit; the exact forms (expf, div_rn)
+/// otherwise.
+std::string fast_exp_source(c10::ScalarType dtype, bool fast) {
+  if (!fast || elem_size(dtype) != 2)
     return "#define EXP_SUB(v, mx) expf((v) - (mx))\n#define DIV_SUM(a, sum, r) div_rn(a, sum, r)\n";
   const bool half = dtype == c10::ScalarType::Half;  // fp16 cannot hold what .ftz flushes: 2^-126 < 2^-24
   return std::string(R"(// Note [Softmax fast exp]: FADD, FMUL, ex2.approx: within 2^-19 of exp(x - m) for x - m >= -10.
