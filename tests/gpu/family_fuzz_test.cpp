@@ -140,7 +140,7 @@ TEST(FamilyFuzz, UnaryElementwise) { fuzz("relu", &unary, 101); }
 TEST(FamilyFuzz, Softmax) { fuzz("_softmax", &softmax, 202, &softmax_cluster_variant); }
 TEST(FamilyFuzz, Norm) { fuzz("native_layer_norm", &norm, 303, &norm_chip_variant); }
 TEST(FamilyFuzz, Pool) { fuzz("max_pool2d", &pool, 404, &pool_slide_variant); }
-TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505); }
+TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505, &scan_native_variant); }
 TEST(FamilyFuzz, Reduce) { fuzz("amax", &reduction, 606, &reduce_pipelined_tile); }
 TEST(FamilyFuzz, Binary) { fuzz("maximum", &binary, 707); }
 TEST(FamilyFuzz, BatchNorm) { fuzz("native_batch_norm", &batch_norm, 808); }

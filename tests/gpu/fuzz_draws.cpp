@@ -441,4 +441,8 @@ bool pool_slide_variant(const optimizer::Variant& v) {
 /// of the batch, empty chunks and partial tiles come with the drawn sizes.
 bool reduce_pipelined_tile(const optimizer::Variant& v) { return v.get("unr", 0) > 0; }
 
+/// Scan variants the fuzz favours: the lane tiles that combine in fp16/bf16 itself (Note [Scans], native
+/// combines; compared bit for bit, as every exact scan variant), offered only for 16-bit cumsum rows.
+bool scan_native_variant(const optimizer::Variant& v) { return v.get("nat", 0) == 1; }
+
 }  // namespace cudal1::fuzz

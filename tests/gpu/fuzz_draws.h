@@ -38,5 +38,6 @@ bool softmax_cluster_variant(const optimizer::Variant& v);
 bool norm_chip_variant(const optimizer::Variant& v);
 bool pool_slide_variant(const optimizer::Variant& v);
 bool reduce_pipelined_tile(const optimizer::Variant& v);
+bool scan_native_variant(const optimizer::Variant& v);
 
 }  // namespace cudal1::fuzz

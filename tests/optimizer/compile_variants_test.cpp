@@ -257,6 +257,7 @@ TEST_P(CompileVariants, EveryScanVariant) {
       {"cumsum", at::kFloat, {512, 256}, {1, 512}, 0},                // transposed: strided columns
       {"cumsum", at::kFloat, {6, 5, 4, 3}, {1, 6, 30, 120}, 2},       // permuted rank 4, gathered columns
       {"cumsum", at::kHalf, {8192, 4096}, {4096, 1}, 1},              // ATen's tiles, rounded per step
+      {"cumsum", at::kBFloat16, {8192, 4096}, {4096, 1}, 1},          // and in the dtype (native combines)
       {"cumsum", at::kBFloat16, {8, 300, 5}, {1500, 5, 1}, 1},        // ATen's serial columns
       {"cumprod", at::kFloat, {4096, 4096}, {4096, 1}, 1},
       {"cumprod", at::kHalf, {2, 64, 16}, {1024, 16, 1}, 0},

@@ -28,7 +28,7 @@ std::set<int> modes(const Problem& p) {
   std::set<int> m;
   for (const auto& v : plan.value()->space()) {
     m.insert(v.get("mode"));
-    EXPECT_EQ(plan.value()->stratum(v), v.get("mode"));
+    EXPECT_EQ(plan.value()->stratum(v), v.get("nat", 0) == 1 ? 8 : v.get("mode"));  // native: its own stratum
   }
   return m;
 }
@@ -144,6 +144,36 @@ TEST(ScanPlan, SinglePassKnobs) {
     EXPECT_LE(vec * splits, 64);
     EXPECT_LE((4096 + block / 32 * splits - 1) / (block / 32 * splits), 64);
   }
+}
+
+TEST(ScanPlan, NativeCombinesOnlyForHalfPrecisionCumsum) {
+  // Note [Scans], native combines: every 16-bit cumsum lane variant also comes with nat, in a stratum of its own;
+  // products and fp32 never do.
+  auto count_native = [](const Problem& p) {
+    auto plan = family().plan(p);
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    int n = 0;
+    if (plan.ok())
+      for (const auto& v : plan.value()->space())
+        if (v.get("nat", 0) == 1) {
+          EXPECT_EQ(v.get("mode"), 6);
+          EXPECT_EQ(plan.value()->stratum(v), 8);
+          auto src = plan.value()->source(v);
+          EXPECT_TRUE(src.ok());
+          if (src.ok()) EXPECT_NE(src->code.find(p.args[0].tensor.dtype == at::kBFloat16 ? "fma.rn.bf16" : "fma.rn.f16"),
+                                  std::string::npos);
+          ++n;
+        } else if (v.get("mode") == 6) {
+          auto src = plan.value()->source(v);
+          EXPECT_TRUE(src.ok());
+          if (src.ok()) EXPECT_EQ(src->code.find("fma.rn."), std::string::npos) << v.id();
+        }
+    return n;
+  };
+  EXPECT_EQ(count_native(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), 12);
+  EXPECT_EQ(count_native(sp("cumsum", at::kHalf, {4096, 4095}, 1)), 6);  // odd rows: staged only
+  EXPECT_EQ(count_native(sp("cumprod", at::kBFloat16, {8192, 4096}, 1)), 0);
+  EXPECT_EQ(count_native(sp("cumsum", at::kFloat, {8192, 4096}, 1)), 0);
 }
 
 TEST(ScanPlan, VectorWidthFollowsLayoutAndAlignment) {

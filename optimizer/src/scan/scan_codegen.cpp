@@ -232,16 +232,41 @@ const char* column_body() {
 
 }  // namespace
 
+std::string combine_source(const ScanShape& s, bool native) {
+  std::ostringstream c;
+  c << dtype_prelude(s.dtype) << "#define FULL 0xffffffffu\n";
+  c << (s.prod ? "#define OP(a, b) ((a) * (b))\n#define IDENT 1.f\n" : "#define OP(a, b) ((a) + (b))\n#define IDENT 0.f\n");
+  c << "#define RND(v) to_float(to_storage(v))\n";
+  if (!native) {
+    c << "typedef float lv_t;\n#define LV_IDENT IDENT\n"
+         "__device__ __forceinline__ lv_t lv_from(storage_t v) { return to_float(v); }\n"
+         "__device__ __forceinline__ storage_t lv_to(lv_t v) { return to_storage(v); }\n"
+         "__device__ __forceinline__ lv_t lv_op(lv_t a, lv_t b) { return RND(OP(a, b)); }\n"
+         "__device__ __forceinline__ lv_t lv_shfl(lv_t v, int src) { return __shfl_sync(FULL, v, src); }\n";
+    return c.str();
+  }
+  // Note [Scans], native combines: RN(a + b) in the dtype is fma(a, 1, b), one rounding.
+  const bool bf16 = s.dtype == c10::ScalarType::BFloat16;
+  c << "typedef unsigned short lv_t;\n#define LV_IDENT ((lv_t)0)\n"
+       "__device__ __forceinline__ lv_t lv_from(storage_t v) { return v; }\n"
+       "__device__ __forceinline__ storage_t lv_to(lv_t v) { return v; }\n"
+       "__device__ __forceinline__ lv_t lv_op(lv_t a, lv_t b) {\n"
+       "  lv_t d; asm(\"fma.rn."
+    << (bf16 ? "bf16" : "f16") << " %0, %1, %2, %3;\" : \"=h\"(d) : \"h\"(a), \"h\"((lv_t)"
+    << (bf16 ? "0x3F80" : "0x3C00") << "), \"h\"(b)); return d; }\n"
+       "__device__ __forceinline__ lv_t lv_shfl(lv_t v, int src) {\n"
+       "  return (lv_t)__shfl_sync(FULL, (unsigned)v, src); }\n";
+  return c.str();
+}
+
 KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k) {
   std::ostringstream c;
   c << "// cudal1 scan: " << (s.prod ? "cumprod " : "cumsum ") << c10::toString(s.dtype) << " outer=" << s.outer
     << " n=" << s.n << " inner=" << s.inner << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block
-    << " splits=" << k.splits << "\n";
-  c << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
+    << " splits=" << k.splits << (k.native ? " native" : "") << "\n";
+  c << "typedef long long index_t;\n" << combine_source(s, k.native);
   c << "#define MODE " << k.mode << "\n#define VEC " << k.vec << "\n#define BLOCK " << k.block
-    << "\n#define NW (BLOCK / 32)\n#define SPLITS " << k.splits << "\n#define FULL 0xffffffffu\n";
-  c << (s.prod ? "#define OP(a, b) ((a) * (b))\n#define IDENT 1.f\n" : "#define OP(a, b) ((a) + (b))\n#define IDENT 0.f\n");
-  c << "#define RND(v) to_float(to_storage(v))\n";
+    << "\n#define NW (BLOCK / 32)\n#define SPLITS " << k.splits << "\n";
   // Macros rather than constants: each technique uses a different subset (no unused-variable warnings).
   c << "#define OUTER ((index_t)" << s.outer << ")\n#define N ((index_t)" << s.n << ")\n#define INNER ((index_t)"
     << s.inner << ")\n#define LINES (OUTER * INNER)\n#define SD ((index_t)" << s.sd << ")\n#define CH ((index_t)"

@@ -13,7 +13,7 @@ __device__ __forceinline__ void load_staged(const storage_t* x, const index_t* r
 #pragma unroll
   for (int k = 0; k < 32; ++k) {
     const index_t j = b + 32 * (k % SPLITS) + lane;
-    rs[k] = row0 + k / SPLITS < OUTER && j < N ? x[roff[k / SPLITS] + j] : to_storage(IDENT);
+    rs[k] = row0 + k / SPLITS < OUTER && j < N ? x[roff[k / SPLITS] + j] : lv_to(LV_IDENT);
   }
 }
 #else
@@ -30,19 +30,19 @@ __device__ __forceinline__ void load_tile(const storage_t* x, index_t j0, bool l
 #endif
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) raw[i].v[e] = to_storage(IDENT);
+      for (int e = 0; e < VEC; ++e) raw[i].v[e] = lv_to(LV_IDENT);
     }
   }
 }
 #endif
 /// The tile's last element from its carry: the combines on the path c -> 0 -> 1 -> 3 -> 7 -> 15 -> 31.
-__device__ __forceinline__ float chain_total(const float* a, float c) {
-  c = RND(OP(a[0], c));
-  c = RND(OP(a[1], c));
-  c = RND(OP(a[3], c));
-  c = RND(OP(a[7], c));
-  c = RND(OP(a[15], c));
-  return RND(OP(a[31], c));
+__device__ __forceinline__ lv_t chain_total(const lv_t* a, lv_t c) {
+  c = lv_op(a[0], c);
+  c = lv_op(a[1], c);
+  c = lv_op(a[3], c);
+  c = lv_op(a[7], c);
+  c = lv_op(a[15], c);
+  return lv_op(a[31], c);
 }
 )";
 }
@@ -53,8 +53,9 @@ const char* row_lanes_body() {
   // element e but the one at its highest bit), passes the carry through the path 0, 1, 3, 7, 15, 31 to the next
   // lane (six combines per tile on the serial path, no shuffle inside the tile), then finishes each element
   // e > 0 as OP(a[e], out[2^hb(e) - 1]): the combines kRowExact (and ATen) make, with the same operands.
-  // STAGED (contiguous rows, VEC 1): loads and stores coalesced, transposed through shared memory (33 floats a
-  // lane: conflict-free both ways); otherwise each lane loads its own tile, VEC elements at a time.
+  // STAGED (contiguous rows, VEC 1): loads and stores coalesced, transposed through shared memory (33 values a
+  // lane: conflict-free both ways); otherwise each lane loads its own tile, VEC elements at a time. Values are
+  // lv_t: fp32 rounded to the dtype after every combine, or the dtype's own bits (NATIVE, Note [Scans]).
   const int lane = threadIdx.x & 31, t = lane % SPLITS;
   const index_t row0 = ((index_t)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32) * (32 / SPLITS);
   if (row0 >= OUTER) return;  // whole warps leave together; the others keep every lane for the shuffles
@@ -62,8 +63,8 @@ const char* row_lanes_body() {
   const bool live = row < OUTER;
   const int seg = lane & ~(SPLITS - 1);  // first lane of this row's segment
 #if STAGED
-  __shared__ float stage[BLOCK / 32][32 * 33];
-  float* sw = stage[threadIdx.x / 32];
+  __shared__ lv_t stage[BLOCK / 32][32 * 33];
+  lv_t* sw = stage[threadIdx.x / 32];
   const index_t my_off = in_base(live ? row : row0, 0);
   index_t roff[32 / SPLITS];  // input offsets of the warp's rows
 #pragma unroll
@@ -76,12 +77,12 @@ const char* row_lanes_body() {
   vec_t raw[32 / VEC];
   load_tile(x, (index_t)t * 32, live, raw);
 #endif
-  float carry = IDENT;
+  lv_t carry = LV_IDENT;
   for (index_t base = 0; base < N; base += 32 * SPLITS) {
-    float a[32];
+    lv_t a[32];
 #if STAGED
 #pragma unroll
-    for (int k = 0; k < 32; ++k) sw[33 * k + lane] = to_float(rs[k]);
+    for (int k = 0; k < 32; ++k) sw[33 * k + lane] = lv_from(rs[k]);
     __syncwarp();
 #pragma unroll
     for (int e = 0; e < 32; ++e) a[e] = sw[33 * lane + e];
@@ -91,7 +92,7 @@ const char* row_lanes_body() {
 #pragma unroll
     for (int i = 0; i < 32 / VEC; ++i)
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) a[i * VEC + e] = to_float(raw[i].v[e]);
+      for (int e = 0; e < VEC; ++e) a[i * VEC + e] = lv_from(raw[i].v[e]);
     load_tile(x, base + 32 * SPLITS + (index_t)t * 32, live, raw);  // the next tiles, in flight meanwhile
 #endif
 #pragma unroll
@@ -99,20 +100,20 @@ const char* row_lanes_body() {
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
         const int s = 1 << l;
-        if ((e & s) && e >= 2 * s) a[e] = RND(OP(a[e], a[(e & ~(2 * s - 1)) | (s - 1)]));
+        if ((e & s) && e >= 2 * s) a[e] = lv_op(a[e], a[(e & ~(2 * s - 1)) | (s - 1)]);
       }
-    float c = carry, cin = carry;
+    lv_t c = carry, cin = carry;
 #pragma unroll
     for (int q = 0; q < SPLITS; ++q) {
       if (t == q) cin = c;
-      c = __shfl_sync(FULL, chain_total(a, c), seg | q);
+      c = lv_shfl(chain_total(a, c), seg | q);
     }
     carry = c;
-    a[0] = RND(OP(a[0], cin));
+    a[0] = lv_op(a[0], cin);
 #pragma unroll
     for (int e = 1; e < 32; ++e) {
       const int p = e >= 16 ? 16 : e >= 8 ? 8 : e >= 4 ? 4 : e >= 2 ? 2 : 1;  // highest power of two <= e
-      a[e] = RND(OP(a[e], a[p - 1]));
+      a[e] = lv_op(a[e], a[p - 1]);
     }
 #if STAGED
 #pragma unroll
@@ -121,7 +122,7 @@ const char* row_lanes_body() {
 #pragma unroll
     for (int k = 0; k < 32; ++k) {
       const index_t j = base + 32 * (k % SPLITS) + lane;
-      if (row0 + k / SPLITS < OUTER && j < N) out[(row0 + k / SPLITS) * N + j] = to_storage(sw[33 * k + lane]);
+      if (row0 + k / SPLITS < OUTER && j < N) out[(row0 + k / SPLITS) * N + j] = lv_to(sw[33 * k + lane]);
     }
     __syncwarp();
 #else
@@ -132,10 +133,10 @@ const char* row_lanes_body() {
 #if VEC > 1
       vec_t r;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(a[i * VEC + e]);
+      for (int e = 0; e < VEC; ++e) r.v[e] = lv_to(a[i * VEC + e]);
       *reinterpret_cast<vec_t*>(y + j) = r;
 #else
-      y[j] = to_storage(a[i]);
+      y[j] = lv_to(a[i]);
 #endif
     }
 #endif

@@ -34,8 +34,10 @@ class ScanPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    auto add = [&](int mode, int vec, int block, int splits) {
-      out.push_back(Variant{{{"mode", mode}, {"vec", vec}, {"block", block}, {"splits", splits}}});
+    auto add = [&](int mode, int vec, int block, int splits, bool native = false) {
+      Variant v{{{"mode", mode}, {"vec", vec}, {"block", block}, {"splits", splits}}};
+      if (native) v.knobs.push_back({"nat", 1});  // older variants keep their ids
+      out.push_back(std::move(v));
     };
     if (s_.inner == 1) {
       if (s_.reassociate) {
@@ -55,9 +57,12 @@ class ScanPlan final : public Plan {
       if (s_.row_exact && !s_.reassociate) {
         std::vector<int> vecs = {s_.max_vec_row};
         if (s_.max_vec_row > 1) vecs.push_back(1);  // vector loads need sd == 1: vec 1 is then the staged one
-        for (int vec : vecs)
-          for (int lanes : {4, 8, 16})
-            for (int block : {128, 256}) add(kRowLanes, vec, block, lanes);
+        // fp16/bf16 cumsum may also combine in the dtype itself (Note [Scans], native combines).
+        const bool native = !s_.prod && s_.dtype != c10::ScalarType::Float;
+        for (int nat = 0; nat <= (native ? 1 : 0); ++nat)
+          for (int vec : vecs)
+            for (int lanes : {4, 8, 16})
+              for (int block : {128, 256}) add(kRowLanes, vec, block, lanes, nat == 1);
       }
       // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
       // size-1 dimensions, else only worth trying on short rows.
@@ -92,6 +97,7 @@ class ScanPlan final : public Plan {
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
+    knobs.push_back(v.get("nat", 0) == 1);
     const int64_t lines = s_.outer * s_.inner;  // independent scans
     const std::vector<float> ctx = {1.f,
                                     s_.n <= 1024 ? 1.f : 0.f,
@@ -104,7 +110,8 @@ class ScanPlan final : public Plan {
     return crossed_features(ctx, knobs);
   }
 
-  int stratum(const Variant& v) const override { return v.get("mode"); }
+  /// The technique; native kRowLanes combines are a stratum of their own, so the tuner tries both kinds.
+  int stratum(const Variant& v) const override { return v.get("nat", 0) == 1 ? kColumnLookback + 1 : v.get("mode"); }
 
   Result<KernelSource> source(const Variant& v) const override {
     CUDAL1_ASSIGN_OR_RETURN(const ScanKnobs k, knobs_of(v));
@@ -127,6 +134,7 @@ class ScanPlan final : public Plan {
         k.vec = v.get("vec");
         k.block = v.get("block");
         k.splits = v.get("splits");
+        k.native = v.get("nat", 0) == 1;
         return k;
       }
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
@@ -138,7 +146,7 @@ class ScanPlan final : public Plan {
 class ScanFamily final : public Family {
  public:
   const char* name() const override { return "scan"; }
-  int version() const override { return 2; }
+  int version() const override { return 3; }
   std::vector<std::string> ops() const override { return {"cumsum", "cumprod"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

@@ -58,7 +58,18 @@
 ///     16-byte accesses are 64/128 bytes apart (2x the L2 sector writes of coalesced stores), so vec 1 on
 ///     contiguous rows is a staged variant instead: coalesced element loads and stores, transposed through 33
 ///     floats of shared memory per lane (+~0.2 warp-instructions per element). cumprod f32 rounds for free:
-///     ~1.1x predicted either way.
+///     ~1.1x predicted either way. Measured: bf16 [8192, 4096] 48.2-48.6 us, 1.35x the copy (mode 6, 8 lanes).
+///   - Native combines (knob nat, kRowLanes fp16/bf16 cumsum). A rounded combine in fp32 is an FADD, a cvt.rn to
+///     the dtype and a shift or cvt back (3 instructions, ~15 a element with the unpacking and packing); kept in
+///     the dtype's bits it is one fma.rn.bf16 / fma.rn.f16 (sm_80 / sm_53) of a x 1 + b: an exact product, one
+///     rounding, RN(a + b). That is the same value: a sum of two p-bit floats rounded to p' >= 2p + 2 bits and
+///     then to p rounds like the sum rounded once to p (double rounding is innocuous for + at p' >= 2p + 2:
+///     bf16 p = 8, f16 p = 11, fp32 p' = 24; a sum does not underflow harmfully: subnormal sums are exact), and
+///     ATen's at::BFloat16 / at::Half + is exactly that fp32 sum rounded. The GPU test ScanNative checks every
+///     one of the 2^32 operand pairs of both dtypes on the device against RND(a + b) (NaN payloads aside), the
+///     same test that holds the claim on subnormals (the hardware could flush them). Products are left in fp32:
+///     a bf16 product can fall below fp32's normal range, where double rounding is not innocuous. Predicted: ~5
+///     instructions an element instead of ~15, bf16 [8192, 4096] ~38-42 us (issue and latency both shrink).
 ///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
 #pragma once
 
@@ -103,6 +114,7 @@ struct ScanKnobs {
   int vec = 1;
   int block = 256;
   int splits = 1;  ///< kRowSplit / kColumnSplit: chunks; kRowLanes: lanes per row; kColumnLookback: rows per thread
+  bool native = false;  ///< kRowLanes, fp16/bf16 cumsum: combines in the dtype's own arithmetic (Note [Scans])
 };
 
 /// Threads per tile row ATen 2.x uses for an innermost scan of `rows` rows of `size` (torch 1.13: always 16).
@@ -124,6 +136,12 @@ double scan_output_scaled_tolerance(const ScanShape& s, const ScanKnobs& k);
 
 /// True when `k` reproduces ATen's association for `s`.
 bool scan_is_exact(const ScanShape& s, const ScanKnobs& k);
+
+/// Device source of the combine a variant uses: the dtype prelude, FULL, OP / IDENT / RND (fp32 combine, rounded
+/// to the dtype) and the lane values of kRowLanes: lv_t, LV_IDENT, lv_from / lv_to (storage), lv_op (the rounded
+/// combine: RND(OP(a, b)) in fp32, or with `native` (fp16/bf16 cumsum only) one fma.rn in the dtype, bit for bit
+/// the same sum, Note [Scans]) and lv_shfl. Also compiled alone by the GPU test that checks `native` exhaustively.
+std::string combine_source(const ScanShape& s, bool native);
 
 /// CUDA source of one variant: extern "C" cudal1_scan(in, out, workspace, phase).
 KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k);
