@@ -440,9 +440,26 @@ TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
                 std::string::npos) << v.id();
       EXPECT_NE(src->code.find("barrier.cluster.arrive"), std::string::npos) << v.id();
       EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos) << v.id();
+      // Note [Column tiles in rings]: every cluster tile of 4+ byte vectors also streams through a ring, in a
+      // stratum of its own, 3 or 4 stages, at most 192 bytes a thread of shared memory.
+      k.ring = v.get("ring", 0);
+      const int stages = reduce::ring_stages(shape.value(), k);
+      EXPECT_NE(src->code.find("#define RING " + std::to_string(stages) + "\n"), std::string::npos) << v.id();
+      if (k.ring) {
+        EXPECT_EQ(plan.value()->stratum(v), 13) << v.id();
+        EXPECT_GE(k.vec * es, 4) << v.id();
+        EXPECT_TRUE(stages == 3 || stages == 4) << v.id();
+        EXPECT_LE(reduce::ring_smem_bytes(shape.value(), k), size_t{192} * k.block) << v.id();
+        EXPECT_NE(src->code.find("cp.async.wait_group"), std::string::npos) << v.id();
+      } else {
+        EXPECT_EQ(stages, 0);
+        EXPECT_EQ(reduce::ring_smem_bytes(shape.value(), k), 0u);
+      }
     }
+    for (const auto& id : ids)  // each ring tile comes with its plain twin
+      if (id.size() > 6 && id.compare(id.size() - 6, 6, ".ring1") == 0) EXPECT_EQ(ids.count(id.substr(0, id.size() - 6)), 1u) << id;
     // A 96-column tile cannot fill a wave: its 16-byte loads are all in the half-wave stratum.
-    const std::set<int> want = es == 4 ? std::set<int>{9, 10, 11, 12} : std::set<int>{11, 12};
+    const std::set<int> want = es == 4 ? std::set<int>{9, 10, 11, 12, 13} : std::set<int>{11, 12, 13};
     EXPECT_EQ(strata, want) << p.op;
     if (es == 4) {  // the two ways to fill the wave with 16-byte loads, 64 bytes a thread per batch, and 3/4
       EXPECT_EQ(ids.count("mode4.vec4.block256.splits16.ty1.unr4.cluster1"), 1u) << p.op;

@@ -22,6 +22,15 @@ int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k) {
   return (s.outputs / k.vec + tile - 1) / tile;
 }
 
+int ring_stages(const ReduceShape& s, const ReduceKnobs& k) {
+  if (k.ring == 0) return 0;
+  return k.unr * k.vec * elem_size(s.dtype) <= 32 ? 4 : 3;
+}
+
+size_t ring_smem_bytes(const ReduceShape& s, const ReduceKnobs& k) {
+  return static_cast<size_t>(ring_stages(s, k)) * k.unr * k.ty * k.block * k.vec * elem_size(s.dtype);
+}
+
 int64_t counter_bytes(const ReduceShape& s, const ReduceKnobs& k) {
   if (k.mode != 4 || k.unr == 0 || k.splits == 1 || k.cluster > 0) return 0;
   return (tile_count(s, k) * 4 + 15) / 16 * 16;
@@ -320,7 +329,7 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
   std::ostringstream o;
   o << "// cudal1 reduce: op=" << static_cast<int>(op) << " " << c10::toString(s.dtype) << " O=" << s.outputs
     << " K=" << s.length << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " splits=" << k.splits
-    << " ty=" << k.ty << " unr=" << k.unr << " cluster=" << k.cluster << "\n";
+    << " ty=" << k.ty << " unr=" << k.unr << " cluster=" << k.cluster << " ring=" << k.ring << "\n";
   o << "typedef int index_t;  // extent < 2^31 (planned)\n" << dtype_prelude(s.dtype);
   elem_and_projection(o, s);
   o << "#define NEG_INF __int_as_float(0xff800000u)\n#define POS_INF __int_as_float(0x7f800000u)\n";
@@ -345,6 +354,7 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
       << cluster_primitives_source();
   else
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
+  o << "#define RING " << ring_stages(s, k) << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n";
   offset_map(o, "kept_off", s.kept_sizes, s.kept_strides);
   offset_map(o, "red_off", s.red_sizes, s.red_strides);
   o << welford_source() << kAccumulators << kBody << column_tile_source() << kKernel;

@@ -61,6 +61,7 @@ class ReducePlan final : public Plan {
                              {"ty", k.ty}}});
       if (k.unr > 0) out.back().knobs.emplace_back("unr", k.unr);  // the older variants keep their ids
       if (k.cluster > 0) out.back().knobs.emplace_back("cluster", k.cluster);
+      if (k.ring > 0) out.back().knobs.emplace_back("ring", k.ring);
     };
     const bool row_like = s_.row_vec > 1 || (!s_.red_strides.empty() && s_.red_strides.back() == 1);
     const bool col_like = !s_.kept_strides.empty() && s_.kept_strides.back() == 1 && !row_like;
@@ -149,6 +150,11 @@ class ReducePlan final : public Plan {
             k.unr = unr;
             if (vec * unr < 8 || vec * unr > 16 || chunk_length(s_, k) < int64_t{unr} * (block / 32)) continue;
             out.push_back(k);
+            // The same tile streaming through a cp.async ring (Note [Column tiles in rings]): 4-16 byte copies.
+            if (vec * elem_size(s_.dtype) >= 4) {
+              out.push_back(k);
+              out.back().ring = 1;
+            }
           }
           sizes += out.size() > before;
         }
@@ -193,6 +199,7 @@ class ReducePlan final : public Plan {
     knobs.push_back(cluster && v.get("block") == 512);
     knobs.push_back(cluster && v.get("block") == 192);
     knobs.push_back(cluster && fills_wave(v));
+    knobs.push_back(v.get("ring", 0) > 0);
     const int64_t k = s_.length, o = s_.outputs;
     const bool kind_heavy = s_.has_indices() || s_.op == Reduction::kVar || s_.op == Reduction::kStd ||
                             (s_.op == Reduction::kNorm && s_.ord == NormOrd::kP);  // powf per element
@@ -220,6 +227,7 @@ class ReducePlan final : public Plan {
     const int mode = v.get("mode");
     if (mode < 3) return mode;
     if (v.get("cluster", 0) > 0) {  // cluster tiles (Note [Column tiles in clusters])
+      if (v.get("ring", 0) > 0) return 13;                      // streamed through a ring (Note [Column tiles in rings])
       if (v.get("vec") * elem_size(s_.dtype) < 16) return 12;  // narrower loads
       if (!fills_wave(v)) return 11;                            // 16-byte loads, half a wave or less
       return v.get("block") == 192 ? 10 : 9;                    // 3/4 of the wave, or all of it
@@ -253,6 +261,7 @@ class ReducePlan final : public Plan {
     k.ty = v.get("ty");
     k.unr = v.get("unr", 0);
     k.cluster = v.get("cluster", 0);
+    k.ring = v.get("ring", 0);
     return k;
   }
 
@@ -264,8 +273,8 @@ class ReduceFamily final : public Family {
  public:
   const char* name() const override { return "reduce"; }
   // 2: ordered push for (value, index); 3: norms, out_t, tiles; 4: pipelined tiles, one-launch merge; 5: cluster
-  // tiles, the tile body as a device function
-  int version() const override { return 5; }
+  // tiles, the tile body as a device function; 6: cluster tiles through a cp.async ring
+  int version() const override { return 6; }
   std::vector<std::string> ops() const override {
     return {"sum.dim_IntList", "mean.dim", "amax",           "amin",           "max.dim",           "min.dim",
             "argmax",          "argmin",   "var.correction", "std.correction", "linalg_vector_norm"};

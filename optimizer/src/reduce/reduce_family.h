@@ -111,6 +111,22 @@
 /// vec 2, block 256, S 8, unr 4 (32.5 and 32.9 before; 1.38x and 1.44x the copy); vector_norm ord 1 kept an older
 /// mode-4 tile at 25.2 us (1.24x the copy). Reduce fuzz 748 of 748 (the cluster variants drawn 23 times). Which
 /// cluster variants the 24 trials timed, and whether GPC placement doubled any, was not logged or profiled.
+///
+/// Note [Column tiles in rings]
+/// Why: Nsight Compute on the best var cluster tile (vec 2, block 256, S 8, unr 4; H200, 2026-11-30, session 9)
+/// measured 21.2 us of kernel, DRAM 68%, 50% occupancy, 69% of the stall cycles waiting on loads: still latency-bound.
+/// A thread holds one batch in flight while it folds the other (32 bytes at vec 2, unr 4), ~32 KB an SM.
+/// What (knob ring = 1, cluster tiles whose vectors are 4+ bytes; the other variants are unchanged): each thread
+/// copies its own batches with cp.async into a ring of RING stages (UNR x VEC elements a thread a stage) in
+/// dynamic shared memory, issuing batch b + RING - 1 before it waits for batch b (cp.async.wait_group RING - 1),
+/// then reads batch b back into the registers the pushes use: the same values, the same pushes in the same
+/// order, so the bits are those of the ring-less tile. RING - 1 batches are in flight while one is folded: 96
+/// bytes a thread at 4 stages of 32 bytes, 128 at 3 of 64 (~96-128 KB an SM at 1024 threads, against ~32 KB).
+/// A thread reads back only what it copied, so no barrier orders the ring; a stage is refilled one iteration
+/// after it was read, when the pushes that used its values have issued. Empty commit groups past the last
+/// batch keep the group count uniform; the rows past the last whole batch go one at a time, as before.
+/// Prediction (before measurement): kernel 21 -> ~17-18 us (DRAM ~80-85%), the bench's var, argmax and
+/// vector_norm ord 1 column rows 28.3 / 28.5 / 25.2 us -> ~24-25 us (<= 1.25x the 20.5 us copy).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -161,7 +177,14 @@ struct ReduceKnobs {
                     ///< (Note [Column tiles in flight])
   int cluster = 0;  ///< mode 4 with unr (sm_90+): 1 when the splits chunks of a tile are the blocks of one
                     ///< thread-block cluster, merged on chip (Note [Column tiles in clusters])
+  int ring = 0;     ///< cluster tiles: 1 when the batches stream through a cp.async ring in shared memory
+                    ///< (Note [Column tiles in rings])
 };
+
+/// Cluster tiles with a ring (Note [Column tiles in rings]): stages of UNR x VEC elements a thread (4 when a
+/// stage is at most 32 bytes a thread, else 3), and the dynamic shared memory of a block; 0 without a ring.
+int ring_stages(const ReduceShape& s, const ReduceKnobs& k);
+size_t ring_smem_bytes(const ReduceShape& s, const ReduceKnobs& k);
 
 /// Mode 4 cluster tiles: resident threads per SM their launch bounds ask for (64 registers a thread).
 constexpr int kClusterTileThreadsPerSm = 1024;

@@ -128,16 +128,17 @@ class ReduceKernel final : public BoundKernel {
 
  private:
   /// Mode 4 cluster tiles (Note [Column tiles in clusters]): one launch of tiles x S blocks in clusters of S
-  /// along x, no workspace. The opt-in to clusters of 16 and the check that one cluster fits run once per module;
+  /// along x, no workspace; a ring's stages in dynamic shared memory (Note [Column tiles in rings]). The opt-in to clusters of 16 and the check that one cluster fits run once per module;
   /// a device that cannot hold one leaves the call on ATen.
   Status launch_cluster_tiles(const void* xp, void* yp, void* ip, CUstream stream) {
     const auto block = static_cast<unsigned>(k_.block), cluster = static_cast<unsigned>(k_.splits);
-    const Status ready = module_->prepare_clusters(block, cluster, 0);
+    const auto smem = static_cast<unsigned>(ring_smem_bytes(s_, k_));  // Note [Column tiles in rings]
+    const Status ready = module_->prepare_clusters(block, cluster, smem);
     if (!ready.ok()) return Status(Code::kUnsupported, "cluster tiles: " + ready.to_string());
     void* wsp = nullptr;
     int phase = 0;
     void* params[] = {&xp, &yp, &ip, &wsp, &phase};
-    const Status st = module_->launch_clusters(grid_dim(tile_count(s_, k_) * k_.splits), block, cluster, 0,
+    const Status st = module_->launch_clusters(grid_dim(tile_count(s_, k_) * k_.splits), block, cluster, smem,
                                                stream, params);
     if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
     return Status();

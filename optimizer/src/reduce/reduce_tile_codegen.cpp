@@ -17,6 +17,30 @@ __device__ __forceinline__ void tile_load(vec_t (&t)[UNR][CPT], const storage_t*
     for (int j = 0; j < CPT; ++j) t[u][j] = *reinterpret_cast<const vec_t*>(x + base[j] + off);
   }
 }
+#if RING
+/// Note [Column tiles in rings]: starts copying the batch tile_load would load into this thread's slots of one
+/// ring stage ([UNR][CPT][BLOCK] vectors), then closes a commit group (empty when `live` is false).
+__device__ __forceinline__ void ring_issue(vec_t* stage, const storage_t* __restrict__ x,
+                                           const index_t (&base)[CPT], index_t r, bool live) {
+  if (live) {
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) {
+      const index_t off = red_off(r + u * NW);
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) {
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(stage + (u * CPT + j) * BLOCK + threadIdx.x);
+        const storage_t* g = x + base[j] + off;
+#if VEC_BYTES == 16
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(g) : "memory");
+#else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(sa), "l"(g), "n"(VEC_BYTES) : "memory");
+#endif
+      }
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+#endif
 #if KIND == 3 && CLUSTER
 /// ... and folded into each column's run (Note [Column tiles in clusters]): the batch's UNR rows as one Welford
 /// partial (its mean as the sum of x / UNR, exact scalings that cannot overflow; m2 by a second pass over the
@@ -117,7 +141,27 @@ __device__ __forceinline__ void column_tile(const storage_t* __restrict__ x, out
 #pragma unroll
   for (int q = 0; q < CPT * VEC; ++q) run[q] = run_init(r0 + w);
   index_t r = r0 + w;
-#if PIPE
+#if RING
+  // Note [Column tiles in rings]: nb whole batches (rows r + b UNR NW .. + (UNR - 1) NW < r1), RING - 1 in flight.
+  extern __shared__ __align__(16) unsigned char ring_smem[];
+  vec_t* const ring = reinterpret_cast<vec_t*>(ring_smem);
+  const index_t nb = r + (UNR - 1) * NW < r1 ? (r1 - r - (UNR - 1) * NW + UNR * NW - 1) / (UNR * NW) : 0;
+#pragma unroll
+  for (int b = 0; b < RING - 1; ++b) ring_issue(ring + b * (UNR * CPT * BLOCK), x, base, r + b * UNR * NW, b < nb);
+  for (index_t b = 0; b < nb; ++b) {
+    const index_t bn = b + RING - 1;
+    ring_issue(ring + (int)(bn % RING) * (UNR * CPT * BLOCK), x, base, r + bn * UNR * NW, bn < nb);
+    asm volatile("cp.async.wait_group %0;" ::"n"(RING - 1) : "memory");
+    const vec_t* st = ring + (int)(b % RING) * (UNR * CPT * BLOCK) + threadIdx.x;
+    vec_t t[UNR][CPT];
+#pragma unroll
+    for (int u = 0; u < UNR; ++u)
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) t[u][j] = st[(u * CPT + j) * BLOCK];
+    tile_push(run, t, r + b * UNR * NW);
+  }
+  r += nb * UNR * NW;
+#elif PIPE
   // Note [Column tiles in flight]: batch b + 1 is loaded before batch b is pushed (the same pushes, in the same
   // order, as without PIPE).
   if (r + (UNR - 1) * NW < r1) {
