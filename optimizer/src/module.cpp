@@ -41,10 +41,11 @@ int LoadedModule::max_blocks_per_sm(int block) const {
 // on ATen. Kernels with clusters are only offered where Problem::sm >= 90.
 namespace {
 
-/// Opts `fn` in to `dynamic_smem` bytes of dynamic shared memory per block (nothing to do up to the default
-/// 48 KB); the caller holds the device's context.
+/// Opts `fn` in to `dynamic_smem` bytes of dynamic shared memory per block; the caller holds the device's
+/// context. Any nonzero amount, not only > 48 KB: the default limit of 48 KB counts static and dynamic memory
+/// together, so 48 KB of dynamic memory beside static arrays needs the opt-in too.
 Status opt_in_shared_memory(const DriverApi* api, CUfunction fn, unsigned dynamic_smem) {
-  if (dynamic_smem > 48 * 1024)
+  if (dynamic_smem > 0)
     CUDAL1_CU_TRY(api->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           static_cast<int>(dynamic_smem)));
   return Status();
@@ -62,7 +63,7 @@ Status LoadedModule::configure_clusters(unsigned dynamic_smem) const {
 
 Status LoadedModule::prepare_shared_memory(unsigned dynamic_smem) const {
   std::call_once(smem_once_, [&] {
-    if (dynamic_smem <= 48 * 1024) return;  // the default: nothing to opt in to
+    if (dynamic_smem == 0) return;  // nothing to opt in to
     const Status st = [&]() -> Status {
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
       dispatcher::ContextScope ctx(device_);
