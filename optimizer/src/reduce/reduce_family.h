@@ -127,6 +127,11 @@
 /// batch keep the group count uniform; the rows past the last whole batch go one at a time, as before.
 /// Prediction (before measurement): kernel 21 -> ~17-18 us (DRAM ~80-85%), the bench's var, argmax and
 /// vector_norm ord 1 column rows 28.3 / 28.5 / 25.2 us -> ~24-25 us (<= 1.25x the 20.5 us copy).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 9, runs 3-4): wrong. Best ring variant (vec 2, block 512,
+/// S 2, unr 4) var 26.5 us, argmax 27.3-27.7 us, vector_norm 25.7 us (every variant timed; the best plain tiles
+/// 28.3 / 28.5 / 25.2); Nsight Compute gives that kernel the same 21.1 us as the plain tile (DRAM 68.6%, one
+/// block of 16 warps on 128 SMs), so the gain is only in the bench's dirty-L2 timing. Reduce fuzz 748 of 748
+/// (ring drawn 9 times). Kept as a knob: it is the best variant of the var and argmax rows when the tuner finds it.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
