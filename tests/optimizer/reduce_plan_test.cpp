@@ -441,15 +441,16 @@ TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
       EXPECT_NE(src->code.find("barrier.cluster.arrive"), std::string::npos) << v.id();
       EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos) << v.id();
       // Note [Column tiles in rings]: every cluster tile of 4+ byte vectors also streams through a ring, in a
-      // stratum of its own, 3 or 4 stages, at most 192 bytes a thread of shared memory.
+      // stratum of its own, 4 stages of 32 bytes a thread.
       k.ring = v.get("ring", 0);
       const int stages = reduce::ring_stages(shape.value(), k);
       EXPECT_NE(src->code.find("#define RING " + std::to_string(stages) + "\n"), std::string::npos) << v.id();
       if (k.ring) {
         EXPECT_EQ(plan.value()->stratum(v), 13) << v.id();
         EXPECT_GE(k.vec * es, 4) << v.id();
-        EXPECT_TRUE(stages == 3 || stages == 4) << v.id();
-        EXPECT_LE(reduce::ring_smem_bytes(shape.value(), k), size_t{192} * k.block) << v.id();
+        EXPECT_EQ(stages, 4) << v.id();
+        EXPECT_EQ(k.unr * k.vec * es, 32) << v.id();
+        EXPECT_EQ(reduce::ring_smem_bytes(shape.value(), k), size_t{128} * k.block) << v.id();
         EXPECT_NE(src->code.find("cp.async.wait_group"), std::string::npos) << v.id();
       } else {
         EXPECT_EQ(stages, 0);

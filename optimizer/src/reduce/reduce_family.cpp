@@ -150,8 +150,9 @@ class ReducePlan final : public Plan {
             k.unr = unr;
             if (vec * unr < 8 || vec * unr > 16 || chunk_length(s_, k) < int64_t{unr} * (block / 32)) continue;
             out.push_back(k);
-            // The same tile streaming through a cp.async ring (Note [Column tiles in rings]): 4-16 byte copies.
-            if (vec * elem_size(s_.dtype) >= 4) {
+            // The same tile streaming through a cp.async ring (Note [Column tiles in rings]): 4-16 byte copies,
+            // 32-byte stages.
+            if (vec * elem_size(s_.dtype) >= 4 && unr * vec * elem_size(s_.dtype) == 32) {
               out.push_back(k);
               out.back().ring = 1;
             }

@@ -116,12 +116,12 @@
 /// Why: Nsight Compute on the best var cluster tile (vec 2, block 256, S 8, unr 4; H200, 2026-11-30, session 9)
 /// measured 21.2 us of kernel, DRAM 68%, 50% occupancy, 69% of the stall cycles waiting on loads: still latency-bound.
 /// A thread holds one batch in flight while it folds the other (32 bytes at vec 2, unr 4), ~32 KB an SM.
-/// What (knob ring = 1, cluster tiles whose vectors are 4+ bytes; the other variants are unchanged): each thread
+/// What (knob ring = 1, cluster tiles of 4+ byte vectors and 32-byte batches; the others are unchanged): each thread
 /// copies its own batches with cp.async into a ring of RING stages (UNR x VEC elements a thread a stage) in
 /// dynamic shared memory, issuing batch b + RING - 1 before it waits for batch b (cp.async.wait_group RING - 1),
 /// then reads batch b back into the registers the pushes use: the same values, the same pushes in the same
-/// order, so the bits are those of the ring-less tile. RING - 1 batches are in flight while one is folded: 96
-/// bytes a thread at 4 stages of 32 bytes, 128 at 3 of 64 (~96-128 KB an SM at 1024 threads, against ~32 KB).
+/// order, so the bits are those of the ring-less tile. RING = 4: three batches of 32 bytes are in flight while
+/// one is folded, 96 bytes a thread (~96 KB an SM at 1024 threads, against ~32 KB), 128 bytes of shared memory.
 /// A thread reads back only what it copied, so no barrier orders the ring; a stage is refilled one iteration
 /// after it was read, when the pushes that used its values have issued. Empty commit groups past the last
 /// batch keep the group count uniform; the rows past the last whole batch go one at a time, as before.
@@ -132,6 +132,10 @@
 /// 28.3 / 28.5 / 25.2); Nsight Compute gives that kernel the same 21.1 us as the plain tile (DRAM 68.6%, one
 /// block of 16 warps on 128 SMs), so the gain is only in the bench's dirty-L2 timing. Reduce fuzz 748 of 748
 /// (ring drawn 9 times). Kept as a knob: it is the best variant of the var and argmax rows when the tuner finds it.
+/// Rings of 3 stages of 64 bytes (192 bytes of shared memory a thread) were offered in runs 3-4: on the var row
+/// the 32-byte stages of the same tile were faster in 8 of 12 pairs (e.g. vec 4, block 512, S 4: 29.6 against
+/// 33.0 us), tied within 0.02 us in 2 and slower by ~0.9 us in 2, and the best ring of every row had 32-byte
+/// stages: the 64-byte ones are no longer offered, which halves the ring stratum for the 24-trial tuner.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -186,8 +190,8 @@ struct ReduceKnobs {
                     ///< (Note [Column tiles in rings])
 };
 
-/// Cluster tiles with a ring (Note [Column tiles in rings]): stages of UNR x VEC elements a thread (4 when a
-/// stage is at most 32 bytes a thread, else 3), and the dynamic shared memory of a block; 0 without a ring.
+/// Cluster tiles with a ring (Note [Column tiles in rings]): its stages of UNR x VEC elements a thread (4), and
+/// the dynamic shared memory of a block; 0 without a ring.
 int ring_stages(const ReduceShape& s, const ReduceKnobs& k);
 size_t ring_smem_bytes(const ReduceShape& s, const ReduceKnobs& k);
 
