@@ -22,7 +22,7 @@ int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k) {
   return (s.outputs / k.vec + tile - 1) / tile;
 }
 
-int ring_stages(const ReduceShape&, const ReduceKnobs& k) { return k.ring; }
+int ring_stages(const ReduceShape&, const ReduceKnobs& k) { return k.ring == 0 ? 0 : 4; }
 
 size_t ring_smem_bytes(const ReduceShape& s, const ReduceKnobs& k) {
   return static_cast<size_t>(ring_stages(s, k)) * k.unr * k.ty * k.block * k.vec * elem_size(s.dtype);

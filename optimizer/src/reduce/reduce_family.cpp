@@ -151,10 +151,10 @@ class ReducePlan final : public Plan {
             if (vec * unr < 8 || vec * unr > 16 || chunk_length(s_, k) < int64_t{unr} * (block / 32)) continue;
             out.push_back(k);
             // The same tile streaming through a cp.async ring (Note [Column tiles in rings]): 4-16 byte copies,
-            // 32-byte stages, 4 of them where the grid fills the wave (1024 threads an SM), 8 where it fills half.
+            // 32-byte stages.
             if (vec * elem_size(s_.dtype) >= 4 && unr * vec * elem_size(s_.dtype) == 32) {
               out.push_back(k);
-              out.back().ring = tile_count(s_, k) * cl * block * 2 > kClusterWaveThreads ? 4 : 8;
+              out.back().ring = 1;
             }
           }
           sizes += out.size() > before;

@@ -116,15 +116,12 @@
 /// Why: Nsight Compute on the best var cluster tile (vec 2, block 256, S 8, unr 4; H200, 2026-11-30, session 9)
 /// measured 21.2 us of kernel, DRAM 68%, 50% occupancy, 69% of the stall cycles waiting on loads: still latency-bound.
 /// A thread holds one batch in flight while it folds the other (32 bytes at vec 2, unr 4), ~32 KB an SM.
-/// What (knob ring = RING stages, cluster tiles of 4+ byte vectors and 32-byte batches; the others are unchanged):
-/// each thread
+/// What (knob ring = 1, cluster tiles of 4+ byte vectors and 32-byte batches; the others are unchanged): each thread
 /// copies its own batches with cp.async into a ring of RING stages (UNR x VEC elements a thread a stage) in
 /// dynamic shared memory, issuing batch b + RING - 1 before it waits for batch b (cp.async.wait_group RING - 1),
 /// then reads batch b back into the registers the pushes use: the same values, the same pushes in the same
-/// order, so the bits are those of the ring-less tile. RING - 1 batches of 32 bytes are in flight while one is
-/// folded: RING = 4 where the tile's grid fills the wave at 1024 threads an SM (96 bytes a thread in flight,
-/// ~96 KB an SM, against ~32 KB without the ring), RING = 8 where it fills half of it (224 bytes a thread, ~112 KB
-/// an SM at 512 threads); either way 128 KB of ring an SM.
+/// order, so the bits are those of the ring-less tile. RING = 4: three batches of 32 bytes are in flight while
+/// one is folded, 96 bytes a thread (~96 KB an SM at 1024 threads, against ~32 KB), 128 bytes of shared memory.
 /// A thread reads back only what it copied, so no barrier orders the ring; a stage is refilled one iteration
 /// after it was read, when the pushes that used its values have issued. Empty commit groups past the last
 /// batch keep the group count uniform; the rows past the last whole batch go one at a time, as before.
@@ -139,8 +136,6 @@
 /// the 32-byte stages of the same tile were faster in 8 of 12 pairs (e.g. vec 4, block 512, S 4: 29.6 against
 /// 33.0 us), tied within 0.02 us in 2 and slower by ~0.9 us in 2, and the best ring of every row had 32-byte
 /// stages: the 64-byte ones are no longer offered, which halves the ring stratum for the 24-trial tuner.
-/// Those runs had 4 stages everywhere; the best tile (vec 2, block 512, S 2: 128 blocks, one an SM, 16 warps)
-/// then held only 48 KB an SM in flight, hence 8 stages for the half-wave tiles (prediction: var ~24-25 us).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -191,12 +186,12 @@ struct ReduceKnobs {
                     ///< (Note [Column tiles in flight])
   int cluster = 0;  ///< mode 4 with unr (sm_90+): 1 when the splits chunks of a tile are the blocks of one
                     ///< thread-block cluster, merged on chip (Note [Column tiles in clusters])
-  int ring = 0;     ///< cluster tiles: 0, or the stages of a cp.async ring in shared memory that the batches
-                    ///< stream through (4 or 8, Note [Column tiles in rings])
+  int ring = 0;     ///< cluster tiles: 1 when the batches stream through a cp.async ring in shared memory
+                    ///< (Note [Column tiles in rings])
 };
 
-/// Cluster tiles with a ring (Note [Column tiles in rings]): its stages of UNR x VEC elements a thread (k.ring),
-/// and the dynamic shared memory of a block; 0 without a ring.
+/// Cluster tiles with a ring (Note [Column tiles in rings]): its stages of UNR x VEC elements a thread (4), and
+/// the dynamic shared memory of a block; 0 without a ring.
 int ring_stages(const ReduceShape& s, const ReduceKnobs& k);
 size_t ring_smem_bytes(const ReduceShape& s, const ReduceKnobs& k);
 
