@@ -136,6 +136,9 @@
 /// the 32-byte stages of the same tile were faster in 8 of 12 pairs (e.g. vec 4, block 512, S 4: 29.6 against
 /// 33.0 us), tied within 0.02 us in 2 and slower by ~0.9 us in 2, and the best ring of every row had 32-byte
 /// stages: the 64-byte ones are no longer offered, which halves the ring stratum for the 24-trial tuner.
+/// Run 5 tried 8 stages for the half-wave tiles (the best, vec 2, block 512, S 2, holds one 16-warp block an SM,
+/// 48 KB in flight; predicted var ~24-25 us): wrong, slower on all three rows (var 27.3, argmax 28.1, vector_norm
+/// 26.2 us against 26.5, 27.3-27.7 and 25.7 with 4 stages), so every ring has 4 stages.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
