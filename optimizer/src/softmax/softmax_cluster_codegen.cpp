@@ -21,8 +21,10 @@ int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
 }
 
 /// RESIDENT: the kernel's __launch_bounds__ asks for the blocks an SM holds, so that the registers fit.
+/// ASYNC: the shared rows (or the row's slice) are copied by cp.async (Note [Softmax async tiles]) with
+/// codegen_common's async_copy_source (Note [Async copies]).
 void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int vec, int block, int cluster,
-                    int64_t smem, int keep = 0) {
+                    int64_t smem, bool async_copy, int keep = 0) {
   const int resident = resident_blocks(smem, block);
   k << "typedef long long index_t;\n" << dtype_prelude(dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CLUSTER " << cluster
@@ -33,6 +35,9 @@ void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int 
 #define QNAN __int_as_float(0x7fffffffu)
 struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 )" << "#if CLUSTER > 1\n" << cluster_primitives_source() << "#endif\n";
+  k << "#define ASYNC " << (async_copy ? 1 : 0)
+    << "  // shared rows / the slice copied by cp.async (Note [Softmax async tiles])\n";
+  if (async_copy) k << async_copy_source();
 }
 
 /// EXP_SUB(v, mx) = exp(v - mx) and DIV_SUM(a, sum, r) = a / sum (r = 1 / sum): Note [Softmax fast exp]'s forms
@@ -82,9 +87,9 @@ KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int bloc
   k << "// cudal1 softmax shared-memory column tiles: log=" << c.log << " " << c10::toString(c.dtype)
     << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block
     << " cluster=" << cluster << " keep=" << keep << " two=" << two << " async=" << async_copy << "\n";
-  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), keep);
+  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), async_copy,
+                 keep);
   k << "#define TWO " << (two ? 1 : 0) << "  // two passes over the tile on chip: max, then sum\n"
-    << "#define ASYNC " << (async_copy ? 1 : 0) << "  // shared rows copied by cp.async\n"
     << fast_exp_source(c.dtype, two);
   k << "static constexpr int N = " << c.n << ", NB = " << nb << ";  // rows, rows per block of a cluster\n"
     << "static constexpr int NK = KEEP * W;  // the block's first rows, kept in registers (KEEP a thread)\n"
@@ -155,10 +160,9 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     const int chunks = max(0, n1 - n0 - NK) * CPR;
     for (int q = threadIdx.x; q < chunks; q += BLOCK) {
       const int r = q / CPR, c = q % CPR;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + (unsigned)q * 16u),
-                   "l"(src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16));
+      cp_async<16>(dst + (unsigned)q * 16u, src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16);
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    cp_async_commit();
   }
 #endif
 #if TWO
@@ -174,7 +178,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
       for (int e = 0; e < VEC; ++e) FOLD(e, to_float(kept[i].v[e]));
   }
 #if ASYNC
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  cp_async_wait_all();
   __syncthreads();  // every thread's chunks have landed
   for (int j = n0 + NK + w; live && j < n1; j += W) {
     const vec_t t = tile[(j - n0 - NK) * 32 + lane];
@@ -293,9 +297,8 @@ KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int b
   k << "// cudal1 softmax cluster rows: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " vec=" << vec << " block=" << block << " cluster=" << cluster
     << " async=" << async_copy << "\n";
-  common_defines(k, s.dtype, s.log, vec, block, cluster, cluster_row_bytes(s, vec, cluster));
-  k << "#define ASYNC " << (async_copy ? 1 : 0) << "  // the slice copied by cp.async (Note [Softmax async tiles])\n"
-    << fast_exp_source(s.dtype, true);
+  common_defines(k, s.dtype, s.log, vec, block, cluster, cluster_row_bytes(s, vec, cluster), async_copy);
+  k << fast_exp_source(s.dtype, true);
   k << "#define TPR BLOCK\n"
     << "static constexpr index_t RS = " << s.row_stride << ";\n"
     << "static constexpr int D = " << s.cols << ", NV = " << nv << ", P = " << part
@@ -338,14 +341,10 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #if ASYNC
   {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(slice);
-    for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
-      const unsigned at = dst + (unsigned)(j - lo) * (unsigned)sizeof(vec_t);
-      if (sizeof(vec_t) == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(x + j));
-      else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(at), "l"(x + j), "n"((int)sizeof(vec_t)));
-    }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+    for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK)
+      cp_async<(int)sizeof(vec_t)>(dst + (unsigned)(j - lo) * (unsigned)sizeof(vec_t), x + j);
+    cp_async_commit();
+    cp_async_wait_all();
   }
   for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
     const vec_t t = slice[j - lo];

@@ -117,16 +117,17 @@
 /// (log_softmax bf16 [32,32000,64]: 12 rows of 64 bytes a warp, the registers left by kept rows). Where a tile
 /// is whole (inner / vec a multiple of 32: every lane live) and its rows start on 16 bytes (storage offset,
 /// n and outer strides; the pointers are checked at every call), the block's shared rows are copied with
-/// cp.async.cg in 16-byte chunks (thread t takes chunks t, t + BLOCK, ...; a chunk's bytes land where the
-/// register path would have stored them), all in flight at once without registers; the kept rows still load
-/// into registers first. After cp.async.wait_all and a block barrier every thread folds its own rows from
-/// shared memory in the same order as before (kept rows, then rows n0 + NK + w + i W), so the arithmetic and
-/// its order are unchanged. Offered on every such shared tile instead of the register copy (no knob: the id
-/// shows `async1`). Predicted: attention over queries 745 -> ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16
-/// [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB block in flight instead of ~12 KB), spatial f32
-/// ~480-510 us unchanged or a little faster. Measured (H200, 2026-11-30, docs/PERF.md session 8, run 2, with
-/// the two passes): attention over queries 598 us (1.18x the copy; vec1.block512.tile2.cluster1.keep1.two1),
-/// log_softmax [32,32000,64] 138 us (2.07x the copy), spatial 451-471 us (1.17-1.22x).
+/// cp.async.cg (cp_async<16>, Note [Async copies]) in 16-byte chunks (thread t takes chunks t, t + BLOCK, ...;
+/// a chunk's bytes land where the register path would have stored them), all in flight at once without
+/// registers; the kept rows still load into registers first. After cp.async.wait_all (cp_async_wait_all) and a
+/// block barrier every thread folds its own rows from shared memory in the same order as before (kept rows,
+/// then rows n0 + NK + w + i W), so the arithmetic and its order are unchanged. Offered on every such shared
+/// tile instead of the register copy (no knob: the id shows `async1`). Predicted: attention over queries 745 ->
+/// ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16 [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB
+/// block in flight instead of ~12 KB), spatial f32 ~480-510 us unchanged or a little faster. Measured (H200,
+/// 2026-11-30, docs/PERF.md session 8, run 2, with the two passes): attention over queries 598 us (1.18x the copy;
+/// vec1.block512.tile2.cluster1.keep1.two1), log_softmax [32,32000,64] 138 us (2.07x the copy), spatial 451-471 us
+/// (1.17-1.22x).
 /// Cluster rows copy their slice the same way where the vector is 4 bytes or more (cp.async has no 2-byte
 /// copy; each thread reads back only what it copied, so no barrier), sum and write with Note [Softmax fast exp]
 /// for 16-bit outputs, and may be one block without a cluster (`cluster` = 1: a row of up to 227 KB, e.g. the
