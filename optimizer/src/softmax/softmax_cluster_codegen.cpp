@@ -114,6 +114,42 @@ __device__ __forceinline__ void sum_rows(const vec_t* kept, const vec_t* tile, c
                                          int n1, int w, int lane, bool live) {
   FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) s[e] += EXP_SUB(to_float(t.v[e]), m[e]);)
 }
+// The two merges of the two passes, as combines for two_pass_merge: `combine(a, b)` folds the next warp's or
+// rank's value into a; `first(own, r0)` is where the cluster fold starts from rank 0's value. The maximum folds
+// rank 0 into the block's own (which is among the ranks': fmaxf(m, m) = m); the sum starts from rank 0 alone.
+struct MaxCombine {
+  static __device__ __forceinline__ float combine(float a, float b) { return fmaxf(a, b); }  // NaN skipped
+  static __device__ __forceinline__ float first(float own, float r0) { return fmaxf(own, r0); }
+};
+struct SumCombine {
+  static __device__ __forceinline__ float combine(float a, float b) { return a + b; }
+  static __device__ __forceinline__ float first(float own, float r0) { return r0; }
+};
+// Each lane's VEC values v merged over the block's W warps in warp order through red ([W][VEC x 32] in shared
+// memory), then (CLUSTER > 1) published by warp 0 in pub ([VEC x 32]) and merged over the cluster's blocks in
+// rank order through distributed shared memory: every thread of the cluster ends with the same values.
+template <class Op>
+__device__ __forceinline__ void two_pass_merge(float* v, float* red, float* pub, int w, int lane) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) red[(w * VEC + e) * 32 + lane] = v[e];
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    v[e] = red[e * 32 + lane];
+    for (int i = 1; i < W; ++i) v[e] = Op::combine(v[e], red[(i * VEC + e) * 32 + lane]);
+  }
+#if CLUSTER > 1
+  if (w == 0)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pub[e * 32 + lane] = v[e];
+  cluster_sync();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    v[e] = Op::first(v[e], load_remote(pub + e * 32 + lane, 0));
+    for (unsigned r = 1; r < CLUSTER; ++r) v[e] = Op::combine(v[e], load_remote(pub + e * 32 + lane, r));
+  }
+#endif
+}
 #endif
 )"
     << R"(extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
@@ -123,7 +159,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   vec_t* tile = reinterpret_cast<vec_t*>(smem);
   float* red_m = reinterpret_cast<float*>(smem + (size_t)NS * 32 * sizeof(vec_t));
   float* red_s = red_m + W * VEC * 32;
-#if CLUSTER > 1
+#if CLUSTER > 1 || TWO  // the published pairs (two_pass_merge takes them; it reads them where CLUSTER > 1)
   float* pub_m = red_s + W * VEC * 32;
   float* pub_s = pub_m + VEC * 32;
 #endif
@@ -205,44 +241,12 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   }
 #endif
 #if TWO
-  // The maximum over the W warps and then over the cluster (fmaxf: any order gives the same value) ...
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) red_m[(w * VEC + e) * 32 + lane] = m[e];
-  __syncthreads();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    m[e] = red_m[e * 32 + lane];
-    for (int i = 1; i < W; ++i) m[e] = fmaxf(m[e], red_m[(i * VEC + e) * 32 + lane]);
-  }
-#if CLUSTER > 1
-  if (w == 0)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) pub_m[e * 32 + lane] = m[e];
-  cluster_sync();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e)
-    for (unsigned r = 0; r < CLUSTER; ++r) m[e] = fmaxf(m[e], load_remote(pub_m + e * 32 + lane, r));
-#endif
-  // ... then the sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
+  // The maximum over the W warps and then over the cluster (fmaxf: any order gives the same value), then the
+  // sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
+  two_pass_merge<MaxCombine>(m, red_m, pub_m, w, lane);
   sum_rows(kept, tile, m, s, n0, n1, w, lane, live);
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) red_s[(w * VEC + e) * 32 + lane] = s[e];
-  __syncthreads();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    s[e] = red_s[e * 32 + lane];
-    for (int i = 1; i < W; ++i) s[e] += red_s[(i * VEC + e) * 32 + lane];
-  }
+  two_pass_merge<SumCombine>(s, red_s, pub_s, w, lane);
 #if CLUSTER > 1
-  if (w == 0)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) pub_s[e * 32 + lane] = s[e];
-  cluster_sync();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    s[e] = load_remote(pub_s + e * 32 + lane, 0);
-    for (unsigned r = 1; r < CLUSTER; ++r) s[e] += load_remote(pub_s + e * 32 + lane, r);
-  }
   cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
 #endif
 #else

@@ -94,12 +94,13 @@
 /// floor, which is what they ran at (1093-1183 us) whatever they read. Two-pass shared tiles (`two`, on every
 /// shared tile plan) fold only the maximum while the tile is read (fmaxf, NaN skipped, as the two-pass kernels),
 /// merge it over warps and the cluster, then sum exp(x - m) from the tile on chip (thread rows in order, warps in
-/// warp order, cluster ranks in rank order: the same value in every block), merge the sums, and write. With a
-/// 16-bit output, exp(x - m) is ex2.approx((x - m) * log2 e): one FADD, one FMUL, one MUFU (relative error
-/// <= 2^-22 from ex2.approx plus 2^-24 |x - m| log2 e from the rounding of the product: below 2^-19 for
-/// x - m >= -10, where every term that moves a 16-bit result lies), and the epilogue multiplies by the sum's
-/// reciprocal (1.5 ulp of fp32) instead of div_rn. fp16's half ulp is 2^-11 and bf16's 2^-8, so a result
-/// differs from ATen's by at most one ulp of the output, rarely (within the 2e-3 / 1.6e-2 verification rtol).
+/// warp order, cluster ranks in rank order: the same value in every block), merge the sums (both merges are one
+/// device function, two_pass_merge, on a combine: fmaxf, or +), and write. With a 16-bit output, exp(x - m) is
+/// ex2.approx((x - m) * log2 e): one FADD, one FMUL, one MUFU (relative error <= 2^-22 from ex2.approx plus
+/// 2^-24 |x - m| log2 e from the rounding of the product: below 2^-19 for x - m >= -10, where every term that
+/// moves a 16-bit result lies), and the epilogue multiplies by the sum's reciprocal (1.5 ulp of fp32) instead of
+/// div_rn. fp16's half ulp is 2^-11 and bf16's 2^-8, so a result differs from ATen's by at most one ulp of the
+/// output, rarely (within the 2e-3 / 1.6e-2 verification rtol).
 /// fp16 flushes fp32 subnormal exps (.ftz): they are below fp16's smallest subnormal and round to 0 either way;
 /// bf16, which can hold them, keeps them (no .ftz). Special values are the two-pass kernels': ex2(-Inf) = 0,
 /// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element: predicted
