@@ -154,6 +154,49 @@ __device__ __forceinline__ float load_remote(const float* p, unsigned rank) {
 )";
 }
 
+const char* async_copy_source() {
+  return R"(// Note [Async copies] (codegen_common.h): cp.async from global into shared memory, and its groups.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(unsigned sa, const void* g) {
+  static_assert(BYTES == 16 || BYTES == 8 || BYTES == 4, "cp.async copies 4, 8 or 16 bytes");
+  if (BYTES == 16)  // .cg (L2 only) takes 16 bytes only
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(g) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(sa), "l"(g), "n"(BYTES) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+#ifdef VEC_BYTES
+/// Starts copying *g to *s: cp.async where the vector is 4, 8 or 16 bytes (complete after copy_wait), a plain
+/// load and store for 2-byte vectors (copy_commit and copy_wait then do nothing).
+__device__ __forceinline__ void copy_in(vec_t* s, const vec_t* g) {
+#if VEC_BYTES >= 4
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+  unsigned long long ga;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(ga) : "l"((unsigned long long)g));
+  cp_async<VEC_BYTES>(sa, (const void*)ga);
+#else
+  *s = *g;
+#endif
+}
+__device__ __forceinline__ void copy_commit() {
+#if VEC_BYTES >= 4
+  cp_async_commit();
+#endif
+}
+/// Waits until at most N of this thread's committed copy groups are pending.
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+#if VEC_BYTES >= 4
+  cp_async_wait<N>();
+#endif
+}
+#endif
+)";
+}
+
 const char* welford_source() {
   return R"(struct Welford { float n, mean, m2; };
 __device__ __forceinline__ Welford wf_combine(Welford a, Welford b) {

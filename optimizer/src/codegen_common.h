@@ -36,6 +36,22 @@ const char* welford_source();
 /// shared-memory address `p` in the block of cluster rank `rank` (distributed shared memory).
 const char* cluster_primitives_source();
 
+/// Note [Async copies]: cp.async copies from global into shared memory (sm_80+), the one place their inline PTX
+/// lives (the norm ring and clusters, the softmax shared tiles and cluster rows). Emits, needing no macro:
+/// `cp_async<BYTES>(sa, g)`: starts copying BYTES = 16, 8 or 4 bytes from the global address `g` (a generic
+/// pointer to global memory, or a cvta.to.global address) to the 32-bit shared-memory byte address `sa`
+/// (__cvta_generic_to_shared's value or an offset from it; both aligned to BYTES): cp.async.cg (cached in L2
+/// only) for 16 bytes, cp.async.ca for 8 and 4 (.cg takes 16 only; nothing copies 2 bytes); `cp_async_commit()`
+/// (cp.async.commit_group: this thread's copies since the last commit become one group), `cp_async_wait<N>()`
+/// (cp.async.wait_group N: at most N of its groups still pending) and `cp_async_wait_all()` (cp.async.wait_all:
+/// every copy, committed or not). Each is one volatile asm with a "memory" clobber, so the compiler moves no
+/// load or store across a copy's start or a wait. A copy's bytes are visible to the thread that started it after
+/// its wait, and to the other threads of the block only after a barrier too.
+/// Where the source defines VEC_BYTES (sizeof(vec_t): 2, 4, 8 or 16) and vec_t first, also the vector form:
+/// `copy_in(s, g)` (*g to *s: cp_async<VEC_BYTES> of the global address, or a plain load and store for 2-byte
+/// vectors), `copy_commit()` and `copy_wait<N>()` (nothing for 2-byte vectors).
+const char* async_copy_source();
+
 /// `div_rn(a, b, rb)` with rb = 1 / b: a / b correctly rounded whenever the quotient is a normal number (Markstein's
 /// correction: q = a * rb, then q + fma(-q, b, a) * rb; NaN and Inf propagate as in a / b). Three instructions
 /// against div.rn's reciprocal, Newton steps and slow-path test, for a divisor shared by many quotients. A

@@ -44,38 +44,6 @@ unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k) {
   return static_cast<unsigned>((cluster_vectors_per_thread(s, k) - regs) * k.block * vbytes);
 }
 
-const char* async_copy_source() {
-  return R"(/// Starts copying *g to *s: cp.async where the vector is 4, 8 or 16 bytes (complete after copy_wait), a plain
-/// load and store for 2-byte vectors.
-__device__ __forceinline__ void copy_in(vec_t* s, const vec_t* g) {
-#if VEC_BYTES >= 4
-  const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-  unsigned long long ga;
-  asm("cvta.to.global.u64 %0, %1;" : "=l"(ga) : "l"((unsigned long long)g));
-#if VEC_BYTES == 16
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(ga) : "memory");
-#else
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(sa), "l"(ga), "n"(VEC_BYTES) : "memory");
-#endif
-#else
-  *s = *g;
-#endif
-}
-__device__ __forceinline__ void copy_commit() {
-#if VEC_BYTES >= 4
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-/// Waits until at most N of this thread's committed copy groups are pending.
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-#if VEC_BYTES >= 4
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-)";
-}
-
 const char* cluster_source() {
   return R"(extern __shared__ __align__(16) unsigned char slice_smem[];
 /// This thread's vector i of the slice [j0, j1) is j0 + threadIdx.x + i * BLOCK; vectors 0..REGS-1 stay in c,

@@ -362,7 +362,8 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  int version() const override { return 5; }
+  // 6: cp.async from codegen_common (Note [Async copies]; same cubins)
+  int version() const override { return 6; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

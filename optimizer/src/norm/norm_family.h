@@ -266,13 +266,9 @@ int cluster_registers(const NormShape& s, const NormKnobs& k);
 /// Mode 4: dynamic shared memory bytes per block (the slice less its register part).
 unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k);
 
-/// Mode 4: device code (after cluster_primitives_source: the slice's copy-in,
-/// statistics and output) that the kernel's MODE 4 branch calls.
+/// Mode 4: device code (after async_copy_source, Note [Async copies], and cluster_primitives_source: the slice's
+/// copy-in, statistics and output) that the kernel's MODE 4 branch calls.
 const char* cluster_source();
-
-/// Mode 4 and 5: device code for cp.async copies into shared memory (`copy_in`, `copy_commit`, `copy_wait<N>`;
-/// 2-byte vectors by plain load and store). The source must define VEC_BYTES first.
-const char* async_copy_source();
 
 /// Mode 5 (Note [Norm ring]): whole rows per step, as many as fit in k.step_mb MB (at least 1, at most all).
 int64_t ring_rows_per_step(const NormShape& s, const NormKnobs& k);
@@ -294,7 +290,7 @@ int64_t ring_smem_bytes(const NormShape& s, const NormKnobs& k, int64_t blocks);
 /// ring that fits one block per SM's shared memory at the reference grid.
 bool ring_fits(const NormShape& s, const NormKnobs& k);
 
-/// Mode 5: device code (after async_copy_source) that the kernel's MODE 5 branch calls.
+/// Mode 5: device code (after async_copy_source: Note [Async copies]) that the kernel's MODE 5 branch calls.
 const char* ring_source();
 
 /// Mode 6 (Note [Norm parts]): blocks per SM the kernel's __launch_bounds__ asks for (4 at 256 threads, 2 at 512

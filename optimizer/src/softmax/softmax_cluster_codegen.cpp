@@ -21,8 +21,10 @@ int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
 }
 
 /// RESIDENT: the kernel's __launch_bounds__ asks for the blocks an SM holds, so that the registers fit.
+/// ASYNC: the shared rows (or the row's slice) are copied by cp.async (Note [Softmax async tiles]) with
+/// codegen_common's async_copy_source (Note [Async copies]).
 void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int vec, int block, int cluster,
-                    int64_t smem, int keep = 0) {
+                    int64_t smem, bool async_copy, int keep = 0) {
   const int resident = resident_blocks(smem, block);
   k << "typedef long long index_t;\n" << dtype_prelude(dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CLUSTER " << cluster
@@ -33,6 +35,9 @@ void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int 
 #define QNAN __int_as_float(0x7fffffffu)
 struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 )" << "#if CLUSTER > 1\n" << cluster_primitives_source() << "#endif\n";
+  k << "#define ASYNC " << (async_copy ? 1 : 0)
+    << "  // shared rows / the slice copied by cp.async (Note [Softmax async tiles])\n";
+  if (async_copy) k << async_copy_source();
 }
 
 /// EXP_SUB(v, mx) = exp(v - mx) and DIV_SUM(a, sum, r) = a / sum (r = 1 / sum): Note [Softmax fast exp]'s forms
@@ -82,9 +87,9 @@ KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int bloc
   k << "// cudal1 softmax shared-memory column tiles: log=" << c.log << " " << c10::toString(c.dtype)
     << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block
     << " cluster=" << cluster << " keep=" << keep << " two=" << two << " async=" << async_copy << "\n";
-  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), keep);
+  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), async_copy,
+                 keep);
   k << "#define TWO " << (two ? 1 : 0) << "  // two passes over the tile on chip: max, then sum\n"
-    << "#define ASYNC " << (async_copy ? 1 : 0) << "  // shared rows copied by cp.async\n"
     << fast_exp_source(c.dtype, two);
   k << "static constexpr int N = " << c.n << ", NB = " << nb << ";  // rows, rows per block of a cluster\n"
     << "static constexpr int NK = KEEP * W;  // the block's first rows, kept in registers (KEEP a thread)\n"
@@ -109,6 +114,42 @@ __device__ __forceinline__ void sum_rows(const vec_t* kept, const vec_t* tile, c
                                          int n1, int w, int lane, bool live) {
   FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) s[e] += EXP_SUB(to_float(t.v[e]), m[e]);)
 }
+// The two merges of the two passes, as combines for two_pass_merge: `combine(a, b)` folds the next warp's or
+// rank's value into a; `first(own, r0)` is where the cluster fold starts from rank 0's value. The maximum folds
+// rank 0 into the block's own (which is among the ranks': fmaxf(m, m) = m); the sum starts from rank 0 alone.
+struct MaxCombine {
+  static __device__ __forceinline__ float combine(float a, float b) { return fmaxf(a, b); }  // NaN skipped
+  static __device__ __forceinline__ float first(float own, float r0) { return fmaxf(own, r0); }
+};
+struct SumCombine {
+  static __device__ __forceinline__ float combine(float a, float b) { return a + b; }
+  static __device__ __forceinline__ float first(float own, float r0) { return r0; }
+};
+// Each lane's VEC values v merged over the block's W warps in warp order through red ([W][VEC x 32] in shared
+// memory), then (CLUSTER > 1) published by warp 0 in pub ([VEC x 32]) and merged over the cluster's blocks in
+// rank order through distributed shared memory: every thread of the cluster ends with the same values.
+template <class Op>
+__device__ __forceinline__ void two_pass_merge(float* v, float* red, float* pub, int w, int lane) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) red[(w * VEC + e) * 32 + lane] = v[e];
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    v[e] = red[e * 32 + lane];
+    for (int i = 1; i < W; ++i) v[e] = Op::combine(v[e], red[(i * VEC + e) * 32 + lane]);
+  }
+#if CLUSTER > 1
+  if (w == 0)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pub[e * 32 + lane] = v[e];
+  cluster_sync();
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    v[e] = Op::first(v[e], load_remote(pub + e * 32 + lane, 0));
+    for (unsigned r = 1; r < CLUSTER; ++r) v[e] = Op::combine(v[e], load_remote(pub + e * 32 + lane, r));
+  }
+#endif
+}
 #endif
 )"
     << R"(extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
@@ -118,7 +159,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   vec_t* tile = reinterpret_cast<vec_t*>(smem);
   float* red_m = reinterpret_cast<float*>(smem + (size_t)NS * 32 * sizeof(vec_t));
   float* red_s = red_m + W * VEC * 32;
-#if CLUSTER > 1
+#if CLUSTER > 1 || TWO  // the published pairs (two_pass_merge takes them; it reads them where CLUSTER > 1)
   float* pub_m = red_s + W * VEC * 32;
   float* pub_s = pub_m + VEC * 32;
 #endif
@@ -155,10 +196,9 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     const int chunks = max(0, n1 - n0 - NK) * CPR;
     for (int q = threadIdx.x; q < chunks; q += BLOCK) {
       const int r = q / CPR, c = q % CPR;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + (unsigned)q * 16u),
-                   "l"(src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16));
+      cp_async<16>(dst + (unsigned)q * 16u, src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16);
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    cp_async_commit();
   }
 #endif
 #if TWO
@@ -174,7 +214,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
       for (int e = 0; e < VEC; ++e) FOLD(e, to_float(kept[i].v[e]));
   }
 #if ASYNC
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  cp_async_wait_all();
   __syncthreads();  // every thread's chunks have landed
   for (int j = n0 + NK + w; live && j < n1; j += W) {
     const vec_t t = tile[(j - n0 - NK) * 32 + lane];
@@ -201,44 +241,12 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   }
 #endif
 #if TWO
-  // The maximum over the W warps and then over the cluster (fmaxf: any order gives the same value) ...
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) red_m[(w * VEC + e) * 32 + lane] = m[e];
-  __syncthreads();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    m[e] = red_m[e * 32 + lane];
-    for (int i = 1; i < W; ++i) m[e] = fmaxf(m[e], red_m[(i * VEC + e) * 32 + lane]);
-  }
-#if CLUSTER > 1
-  if (w == 0)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) pub_m[e * 32 + lane] = m[e];
-  cluster_sync();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e)
-    for (unsigned r = 0; r < CLUSTER; ++r) m[e] = fmaxf(m[e], load_remote(pub_m + e * 32 + lane, r));
-#endif
-  // ... then the sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
+  // The maximum over the W warps and then over the cluster (fmaxf: any order gives the same value), then the
+  // sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
+  two_pass_merge<MaxCombine>(m, red_m, pub_m, w, lane);
   sum_rows(kept, tile, m, s, n0, n1, w, lane, live);
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) red_s[(w * VEC + e) * 32 + lane] = s[e];
-  __syncthreads();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    s[e] = red_s[e * 32 + lane];
-    for (int i = 1; i < W; ++i) s[e] += red_s[(i * VEC + e) * 32 + lane];
-  }
+  two_pass_merge<SumCombine>(s, red_s, pub_s, w, lane);
 #if CLUSTER > 1
-  if (w == 0)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) pub_s[e * 32 + lane] = s[e];
-  cluster_sync();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    s[e] = load_remote(pub_s + e * 32 + lane, 0);
-    for (unsigned r = 1; r < CLUSTER; ++r) s[e] += load_remote(pub_s + e * 32 + lane, r);
-  }
   cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
 #endif
 #else
@@ -293,9 +301,8 @@ KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int b
   k << "// cudal1 softmax cluster rows: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " vec=" << vec << " block=" << block << " cluster=" << cluster
     << " async=" << async_copy << "\n";
-  common_defines(k, s.dtype, s.log, vec, block, cluster, cluster_row_bytes(s, vec, cluster));
-  k << "#define ASYNC " << (async_copy ? 1 : 0) << "  // the slice copied by cp.async (Note [Softmax async tiles])\n"
-    << fast_exp_source(s.dtype, true);
+  common_defines(k, s.dtype, s.log, vec, block, cluster, cluster_row_bytes(s, vec, cluster), async_copy);
+  k << fast_exp_source(s.dtype, true);
   k << "#define TPR BLOCK\n"
     << "static constexpr index_t RS = " << s.row_stride << ";\n"
     << "static constexpr int D = " << s.cols << ", NV = " << nv << ", P = " << part
@@ -338,14 +345,10 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #if ASYNC
   {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(slice);
-    for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
-      const unsigned at = dst + (unsigned)(j - lo) * (unsigned)sizeof(vec_t);
-      if (sizeof(vec_t) == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(x + j));
-      else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(at), "l"(x + j), "n"((int)sizeof(vec_t)));
-    }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+    for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK)
+      cp_async<(int)sizeof(vec_t)>(dst + (unsigned)(j - lo) * (unsigned)sizeof(vec_t), x + j);
+    cp_async_commit();
+    cp_async_wait_all();
   }
   for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
     const vec_t t = slice[j - lo];

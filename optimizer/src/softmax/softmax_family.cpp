@@ -130,8 +130,9 @@ class SoftmaxFamily final : public Family {
   // 5: shared tiles and cluster rows (Note [Softmax shared tiles]);
   // 6: cached exps and the one-rounding divide in the row epilogue (Note [Softmax epilogue]);
   // 7: merge_warps and cached_rows_source shared by the tile kernels (same arithmetic);
-  // 8: two-pass shared tiles (Note [Softmax fast exp]), cp.async shared tiles (Note [Softmax async tiles])
-  int version() const override { return 8; }
+  // 8: two-pass shared tiles (Note [Softmax fast exp]), cp.async shared tiles (Note [Softmax async tiles]);
+  // 9: cp.async from codegen_common (Note [Async copies]), the two merges as one two_pass_merge (same cubins)
+  int version() const override { return 9; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

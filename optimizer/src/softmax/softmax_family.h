@@ -94,12 +94,13 @@
 /// floor, which is what they ran at (1093-1183 us) whatever they read. Two-pass shared tiles (`two`, on every
 /// shared tile plan) fold only the maximum while the tile is read (fmaxf, NaN skipped, as the two-pass kernels),
 /// merge it over warps and the cluster, then sum exp(x - m) from the tile on chip (thread rows in order, warps in
-/// warp order, cluster ranks in rank order: the same value in every block), merge the sums, and write. With a
-/// 16-bit output, exp(x - m) is ex2.approx((x - m) * log2 e): one FADD, one FMUL, one MUFU (relative error
-/// <= 2^-22 from ex2.approx plus 2^-24 |x - m| log2 e from the rounding of the product: below 2^-19 for
-/// x - m >= -10, where every term that moves a 16-bit result lies), and the epilogue multiplies by the sum's
-/// reciprocal (1.5 ulp of fp32) instead of div_rn. fp16's half ulp is 2^-11 and bf16's 2^-8, so a result
-/// differs from ATen's by at most one ulp of the output, rarely (within the 2e-3 / 1.6e-2 verification rtol).
+/// warp order, cluster ranks in rank order: the same value in every block), merge the sums (both merges are one
+/// device function, two_pass_merge, on a combine: fmaxf, or +), and write. With a 16-bit output, exp(x - m) is
+/// ex2.approx((x - m) * log2 e): one FADD, one FMUL, one MUFU (relative error <= 2^-22 from ex2.approx plus
+/// 2^-24 |x - m| log2 e from the rounding of the product: below 2^-19 for x - m >= -10, where every term that
+/// moves a 16-bit result lies), and the epilogue multiplies by the sum's reciprocal (1.5 ulp of fp32) instead of
+/// div_rn. fp16's half ulp is 2^-11 and bf16's 2^-8, so a result differs from ATen's by at most one ulp of the
+/// output, rarely (within the 2e-3 / 1.6e-2 verification rtol).
 /// fp16 flushes fp32 subnormal exps (.ftz): they are below fp16's smallest subnormal and round to 0 either way;
 /// bf16, which can hold them, keeps them (no .ftz). Special values are the two-pass kernels': ex2(-Inf) = 0,
 /// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element: predicted
@@ -117,16 +118,17 @@
 /// (log_softmax bf16 [32,32000,64]: 12 rows of 64 bytes a warp, the registers left by kept rows). Where a tile
 /// is whole (inner / vec a multiple of 32: every lane live) and its rows start on 16 bytes (storage offset,
 /// n and outer strides; the pointers are checked at every call), the block's shared rows are copied with
-/// cp.async.cg in 16-byte chunks (thread t takes chunks t, t + BLOCK, ...; a chunk's bytes land where the
-/// register path would have stored them), all in flight at once without registers; the kept rows still load
-/// into registers first. After cp.async.wait_all and a block barrier every thread folds its own rows from
-/// shared memory in the same order as before (kept rows, then rows n0 + NK + w + i W), so the arithmetic and
-/// its order are unchanged. Offered on every such shared tile instead of the register copy (no knob: the id
-/// shows `async1`). Predicted: attention over queries 745 -> ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16
-/// [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB block in flight instead of ~12 KB), spatial f32
-/// ~480-510 us unchanged or a little faster. Measured (H200, 2026-11-30, docs/PERF.md session 8, run 2, with
-/// the two passes): attention over queries 598 us (1.18x the copy; vec1.block512.tile2.cluster1.keep1.two1),
-/// log_softmax [32,32000,64] 138 us (2.07x the copy), spatial 451-471 us (1.17-1.22x).
+/// cp.async.cg (cp_async<16>, Note [Async copies]) in 16-byte chunks (thread t takes chunks t, t + BLOCK, ...;
+/// a chunk's bytes land where the register path would have stored them), all in flight at once without
+/// registers; the kept rows still load into registers first. After cp.async.wait_all (cp_async_wait_all) and a
+/// block barrier every thread folds its own rows from shared memory in the same order as before (kept rows,
+/// then rows n0 + NK + w + i W), so the arithmetic and its order are unchanged. Offered on every such shared
+/// tile instead of the register copy (no knob: the id shows `async1`). Predicted: attention over queries 745 ->
+/// ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16 [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB
+/// block in flight instead of ~12 KB), spatial f32 ~480-510 us unchanged or a little faster. Measured (H200,
+/// 2026-11-30, docs/PERF.md session 8, run 2, with the two passes): attention over queries 598 us (1.18x the copy;
+/// vec1.block512.tile2.cluster1.keep1.two1), log_softmax [32,32000,64] 138 us (2.07x the copy), spatial 451-471 us
+/// (1.17-1.22x).
 /// Cluster rows copy their slice the same way where the vector is 4 bytes or more (cp.async has no 2-byte
 /// copy; each thread reads back only what it copied, so no barrier), sum and write with Note [Softmax fast exp]
 /// for 16-bit outputs, and may be one block without a cluster (`cluster` = 1: a row of up to 227 KB, e.g. the
