@@ -354,7 +354,8 @@ KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k) {
   o << "#define RING " << ring_stages(s, k) << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n";
   offset_map(o, "kept_off", s.kept_sizes, s.kept_strides);
   offset_map(o, "red_off", s.red_sizes, s.red_strides);
-  o << welford_source() << kAccumulators << kBody << column_tile_source() << kKernel;
+  o << welford_source() << kAccumulators << kBody << (k.ring > 0 ? async_copy_source() : "") << column_tile_source()
+    << kKernel;
   return KernelSource{o.str(), "cudal1_reduce"};
 }
 

@@ -116,9 +116,10 @@
 /// Why: Nsight Compute on the best var cluster tile (vec 2, block 256, S 8, unr 4; H200, 2026-11-30, session 9)
 /// measured 21.2 us of kernel, DRAM 68%, 50% occupancy, 69% of the stall cycles waiting on loads: still latency-bound.
 /// A thread holds one batch in flight while it folds the other (32 bytes at vec 2, unr 4), ~32 KB an SM.
-/// What (knob ring = 1, cluster tiles of 4+ byte vectors and 32-byte batches; the others are unchanged): each thread
-/// copies its own batches with cp.async into a ring of RING stages (UNR x VEC elements a thread a stage) in
-/// dynamic shared memory, issuing batch b + RING - 1 before it waits for batch b (cp.async.wait_group RING - 1),
+/// What (knob ring = 1, cluster tiles of 4+ byte vectors and 32-byte batches; the others are unchanged): each
+/// thread copies its own batches with cp.async (copy_in, Note [Async copies]) into a ring of RING stages (UNR x
+/// VEC elements a thread a stage) in dynamic shared memory, issuing batch b + RING - 1 before it waits for batch b
+/// (copy_wait<RING - 1>),
 /// then reads batch b back into the registers the pushes use: the same values, the same pushes in the same
 /// order, so the bits are those of the ring-less tile. RING = 4: three batches of 32 bytes are in flight while
 /// one is folded, 96 bytes a thread (~96 KB an SM at 1024 threads, against ~32 KB), 128 bytes of shared memory.

@@ -19,7 +19,8 @@ __device__ __forceinline__ void tile_load(vec_t (&t)[UNR][CPT], const storage_t*
 }
 #if RING
 /// Note [Column tiles in rings]: starts copying the batch tile_load would load into this thread's slots of one
-/// ring stage ([UNR][CPT][BLOCK] vectors), then closes a commit group (empty when `live` is false).
+/// ring stage ([UNR][CPT][BLOCK] vectors; copy_in, Note [Async copies]), then closes a commit group (empty when
+/// `live` is false).
 __device__ __forceinline__ void ring_issue(vec_t* stage, const storage_t* __restrict__ x,
                                            const index_t (&base)[CPT], index_t r, bool live) {
   if (live) {
@@ -27,18 +28,11 @@ __device__ __forceinline__ void ring_issue(vec_t* stage, const storage_t* __rest
     for (int u = 0; u < UNR; ++u) {
       const index_t off = red_off(r + u * NW);
 #pragma unroll
-      for (int j = 0; j < CPT; ++j) {
-        const unsigned sa = (unsigned)__cvta_generic_to_shared(stage + (u * CPT + j) * BLOCK + threadIdx.x);
-        const storage_t* g = x + base[j] + off;
-#if VEC_BYTES == 16
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(g) : "memory");
-#else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(sa), "l"(g), "n"(VEC_BYTES) : "memory");
-#endif
-      }
+      for (int j = 0; j < CPT; ++j)
+        copy_in(stage + (u * CPT + j) * BLOCK + threadIdx.x, reinterpret_cast<const vec_t*>(x + base[j] + off));
     }
   }
-  asm volatile("cp.async.commit_group;" ::: "memory");
+  copy_commit();
 }
 #endif
 #if KIND == 3 && CLUSTER
@@ -151,7 +145,7 @@ __device__ __forceinline__ void column_tile(const storage_t* __restrict__ x, out
   for (index_t b = 0; b < nb; ++b) {
     const index_t bn = b + RING - 1;
     ring_issue(ring + (int)(bn % RING) * (UNR * CPT * BLOCK), x, base, r + bn * UNR * NW, bn < nb);
-    asm volatile("cp.async.wait_group %0;" ::"n"(RING - 1) : "memory");
+    copy_wait<RING - 1>();
     const vec_t* st = ring + (int)(b % RING) * (UNR * CPT * BLOCK) + threadIdx.x;
     vec_t t[UNR][CPT];
 #pragma unroll
