@@ -228,7 +228,7 @@ class ReducePlan final : public Plan {
     const int mode = v.get("mode");
     if (mode < 3) return mode;
     if (v.get("cluster", 0) > 0) {  // cluster tiles (Note [Column tiles in clusters])
-      if (v.get("ring", 0) > 0) return 13;                      // streamed through a ring (Note [Column tiles in rings])
+      if (v.get("ring", 0) > 0) return 13;                      // through a ring (Note [Column tiles in rings])
       if (v.get("vec") * elem_size(s_.dtype) < 16) return 12;  // narrower loads
       if (!fills_wave(v)) return 11;                            // 16-byte loads, half a wave or less
       return v.get("block") == 192 ? 10 : 9;                    // 3/4 of the wave, or all of it

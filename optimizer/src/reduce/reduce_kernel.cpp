@@ -128,7 +128,8 @@ class ReduceKernel final : public BoundKernel {
 
  private:
   /// Mode 4 cluster tiles (Note [Column tiles in clusters]): one launch of tiles x S blocks in clusters of S
-  /// along x, no workspace; a ring's stages in dynamic shared memory (Note [Column tiles in rings]). The opt-in to clusters of 16 and the check that one cluster fits run once per module;
+  /// along x, no workspace; a ring's stages in dynamic shared memory (Note [Column tiles in rings]). The opt-in
+  /// to clusters of 16 and the check that one cluster fits run once per module;
   /// a device that cannot hold one leaves the call on ATen.
   Status launch_cluster_tiles(const void* xp, void* yp, void* ip, CUstream stream) {
     const auto block = static_cast<unsigned>(k_.block), cluster = static_cast<unsigned>(k_.splits);

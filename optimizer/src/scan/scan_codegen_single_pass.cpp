@@ -55,7 +55,7 @@ const char* row_lanes_body() {
   // e > 0 as OP(a[e], out[2^hb(e) - 1]): the combines kRowExact (and ATen) make, with the same operands.
   // STAGED (contiguous rows, VEC 1): loads and stores coalesced, transposed through shared memory (33 values a
   // lane: conflict-free both ways); otherwise each lane loads its own tile, VEC elements at a time. Values are
-  // lv_t: fp32 rounded to the dtype after every combine, or the dtype's own bits (NATIVE, Note [Scans]).
+  // lv_t: fp32 rounded to the dtype after every combine, or the dtype's own bits (knob nat, Note [Scans]).
   const int lane = threadIdx.x & 31, t = lane % SPLITS;
   const index_t row0 = ((index_t)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32) * (32 / SPLITS);
   if (row0 >= OUTER) return;  // whole warps leave together; the others keep every lane for the shuffles
