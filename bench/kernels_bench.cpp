@@ -262,7 +262,8 @@ int main(int argc, char** argv) {
 
   const double bw = copy_bandwidth();
   std::printf("device-to-device copy bandwidth: %.2f TB/s (bytes read + written)\n", bw / 1e12);
-  std::printf("tuner: %d trials a row in rounds of %lld\n", trials, static_cast<long long>(o.round));
+  std::printf("tuner: %d trials a row in rounds of %lld; L2 flushed by a 256 MiB %s before each repetition\n", trials,
+              static_cast<long long>(o.round), l2_flush_name(config().l2_flush));
   std::printf("%-44s %10s %10s %8s %10s %8s %8s %9s %8s %7s %s\n", "signature", "ATen us", "cudal1 us", "speedup",
               "floor us", "ATen/fl", "ours/fl", "copy us", "ours/cp", "tune s", "swap / best variant");
   double log_sum = 0, headroom_log_sum = 0, worst = 1e9, tune_s_sum = 0;

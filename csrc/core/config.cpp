@@ -78,6 +78,8 @@ const char* mode_name(Mode m) noexcept {
   return "?";
 }
 
+const char* l2_flush_name(L2FlushKind k) noexcept { return k == L2FlushKind::kWrite ? "write" : "read"; }
+
 const std::vector<ConfigVar>& config_variables() {
   static const std::vector<ConfigVar> vars = {
       {"CUDAL1_ENABLE", "0", "1/true/on turns cudal1 on; otherwise the library registers nothing"},
@@ -95,6 +97,9 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
       {"CUDAL1_TIMING_REPS", "40", "interleaved ATen/candidate timing repetitions per candidate"},
       {"CUDAL1_MIN_SPEEDUP", "1.03", "median paired speedup over ATen a kernel needs to be swapped in"},
+      {"CUDAL1_L2_FLUSH", "read",
+       "how timing evicts L2 before each repetition: read (a 256 MiB read, L2 left clean) or write (a 256 MiB "
+       "memset, L2 left dirty, so the timed kernel also pays the write-back)"},
       {"CUDAL1_PROFILE_SAMPLE", "64", "one call in N per signature is timed with GPU events"},
       {"CUDAL1_SEED", "0", "seed for exploration and random inputs; 0 seeds from the clock"},
       {"CUDAL1_CUDA_LIBRARY", "(search libcuda.so.1)", "path of the CUDA driver library"},
@@ -134,6 +139,12 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   if (const char* v = env("CUDAL1_TIMING_REPS")) c.timing_reps = parse_int("CUDAL1_TIMING_REPS", v, 40, 5, 100000, w);
   if (const char* v = env("CUDAL1_MIN_SPEEDUP"))
     c.min_speedup = parse_double("CUDAL1_MIN_SPEEDUP", v, 1.03, 1.0, 100.0, w);
+  if (const char* v = env("CUDAL1_L2_FLUSH")) {
+    const std::string s = lower(v);
+    if (s == "read") c.l2_flush = L2FlushKind::kRead;
+    else if (s == "write") c.l2_flush = L2FlushKind::kWrite;
+    else if (w) w->push_back(quoted("CUDAL1_L2_FLUSH", v) + " is not read or write; using read");
+  }
   if (const char* v = env("CUDAL1_PROFILE_SAMPLE"))
     c.profile_sample = parse_int("CUDAL1_PROFILE_SAMPLE", v, 64, 1, 1 << 20, w);
   if (const char* v = env("CUDAL1_SEED"))

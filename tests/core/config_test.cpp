@@ -42,6 +42,7 @@ TEST(Config, ParsesEveryVariable) {
                           {"CUDAL1_TUNE_ROUND", "2"},
                           {"CUDAL1_TIMING_REPS", "11"},   {"CUDAL1_MIN_SPEEDUP", "1.1"},
                           {"CUDAL1_PROFILE_SAMPLE", "4"}, {"CUDAL1_SEED", "42"},
+                          {"CUDAL1_L2_FLUSH", "Write"},
                           {"CUDAL1_CUDA_LIBRARY", "/l/libcuda.so.1"}, {"CUDAL1_NVRTC_LIBRARY", "/l/nvrtc.so"}},
                          &w);
   EXPECT_TRUE(w.empty()) << w.front();
@@ -56,6 +57,7 @@ TEST(Config, ParsesEveryVariable) {
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.1);
   EXPECT_EQ(c.profile_sample, 4);
   EXPECT_EQ(c.seed, 42u);
+  EXPECT_EQ(c.l2_flush, L2FlushKind::kWrite);
   EXPECT_EQ(c.cuda_library, "/l/libcuda.so.1");
   EXPECT_EQ(c.nvrtc_library, "/l/nvrtc.so");
 }
@@ -65,7 +67,7 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   const Config c = parse({{"CUDAL1_ENABLE", "maybe"},   {"CUDAL1_MODE", "fast"},      {"CUDAL1_LOG_LEVEL", "loud"},
                           {"CUDAL1_HOT_CALLS", "12abc"}, {"CUDAL1_TRIALS", "0"},       {"CUDAL1_MIN_SPEEDUP", "0.5"},
                           {"CUDAL1_TIMING_REPS", ""},    {"CUDAL1_SEED", "-3"},
-                          {"CUDAL1_TUNE_ROUND", "0"}},
+                          {"CUDAL1_TUNE_ROUND", "0"},   {"CUDAL1_L2_FLUSH", "dirty"}},
                          &w);
   EXPECT_FALSE(c.enable);
   EXPECT_EQ(c.mode, Mode::kTune);
@@ -76,7 +78,9 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   EXPECT_EQ(c.timing_reps, 40);
   EXPECT_EQ(c.seed, 0u);
   EXPECT_EQ(c.tune_round, 8);
-  ASSERT_EQ(w.size(), 9u);
+  EXPECT_EQ(c.l2_flush, L2FlushKind::kRead);
+  ASSERT_EQ(w.size(), 10u);
+  EXPECT_NE(w[8].find("CUDAL1_L2_FLUSH='dirty' is not read or write; using read"), std::string::npos) << w[8];
   EXPECT_NE(w[3].find("CUDAL1_HOT_CALLS='12abc' is not an integer; using 50"), std::string::npos) << w[3];
 }
 

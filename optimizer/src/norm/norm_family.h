@@ -189,6 +189,14 @@
 /// Nsight Compute (ahead, 256 x 4, layer norm, 194 us): DRAM 55% (2.64 TB/s), 8 warps a scheduler, an
 /// instruction every 2.8 cycles, 65% of cycles without an eligible warp: latency-bound; each block still
 /// serialises its loads' latency, the atomics and the flag wait with ~16-32 KB of its own loads in flight.
+/// Tried and removed (session 10, H200, 2026-11-30, docs/PERF.md): parts through a ring of 3 shared-memory
+/// slots (cp.async; a block held tickets t0 < t1 < t2, t2's copies in flight while it waited on t0's row and
+/// wrote t0, every part published once landed and before any wait on its own row). Predicted from the profile
+/// above (more bytes in flight through the waits): ~135-145 us on both rows. Every ring variant verified (39
+/// mode-6 variants on four edge shapes, norm fuzz 0 mismatches) and every one lost: layer norm [64,1048576]
+/// 198-233 us against 188.5 us (256 x 8, ahead), group norm g8 193-218 us against 187.0 us. Bytes in flight
+/// during the waits are not what holds mode 6 back; the per-part barriers, fences and atomics are the suspects
+/// (not profiled).
 #pragma once
 
 #include "cudal1/optimizer/family.h"

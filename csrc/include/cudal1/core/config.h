@@ -16,6 +16,13 @@ enum class Mode {
 };
 const char* mode_name(Mode m) noexcept;
 
+/// How timing evicts L2 before each repetition (Note [Timing] in optimizer/measure.h).
+enum class L2FlushKind {
+  kRead,   ///< read a 256 MiB buffer: L2 ends holding clean lines, so a timed kernel pays only its own traffic
+  kWrite,  ///< memset a 256 MiB buffer (Triton's do_bench, nvbench): L2 ends dirty, a timed kernel also writes it back
+};
+const char* l2_flush_name(L2FlushKind k) noexcept;
+
 /// Log levels, mirroring spdlog's without including it.
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 
@@ -31,6 +38,7 @@ struct Config {
   int64_t verify_trials = 5;        ///< fresh random inputs per verification
   int64_t timing_reps = 40;         ///< interleaved timing repetitions per candidate
   double min_speedup = 1.03;        ///< median paired speedup a kernel needs before it is swapped in
+  L2FlushKind l2_flush = L2FlushKind::kRead;  ///< how timing flushes L2 before each repetition
   int64_t profile_sample = 64;      ///< one call in N per signature is timed with GPU events
   uint64_t seed = 0;                ///< 0: seeded from the clock
   std::string cuda_library;         ///< explicit libcuda path; empty: search
