@@ -254,9 +254,9 @@ struct EventTriple {
 };
 
 /// 256 MB touched before each timed repetition, so that no input is still in the 50 MB L2 (cold caches, as
-/// a model's activations arrive). Read (the default, Note [Timing]): L2 ends holding clean lines of the buffer, and
-/// the lines the last repetition left dirty are written back here, before the start event. Write (a memset, as
-/// Triton's do_bench and nvbench flush): L2 ends dirty, and the timed work pays for writing it back.
+/// a model's activations arrive). Read (the default, Note [Timing]): L2 ends holding clean lines of the
+/// buffer, and the lines the last repetition left dirty are written back here, before the start event. Write (a
+/// memset, as Triton's do_bench and nvbench flush): L2 ends dirty, and the timed work pays for writing it back.
 struct L2Flush {
   static constexpr size_t kBytes = size_t{256} << 20;
   at::Tensor buffer;
@@ -267,7 +267,8 @@ struct L2Flush {
         kind(config().l2_flush) {}
   Status issue(const DriverApi* api, CUstream stream) const {
     if (kind == L2FlushKind::kWrite) {
-      CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffer.data_ptr()), 0x5a5a5a5a, kBytes / 4, stream));
+      CUDAL1_CU_TRY(
+          api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(buffer.data_ptr()), 0x5a5a5a5a, kBytes / 4, stream));
     } else {
       (void)buffer.amax();  // reads every byte on the current stream (the caller's `stream`); no host sync
     }

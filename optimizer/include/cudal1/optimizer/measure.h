@@ -26,10 +26,10 @@
 /// is left holding clean lines; `write` memsets it (Triton's do_bench, nvbench), which leaves up to the whole L2
 /// dirty, and the timed work then also writes that back: on an H200 (2026-11-30, docs/PERF.md session 10) a
 /// kernel that only reads 64 MB took 24.7 us after a memset and 18.6 us after a read, a 32 MB copy 20.6 and
-/// 17.9 us. The write-back belongs to the flush, not to the kernel, so it is kept out of the timed region. Each repetition records start, runs, records end, then
-/// synchronizes the whole device before a third event: work that escaped the stream would show as extra time
-/// between the end and the third event, and such a candidate is rejected. The speedup is the median of the
-/// per-repetition ratios; a kernel is accepted when that median reaches the margin and its 25th percentile is
+/// 17.9 us. The write-back belongs to the flush, not to the kernel, so it is kept out of the timed region.
+/// Each repetition records start, runs, records end, then synchronizes the whole device before a third event:
+/// work that escaped the stream would show as extra time between the end and the third event, and such a
+/// candidate is rejected. The speedup is the median of the per-repetition ratios; a kernel is accepted when that median reaches the margin and its 25th percentile is
 /// at least 1 (noise-aware).
 #pragma once
 
