@@ -1,0 +1,254 @@
+/// @brief Replays kernel times measured on the GPU through the tuner's search, offline (CPU only), so that a
+/// search strategy can be compared on real landscapes without device time (docs/PERF.md, session 10).
+///
+/// Input: debug logs of `bench_kernels` (CUDAL1_LOG_LEVEL=debug, enough trials that every variant of a row was
+/// timed), one line per variant: "<signature>: <variant id> speedup S (p25 P, ATen A us, kernel K us)". The rows
+/// it knows are planned here exactly as the tuner plans them (sm_90); a variant the log lacks counts as 1.5x the
+/// slowest one timed. For each row and seed the strategy picks `trials` variants in rounds of `round`, each
+/// timing is the logged one with 1.5% Gaussian noise, and the variant kept is the fastest as measured; the
+/// table gives its true time over the best one's (mean over the seeds) and how often it is within 2% and 5%.
+///
+/// Strategies:
+///   policy  Tuner::tune_unlocked's: a fresh Policy's choose() with strata for round 1, then a copy adapted to
+///           the row's measurements (Policy::adapted) for the later rounds; the policy is not carried between
+///           rows (the bench's tuner carries one per family).
+///   random  uniform picks without repeats.
+///   ridge   round 1 as `policy`; later rounds take the untried variants with the lowest log time predicted by a
+///           ridge regression (penalty `lambda`, 10 by default; intercept free) of the row's measured log times
+///           on one-hot knob values: additive effects, a handful of weights, fitted from 8-16 timings.
+///
+/// Usage: bench_tuner_replay LOG_DIR [strategy] [trials] [round] [seeds] [lambda]
+///   e.g. build/bench/bench_tuner_replay bench/replay ridge 24 8 400
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/policy.h"
+#include "optimizer/problems.h"
+
+namespace {
+
+using cudal1::optimizer::Plan;
+using cudal1::optimizer::Policy;
+using cudal1::optimizer::Problem;
+using cudal1::optimizer::Variant;
+namespace t = cudal1::testing;
+
+struct Row {
+  std::string name;
+  Problem problem;
+  std::string log;    ///< file under LOG_DIR
+  std::string match;  ///< substring of the log lines of this row's signature
+};
+
+std::vector<Row> known_rows() {
+  const auto c = [](std::vector<int64_t> s) { return t::contiguous(std::move(s)); };
+  return {
+      {"argmax f32 [128,4096,32] dim1",
+       t::reduce_problem("argmax", at::kFloat, {128, 4096, 32}, c({128, 4096, 32}), c10::IValue(int64_t{1})),
+       "run5_columns.log", "aten::argmax("},
+      {"var f32 [4096,4096] dim0",
+       t::reduce_problem("var.correction", at::kFloat, {4096, 4096}, c({4096, 4096}), t::dims({0})),
+       "run5_columns.log", "aten::var."},
+      {"vector_norm f32 [4096,4096] dim 0 ord 1",
+       t::vector_norm_problem(at::kFloat, {4096, 4096}, c({4096, 4096}), c10::IValue(1.0), t::dims({0})),
+       "run5_columns.log", "aten::linalg_vector_norm("},
+      {"group_norm bf16 [32,320,64,64] g32", t::group_norm_problem(at::kBFloat16, {32, 320, 64, 64}, 32),
+       "run8_g32_stem.log", "bf16[32,320,64,64]"},
+      {"group_norm f16 [64,256,28,28] g32", t::group_norm_problem(at::kHalf, {64, 256, 28, 28}, 32),
+       "run8_g32_stem.log", "f16[64,256,28,28]"},
+      {"max_pool2d f16 [64,64,112,112] k3 s2 p1",
+       t::max_pool_problem(at::kHalf, {64, 64, 112, 112}, {}, {3, 3}, {2, 2}, {1, 1}, {1}, false),
+       "run8_g32_stem.log", "f16[64,64,112,112]"},
+  };
+}
+
+/// Kernel times (us) by variant id from the log lines of one row.
+std::map<std::string, double> read_times(const std::string& path, const std::string& match) {
+  static const std::regex re(R"(: (\S+) speedup \S+ \(p25 \S+, ATen \S+ us, kernel ([0-9.]+) us\))");
+  std::map<std::string, double> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.find(match) != std::string::npos && std::regex_search(line, m, re)) out[m[1]] = std::stod(m[2]);
+  }
+  return out;
+}
+
+/// The untried variants with the lowest predicted log time (ridge regression on one-hot knob values).
+std::vector<size_t> ridge_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
+                                const std::vector<double>& log_times, size_t k, double lambda) {
+  std::map<std::string, size_t> col;
+  for (const auto& v : space)
+    for (const auto& [knob, value] : v.knobs) col.emplace(knob + "=" + std::to_string(value), col.size());
+  const size_t d = col.size() + 1;  // + intercept
+  const auto x = [&](size_t i) {
+    std::vector<double> f(d, 0.0);
+    f[d - 1] = 1.0;
+    for (const auto& [knob, value] : space[i].knobs) f[col.at(knob + "=" + std::to_string(value))] = 1.0;
+    return f;
+  };
+  // The intercept is not penalised, so a knob value not yet measured adds 0 to the row's mean log time.
+  std::vector<std::vector<double>> a(d, std::vector<double>(d, 0.0));
+  std::vector<double> w(d, 0.0);
+  for (size_t n = 0; n < tried.size(); ++n) {
+    const auto f = x(tried[n]);
+    for (size_t p = 0; p < d; ++p) {
+      w[p] += f[p] * log_times[n];
+      for (size_t q = 0; q < d; ++q) a[p][q] += f[p] * f[q];
+    }
+  }
+  for (size_t p = 0; p + 1 < d; ++p) a[p][p] += lambda;
+  a[d - 1][d - 1] += 1e-9;  // tried is never empty here: the intercept's diagonal is already >= 1
+  for (size_t p = 0; p < d; ++p) {  // Gauss-Jordan; a is symmetric positive definite
+    for (size_t r = 0; r < d; ++r) {
+      if (r == p) continue;
+      const double m = a[r][p] / a[p][p];
+      for (size_t q = p; q < d; ++q) a[r][q] -= m * a[p][q];
+      w[r] -= m * w[p];
+    }
+  }
+  for (size_t p = 0; p < d; ++p) w[p] /= a[p][p];
+  std::vector<std::pair<double, size_t>> pred;
+  for (size_t i = 0; i < space.size(); ++i) {
+    if (std::find(tried.begin(), tried.end(), i) != tried.end()) continue;
+    const auto f = x(i);
+    double y = 0;
+    for (size_t p = 0; p < d; ++p) y += w[p] * f[p];
+    pred.emplace_back(y, i);
+  }
+  std::sort(pred.begin(), pred.end());
+  std::vector<size_t> out;
+  for (size_t j = 0; j < k && j < pred.size(); ++j) out.push_back(pred[j].second);
+  return out;
+}
+
+struct Outcome {
+  size_t variants = 0;
+  int timed = 0;
+  double best = 0, mean_ratio = 0, within2 = 0, within5 = 0;  ///< ratios: kept variant's true time over the best
+};
+
+struct Options {
+  std::string strategy = "policy";
+  size_t trials = 24, round = 8;
+  int seeds = 400;
+  double lambda = 10.0;
+};
+
+/// Replays one row's logged `times` through `o.strategy` over `o.seeds` seeds.
+Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times, const Options& o) {
+  const std::string& strategy = o.strategy;
+  const size_t trials = o.trials, round = o.round;
+  const int seeds = o.seeds;
+  const double lambda = o.lambda;
+  const std::vector<Variant> space = plan.space();
+  std::vector<std::vector<float>> feats;
+  std::vector<int> strata;
+  std::vector<double> truth;
+  double slowest = 0, best = 1e300;
+  for (const auto& [id, us] : times) slowest = std::max(slowest, us), best = std::min(best, us);
+  int timed = 0;
+  for (const auto& v : space) {
+    feats.push_back(plan.features(v));
+    strata.push_back(plan.stratum(v));
+    const auto it = times.find(v.id());
+    timed += it != times.end();
+    truth.push_back(it != times.end() ? it->second : 1.5 * slowest);
+  }
+  double sum = 0;
+  int within2 = 0, within5 = 0;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
+    std::normal_distribution<double> noise(0.0, 0.015);
+    const Policy policy(feats.front().size(), static_cast<uint64_t>(seed));
+    std::vector<size_t> tried;
+    std::vector<std::vector<float>> tried_feats;
+    std::vector<double> speedups, log_times;
+    size_t kept = 0;
+    double kept_us = 1e300;
+    while (tried.size() < trials) {
+      const size_t k = std::min(round, trials - tried.size());
+      std::vector<size_t> picks;
+      if (strategy == "random") {
+        for (size_t i = 0; i < space.size(); ++i)
+          if (std::find(tried.begin(), tried.end(), i) == tried.end()) picks.push_back(i);
+        std::shuffle(picks.begin(), picks.end(), rng);
+        picks.resize(std::min(k, picks.size()));
+      } else if (tried.empty()) {
+        Policy first = policy;
+        picks = first.choose(feats, k, strata);
+      } else if (strategy == "ridge") {
+        picks = ridge_picks(space, tried, log_times, k, lambda);
+      } else {  // as Tuner::tune_unlocked
+        const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * tried.size());
+        picks = policy.adapted(tried_feats, speedups, round_seed).choose(feats, k, strata, tried);
+      }
+      if (picks.empty()) break;
+      for (size_t i : picks) {
+        const double measured = truth[i] * (1.0 + noise(rng));
+        tried.push_back(i);
+        tried_feats.push_back(feats[i]);
+        speedups.push_back(100.0 / measured);
+        log_times.push_back(std::log(measured));
+        if (measured < kept_us) kept_us = measured, kept = i;
+      }
+    }
+    const double ratio = truth[kept] / best;
+    sum += ratio;
+    within2 += ratio <= 1.02;
+    within5 += ratio <= 1.05;
+  }
+  Outcome out;
+  out.variants = space.size();
+  out.timed = timed;
+  out.best = best;
+  out.mean_ratio = sum / seeds;
+  out.within2 = 100.0 * within2 / seeds;
+  out.within5 = 100.0 * within5 / seeds;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s LOG_DIR [policy|random|ridge] [trials] [round] [seeds] [lambda]\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  Options o;
+  if (argc > 2) o.strategy = argv[2];
+  if (argc > 3) o.trials = static_cast<size_t>(std::max(1, std::atoi(argv[3])));
+  if (argc > 4) o.round = static_cast<size_t>(std::max(1, std::atoi(argv[4])));
+  if (argc > 5) o.seeds = std::max(1, std::atoi(argv[5]));
+  if (argc > 6) o.lambda = std::max(0.0, std::atof(argv[6]));
+  if (o.strategy != "policy" && o.strategy != "random" && o.strategy != "ridge") {
+    std::fprintf(stderr, "unknown strategy '%s' (policy, random or ridge)\n", o.strategy.c_str());
+    return 2;
+  }
+  std::printf("strategy %s, %zu trials in rounds of %zu, %d seeds, 1.5%% timing noise\n", o.strategy.c_str(),
+              o.trials, o.round, o.seeds);
+  std::printf("%-42s %8s %6s %9s %10s %9s %9s\n", "row", "variants", "timed", "best us", "kept/best", "within2%",
+              "within5%");
+  for (const Row& row : known_rows()) {
+    const auto times = read_times(dir + "/" + row.log, row.match);
+    const auto* family = cudal1::optimizer::family_for(row.problem.op, row.problem.overload);
+    auto plan = family ? family->plan(row.problem) : cudal1::Status(cudal1::Code::kUnsupported, "no family");
+    if (times.empty() || !plan.ok()) {
+      std::printf("%-42s (no timings in %s, or not planned)\n", row.name.c_str(), row.log.c_str());
+      continue;
+    }
+    const Outcome r = replay_row(*plan.value(), times, o);
+    std::printf("%-42s %8zu %6d %9.2f %10.4f %8.0f%% %8.0f%%\n", row.name.c_str(), r.variants, r.timed, r.best,
+                r.mean_ratio, r.within2, r.within5);
+  }
+  return 0;
+}
