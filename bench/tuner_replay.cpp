@@ -145,10 +145,6 @@ struct Options {
 
 /// Replays one row's logged `times` through `o.strategy` over `o.seeds` seeds.
 Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times, const Options& o) {
-  const std::string& strategy = o.strategy;
-  const size_t trials = o.trials, round = o.round;
-  const int seeds = o.seeds;
-  const double lambda = o.lambda;
   const std::vector<Variant> space = plan.space();
   std::vector<std::vector<float>> feats;
   std::vector<int> strata;
@@ -165,7 +161,7 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
   }
   double sum = 0;
   int within2 = 0, within5 = 0;
-  for (int seed = 1; seed <= seeds; ++seed) {
+  for (int seed = 1; seed <= o.seeds; ++seed) {
     std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
     std::normal_distribution<double> noise(0.0, 0.015);
     const Policy policy(feats.front().size(), static_cast<uint64_t>(seed));
@@ -174,10 +170,10 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
     std::vector<double> speedups, log_times;
     size_t kept = 0;
     double kept_us = 1e300;
-    while (tried.size() < trials) {
-      const size_t k = std::min(round, trials - tried.size());
+    while (tried.size() < o.trials) {
+      const size_t k = std::min(o.round, o.trials - tried.size());
       std::vector<size_t> picks;
-      if (strategy == "random") {
+      if (o.strategy == "random") {
         for (size_t i = 0; i < space.size(); ++i)
           if (std::find(tried.begin(), tried.end(), i) == tried.end()) picks.push_back(i);
         std::shuffle(picks.begin(), picks.end(), rng);
@@ -185,8 +181,8 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
       } else if (tried.empty()) {
         Policy first = policy;
         picks = first.choose(feats, k, strata);
-      } else if (strategy == "ridge") {
-        picks = ridge_picks(space, tried, log_times, k, lambda);
+      } else if (o.strategy == "ridge") {
+        picks = ridge_picks(space, tried, log_times, k, o.lambda);
       } else {  // as Tuner::tune_unlocked
         const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * tried.size());
         picks = policy.adapted(tried_feats, speedups, round_seed).choose(feats, k, strata, tried);
@@ -210,9 +206,9 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
   out.variants = space.size();
   out.timed = timed;
   out.best = best;
-  out.mean_ratio = sum / seeds;
-  out.within2 = 100.0 * within2 / seeds;
-  out.within5 = 100.0 * within5 / seeds;
+  out.mean_ratio = sum / o.seeds;
+  out.within2 = 100.0 * within2 / o.seeds;
+  out.within5 = 100.0 * within5 / o.seeds;
   return out;
 }
 
