@@ -8,13 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <string>
 
-#include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/device_info.h"
-#include "cudal1/optimizer/family.h"
-#include "cudal1/optimizer/measure.h"
 #include "gpu/gpu_env.h"
+#include "gpu/variant_sweep.h"
 #include "optimizer/problems.h"
 
 namespace cudal1::optimizer {
@@ -35,29 +32,7 @@ TEST(NormParts, EveryPartsVariantMatchesAten) {
       // bf16, 8 elements a vector, no affine.
       testing::layer_norm_problem(at::kBFloat16, {5, 3, 1048576}, 1, false, false, sm),
   };
-  int verified = 0;
-  for (const auto& p : problems) {
-    const Family* family = family_for(p.op, p.overload);
-    ASSERT_NE(family, nullptr);
-    auto plan = family->plan(p);
-    ASSERT_TRUE(plan.ok()) << p.signature << ": " << plan.status().to_string();
-    const auto& op = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + p.op).c_str(), p.overload.c_str());
-    for (const Variant& v : plan.value()->space()) {
-      if (v.get("mode") != 6) continue;
-      const std::string what = p.signature + " " + v.id();
-      auto src = plan.value()->source(v);
-      ASSERT_TRUE(src.ok()) << what << ": " << src.status().to_string();
-      auto compiled = compile(src.value(), sm);
-      ASSERT_TRUE(compiled.ok()) << what << ": " << compiled.status().to_string();
-      auto module = LoadedModule::load(0, compiled->cubin, compiled->kernel_name);
-      ASSERT_TRUE(module.ok()) << what << ": " << module.status().to_string();
-      auto bound = plan.value()->bind(v, module.value());
-      ASSERT_TRUE(bound.ok()) << what << ": " << bound.status().to_string();
-      const Status st = verify(p, op, *bound.value(), 0, 3, 4242 + verified, nullptr);
-      ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
-      ++verified;
-    }
-  }
+  const int verified = testing::verify_variants(problems, [](const Variant& v) { return v.get("mode") == 6; });
   std::printf("[norm parts] %d mode-6 variants verified\n", verified);
   EXPECT_GE(verified, 20);  // 6-8 a signature on a 132-SM part; fewer means the space lost mode 6
 }

@@ -274,8 +274,9 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
   // 17..19: cluster rows; 20..23: the mappings at the widest vector
   for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 23)) << s;
   for (int s = 20; s < 24; ++s) EXPECT_EQ(row_strata.count(s), 1u) << s;
-  // 14..16 and 24..26: shared tiles, online and in two passes
-  for (int s : col_strata) EXPECT_TRUE((s >= 4 && s <= 16 && s != 13) || (s >= 24 && s <= 26)) << s;
+  // 14..16, 24..26 and 27..29: shared tiles, online, in two passes, and pair tiles
+  for (int s : col_strata) EXPECT_TRUE((s >= 4 && s <= 16 && s != 13) || (s >= 24 && s <= 29)) << s;
+  EXPECT_TRUE(col_strata.count(27) + col_strata.count(28) + col_strata.count(29) > 0);  // bf16 [4,16,3136]
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not
   EXPECT_TRUE(col_strata.count(10) && col_strata.count(12));  // tiles re-read; chunked tiles
   EXPECT_TRUE(*row_strata.rbegin() >= 17 && *col_strata.rbegin() >= 14);  // cluster rows; shared tiles
@@ -427,7 +428,8 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
 TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
   const auto attn = with_knob(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90), "cluster", 2);
   size_t online = 0, two = 0;
-  for (const auto& v : attn) (v.get("two", 0) ? two : online) += 1;
+  for (const auto& v : attn)
+    if (!v.get("pair", 0)) (v.get("two", 0) ? two : online) += 1;  // pairs: PairTiles below
   EXPECT_EQ(online, two);
   EXPECT_GT(two, 0u);
   auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
@@ -491,6 +493,48 @@ TEST(SoftmaxPlan, SharedTilesCopyWholeAlignedTilesAsynchronously) {
   EXPECT_FALSE(
       odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}).ok());
   EXPECT_TRUE(odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}}}).ok());
+}
+
+// Note [Softmax pair tiles]: two-pass async tiles of 16-bit dtypes at vec 1 and 2 also come as pairs.
+TEST(SoftmaxPlan, PairTilesTakeTwoVectorsALaneOf16BitTwoPassAsyncTiles) {
+  const auto tall = with_knob(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"), "pair", 2);
+  ASSERT_FALSE(tall.empty());
+  for (const auto& v : tall) {
+    EXPECT_EQ(v.get("two", 0), 1) << v.id();
+    EXPECT_EQ(v.get("async", 0), 1) << v.id();
+    EXPECT_LE(v.get("vec"), 2) << v.id();
+  }
+  // Each pair variant has its twin without the knob.
+  const auto twins = with_knob(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"), "two", 2);
+  EXPECT_EQ(twins.size(), 2 * tall.size());
+  EXPECT_FALSE(with_knob(over_at(at::kHalf, {2, 4, 2048, 256}, 2, 90), "pair", 2).empty());
+  EXPECT_TRUE(with_knob(over_at(at::kFloat, {32, 32000, 64}, 1, 90), "pair", 2).empty());  // fp32
+  EXPECT_TRUE(with_knob(over_at(at::kHalf, {8, 16, 256, 256}, 2, 80), "pair").empty());     // sm_80
+  const auto padded = softmax_problem("_softmax", at::kHalf, {4, 64, 64}, {64 * 68, 68, 1}, 1, false, 90);
+  EXPECT_TRUE(with_knob(padded, "pair").empty());  // rows off 16 bytes: no cp.async, no pairs
+
+  auto plan = family_for("_log_softmax", "")->plan(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"vec", 1}, {"block", 512}, {"tile", 2}, {"cluster", 16}, {"keep", 1}, {"two", 1}, {"async", 1},
+                   {"pair", 1}}};
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("#define PAIR 1"), std::string::npos);
+  EXPECT_NE(src->code.find("#define KEEP 20"), std::string::npos);  // 20 words: 640 rows of a block of 16 warps
+  EXPECT_NE(src->code.find("max.bf16x2"), std::string::npos);
+  EXPECT_NE(src->code.find("cvt.rn.bf16x2.f32"), std::string::npos);
+  const int stratum = plan.value()->stratum(v);
+  EXPECT_TRUE(stratum >= 27 && stratum <= 29) << stratum;
+  Variant online = v;
+  online.knobs.erase(online.knobs.begin() + 5);  // pair without two: not in the space
+  EXPECT_FALSE(plan.value()->source(online).ok());
+  auto half = family_for("_softmax", "")->plan(over_at(at::kHalf, {2, 4, 2048, 256}, 2, 90));
+  ASSERT_TRUE(half.ok());
+  auto hsrc = half.value()->source(
+      Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}, {"pair", 1}}});
+  ASSERT_TRUE(hsrc.ok()) << hsrc.status().to_string();
+  EXPECT_NE(hsrc->code.find("max.f16x2"), std::string::npos);
+  EXPECT_NE(hsrc->code.find("cvt.rn.f16x2.f32"), std::string::npos);
 }
 
 TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {

@@ -24,12 +24,12 @@ int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
 /// ASYNC: the shared rows (or the row's slice) are copied by cp.async (Note [Softmax async tiles]) with
 /// codegen_common's async_copy_source (Note [Async copies]).
 void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int vec, int block, int cluster,
-                    int64_t smem, bool async_copy, int keep = 0) {
+                    int64_t smem, bool async_copy, int keep = 0, int kept_registers = 0) {
   const int resident = resident_blocks(smem, block);
   k << "typedef long long index_t;\n" << dtype_prelude(dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CLUSTER " << cluster
     << "\n#define LOG " << (log ? 1 : 0) << "\n#define RESIDENT " << resident << "  // blocks per SM\n#define UNROLL "
-    << unroll(dtype, vec, block, resident, keep * regs_per_vec(dtype, vec)) << "\n#define KEEP " << keep << "\n";
+    << unroll(dtype, vec, block, resident, kept_registers) << "\n#define KEEP " << keep << "\n";
   k << R"(#define NEG_INF __int_as_float(0xff800000u)
 #define POS_INF __int_as_float(0x7f800000u)
 #define QNAN __int_as_float(0x7fffffffu)
@@ -65,10 +65,13 @@ int resident_blocks(int64_t smem, int block) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2048 / block, 233472 / (smem + 1024))));
 }
 
-int keep_rows(const ColumnShape& c, int vec) { return kKeptRegisters / regs_per_vec(c.dtype, vec); }
+int keep_rows(const ColumnShape& c, int vec, bool pair) {
+  return kKeptRegisters / regs_per_vec(c.dtype, pair ? 2 * vec : vec);
+}
 
-int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep) {
-  const int64_t rows = std::max<int64_t>(0, (c.n + cluster - 1) / cluster - int64_t{keep} * (block / 32));
+int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep, bool pair) {
+  const int64_t kept = int64_t{keep} * (block / 32) * (pair ? 2 : 1);  // rows the block keeps in registers
+  const int64_t rows = std::max<int64_t>(0, (c.n + cluster - 1) / cluster - kept);
   const int64_t data = rows * 32 * vec * elem_size(c.dtype);                 // a multiple of 16 bytes
   const int64_t stats = (2 * int64_t{block / 32} * vec * 32 + 2 * vec * 32) * 4;  // warp merge + published pairs
   return data + stats;
@@ -81,18 +84,21 @@ int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster) {
 }
 
 KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two,
-                                         bool async_copy) {
+                                         bool async_copy, bool pair) {
   const int64_t iv = c.inner / vec, tiles = (iv + 31) / 32, nb = (c.n + cluster - 1) / cluster;
   std::ostringstream k;
   k << "// cudal1 softmax shared-memory column tiles: log=" << c.log << " " << c10::toString(c.dtype)
     << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block
-    << " cluster=" << cluster << " keep=" << keep << " two=" << two << " async=" << async_copy << "\n";
-  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep), async_copy,
-                 keep);
+    << " cluster=" << cluster << " keep=" << keep << " two=" << two << " async=" << async_copy << " pair=" << pair
+    << "\n";
+  common_defines(k, c.dtype, c.log, vec, block, cluster, smem_tile_bytes(c, vec, block, cluster, keep, pair),
+                 async_copy, keep, keep * regs_per_vec(c.dtype, pair ? 2 * vec : vec));
   k << "#define TWO " << (two ? 1 : 0) << "  // two passes over the tile on chip: max, then sum\n"
+    << "#define PAIR " << (pair ? 1 : 0) << "  // Note [Softmax pair tiles]\n"
     << fast_exp_source(c.dtype, two);
+  if (pair) k << packed_pair_source(c.dtype);
   k << "static constexpr int N = " << c.n << ", NB = " << nb << ";  // rows, rows per block of a cluster\n"
-    << "static constexpr int NK = KEEP * W;  // the block's first rows, kept in registers (KEEP a thread)\n"
+    << "static constexpr int NK = KEEP * W * (PAIR ? 2 : 1);  // the block's first rows, kept in registers\n"
     << "static constexpr int NS = NB > NK ? NB - NK : 0;  // the rest, in shared memory\n"
     << "static constexpr index_t IV = " << iv << ", TILES = " << tiles << ";  // vectors along inner, tiles\n"
     << "static constexpr index_t OSV = " << c.outer_stride / vec << ", NSV = " << c.n_stride / vec
@@ -128,31 +134,47 @@ struct SumCombine {
 // Each lane's VEC values v merged over the block's W warps in warp order through red ([W][VEC x 32] in shared
 // memory), then (CLUSTER > 1) published by warp 0 in pub ([VEC x 32]) and merged over the cluster's blocks in
 // rank order through distributed shared memory: every thread of the cluster ends with the same values.
+// A lane's values are NE slots of the block's VEC x 32: value e of lane `lane` in slot SLOT(e) (with PAIR, lanes
+// l and l + 16 hold the same columns and values; WRITER lanes store them).
+#if PAIR
+#define NE (2 * VEC)
+#define SLOT(e) (NE * (lane % 16) + (e))
+#define WRITER (lane < 16)
+#else
+#define NE VEC
+#define SLOT(e) ((e) * 32 + lane)
+#define WRITER true
+#endif
 template <class Op>
 __device__ __forceinline__ void two_pass_merge(float* v, float* red, float* pub, int w, int lane) {
+  if (WRITER)
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) red[(w * VEC + e) * 32 + lane] = v[e];
+    for (int e = 0; e < NE; ++e) red[w * VEC * 32 + SLOT(e)] = v[e];
   __syncthreads();
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    v[e] = red[e * 32 + lane];
-    for (int i = 1; i < W; ++i) v[e] = Op::combine(v[e], red[(i * VEC + e) * 32 + lane]);
+  for (int e = 0; e < NE; ++e) {
+    v[e] = red[SLOT(e)];
+    for (int i = 1; i < W; ++i) v[e] = Op::combine(v[e], red[i * VEC * 32 + SLOT(e)]);
   }
 #if CLUSTER > 1
-  if (w == 0)
+  if (w == 0 && WRITER)
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) pub[e * 32 + lane] = v[e];
+    for (int e = 0; e < NE; ++e) pub[SLOT(e)] = v[e];
   cluster_sync();
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    v[e] = Op::first(v[e], load_remote(pub + e * 32 + lane, 0));
-    for (unsigned r = 1; r < CLUSTER; ++r) v[e] = Op::combine(v[e], load_remote(pub + e * 32 + lane, r));
+  for (int e = 0; e < NE; ++e) {
+    v[e] = Op::first(v[e], load_remote(pub + SLOT(e), 0));
+    for (unsigned r = 1; r < CLUSTER; ++r) v[e] = Op::combine(v[e], load_remote(pub + SLOT(e), r));
   }
 #endif
 }
 #endif
-)"
-    << R"(extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
+)";
+  if (pair) {
+    k << pair_tile_kernel_source();
+    return KernelSource{k.str(), "cudal1_softmax"};
+  }
+  k << R"(extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
 cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   // Dynamic shared memory: the block's NS rows x 32 vectors, the warp merge, the block's published pairs.
   extern __shared__ __align__(16) unsigned char smem[];

@@ -74,7 +74,11 @@ class ColumnPlan final : public Plan {
             if (keep) v.knobs.emplace_back("keep", 1);
             if (two) v.knobs.emplace_back("two", 1);
             if (async_ok(vec)) v.knobs.emplace_back("async", 1);  // always, where the layout allows it
-            out.push_back(std::move(v));
+            out.push_back(v);
+            if (two && pair_ok(vec, block, cluster, keep)) {  // Note [Softmax pair tiles]
+              v.knobs.emplace_back("pair", 1);
+              out.push_back(std::move(v));
+            }
           }
         }
     return out;
@@ -92,14 +96,15 @@ class ColumnPlan final : public Plan {
   }
 
   /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14..16 (online
-  /// pairs) and 24..26 (two passes) by the blocks an SM holds (1, 2, 3+: what sets how well reads overlap the
-  /// merges): disjoint from rows' 0..3 and 17..23.
+  /// pairs), 24..26 (two passes) and 27..29 (pair tiles) by the blocks an SM holds (1, 2, 3+: what sets how well
+  /// reads overlap the merges): disjoint from rows' 0..3 and 17..23.
   int stratum(const Variant& v) const override {
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
-      const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
-      const int resident = resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep), block);
-      return (v.get("two", 0) ? 23 : 13) + std::min(3, resident);
+      const bool pair = v.get("pair", 0) == 1;
+      const int keep = v.get("keep", 0) ? keep_rows(c_, vec, pair) : 0;
+      const int resident = resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep, pair), block);
+      return (pair ? 26 : v.get("two", 0) ? 23 : 13) + std::min(3, resident);
     }
     if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
@@ -109,12 +114,13 @@ class ColumnPlan final : public Plan {
   Result<KernelSource> source(const Variant& v) const override {
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
-      const int keep = v.get("keep", 0), two = v.get("two", 0), async = v.get("async", 0);
-      if (v.knobs.size() != 4u + (keep ? 1 : 0) + (two ? 1 : 0) + (async ? 1 : 0) || two < 0 || two > 1 ||
-          async != (async_ok(vec) ? 1 : 0) || !smem_ok(vec, block, cluster, keep))
+      const int keep = v.get("keep", 0), two = v.get("two", 0), async = v.get("async", 0), pair = v.get("pair", 0);
+      if (v.knobs.size() != 4u + (keep ? 1 : 0) + (two ? 1 : 0) + (async ? 1 : 0) + (pair ? 1 : 0) || two < 0 ||
+          two > 1 || async != (async_ok(vec) ? 1 : 0) || !smem_ok(vec, block, cluster, keep) || pair < 0 ||
+          pair > 1 || (pair && (!two || !pair_ok(vec, block, cluster, keep))))
         return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_smem_tiles(c_, vec, block, cluster, keep ? keep_rows(c_, vec) : 0, two == 1,
-                                         async == 1);
+      return generate_softmax_smem_tiles(c_, vec, block, cluster, keep ? keep_rows(c_, vec, pair == 1) : 0,
+                                         two == 1, async == 1, pair == 1);
     }
     if (v.get("tile", 0)) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);
@@ -136,12 +142,13 @@ class ColumnPlan final : public Plan {
     CUDAL1_RETURN_IF_ERROR(source(v));
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
-      const int keep = v.get("keep", 0) ? keep_rows(c_, vec) : 0;
+      const bool pair = v.get("pair", 0) == 1;
+      const int keep = v.get("keep", 0) ? keep_rows(c_, vec, pair) : 0;
       const int64_t blocks = c_.outer * ((c_.inner / vec + 31) / 32) * cluster;
       const int64_t align = v.get("async", 0) ? 16 : int64_t{vec} * elem_size(c_.dtype);  // cp.async chunks
       return std::unique_ptr<BoundKernel>(new SimpleKernel(
           std::move(m), OutputSpec{c_.dtype, c_.sizes, c_.out_strides}, c_.sizes, c_.in_strides, align, blocks,
-          block, c_.log ? 4.0 : 0.0, smem_tile_bytes(c_, vec, block, cluster, keep), cluster));
+          block, c_.log ? 4.0 : 0.0, smem_tile_bytes(c_, vec, block, cluster, keep, pair), cluster));
     }
     if (v.get("tile", 0)) return make_tile_kernel(c_, v.get("vec"), v.get("block"), v.get("chunks"), std::move(m));
     const int vec = v.get("vec"), block = v.get("block"), split = v.get("split");
@@ -181,11 +188,20 @@ class ColumnPlan final : public Plan {
     if (row_bytes < 64 || row_bytes > 256) return false;
     if (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8 && cluster != 16) return false;
     if (cluster > 1 && c_.n < 2 * cluster) return false;
-    const int kept = keep ? keep_rows(c_, vec) : 0;
+    const int kept = keep ? keep_rows(c_, vec, false) : 0;
     if (keep && (c_.n + cluster - 1) / cluster < 2 * int64_t{kept} * (block / 32)) return false;
     const int64_t tiles = (c_.inner / vec + 31) / 32;
-    return smem_tile_bytes(c_, vec, block, cluster, kept) <= kMaxBlockSmem &&
+    return smem_tile_bytes(c_, vec, block, cluster, kept, false) <= kMaxBlockSmem &&
            c_.outer * tiles * cluster < (int64_t{1} << 31) - 1;
+  }
+
+  /// Note [Softmax pair tiles]: a shared tile that smem_ok offers, of a 16-bit dtype at vec 1 or 2, copied by
+  /// cp.async (whole tiles, so NSV and IV are even), whose block still has twice the rows its pairs keep.
+  bool pair_ok(int vec, int block, int cluster, int keep) const {
+    if (elem_size(c_.dtype) != 2 || (vec != 1 && vec != 2) || !async_ok(vec)) return false;
+    const int kept = keep ? keep_rows(c_, vec, true) : 0;
+    if (keep && (c_.n + cluster - 1) / cluster < 4 * int64_t{kept} * (block / 32)) return false;
+    return smem_tile_bytes(c_, vec, block, cluster, kept, true) <= kMaxBlockSmem;
   }
 
   ColumnShape c_;

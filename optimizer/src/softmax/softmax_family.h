@@ -135,6 +135,23 @@
 /// 64 KB bf16 rows of [8192,32000], three blocks an SM, no cluster barrier). Predicted: log_softmax bf16
 /// [8192,32000] 318 -> ~265-285 us (1.07-1.15x the copy: one read instead of the kept kernel's three, two of
 /// them from L2), softmax f32 [4096,65536] ~600 us unchanged (fp32: exact exp; its copy was already in flight).
+///
+/// Note [Softmax pair tiles]
+/// Why (Nsight Compute, H200, 2026-11-30, session 10 run 4): log_softmax bf16 [32,32000,64] dim 1 (two-pass
+/// shared tile, vec 1, cluster 16, keep; 134 us, 2.17x its floor) ran at DRAM 37% and 0.55 instructions a cycle
+/// a scheduler, ~35 warp instructions per 32 elements: at vec 1 every lane loads, converts and folds one 2-byte
+/// element per instruction in each of three passes over the tile (64 bytes a warp row; vec 2 does not fit a
+/// cluster's shared memory for 32000 rows). With `pair` a lane takes 2 x VEC adjacent elements (4 or 8 bytes) of
+/// every second row: lanes 0-15 cover a row of the tile, lanes 16-31 the next one, so the tile, its layout in
+/// shared memory and the cp.async copy stay the same. The maximum is folded on the packed 16-bit values
+/// (max.bf16x2 / max.f16x2, exact, NaN skipped as fmaxf: one instruction per two elements, no conversion), the
+/// sum and the epilogue unpack a word into two floats (Note [Softmax fast exp]) and the output is packed by one
+/// cvt.rn.{bf16,f16}x2.f32. Lanes l and l + 16 hold the same columns: their maxima and sums are combined by one
+/// shuffle (a + b == b + a: both lanes get the same bits) before the warp and cluster merges, whose slots are
+/// then the tile's columns. `keep` keeps kKeptRegisters words a thread, twice the rows of 2-byte vectors.
+/// Offered on two-pass async tiles of 16-bit dtypes at vec 1 and 2. Predicted (instructions: ~1 an element for the
+/// maximum, ~5.5 for the sum, ~4-5 for the epilogue, ~1 for the copy; ~12 against ~35): [32,32000,64] dim 1
+/// 134 -> ~85-95 us (1.4-1.5x its floor: the waves still load, compute and write in step).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -234,25 +251,34 @@ const char* cached_rows_source();
 const char* online_pair_source();
 
 /// Dynamic shared memory of one block: of a shared column tile of `c` (Note [Softmax shared tiles]) at `vec`,
-/// `block` threads and `cluster` blocks a column; of a cluster row slice of `s` at `vec` and `cluster`.
-int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep);
+/// `block` threads and `cluster` blocks a column, `keep` kept vectors a thread (of `pair`s: Note [Softmax pair
+/// tiles]); of a cluster row slice of `s` at `vec` and `cluster`.
+int64_t smem_tile_bytes(const ColumnShape& c, int vec, int block, int cluster, int keep, bool pair);
 int64_t cluster_row_bytes(const SoftmaxShape& s, int vec, int cluster);
 /// Blocks one SM holds at `block` threads and `smem` bytes of dynamic shared memory each (228 KB an SM, 1 KB
 /// reserved a block, 2048 threads): the strata of the shared tiles and cluster rows (1, 2, 3 or more).
 int resident_blocks(int64_t smem, int block);
 /// The most dynamic shared memory one block may ask for on sm_90 (227 KB).
 constexpr int64_t kMaxBlockSmem = 227 * 1024;
-/// Registers a thread of a `keep` shared tile spends on kept rows, and the rows that makes at `vec`.
+/// Registers a thread of a `keep` shared tile spends on kept rows, and the vectors that makes at `vec` (of
+/// 2 x `vec` elements with `pair`).
 constexpr int kKeptRegisters = 20;
-int keep_rows(const ColumnShape& c, int vec);
+int keep_rows(const ColumnShape& c, int vec, bool pair);
 
 /// CUDA source of a shared column tile of `c` (Note [Softmax shared tiles]): kernel(in, out), `cluster` blocks
 /// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory;
 /// each thread keeps its first `keep` rows in registers instead (0: none); `two`: two passes over the tile on
 /// chip (the maximum, then the sum) instead of online pairs, with Note [Softmax fast exp] for 16-bit outputs;
-/// `async_copy`: the shared rows copied with cp.async (Note [Softmax async tiles]; whole tiles, 16-byte aligned).
+/// `async_copy`: the shared rows copied with cp.async (Note [Softmax async tiles]; whole tiles, 16-byte aligned);
+/// `pair`: Note [Softmax pair tiles] (16-bit, vec 1 or 2, with `two` and `async_copy` only).
 KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two,
-                                         bool async_copy);
+                                         bool async_copy, bool pair);
+/// Device code of Note [Softmax pair tiles] for a 16-bit `dtype`: pair_t (2 x VEC elements, VEC words), lo_f and
+/// hi_f (a word's two elements as floats), max2 (packed maximum, NaN skipped), pack2 (two floats rounded into a
+/// word) and PACKED_NEG_INF.
+std::string packed_pair_source(c10::ScalarType dtype);
+/// The kernel of a pair tile (Note [Softmax pair tiles]), after generate_softmax_smem_tiles' definitions.
+const char* pair_tile_kernel_source();
 /// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` blocks per row (1: one block, no cluster),
 /// cluster_row_bytes each; `async_copy`: the slice copied by cp.async (vectors of 4 bytes or more); 16-bit
 /// outputs take Note [Softmax fast exp].

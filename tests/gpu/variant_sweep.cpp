@@ -1,0 +1,49 @@
+/// @brief Every picked variant of a few problems compiled, bound and verified against ATen (variant_sweep.h).
+#include "gpu/variant_sweep.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/measure.h"
+
+namespace cudal1::testing {
+
+int verify_variants(const std::vector<optimizer::Problem>& problems,
+                    const std::function<bool(const optimizer::Variant&)>& pick) {
+  using namespace cudal1::optimizer;
+  int verified = 0;
+  for (const auto& p : problems) {
+    const Family* family = family_for(p.op, p.overload);
+    if (family == nullptr) {
+      ADD_FAILURE() << p.signature << ": no family";
+      return verified;
+    }
+    auto plan = family->plan(p);
+    if (!plan.ok()) {
+      ADD_FAILURE() << p.signature << ": " << plan.status().to_string();
+      return verified;
+    }
+    const auto& op = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + p.op).c_str(), p.overload.c_str());
+    for (const Variant& v : plan.value()->space()) {
+      if (!pick(v)) continue;
+      const std::string what = p.signature + " " + v.id();
+      auto src = plan.value()->source(v);
+      if (!src.ok()) return ADD_FAILURE() << what << ": " << src.status().to_string(), verified;
+      auto compiled = compile(src.value(), p.sm);
+      if (!compiled.ok()) return ADD_FAILURE() << what << ": " << compiled.status().to_string(), verified;
+      auto module = LoadedModule::load(0, compiled->cubin, compiled->kernel_name);
+      if (!module.ok()) return ADD_FAILURE() << what << ": " << module.status().to_string(), verified;
+      auto bound = plan.value()->bind(v, module.value());
+      if (!bound.ok()) return ADD_FAILURE() << what << ": " << bound.status().to_string(), verified;
+      const Status st = verify(p, op, *bound.value(), 0, 3, 4242 + verified, nullptr);
+      if (!st.ok()) return ADD_FAILURE() << what << ": " << st.to_string(), verified;
+      ++verified;
+    }
+  }
+  return verified;
+}
+
+}  // namespace cudal1::testing
