@@ -274,8 +274,9 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
   // 17..19: cluster rows; 20..23: the mappings at the widest vector
   for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 23)) << s;
   for (int s = 20; s < 24; ++s) EXPECT_EQ(row_strata.count(s), 1u) << s;
-  // 14..16, 24..26 and 27..29: shared tiles, online, in two passes, and pair tiles
-  for (int s : col_strata) EXPECT_TRUE((s >= 4 && s <= 16 && s != 13) || (s >= 24 && s <= 29)) << s;
+  // 13: fast tiles; 14..16, 24..26 and 27..29: shared tiles, online, in two passes, and pair tiles
+  for (int s : col_strata) EXPECT_TRUE((s >= 4 && s <= 16) || (s >= 24 && s <= 29)) << s;
+  EXPECT_EQ(col_strata.count(13), 1u);  // bf16 [4,16,3136]
   EXPECT_TRUE(col_strata.count(27) + col_strata.count(28) + col_strata.count(29) > 0);  // bf16 [4,16,3136]
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not
   EXPECT_TRUE(col_strata.count(10) && col_strata.count(12));  // tiles re-read; chunked tiles
@@ -535,6 +536,27 @@ TEST(SoftmaxPlan, PairTilesTakeTwoVectorsALaneOf16BitTwoPassAsyncTiles) {
   ASSERT_TRUE(hsrc.ok()) << hsrc.status().to_string();
   EXPECT_NE(hsrc->code.find("max.f16x2"), std::string::npos);
   EXPECT_NE(hsrc->code.find("cvt.rn.f16x2.f32"), std::string::npos);
+}
+
+// Note [Softmax fast tiles]: tiles of 16-bit dtypes whose rows are read (not cached) also come folded in batches.
+TEST(SoftmaxPlan, FastTilesFoldBatchesOf16BitRows) {
+  const auto fast = with_knob(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"), "fast", 1);
+  ASSERT_FALSE(fast.empty());
+  for (const auto& v : fast) EXPECT_EQ(v.get("cache"), 0) << v.id();
+  EXPECT_TRUE(with_knob(over_at(at::kFloat, {32, 32000, 64}, 1, 90), "fast").empty());  // fp32: exact expf
+  EXPECT_FALSE(with_knob(over_at(at::kHalf, {32, 32000, 64}, 1, 80), "fast").empty());  // not only sm_90
+  auto plan = family_for("_log_softmax", "")->plan(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 1}, {"chunks", 64}, {"cache", 0}, {"fast", 1}}};
+  EXPECT_EQ(plan.value()->stratum(v), 13);
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  EXPECT_NE(src->code.find("#define FAST 1"), std::string::npos);
+  EXPECT_NE(src->code.find("#define UNROLL 8"), std::string::npos);
+  EXPECT_NE(src->code.find("ex2.approx.f32"), std::string::npos);
+  EXPECT_FALSE(plan.value()
+                   ->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 1}, {"chunks", 1}, {"cache", 1}, {"fast", 1}}})
+                   .ok());  // cached rows are not batched
 }
 
 TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {

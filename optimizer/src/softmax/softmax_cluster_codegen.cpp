@@ -40,9 +40,8 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
   if (async_copy) k << async_copy_source();
 }
 
-/// EXP_SUB(v, mx) = exp(v - mx) and DIV_SUM(a, sum, r) = a / sum (r = 1 / sum): Note [Softmax fast exp]'s forms
-/// where `fast` (two-pass shared tiles, cluster rows) and the output is 16-bit; the exact forms (expf, div_rn)
-/// otherwise.
+}  // namespace
+
 std::string fast_exp_source(c10::ScalarType dtype, bool fast) {
   if (!fast || elem_size(dtype) != 2)
     return "#define EXP_SUB(v, mx) expf((v) - (mx))\n#define DIV_SUM(a, sum, r) div_rn(a, sum, r)\n";
@@ -58,8 +57,6 @@ __device__ __forceinline__ float fast_exp_sub(float x, float mx) {
 #define DIV_SUM(a, sum, r) ((a) * (r))
 )";
 }
-
-}  // namespace
 
 int resident_blocks(int64_t smem, int block) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2048 / block, 233472 / (smem + 1024))));

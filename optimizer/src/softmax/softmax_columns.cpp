@@ -61,8 +61,14 @@ class ColumnPlan final : public Plan {
       for (int block : kTileBlocks)
         for (int chunks : kChunks)
           for (int cache : {1, 0})
-            if (tile_ok(vec, block, chunks, cache))
-              out.push_back(Variant{{{"vec", vec}, {"block", block}, {"tile", 1}, {"chunks", chunks}, {"cache", cache}}});
+            if (tile_ok(vec, block, chunks, cache)) {
+              Variant v{{{"vec", vec}, {"block", block}, {"tile", 1}, {"chunks", chunks}, {"cache", cache}}};
+              out.push_back(v);
+              if (fast_ok(cache)) {  // Note [Softmax fast tiles]
+                v.knobs.emplace_back("fast", 1);
+                out.push_back(std::move(v));
+              }
+            }
     }
     for (int vec : kVecs)
       for (int block : kSmemBlocks)
@@ -95,7 +101,7 @@ class ColumnPlan final : public Plan {
     return softmax_features(k, v);
   }
 
-  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch) and 12 (chunked), shared tiles 14..16 (online
+  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch), 12 (chunked) and 13 (fast), shared tiles 14..16 (online
   /// pairs), 24..26 (two passes) and 27..29 (pair tiles) by the blocks an SM holds (1, 2, 3+: what sets how well
   /// reads overlap the merges): disjoint from rows' 0..3 and 17..23.
   int stratum(const Variant& v) const override {
@@ -106,7 +112,7 @@ class ColumnPlan final : public Plan {
       const int resident = resident_blocks(smem_tile_bytes(c_, vec, block, cluster, keep, pair), block);
       return (pair ? 26 : v.get("two", 0) ? 23 : 13) + std::min(3, resident);
     }
-    if (v.get("tile", 0)) return v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
+    if (v.get("tile", 0)) return v.get("fast", 0) ? 13 : v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
     return 4 + 2 * (split == 1 ? 0 : split == 4 ? 1 : 2) + v.get("cache");
   }
@@ -124,9 +130,11 @@ class ColumnPlan final : public Plan {
     }
     if (v.get("tile", 0)) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);
-      if (v.get("tile") != 1 || v.knobs.size() != 5 || !tile_ok(vec, block, chunks, cache))
+      const int fast = v.get("fast", 0);
+      if (v.get("tile") != 1 || v.knobs.size() != 5u + (fast ? 1 : 0) || !tile_ok(vec, block, chunks, cache) ||
+          fast < 0 || fast > 1 || (fast && !fast_ok(cache)))
         return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_tiles(c_, vec, block, chunks, cache == 1);
+      return generate_softmax_tiles(c_, vec, block, chunks, cache == 1, fast == 1);
     }
     const int vec = v.get("vec", 0), block = v.get("block", 0), split = v.get("split", 0), cache = v.get("cache", -1);
     const bool block_ok = block == 128 || block == 256 || block == 512 || block == 1024;
@@ -173,6 +181,9 @@ class ColumnPlan final : public Plan {
            c_.outer * tiles * chunks < (int64_t{1} << 31) - 1 && (cache == 0 || cache == 1) &&
            (cache == 0 || tile_cache_fits(c_, vec, block, chunks));
   }
+
+  /// Note [Softmax fast tiles]: 16-bit dtypes, rows read (not cached).
+  bool fast_ok(int cache) const { return elem_size(c_.dtype) == 2 && cache == 0; }
 
   /// Note [Softmax async tiles]: whole tiles (every lane live) whose rows start on 16 bytes.
   bool async_ok(int vec) const { return c_.aligned16 && (c_.inner / vec) % 32 == 0; }

@@ -28,6 +28,7 @@ std::vector<float> softmax_features(const SoftmaxClass& c, const Variant& v) {
   knobs.push_back(v.get("keep", 0) == 1);
   knobs.push_back(v.get("two", 0) == 1);  // two passes on chip (Note [Softmax fast exp])
   knobs.push_back(v.get("pair", 0) == 1);  // Note [Softmax pair tiles]
+  knobs.push_back(v.get("fast", 0) == 1);  // Note [Softmax fast tiles]
   auto f = [](bool b) { return b ? 1.f : 0.f; };
   const std::vector<float> ctx = {1.f,
                                   f(c.n <= 1024),

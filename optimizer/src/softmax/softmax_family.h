@@ -136,6 +136,24 @@
 /// [8192,32000] 318 -> ~265-285 us (1.07-1.15x the copy: one read instead of the kept kernel's three, two of
 /// them from L2), softmax f32 [4096,65536] ~600 us unchanged (fp32: exact exp; its copy was already in flight).
 ///
+/// Note [Softmax fast tiles]
+/// Why (H200, 2026-11-30, session 11): log_softmax bf16 [32,32000,64] dim 1 holds each column tile on chip only
+/// in clusters of 16 blocks (2 MB a tile), 4.6 waves that load, reduce across the cluster and write in step:
+/// 134 us, 2.14x the copy, at DRAM 37%, latency-bound (Nsight: 16 cycles between a warp's instructions, 0.45
+/// issued a cycle a scheduler; Note [Softmax pair tiles] cut the instructions by a third and the time by none).
+/// Reading twice instead costs one more read of the input: a column pass of (max, sum) pairs per chunk of rows
+/// (phase 0: 131 MB read) and a pass that merges the chunks' pairs, re-reads and writes (phase 1: 262 MB), both
+/// streaming at whole lines with no block waiting on another; ~393 MB, ~95-100 us (1.5-1.6x the floor), less
+/// what phase 1's backward walk finds in L2. The chunked tiles of Note [Softmax column tiles] are that plan, but
+/// their online_add spends ~20 instructions an element (expf in both branches). With `fast` (16-bit dtypes,
+/// rows not cached) phase 0 folds UNROLL = 8 rows at a time: their maximum first (fmaxf, NaN skipped), one
+/// rescale of the sum by expf(m - m_new) where it grew, then exp(x - m) of each row by Note [Softmax fast exp]
+/// (-Inf adds 0 as in online_add; rows past the chunk load as -Inf); the epilogue takes the fast forms too.
+/// Special values as online_add: +Inf and NaN poison the sum (exp(Inf - Inf), exp(NaN)), m never NaN. The sum
+/// differs from online_add's by the rescale and ex2.approx roundings (Note [Softmax fast exp]); with at most one
+/// rescale per 8 rows its error stays below online_add's (one expf per growing row). ~8 instructions an element.
+/// Predicted: [32,32000,64] dim 1 at vec 2 (whole 128-byte lines), chunks 64: 134 -> ~95-105 us.
+///
 /// Note [Softmax pair tiles]
 /// Why (Nsight Compute, H200, 2026-11-30, session 10 run 4): log_softmax bf16 [32,32000,64] dim 1 (two-pass
 /// shared tile, vec 1, cluster 16, keep; 134 us, 2.17x its floor) ran at DRAM 37% and 0.55 instructions a cycle
@@ -229,8 +247,13 @@ KernelSource generate_softmax_columns(const ColumnShape& c, int vec, int block, 
 const char* column_epilogue_source();
 
 /// CUDA source of a tile variant of `c` (Note [Softmax column tiles]): kernel(in, out, float* ws, int phase),
-/// `chunks` blocks per column (phase 0 then 1 when > 1, else phase 1 alone), `cache` only with one chunk.
-KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, int chunks, bool cache);
+/// `chunks` blocks per column (phase 0 then 1 when > 1, else phase 1 alone), `cache` only with one chunk;
+/// `fast`: Note [Softmax fast tiles] (16-bit dtypes, cache 0).
+KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, int chunks, bool cache, bool fast);
+
+/// EXP_SUB(v, mx) = exp(v - mx) and DIV_SUM(a, sum, r) = a / sum (r = 1 / sum): Note [Softmax fast exp]'s forms
+/// where `fast` and the output is 16-bit; the exact forms (expf, div_rn) otherwise.
+std::string fast_exp_source(c10::ScalarType dtype, bool fast);
 
 /// The bound kernel of a tile variant: checks the call's layout and alignment (vec), allocates the workspace
 /// of a chunked variant per call and launches its phases on the call's stream.

@@ -62,15 +62,17 @@ const char* cached_rows_source() {
 )";
 }
 
-KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, int chunks, bool cache) {
+KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, int chunks, bool cache, bool fast) {
   const int64_t iv = c.inner / vec, tiles = (iv + 31) / 32, nc = (c.n + chunks - 1) / chunks;
   std::ostringstream k;
   k << "// cudal1 softmax column tiles: log=" << c.log << " " << c10::toString(c.dtype) << " outer=" << c.outer
     << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block << " chunks=" << chunks
-    << " cache=" << cache << "\n";
+    << " cache=" << cache << " fast=" << fast << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(c.dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CHUNKS " << chunks
-    << "\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (c.log ? 1 : 0) << "\n#define UNROLL 4\n";
+    << "\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (c.log ? 1 : 0) << "\n#define FAST "
+    << (fast ? 1 : 0) << "  // Note [Softmax fast tiles]\n#define UNROLL " << (fast ? 8 : 4) << "\n";
+  if (fast) k << fast_exp_source(c.dtype, true);
   k << "static constexpr int N = " << c.n << ", NC = " << nc << ";  // rows, rows per chunk\n"
     << "static constexpr index_t IV = " << iv << ", TILES = " << tiles << ";  // vectors along inner, tiles\n"
     << "static constexpr index_t BLOCKS = " << c.outer * tiles * chunks << ";\n"
@@ -80,6 +82,9 @@ KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, in
   if (chunks > 1) k << "static constexpr index_t COLS = " << c.outer * c.inner << ";  // workspace stride\n";
   k << R"(#if CHUNKS > 1 && CACHE
 #error "a column split over blocks cannot stay in registers between the two launches"
+#endif
+#if FAST && CACHE
+#error "fast tiles fold the rows they load: Note [Softmax fast tiles]"
 #endif
 #define NEG_INF __int_as_float(0xff800000u)
 #define POS_INF __int_as_float(0x7f800000u)
@@ -120,7 +125,38 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out, fl
   if (CHUNKS == 1 || phase == 0) {
     // This block's rows of its columns: online pairs per lane, then merged over the W warps in warp order.
     __shared__ float red_m[W][VEC * 32], red_s[W][VEC * 32];
+#if FAST
+    // Note [Softmax fast tiles]: UNROLL rows at a time (rows past the chunk as -Inf): their maximum, one rescale
+    // where it grew, then the fast exp of each.
+    vec_t neg;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) neg.v[e] = to_storage(NEG_INF);
+    for (int j0 = n0 + w; j0 < n1; j0 += UNROLL * W) {
+      vec_t tu[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int j = j0 + u * W;
+        tu[u] = live && j < n1 ? x[j * NSV] : neg;
+      }
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        float xs[UNROLL], bm = m[e];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          xs[u] = to_float(tu[u].v[e]);
+          bm = fmaxf(bm, xs[u]);  // NaN skipped
+        }
+        if (bm > m[e]) {
+          s[e] *= expf(m[e] - bm);  // 0 from m = -Inf (NaN stays NaN)
+          m[e] = bm;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) s[e] += xs[u] == NEG_INF ? 0.f : EXP_SUB(xs[u], m[e]);
+      }
+    }
+#else
     FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) online_add(m[e], s[e], to_float(t.v[e]));)
+#endif
     merge_warps(m, s, red_m, red_s);
 #if CHUNKS > 1
     if (w == 0 && live)
