@@ -153,6 +153,11 @@
 /// differs from online_add's by the rescale and ex2.approx roundings (Note [Softmax fast exp]); with at most one
 /// rescale per 8 rows its error stays below online_add's (one expf per growing row). ~8 instructions an element.
 /// Predicted: [32,32000,64] dim 1 at vec 2 (whole 128-byte lines), chunks 64: 134 -> ~95-105 us.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 11, run 3; every tile variant timed): wrong. The best fast
+/// tile ran 170.5 us (vec1.block1024.chunks8; the best plain tile 184.1 us, the shared pair tile 133.3 us), and
+/// chunks 64 ran slower than chunks 8 (206 against 180 us at vec 2, block 256), so neither the instructions nor the second read were
+/// what held the chunked tiles back. Not profiled. Kept: every fast variant verified (GPU test SoftmaxPairs,
+/// softmax fuzz 0 mismatches), and they are the fastest tiles where shared tiles are not offered (below sm_90).
 ///
 /// Note [Softmax pair tiles]
 /// Why (Nsight Compute, H200, 2026-11-30, session 10 run 4): log_softmax bf16 [32,32000,64] dim 1 (two-pass
@@ -170,6 +175,12 @@
 /// Offered on two-pass async tiles of 16-bit dtypes at vec 1 and 2. Predicted (instructions: ~1 an element for the
 /// maximum, ~5.5 for the sum, ~4-5 for the epilogue, ~1 for the copy; ~12 against ~35): [32,32000,64] dim 1
 /// 134 -> ~85-95 us (1.4-1.5x its floor: the waves still load, compute and write in step).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 11, runs 1-2): wrong. [32,32000,64] dim 1 133.3 us (pair)
+/// against 134.0 (vec1.block512.cluster16.keep1, the same run); softmax f16 [8,16,2048,2048] dim 2 583.4 us
+/// against 593.2 (vec1.block512.cluster1.keep1), the table's pick for both rows. Nsight (pair variant): 50.8 M warp
+/// instructions (~25 per 32 elements: the cp.async address arithmetic ~2.6 an element, the sum ~7, the write
+/// ~7 in PTX), 0.45 issued a cycle a scheduler, 16.2 cycles between a warp's instructions (4.9 on loads, 1.9 at
+/// barriers, 1.5 at fences, 2.0 fixed-latency), DRAM 37%: the row is latency- and phase-bound, not issue-bound.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
