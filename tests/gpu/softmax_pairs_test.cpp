@@ -1,8 +1,9 @@
-/// @brief Pair tiles and fast tiles of the softmax family (Note [Softmax pair tiles], Note [Softmax fast tiles]) on
-/// the device: every such variant of a few column signatures is compiled, bound and verified against ATen (fresh inputs, poisoned and guarded
-/// outputs; Note [Verification]). The shapes reach the edges the fuzz test's random sizes rarely give: the
-/// benchmark's 32000 rows over clusters of up to 16 blocks, a last cluster rank with fewer rows than the others,
-/// rows too few for kept registers, a strided and offset input, and vec 2 (8-byte lane vectors) in fp16.
+/// @brief Pair tiles and fast tiles of the softmax family (Note [Softmax pair tiles], Note [Softmax fast tiles])
+/// on the device: every such variant of a few column signatures is compiled, bound and verified against ATen
+/// (fresh inputs, poisoned and guarded outputs; Note [Verification]). The shapes reach the edges the fuzz test's
+/// random sizes rarely give: the benchmark's 32000 rows over clusters of up to 16 blocks, a last cluster rank
+/// with fewer rows than the others, rows too few for kept registers, a strided and offset input, and vec 2
+/// (8-byte lane vectors) in fp16.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 

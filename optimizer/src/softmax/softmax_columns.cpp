@@ -101,9 +101,9 @@ class ColumnPlan final : public Plan {
     return softmax_features(k, v);
   }
 
-  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch), 12 (chunked) and 13 (fast), shared tiles 14..16 (online
-  /// pairs), 24..26 (two passes) and 27..29 (pair tiles) by the blocks an SM holds (1, 2, 3+: what sets how well
-  /// reads overlap the merges): disjoint from rows' 0..3 and 17..23.
+  /// 4 + 2 x split class + cache, tiles 10 + cache (one launch), 12 (chunked) and 13 (fast), shared tiles
+  /// 14..16 (online pairs), 24..26 (two passes) and 27..29 (pair tiles) by the blocks an SM holds (1, 2, 3+: what
+  /// sets how well reads overlap the merges): disjoint from rows' 0..3 and 17..23.
   int stratum(const Variant& v) const override {
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");

@@ -155,9 +155,10 @@
 /// Predicted: [32,32000,64] dim 1 at vec 2 (whole 128-byte lines), chunks 64: 134 -> ~95-105 us.
 /// Measured (H200, 2026-11-30, docs/PERF.md session 11, run 3; every tile variant timed): wrong. The best fast
 /// tile ran 170.5 us (vec1.block1024.chunks8; the best plain tile 184.1 us, the shared pair tile 133.3 us), and
-/// chunks 64 ran slower than chunks 8 (206 against 180 us at vec 2, block 256), so neither the instructions nor the second read were
-/// what held the chunked tiles back. Not profiled. Kept: every fast variant verified (GPU test SoftmaxPairs,
-/// softmax fuzz 0 mismatches), and they are the fastest tiles where shared tiles are not offered (below sm_90).
+/// chunks 64 ran slower than chunks 8 (206 against 180 us at vec 2, block 256), so neither the instructions nor
+/// the second read were what held the chunked tiles back. Not profiled. Kept: every fast variant verified (GPU
+/// test SoftmaxPairs, softmax fuzz 0 mismatches), and on the H200 they beat the other tiles that do not need
+/// sm_90's shared tiles (an sm_80 part would choose among those; not measured there).
 ///
 /// Note [Softmax pair tiles]
 /// Why (Nsight Compute, H200, 2026-11-30, session 10 run 4): log_softmax bf16 [32,32000,64] dim 1 (two-pass

@@ -7,7 +7,8 @@
 namespace cudal1::optimizer::softmax {
 
 std::string packed_pair_source(c10::ScalarType dtype) {
-  std::string s = R"(// Note [Softmax pair tiles]: NE = 2 x VEC adjacent elements of a row in VEC 32-bit words (low half first).
+  std::string s = R"(// Note [Softmax pair tiles]: NE = 2 x VEC adjacent elements of a row in VEC 32-bit words
+// (low half first).
 struct __align__(4 * VEC) pair_t { unsigned u[VEC]; };
 )";
   if (dtype == c10::ScalarType::BFloat16)
