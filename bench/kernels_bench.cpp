@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   optimizer::TunerOptions o;
   o.trials = trials;
   o.round = config().tune_round;
+  o.search = config().tune_search;
   o.timing_reps = 60;
   o.seed = 2026;
   if (argc > 3) o.only_variant = argv[3];  // e.g. "slide4.seg32": time or profile one technique alone
@@ -262,8 +263,9 @@ int main(int argc, char** argv) {
 
   const double bw = copy_bandwidth();
   std::printf("device-to-device copy bandwidth: %.2f TB/s (bytes read + written)\n", bw / 1e12);
-  std::printf("tuner: %d trials a row in rounds of %lld; L2 flushed by a 256 MiB %s before each repetition\n", trials,
-              static_cast<long long>(o.round), l2_flush_name(config().l2_flush));
+  std::printf("tuner: %d trials a row in rounds of %lld, later rounds by %s; L2 flushed by a 256 MiB %s before each "
+              "repetition\n",
+              trials, static_cast<long long>(o.round), tune_search_name(o.search), l2_flush_name(config().l2_flush));
   std::printf("%-44s %10s %10s %8s %10s %8s %8s %9s %8s %7s %s\n", "signature", "ATen us", "cudal1 us", "speedup",
               "floor us", "ATen/fl", "ours/fl", "copy us", "ours/cp", "tune s", "swap / best variant");
   double log_sum = 0, headroom_log_sum = 0, worst = 1e9, tune_s_sum = 0;

@@ -8,19 +8,16 @@
 /// timing is the logged one with 1.5% Gaussian noise, and the variant kept is the fastest as measured; the
 /// table gives its true time over the best one's (mean over the seeds) and how often it is within 2% and 5%.
 ///
-/// Strategies:
-///   policy  Tuner::tune_unlocked's: a fresh Policy's choose() with strata for round 1, then a copy adapted to
-///           the row's measurements (Policy::adapted) for the later rounds; the policy is not carried between
-///           rows (the bench's tuner carries one per family).
+/// Strategies (the tuner's own round selection, next_round in optimizer/search.h, on a fresh Policy for each seed;
+/// the policy is not carried between rows, the bench's tuner carries one per family):
+///   knobs   CUDAL1_TUNE_SEARCH=knobs, the default: round 1 by Policy::choose with strata, later rounds by the
+///           knob model (Note [Knob model]).
+///   policy  CUDAL1_TUNE_SEARCH=policy: later rounds by a copy of the policy adapted to the row's measurements.
 ///   random  uniform picks without repeats.
-///   ridge   round 1 as `policy`; later rounds take the untried variants with the lowest log time predicted by a
-///           ridge regression (penalty `lambda`, 10 by default; intercept free) of the row's measured log times
-///           on one-hot knob values: additive effects, a handful of weights, fitted from 8-16 timings.
 ///
-/// Usage: bench_tuner_replay LOG_DIR [strategy] [trials] [round] [seeds] [lambda]
-///   e.g. build/bench/bench_tuner_replay bench/replay ridge 24 8 400
+/// Usage: bench_tuner_replay LOG_DIR [strategy] [trials] [round] [seeds]
+///   e.g. build/bench/bench_tuner_replay bench/replay knobs 24 8 400
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -31,6 +28,7 @@
 
 #include "cudal1/optimizer/family.h"
 #include "cudal1/optimizer/policy.h"
+#include "cudal1/optimizer/search.h"
 #include "optimizer/problems.h"
 
 namespace {
@@ -38,6 +36,7 @@ namespace {
 using cudal1::optimizer::Plan;
 using cudal1::optimizer::Policy;
 using cudal1::optimizer::Problem;
+using cudal1::optimizer::Trials;
 using cudal1::optimizer::Variant;
 namespace t = cudal1::testing;
 
@@ -82,54 +81,6 @@ std::map<std::string, double> read_times(const std::string& path, const std::str
   return out;
 }
 
-/// The untried variants with the lowest predicted log time (ridge regression on one-hot knob values).
-std::vector<size_t> ridge_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
-                                const std::vector<double>& log_times, size_t k, double lambda) {
-  std::map<std::string, size_t> col;
-  for (const auto& v : space)
-    for (const auto& [knob, value] : v.knobs) col.emplace(knob + "=" + std::to_string(value), col.size());
-  const size_t d = col.size() + 1;  // + intercept
-  const auto x = [&](size_t i) {
-    std::vector<double> f(d, 0.0);
-    f[d - 1] = 1.0;
-    for (const auto& [knob, value] : space[i].knobs) f[col.at(knob + "=" + std::to_string(value))] = 1.0;
-    return f;
-  };
-  // The intercept is not penalised, so a knob value not yet measured adds 0 to the row's mean log time.
-  std::vector<std::vector<double>> a(d, std::vector<double>(d, 0.0));
-  std::vector<double> w(d, 0.0);
-  for (size_t n = 0; n < tried.size(); ++n) {
-    const auto f = x(tried[n]);
-    for (size_t p = 0; p < d; ++p) {
-      w[p] += f[p] * log_times[n];
-      for (size_t q = 0; q < d; ++q) a[p][q] += f[p] * f[q];
-    }
-  }
-  for (size_t p = 0; p + 1 < d; ++p) a[p][p] += lambda;
-  a[d - 1][d - 1] += 1e-9;  // tried is never empty here: the intercept's diagonal is already >= 1
-  for (size_t p = 0; p < d; ++p) {  // Gauss-Jordan; a is symmetric positive definite
-    for (size_t r = 0; r < d; ++r) {
-      if (r == p) continue;
-      const double m = a[r][p] / a[p][p];
-      for (size_t q = p; q < d; ++q) a[r][q] -= m * a[p][q];
-      w[r] -= m * w[p];
-    }
-  }
-  for (size_t p = 0; p < d; ++p) w[p] /= a[p][p];
-  std::vector<std::pair<double, size_t>> pred;
-  for (size_t i = 0; i < space.size(); ++i) {
-    if (std::find(tried.begin(), tried.end(), i) != tried.end()) continue;
-    const auto f = x(i);
-    double y = 0;
-    for (size_t p = 0; p < d; ++p) y += w[p] * f[p];
-    pred.emplace_back(y, i);
-  }
-  std::sort(pred.begin(), pred.end());
-  std::vector<size_t> out;
-  for (size_t j = 0; j < k && j < pred.size(); ++j) out.push_back(pred[j].second);
-  return out;
-}
-
 struct Outcome {
   size_t variants = 0;
   int timed = 0;
@@ -137,10 +88,9 @@ struct Outcome {
 };
 
 struct Options {
-  std::string strategy = "policy";
+  std::string strategy = "knobs";
   size_t trials = 24, round = 8;
   int seeds = 400;
-  double lambda = 10.0;
 };
 
 /// Replays one row's logged `times` through `o.strategy` over `o.seeds` seeds.
@@ -164,36 +114,29 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
   for (int seed = 1; seed <= o.seeds; ++seed) {
     std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
     std::normal_distribution<double> noise(0.0, 0.015);
-    const Policy policy(feats.front().size(), static_cast<uint64_t>(seed));
-    std::vector<size_t> tried;
-    std::vector<std::vector<float>> tried_feats;
-    std::vector<double> speedups, log_times;
+    Policy policy(feats.front().size(), static_cast<uint64_t>(seed));
+    const auto search = o.strategy == "policy" ? cudal1::TuneSearch::kPolicy : cudal1::TuneSearch::kKnobs;
+    Trials done;
     size_t kept = 0;
     double kept_us = 1e300;
-    while (tried.size() < o.trials) {
-      const size_t k = std::min(o.round, o.trials - tried.size());
+    while (done.index.size() < o.trials) {
+      const size_t k = std::min(o.round, o.trials - done.index.size());
       std::vector<size_t> picks;
       if (o.strategy == "random") {
         for (size_t i = 0; i < space.size(); ++i)
-          if (std::find(tried.begin(), tried.end(), i) == tried.end()) picks.push_back(i);
+          if (std::find(done.index.begin(), done.index.end(), i) == done.index.end()) picks.push_back(i);
         std::shuffle(picks.begin(), picks.end(), rng);
         picks.resize(std::min(k, picks.size()));
-      } else if (tried.empty()) {
-        Policy first = policy;
-        picks = first.choose(feats, k, strata);
-      } else if (o.strategy == "ridge") {
-        picks = ridge_picks(space, tried, log_times, k, o.lambda);
       } else {  // as Tuner::tune_unlocked
-        const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * tried.size());
-        picks = policy.adapted(tried_feats, speedups, round_seed).choose(feats, k, strata, tried);
+        const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * done.index.size());
+        picks = cudal1::optimizer::next_round(policy, search, space, feats, strata, done, k, round_seed);
       }
       if (picks.empty()) break;
       for (size_t i : picks) {
         const double measured = truth[i] * (1.0 + noise(rng));
-        tried.push_back(i);
-        tried_feats.push_back(feats[i]);
-        speedups.push_back(100.0 / measured);
-        log_times.push_back(std::log(measured));
+        done.index.push_back(i);
+        done.features.push_back(feats[i]);
+        done.speedups.push_back(100.0 / measured);  // "ATen" at 100 us: only ratios matter
         if (measured < kept_us) kept_us = measured, kept = i;
       }
     }
@@ -216,7 +159,7 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LOG_DIR [policy|random|ridge] [trials] [round] [seeds] [lambda]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LOG_DIR [knobs|policy|random] [trials] [round] [seeds]\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -225,9 +168,8 @@ int main(int argc, char** argv) {
   if (argc > 3) o.trials = static_cast<size_t>(std::max(1, std::atoi(argv[3])));
   if (argc > 4) o.round = static_cast<size_t>(std::max(1, std::atoi(argv[4])));
   if (argc > 5) o.seeds = std::max(1, std::atoi(argv[5]));
-  if (argc > 6) o.lambda = std::max(0.0, std::atof(argv[6]));
-  if (o.strategy != "policy" && o.strategy != "random" && o.strategy != "ridge") {
-    std::fprintf(stderr, "unknown strategy '%s' (policy, random or ridge)\n", o.strategy.c_str());
+  if (o.strategy != "knobs" && o.strategy != "policy" && o.strategy != "random") {
+    std::fprintf(stderr, "unknown strategy '%s' (knobs, policy or random)\n", o.strategy.c_str());
     return 2;
   }
   std::printf("strategy %s, %zu trials in rounds of %zu, %d seeds, 1.5%% timing noise\n", o.strategy.c_str(),

@@ -80,6 +80,8 @@ const char* mode_name(Mode m) noexcept {
 
 const char* l2_flush_name(L2FlushKind k) noexcept { return k == L2FlushKind::kWrite ? "write" : "read"; }
 
+const char* tune_search_name(TuneSearch s) noexcept { return s == TuneSearch::kPolicy ? "policy" : "knobs"; }
+
 const std::vector<ConfigVar>& config_variables() {
   static const std::vector<ConfigVar> vars = {
       {"CUDAL1_ENABLE", "0", "1/true/on turns cudal1 on; otherwise the library registers nothing"},
@@ -92,8 +94,11 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_HOT_CALLS", "50", "calls of one signature before it is hot and queued for the optimizer"},
       {"CUDAL1_TRIALS", "8", "kernel variants compiled, verified and timed per hot signature"},
       {"CUDAL1_TUNE_ROUND", "8",
-       "variants per tuning round: each round's variants compile concurrently, and the policy learns from "
-       "the signature's measurements before picking the next round (>= CUDAL1_TRIALS: one round)"},
+       "variants per tuning round: each round's variants compile concurrently, and the next round is picked "
+       "from the signature's measurements so far (>= CUDAL1_TRIALS: one round)"},
+      {"CUDAL1_TUNE_SEARCH", "knobs",
+       "how rounds after the first are picked: knobs (a ridge model of the signature's measured times on its "
+       "knob values) or policy (the contrastive policy adapted to those measurements); round 1 is the policy's"},
       {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
       {"CUDAL1_TIMING_REPS", "40", "interleaved ATen/candidate timing repetitions per candidate"},
       {"CUDAL1_MIN_SPEEDUP", "1.03", "median paired speedup over ATen a kernel needs to be swapped in"},
@@ -134,6 +139,12 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   if (const char* v = env("CUDAL1_HOT_CALLS")) c.hot_calls = parse_int("CUDAL1_HOT_CALLS", v, 50, 1, 1LL << 40, w);
   if (const char* v = env("CUDAL1_TRIALS")) c.trials = parse_int("CUDAL1_TRIALS", v, 8, 1, 4096, w);
   if (const char* v = env("CUDAL1_TUNE_ROUND")) c.tune_round = parse_int("CUDAL1_TUNE_ROUND", v, 8, 1, 4096, w);
+  if (const char* v = env("CUDAL1_TUNE_SEARCH")) {
+    const std::string s = lower(v);
+    if (s == "knobs") c.tune_search = TuneSearch::kKnobs;
+    else if (s == "policy") c.tune_search = TuneSearch::kPolicy;
+    else if (w) w->push_back(quoted("CUDAL1_TUNE_SEARCH", v) + " is not knobs or policy; using knobs");
+  }
   if (const char* v = env("CUDAL1_VERIFY_TRIALS"))
     c.verify_trials = parse_int("CUDAL1_VERIFY_TRIALS", v, 5, 1, 1000, w);
   if (const char* v = env("CUDAL1_TIMING_REPS")) c.timing_reps = parse_int("CUDAL1_TIMING_REPS", v, 40, 5, 100000, w);

@@ -186,6 +186,7 @@ void start() {
     optimizer::TunerOptions t;
     t.trials = r.cfg.trials;
     t.round = r.cfg.tune_round;
+    t.search = r.cfg.tune_search;
     t.verify_trials = r.cfg.verify_trials;
     t.timing_reps = r.cfg.timing_reps;
     t.min_speedup = r.cfg.min_speedup;

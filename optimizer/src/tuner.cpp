@@ -14,6 +14,7 @@
 #include "cudal1/optimizer/family.h"
 #include "cudal1/optimizer/measure.h"
 #include "cudal1/optimizer/replacement.h"
+#include "cudal1/optimizer/search.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
 #include <c10/cuda/CUDAGuard.h>
@@ -182,18 +183,18 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
 #endif
   TuneResult result;
-  std::vector<size_t> tried;  // indices into `space`, in trial order, with their features and speedups
-  std::vector<std::vector<float>> tried_feats;
-  std::vector<double> speedups;
+  Trials done;  // indices into `space`, in trial order, with their features and speedups
+  std::vector<size_t>& tried = done.index;
+  std::vector<std::vector<float>>& tried_feats = done.features;
+  std::vector<double>& speedups = done.speedups;
   std::unique_ptr<Candidate> best;
   const uint64_t seed = opts_.seed * 1000003ULL + (++seq_);
-  // Note [Tuning rounds]: round 1 from the persistent policy, later ones from a copy adapted to this signature.
+  // Note [Tuning rounds]: round 1 from the persistent policy, later ones from this signature's measurements
+  // (Note [Knob model], or a copy of the policy adapted to them).
   while (tried.size() < trials) {
     const size_t k = std::min(round, trials - tried.size());
-    const std::vector<size_t> picks =
-        tried.empty() ? policy.choose(feats, k, strata)
-                      : policy.adapted(tried_feats, speedups, seed ^ (0x9E3779B97F4A7C15ULL * tried.size()))
-                            .choose(feats, k, strata, tried);
+    const std::vector<size_t> picks = next_round(policy, opts_.search, space, feats, strata, done, k,
+                                                 seed ^ (0x9E3779B97F4A7C15ULL * tried.size()));
     if (picks.empty()) break;  // every variant tried
     std::vector<VariantBuild> builds = compile_concurrently(
         picks.size(), [&](size_t i) { return plan->source(space[picks[i]]); }, info.sm, threads);

@@ -39,7 +39,7 @@ TEST(Config, ParsesEveryVariable) {
   const Config c = parse({{"CUDAL1_ENABLE", "on"},        {"CUDAL1_MODE", "Serve"},
                           {"CUDAL1_LOG_LEVEL", "debug"},  {"CUDAL1_HOT_CALLS", "7"},
                           {"CUDAL1_TRIALS", "3"},         {"CUDAL1_VERIFY_TRIALS", "9"},
-                          {"CUDAL1_TUNE_ROUND", "2"},
+                          {"CUDAL1_TUNE_ROUND", "2"},     {"CUDAL1_TUNE_SEARCH", "Policy"},
                           {"CUDAL1_TIMING_REPS", "11"},   {"CUDAL1_MIN_SPEEDUP", "1.1"},
                           {"CUDAL1_PROFILE_SAMPLE", "4"}, {"CUDAL1_SEED", "42"},
                           {"CUDAL1_L2_FLUSH", "Write"},
@@ -52,6 +52,7 @@ TEST(Config, ParsesEveryVariable) {
   EXPECT_EQ(c.hot_calls, 7);
   EXPECT_EQ(c.trials, 3);
   EXPECT_EQ(c.tune_round, 2);
+  EXPECT_EQ(c.tune_search, TuneSearch::kPolicy);
   EXPECT_EQ(c.verify_trials, 9);
   EXPECT_EQ(c.timing_reps, 11);
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.1);
@@ -67,7 +68,7 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   const Config c = parse({{"CUDAL1_ENABLE", "maybe"},   {"CUDAL1_MODE", "fast"},      {"CUDAL1_LOG_LEVEL", "loud"},
                           {"CUDAL1_HOT_CALLS", "12abc"}, {"CUDAL1_TRIALS", "0"},       {"CUDAL1_MIN_SPEEDUP", "0.5"},
                           {"CUDAL1_TIMING_REPS", ""},    {"CUDAL1_SEED", "-3"},
-                          {"CUDAL1_TUNE_ROUND", "0"},   {"CUDAL1_L2_FLUSH", "dirty"}},
+                          {"CUDAL1_TUNE_ROUND", "0"},   {"CUDAL1_L2_FLUSH", "dirty"}, {"CUDAL1_TUNE_SEARCH", "best"}},
                          &w);
   EXPECT_FALSE(c.enable);
   EXPECT_EQ(c.mode, Mode::kTune);
@@ -79,8 +80,10 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   EXPECT_EQ(c.seed, 0u);
   EXPECT_EQ(c.tune_round, 8);
   EXPECT_EQ(c.l2_flush, L2FlushKind::kRead);
-  ASSERT_EQ(w.size(), 10u);
-  EXPECT_NE(w[8].find("CUDAL1_L2_FLUSH='dirty' is not read or write; using read"), std::string::npos) << w[8];
+  EXPECT_EQ(c.tune_search, TuneSearch::kKnobs);
+  ASSERT_EQ(w.size(), 11u);
+  EXPECT_NE(w[6].find("CUDAL1_TUNE_SEARCH='best' is not knobs or policy; using knobs"), std::string::npos) << w[6];
+  EXPECT_NE(w[9].find("CUDAL1_L2_FLUSH='dirty' is not read or write; using read"), std::string::npos) << w[9];
   EXPECT_NE(w[3].find("CUDAL1_HOT_CALLS='12abc' is not an integer; using 50"), std::string::npos) << w[3];
 }
 

@@ -23,6 +23,13 @@ enum class L2FlushKind {
 };
 const char* l2_flush_name(L2FlushKind k) noexcept;
 
+/// How the tuner picks a signature's later rounds (Note [Knob model] in optimizer/search.h).
+enum class TuneSearch {
+  kKnobs,   ///< a ridge model of this signature's measured times on its knob values
+  kPolicy,  ///< a copy of the contrastive policy adapted to this signature's measurements
+};
+const char* tune_search_name(TuneSearch s) noexcept;
+
 /// Log levels, mirroring spdlog's without including it.
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 
@@ -35,6 +42,7 @@ struct Config {
   int64_t hot_calls = 50;           ///< calls of one signature before it is hot
   int64_t trials = 8;               ///< kernel variants tried per hot signature
   int64_t tune_round = 8;           ///< variants per tuning round (Note [Tuning rounds] in optimizer/tuner.h)
+  TuneSearch tune_search = TuneSearch::kKnobs;  ///< how rounds after the first are picked
   int64_t verify_trials = 5;        ///< fresh random inputs per verification
   int64_t timing_reps = 40;         ///< interleaved timing repetitions per candidate
   double min_speedup = 1.03;        ///< median paired speedup a kernel needs before it is swapped in

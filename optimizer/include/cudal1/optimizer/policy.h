@@ -11,11 +11,12 @@
 /// replacement from softmax(score / temperature), so early signatures explore and later ones exploit, and what
 /// was learned on one shape class cannot starve another of a structure that only it needs.
 /// Within one signature the tuner works in rounds (Note [Tuning rounds] in tuner.h): the first round is chosen by
-/// the persistent policy; before each later round an adapted copy (same weights, its own random stream) learns a
-/// few passes over everything this signature measured so far and chooses among the variants not yet tried, a
-/// stratum already tried counting as covered. So a technique that won in round 1 on this shape is exploited in
-/// round 2 even when earlier signatures taught otherwise. Only the persistent policy's single learn() at the end
-/// of the signature carries over to other signatures, as before rounds existed.
+/// the persistent policy; each later round by the knob model (Note [Knob model] in search.h, the default) or, with
+/// CUDAL1_TUNE_SEARCH=policy, by an adapted copy (same weights, its own random stream) that learns a few passes
+/// over everything this signature measured so far and chooses among the variants not yet tried, a stratum
+/// already tried counting as covered. So a technique that won in round 1 on this shape is exploited in round 2
+/// even when earlier signatures taught otherwise. Only the persistent policy's single learn() at the end of the
+/// signature carries over to other signatures, as before rounds existed.
 /// The weights persist per GPU fingerprint and family in the cache, so learning carries across runs.
 #pragma once
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cudal1/cache/kernel_cache.h"
+#include "cudal1/core/config.h"
 #include "cudal1/core/status.h"
 #include "cudal1/dispatcher/sig_record.h"
 #include "cudal1/optimizer/policy.h"
@@ -22,12 +23,14 @@ namespace cudal1::optimizer {
 
 /// Note [Tuning rounds]
 /// A signature's `trials` variants are tried in rounds of `round`. Round 1 is the persistent family policy's
-/// choice (greedy best, uncovered strata, samples; Note [Contrastive policy]). Before each later round an adapted
-/// copy of that policy learns from every (features, speedup) this signature measured so far and chooses among
-/// the variants not yet tried, strata already tried counting as covered: the search moves towards what won on
-/// this very shape (e.g. a pooling segment length or a softmax tile) instead of sampling all trials blind, which
-/// is what made one benchmark row differ by 15-20% between runs. The persistent policy learns once, at the end,
-/// from all of the signature's trials, as with one round; `round >= trials` is exactly the one-round search.
+/// choice (greedy best, uncovered strata, samples; Note [Contrastive policy]). Each later round is picked from
+/// every (variant, speedup) this signature measured so far, among the variants not yet tried: by default by the
+/// knob model (Note [Knob model] in search.h: a ridge regression of the measured log times on knob values), with
+/// `search` = kPolicy by an adapted copy of the policy (strata already tried counting as covered). Either way the
+/// search moves towards what won on this very shape (e.g. a pooling segment length or a softmax tile) instead of
+/// sampling all trials blind, which is what made one benchmark row differ by 15-20% between runs. The persistent
+/// policy learns once, at the end, from all of the signature's trials, as with one round; `round >= trials` is
+/// exactly the one-round search.
 /// Within a round the sources are generated and compiled with NVRTC on up to min(round, cores,
 /// `compile_threads`) threads (NVRTC dominated tuning time, ~0.5 s a variant; Note [Concurrent NVRTC] in
 /// parallel_compile.cpp); loading, verification and timing stay serial on the tuner thread, in pick order,
@@ -39,6 +42,7 @@ namespace cudal1::optimizer {
 struct TunerOptions {
   int64_t trials = 8;
   int64_t round = 8;            ///< variants per round (Note [Tuning rounds]); CUDAL1_TUNE_ROUND
+  TuneSearch search = TuneSearch::kKnobs;  ///< how rounds after the first are picked; CUDAL1_TUNE_SEARCH
   int64_t compile_threads = 8;  ///< most NVRTC threads of one round (also bounded by the cores and `round`)
   int64_t verify_trials = 5;
   int64_t timing_reps = 40;

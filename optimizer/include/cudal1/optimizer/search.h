@@ -1,0 +1,55 @@
+/// @brief How the tuner picks each round's variants (Note [Tuning rounds] in tuner.h): the contrastive policy for
+/// round 1, then the knob model or an adapted policy. Shared by the Tuner and bench_tuner_replay.
+///
+/// Note [Knob model]
+/// Why (docs/PERF.md session 10, replay of GPU-measured variant times): on the column reductions' landscapes
+/// (167 variants, many within 5% of one another) the adapted policy's later rounds did no better than uniform
+/// random picks: kept variant 4.5% (argmax) and 6.4% (var) slower than the best on average. What: before each
+/// round after the first, a ridge regression of this signature's measured log kernel times (-log speedup; ATen's
+/// time is one constant, absorbed by the free intercept) on one-hot knob values (one column per knob=value seen in
+/// the space: additive knob effects, a handful of weights, fitted from 8-16 trials) predicts every untried
+/// variant; the round takes the `k` lowest predictions (ties: space order). A trial that failed (no source,
+/// compile, load, verification or timing) counts as twice as slow as the slowest one timed, so the model steers
+/// away from its knob values; with no trial timed yet the adapted policy chooses instead. Penalty lambda = 10 on
+/// the knob weights (not the intercept): a knob value not yet measured adds nothing to the mean. Replayed (400
+/// seeds, 24 trials in rounds of 8, 1.5% timing noise): argmax 1.0445 -> 1.0286, var 1.0636 -> 1.0294 of the
+/// best's time, the group norm and max-pool rows unchanged or better, vector_norm 1.0713 -> 1.0630 (its best, an
+/// older plain tile, is found less often). The persistent policy still picks round 1 and learns from every trial.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cudal1/core/config.h"
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/policy.h"
+
+namespace cudal1::optimizer {
+
+/// The knob model's ridge penalty (Note [Knob model]).
+constexpr double kKnobModelLambda = 10.0;
+
+/// Up to `k` indices of `space` not in `tried`, lowest predicted log kernel time first (Note [Knob model]).
+/// `speedups[i]` is the measured speedup of variant `tried[i]` (<= 0: it failed); the sizes must match.
+/// Returns an empty vector when no trial has a speedup > 0 (nothing to fit) or every variant was tried.
+std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
+                                     const std::vector<double>& speedups, size_t k,
+                                     double lambda = kKnobModelLambda);
+
+/// One signature's trials so far, in trial order: indices into the space, their features and speedups (<= 0:
+/// failed). All three have the same length.
+struct Trials {
+  std::vector<size_t> index;
+  std::vector<std::vector<float>> features;
+  std::vector<double> speedups;
+};
+
+/// The next round's picks (up to `k` untried indices, in trial order). Round 1 (`done` empty): `policy.choose`
+/// with `strata`. Later rounds: the knob model (TuneSearch::kKnobs, where it has a timed trial to fit) or a copy
+/// of `policy` adapted to `done` with random stream `seed` (TuneSearch::kPolicy, and the knob model's fallback).
+/// `feats` and `strata` are per variant of `space`.
+std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vector<Variant>& space,
+                               const std::vector<std::vector<float>>& feats, const std::vector<int>& strata,
+                               const Trials& done, size_t k, uint64_t seed);
+
+}  // namespace cudal1::optimizer
