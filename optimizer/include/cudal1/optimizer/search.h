@@ -15,6 +15,11 @@
 /// seeds, 24 trials in rounds of 8, 1.5% timing noise): argmax 1.0445 -> 1.0286, var 1.0636 -> 1.0294 of the
 /// best's time, the group norm and max-pool rows unchanged or better, vector_norm 1.0713 -> 1.0630 (its best, an
 /// older plain tile, is found less often). The persistent policy still picks round 1 and learns from every trial.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 11, run 6; one whole-table run against run 5's adapted
+/// policy, 64 rows in both): the same geometric mean (2.480x all rows, 2.863x where ATen >= 1.3x the floor);
+/// argmax and var kept the variant the policy had found; vector_norm dim 0 ord 1 21.1 -> 20.4 us; layer norm
+/// [64,1048576] 187.1 -> 195.6 us (mode 6 with 4 parts ahead kept instead of 8); every other row within 1.5%
+/// (that run's copy bandwidth was 2% lower: 4.15 against 4.24 TB/s).
 #pragma once
 
 #include <cstdint>
