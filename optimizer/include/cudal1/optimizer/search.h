@@ -35,7 +35,8 @@ namespace cudal1::optimizer {
 constexpr double kKnobModelLambda = 10.0;
 
 /// Up to `k` indices of `space` not in `tried`, lowest predicted log kernel time first (Note [Knob model]).
-/// `speedups[i]` is the measured speedup of variant `tried[i]` (<= 0: it failed); the sizes must match.
+/// `tried` holds indices of `space`; `speedups[i]` is the measured speedup of variant `tried[i]` (<= 0: it
+/// failed); the sizes must match.
 /// Returns an empty vector when no trial has a speedup > 0 (nothing to fit) or every variant was tried.
 std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
                                      const std::vector<double>& speedups, size_t k,
