@@ -1,9 +1,9 @@
-/// @brief Mode 6 of the norm family (Note [Norm parts]) on the device: every mode-6 variant (one part at a time,
-/// `ahead`, roles) of a few long-row signatures is compiled, bound and verified against ATen (fresh inputs,
+/// @brief Mode 6 of the norm family (Note [Norm parts]) on the device: every mode-6 variant (one part at a time
+/// and `ahead`) of a few long-row signatures is compiled, bound and verified against ATen (fresh inputs,
 /// poisoned and guarded outputs; Note [Verification]). The shapes reach the tickets' edge cases, which the
 /// fuzz test's random sizes rarely give: a row of nearly as many parts as the grid holds blocks (so a block's
 /// next ticket often shares its current one's row), a last part shorter than the others, many rows a block,
-/// group norm, 16-bit vectors, and with roles (Note [Norm roles]) rows of more parts than the grid holds.
+/// group norm, and 16-bit vectors.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -29,12 +29,10 @@ TEST(NormParts, EveryPartsVariantMatchesAten) {
       testing::group_norm_problem(at::kFloat, {2, 64, 256, 256}, 8, true, sm),
       // bf16, 8 elements a vector, no affine.
       testing::layer_norm_problem(at::kBFloat16, {5, 3, 1048576}, 1, false, false, sm),
-      // 16 MB rows, more parts than the grid holds: roles only (Note [Norm roles]).
-      testing::layer_norm_problem(at::kFloat, {3, 64, 256, 256}, 3, true, true, sm),
   };
   const int verified = testing::verify_variants(problems, [](const Variant& v) { return v.get("mode") == 6; });
   std::printf("[norm parts] %d mode-6 variants verified\n", verified);
-  EXPECT_GE(verified, 40);  // 6-8 a signature without roles on a 132-SM part, 4-8 with; fewer: the space lost some
+  EXPECT_GE(verified, 20);  // 6-8 a signature on a 132-SM part; fewer means the space lost mode 6
 }
 
 }  // namespace

@@ -304,7 +304,7 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
   int parts = 0;
   bool seen = false;
   for (const auto& v : plan.value()->space()) {
-    if (v.get("mode") != 6 || v.get("lag") > 0) continue;  // roles: RolesAreOfferedAtEachLagWindow
+    if (v.get("mode") != 6) continue;
     ++parts;
     EXPECT_EQ(v.get("vec"), 4) << v.id();
     strata.insert(plan.value()->stratum(v));
@@ -324,7 +324,7 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
   // <= 528).
   parts = 0;
   for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3))) {
-    if (v.get("mode") != 6 || v.get("lag") > 0) continue;
+    if (v.get("mode") != 6) continue;
     ++parts;
     EXPECT_EQ(v.get("per"), 8) << v.id();
     EXPECT_EQ(v.get("ahead"), 0) << v.id();
@@ -333,10 +333,10 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
   // sm_80 (108 SMs): the 16 MB rows have more parts than the reference grid holds; the 4 MB rows fit (with
   // `ahead` not at 256 parts a row: 216 blocks).
   for (const auto& v : space(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3, true, true, 80)))
-    EXPECT_TRUE(v.get("mode") != 6 || v.get("lag") > 0) << v.id();
+    EXPECT_NE(v.get("mode"), 6);
   parts = 0;
   for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false, 80)))
-    parts += v.get("mode") == 6 && v.get("lag") == 0;
+    parts += v.get("mode") == 6;
   EXPECT_EQ(parts, 4 + 2);
   // Odd fp16 rows take 2-byte vectors and a short last part; no reference grid on sm_86; short rows: none.
   bool odd = false;
@@ -345,55 +345,6 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
   for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false, 86)))
     EXPECT_NE(v.get("mode"), 6);
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) EXPECT_NE(v.get("mode"), 6);
-}
-
-TEST(NormPlan, RolesAreOfferedAtEachLagWindow) {
-  // Note [Norm roles]. 4 MB fp32 rows: parts of 16-64 KB, 64-256 a row; lag windows of 8 and 16 MB are 128-1024
-  // parts, more than a row's, so both are offered for each block and per: 8 variants, one stratum, hinted.
-  auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false));
-  ASSERT_TRUE(plan.ok());
-  int roles = 0;
-  for (const auto& v : plan.value()->space()) {
-    if (v.get("lag") == 0) continue;
-    ++roles;
-    EXPECT_EQ(v.get("mode"), 6) << v.id();
-    EXPECT_EQ(v.get("ahead"), 0) << v.id();
-    EXPECT_EQ(plan.value()->stratum(v), 42) << v.id();
-    if (v.get("block") != 256 || v.get("per") != 4) continue;
-    auto src = plan.value()->source(v);
-    ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define ROLES 1\n"), std::string::npos);
-    EXPECT_NE(src->code.find("#define HINT 1\n"), std::string::npos);
-    EXPECT_NE(src->code.find(v.get("lag") == 8 ? "#define LAG ((index_t)512LL)" : "#define LAG ((index_t)1024LL)"),
-              std::string::npos);
-  }
-  EXPECT_EQ(roles, 8);
-  // KernelBench LayerNorm, 16 MB rows (more parts than the grid holds: no plain mode 6): a row's parts are the
-  // window at either lag, so one variant each block and per; on sm_80 too.
-  for (int sm : {90, 80}) {
-    roles = 0;
-    auto kb = family().plan(layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3, true, true, sm));
-    ASSERT_TRUE(kb.ok());
-    for (const auto& v : kb.value()->space()) {
-      if (v.get("lag") == 0) continue;
-      ++roles;
-      EXPECT_EQ(v.get("lag"), 8) << v.id();
-      if (v.get("block") == 256 && v.get("per") == 4) {
-        auto src = kb.value()->source(v);
-        ASSERT_TRUE(src.ok());
-        EXPECT_NE(src->code.find("#define LAG ((index_t)1024LL)"), std::string::npos);
-      }
-    }
-    EXPECT_EQ(roles, 4) << "sm_" << sm;
-  }
-  // Without roles: ROLES 0 and the plain stores.
-  for (const auto& v : plan.value()->space()) {
-    if (v.get("mode") != 6 || v.get("lag") > 0) continue;
-    auto src = plan.value()->source(v);
-    ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define ROLES 0\n"), std::string::npos);
-    EXPECT_NE(src->code.find("#define HINT 0\n"), std::string::npos);
-  }
 }
 
 TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {

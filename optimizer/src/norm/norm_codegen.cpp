@@ -402,7 +402,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
     << " splits=" << k.splits << " reverse=" << k.reverse << " chunk_mb=" << k.chunk_mb << " ahead=" << k.ahead
     << " cluster=" << k.cluster << " occ=" << k.occ << " step_mb=" << k.step_mb << " ring=" << k.ring
-    << " per=" << k.per << " hint=" << k.hint << " lag=" << k.lag << "\n";
+    << " per=" << k.per << " hint=" << k.hint << "\n";
   o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   if (s.stat_dtype == c10::ScalarType::Float)
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
@@ -413,7 +413,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "\n#define HAS_W " << (s.has_weight ? 1 : 0) << "\n#define HAS_B " << (s.has_bias ? 1 : 0)
     << "\n#define GROUP " << (s.group ? 1 : 0) << "\n#define FUSED_AFFINE " << (s.group && s.hw > 1 ? 1 : 0)
     << "\n#define ROUND_STATS " << (s.round_stats ? 1 : 0)
-    << "\n#define REV " << (k.reverse ? 1 : 0) << "\n#define HINT " << (k.hint || k.lag > 0 ? 1 : 0) << "\n";
+    << "\n#define REV " << (k.reverse ? 1 : 0) << "\n#define HINT " << (k.hint ? 1 : 0) << "\n";
   if (k.mode == 4 && k.occ > 1)
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
   else if (k.mode == 6)
@@ -438,8 +438,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
       << "LL)\n#define RING " << k.ring << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n";
   if (k.mode == 6)
     o << "#define NPARTS ((index_t)" << parts_per_row(s, k) << "LL)\n#define PER " << k.per << "\n#define AHEAD "
-      << (k.ahead ? 1 : 0) << "\n#define ROLES " << (k.lag > 0 ? 1 : 0) << "\n#define LAG ((index_t)"
-      << parts_lag(s, k) << "LL)\n";
+      << (k.ahead ? 1 : 0) << "\n";
   if (k.mode == 4) {
     const int64_t spt = cluster_vectors_per_thread(s, k);
     const int regs = cluster_registers(s, k);

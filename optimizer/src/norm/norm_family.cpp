@@ -22,7 +22,6 @@ constexpr int kClusters[] = {2, 4, 8, 16};  ///< mode 4: blocks per row (16: the
 constexpr int kStepMb[] = {4, 8};           ///< mode 5: step sizes (Note [Norm ring])
 constexpr int kRings[] = {2, 3};            ///< mode 5: ring slots
 constexpr int kPers[] = {4, 8};             ///< mode 6: vectors a thread holds (Note [Norm parts])
-constexpr int kLags[] = {8, 16};            ///< mode 6 roles: MB the outputs may lag (Note [Norm roles])
 
 /// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
 /// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).
@@ -73,7 +72,6 @@ class NormPlan final : public Plan {
       if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
       if (k.mode == 5) v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
       if (k.mode == 6) v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
-      if (k.lag > 0) v.knobs.push_back({"lag", k.lag});
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -130,8 +128,6 @@ class NormPlan final : public Plan {
     knobs.push_back(v.get("ring") == 3);
     knobs.push_back(v.get("per") == 8);
     knobs.push_back(v.get("hint") == 1);
-    knobs.push_back(v.get("lag") == 8);
-    knobs.push_back(v.get("lag") == 16);
     const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
@@ -144,8 +140,7 @@ class NormPlan final : public Plan {
 
   int stratum(const Variant& v) const override {
     return v.get("mode") * 2 + v.get("cache") + v.get("ahead") + (v.get("occ") == 2 ? 1 : 0) +
-           (v.get("ring") == 3 ? 1 : 0) + (v.get("hint") == 1 ? 20 : 0) +
-           (v.get("lag") > 0 ? 30 : 0);  // hints and roles: strata of their own
+           (v.get("ring") == 3 ? 1 : 0) + (v.get("hint") == 1 ? 20 : 0);  // hints: strata of their own
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -180,7 +175,6 @@ class NormPlan final : public Plan {
     k.ring = v.get("ring");
     k.per = v.get("per");
     k.hint = v.get("hint") == 1;
-    k.lag = v.get("lag");
     return k;
   }
 
@@ -267,9 +261,8 @@ class NormPlan final : public Plan {
   }
 
   /// Mode 6 (Note [Norm parts]), where mode 2 is offered, on sm_80 and sm_90+: the widest vector only, blocks
-  /// of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`, and with roles at each lag window that
-  /// gives a different number of parts (Note [Norm roles]); only what parts_fit (2 or more parts a row; without
-  /// roles, no more than the reference grid holds at once).
+  /// of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`; only what parts_fit (2 or more parts a
+  /// row, no more than the reference grid holds at once).
   template <typename Add>
   void add_parts_variants(const Add& add) const {
     if (!split_rows()) return;
@@ -277,19 +270,13 @@ class NormPlan final : public Plan {
     k.mode = 6;
     k.vec = s_.max_vec;
     for (int block : {256, 512})
-      for (int per : kPers) {
-        k.block = block;
-        k.per = per;
-        k.lag = 0;
-        for (bool ahead : {false, true}) k.ahead = ahead, parts_fit(s_, k) ? add(k) : void();
-        k.ahead = false;
-        int64_t last_lag = 0;
-        for (int lag : kLags) {  // roles: each lag window that differs (a row's parts at least)
-          k.lag = lag;
-          if (parts_fit(s_, k) && parts_lag(s_, k) != last_lag) add(k);
-          last_lag = parts_lag(s_, k);
+      for (int per : kPers)
+        for (bool ahead : {false, true}) {
+          k.block = block;
+          k.per = per;
+          k.ahead = ahead;
+          if (parts_fit(s_, k)) add(k);
         }
-      }
   }
 
   NormShape s_;
@@ -384,8 +371,7 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: cache hints (Note [Norm hints]),
-  // roles (Note [Norm roles])
+  // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: cache hints (Note [Norm hints])
   int version() const override { return 7; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 

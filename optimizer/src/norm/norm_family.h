@@ -215,31 +215,6 @@
 /// ahead) splits the 16.4 cycles between a warp's instructions into 5.5 waiting on loads, 3.8 at block barriers,
 /// 2.2 on fixed-latency dependencies and 1.6 at memory fences: the per-part barriers (ticket, block reduction,
 /// arrival) and fences are a third of the stall.
-///
-/// Note [Norm roles]
-/// Knob `lag` (8 or 16; mode 6, without `ahead`). Why: mode 6 holds a part in registers from its load to its
-/// output, so every block serialises load, publish, wait and write, and the profiles put it at ~1.45x the floor
-/// (the Note above); mode 3's reread, with the hints of Note [Norm hints] and groups of 8 MB, came entirely from
-/// L2 (Nsight Compute, layer norm f32 [64,1048576], chunk 8, ahead: 271.6 MB read from DRAM, one tensor size)
-/// but ran 276 us, every block stepping through the same grid-wide group in turn. What: the cooperative grid is
-/// every block the device keeps resident, split by parity into two roles that never wait on each other's
-/// blocks. Even blocks take statistics tickets in order (counter 0): load the part (plain loads), publish its
-/// triple and arrive (part_publish: the row's last part merges the row and raises its flag), asking the next
-/// ticket while the part loads. Odd blocks take output tickets in order (counter 1): wait on the part's row
-/// flag, reload the part from L2 (ld.global.cs), normalise, store (st.global.cs) and count the part written
-/// (counter 2). A statistics ticket t waits until t < written + LAG, so the parts between the two roles (the
-/// lines L2 must hold for the reread) stay within LAG parts: the larger of a row's parts and `lag` MB.
-/// Deadlock freedom (all blocks resident: cooperative launch): let n be the oldest output ticket not written;
-/// written >= n, and its row needs statistics tickets below n + P <= n + LAG, which pass the lag wait; tickets
-/// go out in order, so a statistics block stuck at the wait holds a ticket above all of those, and they are
-/// held by blocks that finish. No block ever waits on a part it holds. So rows of any number of parts are
-/// fine (the 16 MB KernelBench rows too), on any grid of >= 2 blocks.
-/// Bytes: the floor's, if L2 keeps the window (8-16 MB at lag 8, 16 MB for the 16 MB rows: chunk 8 with ahead
-/// kept 16 MB); plus a triple a part and the three counters.
-/// Prediction (before measurement; H200, floor ~126-129 us): the statistics side streams HBM with 16-64 KB a
-/// block in flight and nothing to wait on, the output side runs from L2; layer norm f32 [64,1048576], group
-/// norm f32 [16,64,256,256] g8 and layer norm f32 [16,64,256,256]: ~145-165 us each (1.15-1.3x; now 187, 185
-/// and 206 us).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -288,8 +263,6 @@ struct NormKnobs {
   int per = 0;           ///< mode 6: vectors each thread holds in registers (Note [Norm parts])
   bool hint = false;     ///< modes 2 (with `reverse`) and 3: the reread and the output stores evict first
                          ///< (Note [Norm hints])
-  int lag = 0;           ///< mode 6: 0, or blocks split into statistics and output roles, the outputs at most
-                         ///< ~`lag` MB (and a row) behind (Note [Norm roles])
 };
 
 /// Elements one thread may keep in registers.
@@ -356,13 +329,9 @@ int parts_min_blocks(int block, bool ahead);
 int64_t parts_per_row(const NormShape& s, const NormKnobs& k);
 
 /// Mode 6: whether `k` is offered: blocks of 256 or 512, 4 or 8 vectors a thread (with `ahead` at most 2048
-/// vectors a block), at least 2 parts a row and, without roles, no more than the reference grid
-/// (ring_reference_blocks x parts_min_blocks) holds at once; roles (lag 8 or 16) without `ahead`.
+/// vectors a block), at least 2 parts a row and no more than the reference grid (ring_reference_blocks x
+/// parts_min_blocks) holds at once.
 bool parts_fit(const NormShape& s, const NormKnobs& k);
-
-/// Mode 6 with roles (Note [Norm roles]): parts the statistics may run ahead of the parts written (at least a
-/// row's parts, so that no role waits on the other for good; k.lag MB of parts where that is more); 0 without.
-int64_t parts_lag(const NormShape& s, const NormKnobs& k);
 
 /// Mode 6: device code that the kernel's MODE 6 branch calls.
 const char* parts_source();

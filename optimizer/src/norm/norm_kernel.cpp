@@ -44,10 +44,8 @@ class NormKernel final : public BoundKernel {
       const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
       parts_ = parts;
       resident_ = resident;
-      // With roles (Note [Norm roles]) every resident block: half take statistics, half outputs.
-      group_grid_ = static_cast<unsigned>(
-          k_.lag > 0 ? resident : std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
-      groups_ = 2 * s_.rows + 3;  // a counter and a flag per row, the tickets, the parts written
+      group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
+      groups_ = 2 * s_.rows + 1;  // a counter and a flag per row, the ticket counter
       triples_ = s_.rows * parts * 3;
       extra_ = 2 * s_.rows;       // each row's mean and rstd
     }
@@ -106,9 +104,7 @@ class NormKernel final : public BoundKernel {
         ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
-      if (k_.mode == 6 && k_.lag > 0 && resident_ < 2)
-        return Status(Code::kUnsupported, "roles need two resident blocks");
-      if (k_.mode == 6 && k_.lag == 0 && resident_ < parts_)
+      if (k_.mode == 6 && resident_ < parts_)
         return Status(Code::kUnsupported, "the device keeps fewer blocks resident (" + std::to_string(resident_) +
                                               ") than a row has parts (" + std::to_string(parts_) + ")");
       if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6) {
@@ -184,7 +180,7 @@ class NormKernel final : public BoundKernel {
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
   unsigned group_grid_ = 1;  ///< modes 3, 5, 6: blocks of the cooperative launch
-  int64_t groups_ = 0;       ///< modes 3, 5, 6: zeroed counters (a row group's, a step's; mode 6: 2 x rows + 3)
+  int64_t groups_ = 0;       ///< modes 3, 5, 6: zeroed counters (a row group's, a step's; mode 6: 2 x rows + 1)
   int64_t triples_ = 0;      ///< modes 3, 5, 6: workspace floats before the counters
   int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
   int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block

@@ -18,16 +18,8 @@ bool parts_fit(const NormShape& s, const NormKnobs& k) {
   const int64_t parts = parts_per_row(s, k);
   // Two sets of registers with `ahead`: 8 vectors at 512 threads would not fit 64 registers a thread.
   const bool regs_ok = !k.ahead || k.block * k.per <= 2048;
-  // Roles (Note [Norm roles]) hold one part a block and never need a row's parts resident at once.
-  const bool roles_ok = k.lag == 0 || (!k.ahead && (k.lag == 8 || k.lag == 16));
-  return reference > 0 && (k.block == 256 || k.block == 512) && (k.per == 4 || k.per == 8) && regs_ok && roles_ok &&
-         parts >= 2 && (k.lag > 0 || parts <= reference) && s.rows * parts < (int64_t{1} << 31);
-}
-
-int64_t parts_lag(const NormShape& s, const NormKnobs& k) {
-  if (k.lag == 0) return 0;
-  const int64_t part_bytes = int64_t{k.block} * k.per * k.vec * (s.dtype == c10::ScalarType::Float ? 4 : 2);
-  return std::max(parts_per_row(s, k), (int64_t{k.lag} << 20) / part_bytes);
+  return reference > 0 && (k.block == 256 || k.block == 512) && (k.per == 4 || k.per == 8) && regs_ok && parts >= 2 &&
+         parts <= reference && s.rows * parts < (int64_t{1} << 31);
 }
 
 const char* parts_source() {
@@ -35,14 +27,13 @@ const char* parts_source() {
 /// Thread i's first vector of ticket t's part (part t % NPARTS of row t / NPARTS); its vectors are
 /// j0 + u * BLOCK for u < PER, those below NV only.
 __device__ __forceinline__ index_t part_j0(index_t t) { return (t % NPARTS) * (BLOCK * PER) + threadIdx.x; }
-/// Issues every load of ticket t's part at once; LAST: the part's last read (load_last, Note [Norm roles]).
-template <bool LAST = false>
+/// Issues every load of ticket t's part at once.
 __device__ __forceinline__ void part_load(const storage_t* __restrict__ x, index_t t, vec_t (&c)[PER]) {
   const vec_t* __restrict__ xr = reinterpret_cast<const vec_t*>(x + (t / NPARTS) * COLS);
   const index_t j0 = part_j0(t);
 #pragma unroll
   for (int u = 0; u < PER; ++u)
-    if (j0 + u * BLOCK < NV) c[u] = LAST ? load_last(xr + j0 + u * BLOCK) : xr[j0 + u * BLOCK];
+    if (j0 + u * BLOCK < NV) c[u] = xr[j0 + u * BLOCK];
 }
 /// The part's statistics: each thread's exact two-pass mean and squared deviations of its own elements (no
 /// division per element), merged over the block (Chan), published at row * NPARTS + part, and the arrival on
@@ -83,7 +74,7 @@ __device__ __forceinline__ void part_publish(float* __restrict__ ws, unsigned* a
     const Welford st = merge_row(ws, row, NPARTS, red);
     if (threadIdx.x == 0) {
       const float mean = st.mean, rstd = rsqrtf(st.m2 / (float)COLS + EPS);
-      float* rs = ws + TOTAL * 3 + 2 * ROWS + 3 + 2 * row;
+      float* rs = ws + TOTAL * 3 + 2 * ROWS + 1 + 2 * row;
       rs[0] = mean;
       rs[1] = rstd;
       mean_out[row] = to_stat(mean);
@@ -96,7 +87,7 @@ __device__ __forceinline__ void part_publish(float* __restrict__ ws, unsigned* a
 __device__ __forceinline__ void part_stats(const float* ws, const unsigned* arrived, index_t t, float* mean_u,
                                            float* rstd_u) {
   flag_wait(arrived + ROWS + t / NPARTS);
-  const float* rs = ws + TOTAL * 3 + 2 * ROWS + 3 + 2 * (t / NPARTS);
+  const float* rs = ws + TOTAL * 3 + 2 * ROWS + 1 + 2 * (t / NPARTS);
   *mean_u = used_stat(__ldcg(rs));
   *rstd_u = used_stat(__ldcg(rs + 1));
 }
@@ -111,22 +102,9 @@ __device__ __forceinline__ void part_write(const storage_t* __restrict__ w, cons
   for (int u = 0; u < PER; ++u)
     if (j0 + u * BLOCK < NV) {
       affine(w, b, row, j0 + u * BLOCK, wv, bv);
-      store_out(yr + j0 + u * BLOCK, normalise(c[u], mean_u, rstd_u, wv, bv));
+      yr[j0 + u * BLOCK] = normalise(c[u], mean_u, rstd_u, wv, bv);
     }
 }
-#if ROLES
-/// Note [Norm roles]: thread 0 spins until fewer than LAG parts lie between ticket t and the parts written.
-__device__ __forceinline__ void lag_wait(const unsigned* written, index_t t) {
-  if (threadIdx.x == 0)
-    while (t >= (index_t)*reinterpret_cast<const volatile unsigned*>(written) + LAG) __nanosleep(64);
-  __syncthreads();
-}
-/// Counts a part written (every thread has stored its vectors: the barrier) towards the lag window.
-__device__ __forceinline__ void part_written(unsigned* written) {
-  __syncthreads();
-  if (threadIdx.x == 0) atomicAdd(written, 1u);
-}
-#endif
 /// Note [Norm parts]. Without AHEAD a block loads, publishes, waits on and writes one part at a time. With
 /// AHEAD it holds two: it loads and publishes its next part before it waits on the current part's row (which
 /// its mates published an iteration ago), then writes the current part; a part is published as soon as it is
@@ -135,33 +113,11 @@ __device__ __forceinline__ void parts_rows(const storage_t* __restrict__ x, cons
                                            const storage_t* __restrict__ b, storage_t* __restrict__ y,
                                            stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
                                            float* __restrict__ ws, float* red) {
-  unsigned* const arrived = reinterpret_cast<unsigned*>(ws + TOTAL * 3);  // then the flags, the tickets
-  unsigned* const tickets = arrived + 2 * ROWS;  // [0] parts (with LAG: statistics), [1] outputs, [2] written
+  unsigned* const arrived = reinterpret_cast<unsigned*>(ws + TOTAL * 3);  // then the flags, the ticket
+  unsigned* const tickets = arrived + 2 * ROWS;
   float mean_u, rstd_u;
   vec_t c[PER];
-#if ROLES
-  // Note [Norm roles]: even blocks take statistics tickets, odd blocks output tickets; no block waits on both.
-  if (blockIdx.x % 2 == 0) {
-    index_t t = ticket_share(ticket_ask(tickets));
-    while (t < TOTAL) {  // uniform over the block
-      const unsigned asked = ticket_ask(tickets);  // in flight while this part loads
-      lag_wait(tickets + 2, t);
-      part_load(x, t, c);
-      part_publish(ws, arrived, t, c, mean_out, rstd_out, red);
-      t = ticket_share(asked);
-    }
-  } else {
-    index_t t = ticket_share(ticket_ask(tickets + 1));
-    while (t < TOTAL) {
-      part_stats(ws, arrived, t, &mean_u, &rstd_u);
-      const unsigned asked = ticket_ask(tickets + 1);
-      part_load<true>(x, t, c);
-      part_write(w, b, y, t, c, mean_u, rstd_u);
-      part_written(tickets + 2);
-      t = ticket_share(asked);
-    }
-  }
-#elif AHEAD
+#if AHEAD
   vec_t d[PER];
   index_t t = ticket_share(ticket_ask(tickets));
   if (t < TOTAL) {
