@@ -9,6 +9,7 @@
 
 #include <cstdio>
 
+#include "cudal1/optimizer/device_info.h"
 #include "gpu/gpu_env.h"
 #include "gpu/variant_sweep.h"
 #include "optimizer/problems.h"
@@ -18,8 +19,9 @@ namespace {
 
 TEST(NormParts, EveryPartsVariantMatchesAten) {
   CUDAL1_REQUIRE_GPU();
-  const int sm = testing::device_sm();
-  ASSERT_GT(sm, 0);
+  auto info = device_info(0);
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  const int sm = info.value().sm;
   const std::vector<Problem> problems = {
       // 256 parts of 256 x 4 vectors a row; 8 rows.
       testing::layer_norm_problem(at::kFloat, {8, 1048576}, 1, true, true, sm),

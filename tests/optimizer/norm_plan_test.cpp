@@ -103,7 +103,7 @@ TEST(NormPlan, RowGroupsAreSizedForL2AndOfferedWhereRowsAreSplit) {
     EXPECT_GE(v.get("block"), 256) << v.id();
     EXPECT_EQ(v.get("splits"), 256) << v.id();
   }
-  EXPECT_EQ(grouped, 3 * 2 * 2);  // blocks x ahead x hint: 256 parts a row (16 or 64 leave SMs idle in a 1-row group)
+  EXPECT_EQ(grouped, 3 * 2);  // blocks x ahead: 256 parts per row (16 or 64 leave SMs idle in a 1-row group)
   EXPECT_EQ(chunks, (std::set<int>{8}));
   // Group norm f32 [16,64,256,256] g8: 2 MB rows, groups of 4 and 8 rows; both `ahead` strata are there.
   std::set<int> strata;
@@ -116,7 +116,7 @@ TEST(NormPlan, RowGroupsAreSizedForL2AndOfferedWhereRowsAreSplit) {
     strata.insert(plan.value()->stratum(v));
   }
   EXPECT_EQ(chunks, (std::set<int>{8, 16}));
-  EXPECT_EQ(strata, (std::set<int>{6, 7, 26, 27}));  // hints: strata of their own
+  EXPECT_EQ(strata, (std::set<int>{6, 7}));
   // Many short rows: no splitting, so no groups.
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) EXPECT_NE(v.get("mode"), 3);
 }
@@ -136,33 +136,6 @@ TEST(NormPlan, RowGroupSourceNamesItsGroups) {
     seen = true;
   }
   EXPECT_TRUE(seen);
-}
-
-TEST(NormPlan, HintsStreamTheRereadAndTheOutputOnly) {
-  // Note [Norm hints]: offered on mode 3 and on mode 2 with `reverse`, nowhere else; a hinted source loads its
-  // reread with ld.global.cs and stores with st.global.cs, an unhinted one says HINT 0.
-  auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, true, true));
-  ASSERT_TRUE(plan.ok());
-  int hinted2 = 0, plain2 = 0, hinted3 = 0, plain3 = 0;
-  for (const auto& v : plan.value()->space()) {
-    const bool hint = v.get("hint") == 1;
-    if (hint) EXPECT_TRUE(v.get("mode") == 3 || (v.get("mode") == 2 && v.get("rev") == 1)) << v.id();
-    if (v.get("mode") == 2 && v.get("rev") == 1) ++(hint ? hinted2 : plain2);
-    if (v.get("mode") == 3) ++(hint ? hinted3 : plain3);
-    if (v.get("mode") != 3 && v.get("mode") != 2) continue;
-    auto src = plan.value()->source(v);
-    ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find(hint ? "#define HINT 1" : "#define HINT 0"), std::string::npos) << v.id();
-    EXPECT_NE(src->code.find("__ldcs("), std::string::npos);
-    EXPECT_NE(src->code.find("__stcs("), std::string::npos);
-  }
-  EXPECT_GT(hinted2, 0);
-  EXPECT_EQ(hinted2, plain2);
-  EXPECT_GT(hinted3, 0);
-  EXPECT_EQ(hinted3, plain3);
-  // The id of an unhinted variant has no hint knob (ids of earlier versions stay the same).
-  for (const auto& v : plan.value()->space())
-    if (v.get("hint") == 0) EXPECT_EQ(v.id().find("hint"), std::string::npos) << v.id();
 }
 
 TEST(NormPlan, ClusterRowsOnSm90OnlyAndForRowsOfAtLeast32ElementsABlock) {

@@ -44,33 +44,6 @@ __device__ __forceinline__ Welford wf_vector(const vec_t& t) {
   }
   return Welford{(float)VEC, m, q};
 }
-/// The second and last read of an element (modes 2 and 3) and the output store. With HINT both are
-/// cache-streaming (ld.global.cs / st.global.cs: evict-first in L1 and L2), so that neither evicts the input
-/// lines still waiting for their reread (Note [Norm hints]).
-template <int B> struct bits_of;
-template <> struct bits_of<16> { typedef uint4 type; };
-template <> struct bits_of<8> { typedef uint2 type; };
-template <> struct bits_of<4> { typedef unsigned int type; };
-template <> struct bits_of<2> { typedef unsigned short type; };
-union vec_bits { typename bits_of<sizeof(vec_t)>::type b; vec_t v; };
-__device__ __forceinline__ vec_t load_last(const vec_t* p) {
-#if HINT
-  vec_bits u;
-  u.b = __ldcs(reinterpret_cast<const decltype(u.b)*>(p));
-  return u.v;
-#else
-  return *p;
-#endif
-}
-__device__ __forceinline__ void store_out(vec_t* p, const vec_t& v) {
-#if HINT
-  vec_bits u;
-  u.v = v;
-  __stcs(reinterpret_cast<decltype(u.b)*>(p), u.b);
-#else
-  *p = v;
-#endif
-}
 __device__ __forceinline__ Welford warp_welford(Welford w) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -220,19 +193,18 @@ __device__ __forceinline__ void merged_stats(const float* ws, index_t row, index
 }
 #endif
 #if MODE == 3
-/// Calls f(j, xr[j]) for this thread's vectors j of [j0, j1), in order, four loads in flight (Note [Norm groups]);
-/// LAST: the element's last read (load_last).
-template <bool LAST, typename F>
+/// Calls f(j, xr[j]) for this thread's vectors j of [j0, j1), in order, four loads in flight (Note [Norm groups]).
+template <typename F>
 __device__ __forceinline__ void for_vectors(const vec_t* __restrict__ xr, index_t j0, index_t j1, F&& f) {
   index_t j = j0 + threadIdx.x;
   for (; j + 3 * BLOCK < j1; j += 4 * BLOCK) {
     vec_t t[4];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) t[u] = LAST ? load_last(xr + j + u * BLOCK) : xr[j + u * BLOCK];
+    for (int u = 0; u < 4; ++u) t[u] = xr[j + u * BLOCK];
 #pragma unroll
     for (int u = 0; u < 4; ++u) f(j + u * BLOCK, t[u]);
   }
-  for (; j < j1; j += BLOCK) f(j, LAST ? load_last(xr + j) : xr[j]);
+  for (; j < j1; j += BLOCK) f(j, xr[j]);
 }
 /// Row group g, first read: this block's parts' triples to the workspace, then its arrival on g's counter.
 __device__ __forceinline__ void group_stats(const storage_t* __restrict__ x, float* __restrict__ ws,
@@ -242,7 +214,7 @@ __device__ __forceinline__ void group_stats(const storage_t* __restrict__ x, flo
     if (row >= ROWS) break;  // the last group may be short; uniform over the block
     const index_t j0 = part * CHV, j1 = j0 + CHV < NV ? j0 + CHV : NV;
     Welford acc{0.f, 0.f, 0.f};
-    for_vectors<false>(reinterpret_cast<const vec_t*>(x + row * COLS), j0, j1,
+    for_vectors(reinterpret_cast<const vec_t*>(x + row * COLS), j0, j1,
                 [&](index_t, const vec_t& t) { acc = wf_combine(acc, wf_vector(t)); });
     acc = row_welford(acc, red);
     publish(ws, row * S + part, acc);
@@ -263,9 +235,9 @@ __device__ __forceinline__ void group_normalise(const storage_t* __restrict__ x,
     const vec_t* __restrict__ xr = reinterpret_cast<const vec_t*>(x + row * COLS);
     vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
     const index_t j0 = part * CHV, j1 = j0 + CHV < NV ? j0 + CHV : NV;
-    for_vectors<true>(xr, j0, j1, [&](index_t j, const vec_t& t) {
+    for_vectors(xr, j0, j1, [&](index_t j, const vec_t& t) {
       affine(w, b, row, j, wv, bv);
-      store_out(yr + j, normalise(t, mean_u, rstd_u, wv, bv));
+      yr[j] = normalise(t, mean_u, rstd_u, wv, bv);
     });
   }
 }
@@ -370,7 +342,7 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
   const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
   for (index_t j = j0 + threadIdx.x; j < j1; j += BLOCK) {
     affine(w, b, row, j, wv, bv);
-    store_out(yr + j, normalise(load_last(xr + j), mean_u, rstd_u, wv, bv));
+    yr[j] = normalise(xr[j], mean_u, rstd_u, wv, bv);
   }
 #elif MODE == 3  // row groups in one cooperative launch (Note [Norm groups]); the counters follow the triples
   unsigned* const arrived = reinterpret_cast<unsigned*>(ws + ROWS * S * 3);
@@ -402,7 +374,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
     << " splits=" << k.splits << " reverse=" << k.reverse << " chunk_mb=" << k.chunk_mb << " ahead=" << k.ahead
     << " cluster=" << k.cluster << " occ=" << k.occ << " step_mb=" << k.step_mb << " ring=" << k.ring
-    << " per=" << k.per << " hint=" << k.hint << "\n";
+    << " per=" << k.per << "\n";
   o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   if (s.stat_dtype == c10::ScalarType::Float)
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
@@ -413,7 +385,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "\n#define HAS_W " << (s.has_weight ? 1 : 0) << "\n#define HAS_B " << (s.has_bias ? 1 : 0)
     << "\n#define GROUP " << (s.group ? 1 : 0) << "\n#define FUSED_AFFINE " << (s.group && s.hw > 1 ? 1 : 0)
     << "\n#define ROUND_STATS " << (s.round_stats ? 1 : 0)
-    << "\n#define REV " << (k.reverse ? 1 : 0) << "\n#define HINT " << (k.hint ? 1 : 0) << "\n";
+    << "\n#define REV " << (k.reverse ? 1 : 0) << "\n";
   if (k.mode == 4 && k.occ > 1)
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
   else if (k.mode == 6)

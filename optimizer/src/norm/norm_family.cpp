@@ -68,7 +68,6 @@ class NormPlan final : public Plan {
       Variant v{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"cache", k.cache ? 1 : 0},
                  {"splits", k.splits}, {"rev", k.reverse ? 1 : 0}}};
       if (k.mode == 3) v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
-      if (k.hint) v.knobs.push_back({"hint", 1});  // absent where 0: the ids of session 11 stay valid
       if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
       if (k.mode == 5) v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
       if (k.mode == 6) v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
@@ -94,11 +93,7 @@ class NormPlan final : public Plan {
           for (int splits : kSplits) {
             k.splits = splits;
             if (chunk_vectors(s_, k) < block || s_.rows * splits > (int64_t{1} << 22)) continue;
-            k.reverse = false;
-            add(k);
-            k.reverse = true;  // Note [Norm hints]: the hinted reread keeps the first pass's last lines
-            for (bool hint : {false, true}) k.hint = hint, add(k);
-            k.hint = false;
+            for (bool rev : {false, true}) k.reverse = rev, add(k);
           }
       }
     }
@@ -127,7 +122,6 @@ class NormPlan final : public Plan {
     for (int x : kStepMb) knobs.push_back(v.get("step") == x);
     knobs.push_back(v.get("ring") == 3);
     knobs.push_back(v.get("per") == 8);
-    knobs.push_back(v.get("hint") == 1);
     const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
@@ -140,7 +134,7 @@ class NormPlan final : public Plan {
 
   int stratum(const Variant& v) const override {
     return v.get("mode") * 2 + v.get("cache") + v.get("ahead") + (v.get("occ") == 2 ? 1 : 0) +
-           (v.get("ring") == 3 ? 1 : 0) + (v.get("hint") == 1 ? 20 : 0);  // hints: strata of their own
+           (v.get("ring") == 3 ? 1 : 0);
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -174,7 +168,6 @@ class NormPlan final : public Plan {
     k.step_mb = v.get("step");
     k.ring = v.get("ring");
     k.per = v.get("per");
-    k.hint = v.get("hint") == 1;
     return k;
   }
 
@@ -182,8 +175,7 @@ class NormPlan final : public Plan {
   bool split_rows() const { return s_.cols >= 4096 && s_.rows <= 4096; }
 
   /// Mode 3 (Note [Norm groups]), where mode 2 is offered: the widest vector only (they stream), blocks of
-  /// 256-1024, each group size that gives a different number of rows per group, with and without `ahead`, with
-  /// and without cache hints (Note [Norm hints]);
+  /// 256-1024, each group size that gives a different number of rows per group, with and without `ahead`;
   /// only splits that give a part at least a block of vectors and a group at least kMinGroupParts parts.
   template <typename Add>
   void add_group_variants(const Add& add) const {
@@ -202,8 +194,7 @@ class NormPlan final : public Plan {
           if (rows_per_group(s_, k) == last_rows) continue;  // rows larger than the smaller group
           if (rows_per_group(s_, k) * splits < kMinGroupParts) continue;
           last_rows = rows_per_group(s_, k);
-          for (bool ahead : {false, true})
-            for (bool hint : {false, true}) k.ahead = ahead, k.hint = hint, add(k);
+          for (bool ahead : {false, true}) k.ahead = ahead, add(k);
         }
       }
     }
@@ -371,8 +362,8 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: cache hints (Note [Norm hints])
-  int version() const override { return 7; }
+  // 6: cp.async from codegen_common (Note [Async copies]; same cubins)
+  int version() const override { return 6; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

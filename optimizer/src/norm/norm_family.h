@@ -51,22 +51,6 @@
 /// floor) and the others 238-669 us, against 215 us for mode 2; the KernelBench rows stay on mode 2 (1.68-1.71x).
 /// Not profiled yet: the per-group waits and the share of the reread that really hits L2 are the unknowns.
 ///
-/// Note [Norm hints]
-/// Knob `hint` (mode 3, and mode 2 with `reverse`): the reread of the input, which is each element's last
-/// read, loads with ld.global.cs and the output stores with st.global.cs (cache-streaming: evict-first lines in
-/// L1 and L2); the first read stays a plain load. Why: Nsight Compute on mode 3 (splits64, chunk16, ahead,
-/// layer norm f32 [64,1048576], 206 us; session 6) had DRAM at 77.7% (3.74 TB/s) moving 3 tensor sizes: the
-/// reread missed L2 although a group was sized for it, because the output's write-allocated lines and the
-/// reread's own lines, both dead once touched, age out the lines that still wait for their reread. With both
-/// evict-first, the waiting lines (two groups with `ahead`: 16 MB at chunk 8, 32 MB for the 16 MB KernelBench
-/// rows) are the only normal-priority lines in the 50 MB L2. Values are untouched (same loads, same stores).
-/// Mode 2 with `reverse` gains only the first pass's last ~40 MB (its second pass starts where the first
-/// ended).
-/// Prediction (before measurement; H200, floor at ~4.2 TB/s; mode 3's DRAM rate of session 6, 3.74 TB/s, over
-/// the floor's bytes plus the misses): layer norm f32 [64,1048576] and group norm f32 [16,64,256,256] g8, chunk
-/// 8 with ahead: ~95% of the reread hits, ~140-155 us (1.1-1.2x; mode 6 187 us); layer norm f32
-/// [16,64,256,256] (one 16 MB row a group): ~150-170 us (mode 2 206 us); mode 2 with reverse ~3-5% faster.
-///
 /// Note [Norm clusters]
 /// Mode 4 splits a row over one cluster of `cluster` (2-16) blocks; block r of the cluster holds vectors
 /// [r x CHV, (r + 1) x CHV) of it (CHV = ceil(vectors / cluster); the last blocks may hold fewer or none) from
@@ -261,8 +245,6 @@ struct NormKnobs {
   int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
   int ring = 0;          ///< mode 5: steps held in a block's shared-memory ring (RING - 1 loading ahead)
   int per = 0;           ///< mode 6: vectors each thread holds in registers (Note [Norm parts])
-  bool hint = false;     ///< modes 2 (with `reverse`) and 3: the reread and the output stores evict first
-                         ///< (Note [Norm hints])
 };
 
 /// Elements one thread may keep in registers.
