@@ -9,7 +9,6 @@
 
 #include <cstdio>
 
-#include "cudal1/optimizer/device_info.h"
 #include "gpu/gpu_env.h"
 #include "gpu/variant_sweep.h"
 #include "optimizer/problems.h"
@@ -19,9 +18,8 @@ namespace {
 
 TEST(NormParts, EveryPartsVariantMatchesAten) {
   CUDAL1_REQUIRE_GPU();
-  auto info = device_info(0);
-  ASSERT_TRUE(info.ok()) << info.status().to_string();
-  const int sm = info.value().sm;
+  const int sm = testing::device_sm();
+  ASSERT_GT(sm, 0);
   const std::vector<Problem> problems = {
       // 256 parts of 256 x 4 vectors a row; 8 rows.
       testing::layer_norm_problem(at::kFloat, {8, 1048576}, 1, true, true, sm),

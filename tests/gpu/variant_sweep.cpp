@@ -7,9 +7,16 @@
 #include <string>
 
 #include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/device_info.h"
 #include "cudal1/optimizer/measure.h"
 
 namespace cudal1::testing {
+
+int device_sm() {
+  auto info = optimizer::device_info(0);
+  if (!info.ok()) return ADD_FAILURE() << info.status().to_string(), 0;
+  return info.value().sm;
+}
 
 int verify_variants(const std::vector<optimizer::Problem>& problems,
                     const std::function<bool(const optimizer::Variant&)>& pick) {

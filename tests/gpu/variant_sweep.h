@@ -9,6 +9,9 @@
 
 namespace cudal1::testing {
 
+/// Compute capability x 10 of device 0; 0 (and a gtest failure naming why) when it cannot be read.
+int device_sm();
+
 /// Verifies every variant `pick` accepts of every problem's plan on device 0 (3 trials, fresh inputs each;
 /// seeds from 4242). Records a gtest failure naming the signature and variant at the first step that fails
 /// and stops there. Returns the number of variants verified.
