@@ -50,6 +50,13 @@
 /// [64,1048576] the best mode-3 variant (8 sampled: splits64, chunk16, ahead1, block 512) ran 210 us (1.66x the
 /// floor) and the others 238-669 us, against 215 us for mode 2; the KernelBench rows stay on mode 2 (1.68-1.71x).
 /// Not profiled yet: the per-group waits and the share of the reread that really hits L2 are the unknowns.
+/// Tried and removed (session 12, H200, 2026-11-30, docs/PERF.md): cache hints, the reread loaded with
+/// ld.global.cs and the output stored with st.global.cs (evict-first), so that dead lines stop evicting the
+/// group that waits for its reread. Nsight Compute (layer norm [64,1048576], block 512, splits 64, ahead): at
+/// chunk 8 DRAM read one tensor size (271.6 MB: the whole reread hit L2) and the kernel slowed to 276 us (DRAM
+/// 38.7%); at chunk 16 (32 MB live) 484 MB read, 202 us against 205 us unhinted. The reread is not what holds
+/// mode 3 back: its blocks step through the groups in turn, each part's loads, Welford, reduction and wait in
+/// series. Gains of 1-3% (a loss on group norm g8) did not pay for the variants the tuner must cover.
 ///
 /// Note [Norm clusters]
 /// Mode 4 splits a row over one cluster of `cluster` (2-16) blocks; block r of the cluster holds vectors
@@ -199,6 +206,16 @@
 /// ahead) splits the 16.4 cycles between a warp's instructions into 5.5 waiting on loads, 3.8 at block barriers,
 /// 2.2 on fixed-latency dependencies and 1.6 at memory fences: the per-part barriers (ticket, block reduction,
 /// arrival) and fences are a third of the stall.
+/// Tried and removed (session 12, H200, 2026-11-30, docs/PERF.md): roles. The grid split by block parity into
+/// statistics blocks (tickets in order: load, publish, the row's last part merges) and output blocks (tickets in
+/// order: wait on the row's flag, reload the part from L2 with ld.global.cs, normalise, st.global.cs), statistics
+/// at most max(a row's parts, lag MB) ahead of the parts written (no deadlock: the oldest unwritten part's row
+/// needs tickets within a row of it), so a row need not be resident at once and the 16 MB rows fit too. Every
+/// variant verified; every one lost: layer norm [64,1048576] 206-387 us (lag 32-8) against 187 us, group norm g8
+/// 193-321 us against 185 us, the 16 MB rows 316 us against 206 us. Nsight Compute (lag 16): the reread hit L2
+/// (269 MB read), and 19 of 35 cycles between a warp's instructions waited at block barriers while thread 0
+/// spun on a row flag or the lag counter: a row's outputs start only after its last part, and the ~16 MB that
+/// L2 keeps for the reread is four 4 MB rows, so the roles wait on each other through the window.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
