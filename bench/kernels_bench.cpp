@@ -6,7 +6,8 @@
 /// Whether a kernel would be swapped in (noise-aware margin) is shown per row; swapped-in rows never lose to
 /// ATen. "tune s" is the row's tuning wall time (NVRTC, verification and timing of every trial; Note [Tuning
 /// rounds]).
-/// Usage: bench_kernels [trials=24] ['word|word': rows whose name contains one] [variant: only ids containing it]
+/// Usage: bench_kernels [trials=24] ['word|word': rows whose name contains one] [variant: only ids containing it;
+/// a trailing '$' anchors it at the id's end (Variant::matches)]
 /// The round size comes from CUDAL1_TUNE_ROUND (default 8; >= trials: one round, the search before rounds).
 #include <ATen/ATen.h>
 

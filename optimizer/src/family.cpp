@@ -31,6 +31,13 @@ std::string Variant::id() const {
   return s;
 }
 
+bool Variant::matches(const std::string& filter) const {
+  const std::string s = id();
+  if (filter.empty() || filter.back() != '$') return s.find(filter) != std::string::npos;
+  const std::string tail = filter.substr(0, filter.size() - 1);
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 int Variant::get(const std::string& knob, int dflt) const {
   for (const auto& [k, v] : knobs)
     if (k == knob) return v;

@@ -162,7 +162,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   std::vector<Variant> space = plan->space();
   if (!opts_.only_variant.empty()) {
     space.erase(std::remove_if(space.begin(), space.end(),
-                               [&](const Variant& v) { return v.id().find(opts_.only_variant) == std::string::npos; }),
+                               [&](const Variant& v) { return !v.matches(opts_.only_variant); }),
                 space.end());
     if (space.empty()) return Status(Code::kUnsupported, "no variant of the plan matches " + opts_.only_variant);
   }

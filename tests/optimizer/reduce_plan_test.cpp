@@ -457,9 +457,11 @@ TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
         EXPECT_EQ(reduce::ring_smem_bytes(shape.value(), k), 0u);
       }
     }
-    for (const auto& id : ids)  // each ring tile comes with its plain twin
-      if (id.size() > 6 && id.compare(id.size() - 6, 6, ".ring1") == 0)
+    for (const auto& id : ids) {  // each ring tile comes with its plain twin
+      if (id.size() > 6 && id.compare(id.size() - 6, 6, ".ring1") == 0) {
         EXPECT_EQ(ids.count(id.substr(0, id.size() - 6)), 1u) << id;
+      }
+    }
     // A 96-column tile cannot fill a wave: its 16-byte loads are all in the half-wave stratum.
     const std::set<int> want = es == 4 ? std::set<int>{9, 10, 11, 12, 13} : std::set<int>{11, 12, 13};
     EXPECT_EQ(strata, want) << p.op;

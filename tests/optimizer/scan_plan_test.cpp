@@ -153,21 +153,26 @@ TEST(ScanPlan, NativeCombinesOnlyForHalfPrecisionCumsum) {
     auto plan = family().plan(p);
     EXPECT_TRUE(plan.ok()) << plan.status().to_string();
     int n = 0;
-    if (plan.ok())
-      for (const auto& v : plan.value()->space())
-        if (v.get("nat", 0) == 1) {
-          EXPECT_EQ(v.get("mode"), 6);
-          EXPECT_EQ(plan.value()->stratum(v), 8);
-          auto src = plan.value()->source(v);
-          EXPECT_TRUE(src.ok());
-          if (src.ok()) EXPECT_NE(src->code.find(p.args[0].tensor.dtype == at::kBFloat16 ? "fma.rn.bf16" : "fma.rn.f16"),
-                                  std::string::npos);
-          ++n;
-        } else if (v.get("mode") == 6) {
-          auto src = plan.value()->source(v);
-          EXPECT_TRUE(src.ok());
-          if (src.ok()) EXPECT_EQ(src->code.find("fma.rn."), std::string::npos) << v.id();
+    if (!plan.ok()) return n;
+    for (const auto& v : plan.value()->space()) {
+      if (v.get("nat", 0) == 1) {
+        EXPECT_EQ(v.get("mode"), 6);
+        EXPECT_EQ(plan.value()->stratum(v), 8);
+        auto src = plan.value()->source(v);
+        EXPECT_TRUE(src.ok());
+        if (src.ok()) {
+          EXPECT_NE(src->code.find(p.args[0].tensor.dtype == at::kBFloat16 ? "fma.rn.bf16" : "fma.rn.f16"),
+                    std::string::npos);
         }
+        ++n;
+      } else if (v.get("mode") == 6) {
+        auto src = plan.value()->source(v);
+        EXPECT_TRUE(src.ok());
+        if (src.ok()) {
+          EXPECT_EQ(src->code.find("fma.rn."), std::string::npos) << v.id();
+        }
+      }
+    }
     return n;
   };
   EXPECT_EQ(count_native(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), 12);

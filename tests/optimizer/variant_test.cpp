@@ -18,5 +18,19 @@ TEST(Variant, IdAndJson) {
   EXPECT_EQ(Variant::from_json("[[1,2]]").status().code(), Code::kCorrupt);
 }
 
+TEST(Variant, FilterMatchesSubstringsOrAnAnchoredEnd) {
+  const Variant plain{{{"mode", 6}, {"per", 4}, {"ahead", 1}}};
+  const Variant more{{{"mode", 6}, {"per", 4}, {"ahead", 1}, {"lag", 8}}};
+  EXPECT_TRUE(plain.matches("per4.ahead1"));
+  EXPECT_TRUE(more.matches("per4.ahead1"));  // a substring: both
+  EXPECT_TRUE(plain.matches("per4.ahead1$"));
+  EXPECT_FALSE(more.matches("per4.ahead1$"));  // anchored: only the id that ends there
+  EXPECT_TRUE(more.matches("lag8$"));
+  EXPECT_FALSE(plain.matches("ahead0"));
+  EXPECT_TRUE(plain.matches(""));
+  EXPECT_TRUE(plain.matches("$"));
+  EXPECT_FALSE(plain.matches("mode6.per4.ahead1.lag8$"));  // longer than the id
+}
+
 }  // namespace
 }  // namespace cudal1::optimizer

@@ -51,8 +51,9 @@ struct TunerOptions {
   /// Test-only (no variable): when false, any verified variant is swapped in whatever its speed, so that GPU
   /// tests can check the correctness of swapped kernels on signatures where ATen is faster.
   bool require_faster = true;
-  /// Bench-only (no variable): when non-empty, only variants whose id contains this string are tried, so one
-  /// technique can be timed or profiled on its own (a signature with none of them stays on ATen).
+  /// Bench-only (no variable): when non-empty, only variants that match it (Variant::matches: the id contains
+  /// it; a trailing '$' anchors it at the id's end) are tried, so one technique can be timed or profiled on its
+  /// own (a signature with none of them stays on ATen).
   std::string only_variant;
 };
 
