@@ -100,7 +100,9 @@ KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int bloc
     << "static constexpr index_t IV = " << iv << ", TILES = " << tiles << ";  // vectors along inner, tiles\n"
     << "static constexpr index_t OSV = " << c.outer_stride / vec << ", NSV = " << c.n_stride / vec
     << ";  // input strides in vectors\n";
-  k << online_pair_source() << R"(// The write phase: this warp's rows of the tile, from registers (rows
+  k << online_pair_source();
+  // The pair kernel (Note [Softmax pair tiles]) has its own write phase and second pass.
+  if (!pair) k << R"(// The write phase: this warp's rows of the tile, from registers (rows
 // n0 + w + i W, i < KEEP) and from shared memory (the rest, row j at j - n0 - NK), through ATen's epilogue.
 __device__ __forceinline__ void write_rows(const vec_t* kept, const vec_t* tile, vec_t* __restrict__ y,
                                            const float* m, const float* s, int n0, int n1, int w, int lane,
@@ -117,6 +119,9 @@ __device__ __forceinline__ void sum_rows(const vec_t* kept, const vec_t* tile, c
                                          int n1, int w, int lane, bool live) {
   FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) s[e] += EXP_SUB(to_float(t.v[e]), m[e]);)
 }
+#endif
+)";
+  k << R"(#if TWO
 // The two merges of the two passes, as combines for two_pass_merge: `combine(a, b)` folds the next warp's or
 // rank's value into a; `first(own, r0)` is where the cluster fold starts from rank 0's value. The maximum folds
 // rank 0 into the block's own (which is among the ranks': fmaxf(m, m) = m); the sum starts from rank 0 alone.
@@ -166,6 +171,23 @@ __device__ __forceinline__ void two_pass_merge(float* v, float* red, float* pub,
 #endif
 }
 #endif
+#if ASYNC
+// Note [Softmax async tiles]: the block's shared rows n0 + NK .. n1 - 1 of tile tile_i of outer index o (whole
+// tiles, 16-byte aligned) copied to `dst` in 16-byte chunks with cp.async, every chunk in flight at once and no
+// registers held; one commit group.
+__device__ __forceinline__ void copy_shared_rows(const storage_t* __restrict__ in, index_t o, index_t tile_i,
+                                                 int n0, int n1, void* dst) {
+  constexpr int CPR = 32 * (int)sizeof(vec_t) / 16;  // chunks a row
+  const char* src = reinterpret_cast<const char*>(reinterpret_cast<const vec_t*>(in) + o * OSV + tile_i * 32);
+  const unsigned sdst = (unsigned)__cvta_generic_to_shared(dst);
+  const int chunks = max(0, n1 - n0 - NK) * CPR;
+  for (int q = threadIdx.x; q < chunks; q += BLOCK) {
+    const int r = q / CPR, c = q % CPR;
+    cp_async<16>(sdst + (unsigned)q * 16u, src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16);
+  }
+  cp_async_commit();
+}
+#endif
 )";
   if (pair) {
     k << pair_tile_kernel_source();
@@ -206,19 +228,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     if (live && j < n1) kept[i] = x[j * NSV];
   }
 #if ASYNC
-  // Note [Softmax async tiles]: the block's shared rows n0 + NK .. n1 - 1 (whole tiles, 16-byte aligned) copied
-  // in 16-byte chunks with cp.async, every chunk in flight at once and no registers held; folded below.
-  {
-    constexpr int CPR = 32 * (int)sizeof(vec_t) / 16;  // chunks a row
-    const char* src = reinterpret_cast<const char*>(reinterpret_cast<const vec_t*>(in) + o * OSV + tile_i * 32);
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(tile);
-    const int chunks = max(0, n1 - n0 - NK) * CPR;
-    for (int q = threadIdx.x; q < chunks; q += BLOCK) {
-      const int r = q / CPR, c = q % CPR;
-      cp_async<16>(dst + (unsigned)q * 16u, src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16);
-    }
-    cp_async_commit();
-  }
+  copy_shared_rows(in, o, tile_i, n0, n1, tile);  // folded below
 #endif
 #if TWO
 #define FOLD(e, v) m[e] = fmaxf(m[e], v)  // the maximum only (NaN skipped); the sum comes in a second pass

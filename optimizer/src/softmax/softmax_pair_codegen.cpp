@@ -74,18 +74,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     const int j = n0 + 2 * (w + i * W) + half;
     if (j < n1) kept[i] = x[(index_t)j * (NSV / 2)];
   }
-  // Note [Softmax async tiles]: the block's shared rows n0 + NK .. n1 - 1 in 16-byte chunks, all in flight.
-  {
-    constexpr int CPR = 32 * (int)sizeof(vec_t) / 16;  // chunks a row
-    const char* src = reinterpret_cast<const char*>(reinterpret_cast<const vec_t*>(in) + o * OSV + tile_i * 32);
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    const int chunks = max(0, n1 - n0 - NK) * CPR;
-    for (int q = threadIdx.x; q < chunks; q += BLOCK) {
-      const int r = q / CPR, c = q % CPR;
-      cp_async<16>(dst + (unsigned)q * 16u, src + (index_t)(n0 + NK + r) * NSV * (index_t)sizeof(vec_t) + c * 16);
-    }
-    cp_async_commit();
-  }
+  copy_shared_rows(in, o, tile_i, n0, n1, smem);  // Note [Softmax async tiles]: all in flight
   // First pass: the maximum of the packed values (exact; NaN skipped), kept rows while the copy is in flight.
   unsigned pm[VEC];
 #pragma unroll
