@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <tuple>
 #include <thread>
@@ -21,11 +23,25 @@ Problem problem(const std::string& op, c10::ScalarType dt, std::vector<int64_t> 
   return testing::unary_problem(op, dt, std::move(sizes), std::move(strides), sm, 0, "none");
 }
 
+/// With CUDAL1_DUMP_CUBINS=DIR, every cubin compiled here is also written to DIR/<test>.p<plan>.<variant>.cubin,
+/// so that a change meant to leave kernels alone (a refactor of generated text) can be shown to on the CPU: run
+/// the test on the commits before and after into two folders and compare them (`diff -r`).
+void dump_cubin(size_t plan, const Variant& v, const std::string& cubin) {
+  static const char* dir = std::getenv("CUDAL1_DUMP_CUBINS");
+  if (dir == nullptr || *dir == '\0') return;
+  std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(test.begin(), test.end(), '/', '_');
+  std::ofstream(std::string(dir) + "/" + test + ".p" + std::to_string(plan) + "." + v.id() + ".cubin",
+                std::ios::binary)
+      .write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+}
+
 void compile_all(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>>& work, int sm,
                  std::atomic<int>* compiled) {
   std::vector<std::pair<const Plan*, Variant>> jobs;
-  for (const auto& [plan, vs] : work)
-    for (const auto& v : vs) jobs.emplace_back(plan.get(), v);
+  std::vector<size_t> plan_of;
+  for (size_t p = 0; p < work.size(); ++p)
+    for (const auto& v : work[p].second) jobs.emplace_back(work[p].first.get(), v), plan_of.push_back(p);
   std::atomic<size_t> next{0};
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
@@ -36,6 +52,7 @@ void compile_all(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<
         auto k = compile(src.value(), sm);
         ASSERT_TRUE(k.ok()) << jobs[i].second.id() << ": " << k.status().to_string() << "\n" << src->code;
         EXPECT_GT(k->cubin.size(), 1000u);
+        dump_cubin(plan_of[i], jobs[i].second, k->cubin);
         EXPECT_TRUE(k->log.empty() || k->log.find("warning") == std::string::npos) << k->log;
         ++*compiled;
       }
