@@ -7,23 +7,28 @@
 
 namespace cudal1::optimizer::softmax {
 
-const char* column_epilogue_source() {
+std::string epilogue_prep_source(const char* count) {
+  const std::string n = count;
   return R"(#ifndef EXP_SUB  // the exact forms; Note [Softmax fast exp] defines others for 16-bit two-pass tiles
 #define EXP_SUB(v, mx) expf((v) - (mx))
 #define DIV_SUM(a, sum, r) div_rn(a, sum, r)
 #endif
 #if LOG
-  float ls[VEC];
+  float ls[)" + n + R"(];
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) ls[e] = logf(s[e]);
+  for (int e = 0; e < )" + n + R"(; ++e) ls[e] = logf(s[e]);
 #define EPILOGUE(v, e) (((v) - m[e]) - ls[e])  // LogSoftMaxForwardEpilogue
 #else
-  float rs[VEC];  // Note [Softmax epilogue]
+  float rs[)" + n + R"(];  // Note [Softmax epilogue]
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) rs[e] = 1.f / s[e];
+  for (int e = 0; e < )" + n + R"(; ++e) rs[e] = 1.f / s[e];
 #define EPILOGUE(v, e) DIV_SUM(EXP_SUB(v, m[e]), s[e], rs[e])  // SoftMaxForwardEpilogue, one rounding
 #endif
-  FOR_EACH_PART(vec_t r;
+)";
+}
+
+std::string column_epilogue_source() {
+  return epilogue_prep_source("VEC") + R"(  FOR_EACH_PART(vec_t r;
                 _Pragma("unroll") for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e]), e));
                 y[j * IV] = r;)
 }

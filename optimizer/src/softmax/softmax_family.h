@@ -253,10 +253,13 @@ KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool wa
 /// `block`), `vec` adjacent columns per thread, column parts cached in registers or re-read.
 KernelSource generate_softmax_columns(const ColumnShape& c, int vec, int block, int split, bool cache);
 
-/// The column kernels' last pass and the kernel's closing brace: `EPILOGUE(v, e)` of element v of column e from
-/// the arrays m[VEC] and s[VEC] (log_softmax: ls[VEC] = logf(s) first), written by FOR_EACH_PART(body) (the
-/// generator's loop over the thread's elements `t` at index `j` along n) to y[j * IV].
-const char* column_epilogue_source();
+/// ATen's epilogue over `count` (a macro or literal) columns a thread: `EPILOGUE(v, e)` of element v of column e
+/// from the arrays m[count] and s[count] (log_softmax: ls = logf(s) first; softmax: rs = 1 / s first).
+std::string epilogue_prep_source(const char* count);
+
+/// The column kernels' last pass and the kernel's closing brace: epilogue_prep_source("VEC"), written by
+/// FOR_EACH_PART(body) (the generator's loop over the thread's elements `t` at index `j` along n) to y[j * IV].
+std::string column_epilogue_source();
 
 /// CUDA source of a tile variant of `c` (Note [Softmax column tiles]): kernel(in, out, float* ws, int phase),
 /// `chunks` blocks per column (phase 0 then 1 when > 1, else phase 1 alone), `cache` only with one chunk;
@@ -313,7 +316,7 @@ KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int bloc
 /// word) and PACKED_NEG_INF.
 std::string packed_pair_source(c10::ScalarType dtype);
 /// The kernel of a pair tile (Note [Softmax pair tiles]), after generate_softmax_smem_tiles' definitions.
-const char* pair_tile_kernel_source();
+std::string pair_tile_kernel_source();
 /// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` blocks per row (1: one block, no cluster),
 /// cluster_row_bytes each; `async_copy`: the slice copied by cp.async (vectors of 4 bytes or more); 16-bit
 /// outputs take Note [Softmax fast exp].

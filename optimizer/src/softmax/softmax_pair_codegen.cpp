@@ -32,7 +32,7 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 )";
 }
 
-const char* pair_tile_kernel_source() {
+std::string pair_tile_kernel_source() {
   return R"(// This lane's rows of the block: kept word i is row n0 + 2 (w + i W) + half, the shared rows are rows
 // n0 + NK + r for r = 2 w + half, then + 2 W (row r of the tile in shared memory: 16 pair_t of 32 x VEC elements).
 #define FOR_EACH_PAIR(...) \
@@ -117,19 +117,8 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #pragma unroll
   for (int e = 0; e < NE; ++e)
     if (m[e] == NEG_INF) s[e] = QNAN;  // every element -Inf or NaN: the two-pass sum is NaN too
-#if LOG
-  float ls[NE];
-#pragma unroll
-  for (int e = 0; e < NE; ++e) ls[e] = logf(s[e]);
-#define PAIR_EPILOGUE(v, e) (((v) - m[e]) - ls[e])  // LogSoftMaxForwardEpilogue
-#else
-  float rs[NE];  // Note [Softmax epilogue]
-#pragma unroll
-  for (int e = 0; e < NE; ++e) rs[e] = 1.f / s[e];
-#define PAIR_EPILOGUE(v, e) DIV_SUM(EXP_SUB(v, m[e]), s[e], rs[e])  // SoftMaxForwardEpilogue
-#endif
-  FOR_EACH_PAIR(pair_t o2; _Pragma("unroll") for (int q = 0; q < VEC; ++q) o2.u[q] =
-                    pack2(PAIR_EPILOGUE(lo_f(t.u[q]), 2 * q), PAIR_EPILOGUE(hi_f(t.u[q]), 2 * q + 1));
+)" + epilogue_prep_source("NE") + R"(  FOR_EACH_PAIR(pair_t o2; _Pragma("unroll") for (int q = 0; q < VEC; ++q) o2.u[q] =
+                    pack2(EPILOGUE(lo_f(t.u[q]), 2 * q), EPILOGUE(hi_f(t.u[q]), 2 * q + 1));
                 y[(index_t)j * (IV / 2)] = o2;)
 #if CLUSTER > 1
   cluster_wait();  // no block leaves while another may still read its values
