@@ -7,28 +7,26 @@
 namespace cudal1::optimizer::softmax {
 
 std::string packed_pair_source(c10::ScalarType dtype) {
+  const bool bf16 = dtype == c10::ScalarType::BFloat16;
+  const std::string x2 = bf16 ? "bf16x2" : "f16x2";  // the packed type of max2 and pack2
   std::string s = R"(// Note [Softmax pair tiles]: NE = 2 x VEC adjacent elements of a row in VEC 32-bit words
 // (low half first).
 struct __align__(4 * VEC) pair_t { unsigned u[VEC]; };
 )";
-  if (dtype == c10::ScalarType::BFloat16)
-    return s + R"(__device__ __forceinline__ float lo_f(unsigned u) { return __uint_as_float(u << 16); }
+  s += bf16 ? R"(__device__ __forceinline__ float lo_f(unsigned u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float hi_f(unsigned u) { return __uint_as_float(u & 0xffff0000u); }
-__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {  // NaN skipped, as fmaxf
-  unsigned d; asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  unsigned d; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
 #define PACKED_NEG_INF 0xff80ff80u
-)";
-  return s + R"(__device__ __forceinline__ float lo_f(unsigned u) {
+)"
+            : R"(__device__ __forceinline__ float lo_f(unsigned u) {
   float f; asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l; }" : "=f"(f) : "r"(u)); return f; }
 __device__ __forceinline__ float hi_f(unsigned u) {
   float f; asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "r"(u)); return f; }
-__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {  // NaN skipped, as fmaxf
-  unsigned d; asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  unsigned d; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
 #define PACKED_NEG_INF 0xfc00fc00u
+)";
+  return s + R"(__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {  // NaN skipped, as fmaxf
+  unsigned d; asm("max.)" + x2 + R"( %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned d; asm("cvt.rn.)" + x2 + R"(.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo)); return d; }
 )";
 }
 
