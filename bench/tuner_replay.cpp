@@ -119,8 +119,8 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
     Trials done;
     size_t kept = 0;
     double kept_us = 1e300;
-    while (done.index.size() < o.trials) {
-      const size_t k = std::min(o.round, o.trials - done.index.size());
+    while (done.size() < o.trials) {
+      const size_t k = std::min(o.round, o.trials - done.size());
       std::vector<size_t> picks;
       if (o.strategy == "random") {
         for (size_t i = 0; i < space.size(); ++i)
@@ -128,15 +128,13 @@ Outcome replay_row(const Plan& plan, const std::map<std::string, double>& times,
         std::shuffle(picks.begin(), picks.end(), rng);
         picks.resize(std::min(k, picks.size()));
       } else {  // as Tuner::tune_unlocked
-        const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * done.index.size());
+        const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * done.size());
         picks = cudal1::optimizer::next_round(policy, search, space, feats, strata, done, k, round_seed);
       }
       if (picks.empty()) break;
       for (size_t i : picks) {
         const double measured = truth[i] * (1.0 + noise(rng));
-        done.index.push_back(i);
-        done.features.push_back(feats[i]);
-        done.speedups.push_back(100.0 / measured);  // "ATen" at 100 us: only ratios matter
+        done.add(i, feats[i], 100.0 / measured);  // "ATen" at 100 us: only ratios matter
         if (measured < kept_us) kept_us = measured, kept = i;
       }
     }

@@ -184,17 +184,14 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
 #endif
   TuneResult result;
   Trials done;  // indices into `space`, in trial order, with their features and speedups
-  std::vector<size_t>& tried = done.index;
-  std::vector<std::vector<float>>& tried_feats = done.features;
-  std::vector<double>& speedups = done.speedups;
   std::unique_ptr<Candidate> best;
   const uint64_t seed = opts_.seed * 1000003ULL + (++seq_);
   // Note [Tuning rounds]: round 1 from the persistent policy, later ones from this signature's measurements
   // (Note [Knob model], or a copy of the policy adapted to them).
-  while (tried.size() < trials) {
-    const size_t k = std::min(round, trials - tried.size());
+  while (done.size() < trials) {
+    const size_t k = std::min(round, trials - done.size());
     const std::vector<size_t> picks = next_round(policy, opts_.search, space, feats, strata, done, k,
-                                                 seed ^ (0x9E3779B97F4A7C15ULL * tried.size()));
+                                                 seed ^ (0x9E3779B97F4A7C15ULL * done.size()));
     if (picks.empty()) break;  // every variant tried
     std::vector<VariantBuild> builds = compile_concurrently(
         picks.size(), [&](size_t i) { return plan->source(space[picks[i]]); }, info.sm, threads);
@@ -202,9 +199,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
       const size_t idx = picks[j];
       const Variant& v = space[idx];
       ++result.tried;
-      tried.push_back(idx);
-      tried_feats.push_back(feats[idx]);
-      speedups.push_back(0.0);
+      done.add(idx, feats[idx], 0.0);
       if (!builds[j].has_source) continue;
       auto& compiled = builds[j].kernel;
       if (!compiled.ok()) {
@@ -233,7 +228,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
         CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " rejected by timing: " << t.status().to_string());
         continue;
       }
-      speedups.back() = t->speedup;
+      done.speedups.back() = t->speedup;
       CUDAL1_LOG(kDebug, rec.sig.text << ": " << v.id() << " speedup " << t->speedup << " (p25 " << t->speedup_p25
                                        << ", ATen " << t->aten_us << " us, kernel " << t->kernel_us << " us)");
       if (!best || t->speedup > best->timing.speedup) {
@@ -245,7 +240,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
       }
     }
   }
-  policy.learn(tried_feats, speedups);
+  policy.learn(done.features, done.speedups);
   save_policy(family->name(), device);
 
   cache::KernelEntry entry;

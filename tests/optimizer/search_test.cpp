@@ -73,9 +73,7 @@ TEST(NextRound, RoundOneIsThePolicysAndLaterRoundsFollowTheSearch) {
 
   Trials done;
   for (size_t i : {index_of(space, 0, 1, 0), index_of(space, 1, 0, 1), index_of(space, 2, 2, 0)}) {
-    done.index.push_back(i);
-    done.features.push_back(feats[i]);
-    done.speedups.push_back(std::exp(-true_log_time(space[i])));
+    done.add(i, feats[i], std::exp(-true_log_time(space[i])));
   }
   const Policy base(4, 9);
   Policy p1 = base, p2 = base;

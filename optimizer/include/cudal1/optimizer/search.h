@@ -47,7 +47,14 @@ std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const st
 struct Trials {
   std::vector<size_t> index;
   std::vector<std::vector<float>> features;
-  std::vector<double> speedups;
+  std::vector<double> speedups;  ///< 0 for a trial that failed or has no timing yet
+  size_t size() const { return index.size(); }
+  /// Records trial `i` of the space with its features `f` and speedup `speedup`.
+  void add(size_t i, const std::vector<float>& f, double speedup) {
+    index.push_back(i);
+    features.push_back(f);
+    speedups.push_back(speedup);
+  }
 };
 
 /// The next round's picks (up to `k` untried indices, in trial order). Round 1 (`done` empty): `policy.choose`
