@@ -19,17 +19,17 @@ TEST(Variant, IdAndJson) {
 }
 
 TEST(Variant, FilterMatchesSubstringsOrAnAnchoredEnd) {
-  const Variant plain{{{"mode", 6}, {"per", 4}, {"ahead", 1}}};
-  const Variant more{{{"mode", 6}, {"per", 4}, {"ahead", 1}, {"lag", 8}}};
-  EXPECT_TRUE(plain.matches("per4.ahead1"));
-  EXPECT_TRUE(more.matches("per4.ahead1"));  // a substring: both
-  EXPECT_TRUE(plain.matches("per4.ahead1$"));
-  EXPECT_FALSE(more.matches("per4.ahead1$"));  // anchored: only the id that ends there
-  EXPECT_TRUE(more.matches("lag8$"));
-  EXPECT_FALSE(plain.matches("ahead0"));
+  const Variant plain{{{"vec", 1}, {"two", 1}, {"async", 1}}};
+  const Variant more{{{"vec", 1}, {"two", 1}, {"async", 1}, {"pair", 1}}};
+  EXPECT_TRUE(plain.matches("two1.async1"));
+  EXPECT_TRUE(more.matches("two1.async1"));  // a substring: both
+  EXPECT_TRUE(plain.matches("two1.async1$"));
+  EXPECT_FALSE(more.matches("two1.async1$"));  // anchored: only the id that ends there
+  EXPECT_TRUE(more.matches("pair1$"));
+  EXPECT_FALSE(plain.matches("async0"));
   EXPECT_TRUE(plain.matches(""));
   EXPECT_TRUE(plain.matches("$"));
-  EXPECT_FALSE(plain.matches("mode6.per4.ahead1.lag8$"));  // longer than the id
+  EXPECT_FALSE(plain.matches("vec1.two1.async1.pair1$"));  // longer than the id
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ struct Variant {
   /// "vec4.block256.unroll2.grid1": stable, readable, unique within a space.
   std::string id() const;
   int get(const std::string& knob, int dflt = 0) const;
-  /// Whether id() contains `filter`; a trailing '$' anchors the rest at the id's end, so "ahead1$" picks
-  /// "...per4.ahead1" and not "...per4.ahead1.lag8". An empty filter (or "$" alone) matches every variant.
+  /// Whether id() contains `filter`; a trailing '$' anchors the rest at the id's end, so "two1.async1$" picks
+  /// "...two1.async1" and not "...two1.async1.pair1". An empty filter (or "$" alone) matches every variant.
   bool matches(const std::string& filter) const;
   std::string to_json() const;
   static Result<Variant> from_json(const std::string& text);
