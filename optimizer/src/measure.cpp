@@ -29,6 +29,34 @@ std::pair<double, double> tolerance(c10::ScalarType dtype) {
   }
 }
 
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+}  // namespace
+
+EscapeCheck check_escape(const std::vector<double>& kernel_extra_us, const std::vector<double>& aten_extra_us) {
+  EscapeCheck c;
+  const double base = median(aten_extra_us);
+  c.escaped_us = quantile(kernel_extra_us, 0.25) - base;
+  c.escaped = c.escaped_us > kEscapeSlackUs + base;
+  return c;
+}
+
 #if defined(CUDAL1_TORCH_CUDA)
 namespace {
 
@@ -222,21 +250,6 @@ Status check_layouts(const std::vector<at::Tensor>& ref, const std::vector<Outpu
   return Status();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 /// Three events around one run; see Note [Timing].
 struct EventTriple {
@@ -393,8 +406,9 @@ Result<Timing> time_against_aten(const Problem& p, const c10::OperatorHandle& op
     t.kernel_us = median(tk);
     t.speedup = median(ratio);
     t.speedup_p25 = quantile(ratio, 0.25);
-    t.escaped_us = median(xk) - median(xa);
-    if (t.escaped_us > 20.0 + median(xa))
+    const EscapeCheck esc = check_escape(xk, xa);
+    t.escaped_us = esc.escaped_us;
+    if (esc.escaped)
       return Status(Code::kVerifyFailed, "work escaped the stream: " + std::to_string(t.escaped_us) +
                                              " us after the end event");
     return t;
