@@ -66,6 +66,12 @@ std::vector<Row> known_rows() {
       {"max_pool2d f16 [64,64,112,112] k3 s2 p1",
        t::max_pool_problem(at::kHalf, {64, 64, 112, 112}, {}, {3, 3}, {2, 2}, {1, 1}, {1}, false),
        "run8_g32_stem.log", "f16[64,64,112,112]"},
+      {"sum f32 [16,256,256] dim1 (small)",
+       t::reduce_problem("sum.dim_IntList", at::kFloat, {16, 256, 256}, c({16, 256, 256}), t::dims({1})),
+       "s13_sum_small.log", "aten::sum.dim_IntList("},
+      {"cumsum bf16 [8192,4096] last dim",
+       t::scan_problem("cumsum", at::kBFloat16, {8192, 4096}, c({8192, 4096}), -1), "s13_cumsum.log",
+       "aten::cumsum("},
   };
 }
 

@@ -128,6 +128,15 @@
 /// kept): the prediction (~1.25-1.4x) was wrong, presumably the ~100 registers a thread (16-24 warps an SM) with
 /// 8-byte loads keep too few bytes in flight for a 16-bit row. Version 5 found the cause elsewhere (Note [Pooling
 /// exact division]: NVVM had split the 16-bit vector stores into scalar 2-byte stores) and rewrote the avg walk.
+/// Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md "Session 13"): the walk at stride 2 (a thread's
+/// VEC outputs from one 16-byte load of VEC x 2 input columns a row, KW - 2 - PW columns of right halo, a window
+/// ended every second row) for the fp16 ResNet stem max_pool2d [64,64,112,112] k3 s2 p1 with indices (70.2-70.5
+/// us on opw1 oph2 tiles, 1.28x the copy). Predicted ~58-63 us from ~10 instructions an output against ~30.
+/// Measured 71.1 us (slide4 seg8; seg 32 and whole planes 83-105 us), 69.9 us with 3 rows loaded ahead and an
+/// unroll of 3 (so that no register of a pending load is moved at the loop's back edge). Nsight Compute: the
+/// tile and the walk both at ~3.1 TB/s (DRAM 63-65%), the walk at 80 registers (37.5% occupancy) against 27,
+/// and L2 at ~180K sectors/us, near the ~200K/us the relu row reaches at the floor. Every variant verified
+/// (42 of 42, pool fuzz 721 of 721); removed, since it won nothing.
 ///
 /// Note [Pooling exact division]
 /// Nsight showed the avg kernels issue-bound (docs/PERF.md: SM 84-86%, DRAM 30-35%, ~55-66 instructions per

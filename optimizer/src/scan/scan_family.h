@@ -73,6 +73,18 @@
 ///     Measured (H200, 2026-11-30, docs/PERF.md session 9, run 1): ScanNative 0 differing pairs of 2^32 for
 ///     each dtype; bf16 [8192, 4096] 48.2 -> 41.5 us (1.16x the copy), 8 lanes, block 128; the kernel is now
 ///     latency-bound (DRAM 59%, 15.5 warps an SM).
+///   - Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md "Session 13"), both on bf16 [8192, 4096]
+///     (42.0-43.5 us with 8 lanes, native combines; Nsight Compute: 256 blocks, one wave at 23% occupancy,
+///     0.27 instructions a cycle a scheduler, 9.7 of 14 cycles between a warp's instructions waiting on L1TEX):
+///     1. Loads two steps ahead (a second register tile a lane, 16 registers). Predicted ~36-38 us if a step
+///        waits on its loads. Measured 43.5 us when the tiles were copied between steps (a move waits for the
+///        pending load it copies) and 41.9 us when the step loop alternated two tiles: within the noise. The step
+///        does not wait on memory latency.
+///     2. Whole-sector stores. L2 took 2.89M store sectors for a 2.1M-sector output: a lane's tile is 64
+///        contiguous bytes and lanes sit a tile apart, so each 16-byte store fills half of 32 sectors. Lanes
+///        2m and 2m + 1 swapped half their chunks (shuffles) so that each store instruction wrote whole sectors.
+///        Predicted ~38 us if L2's sector rate binds. Measured 60.6 us (207 us with the chunks chosen as structs,
+///        which went to local memory). Every variant verified (42 of 42); removed.
 ///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
 #pragma once
 

@@ -20,6 +20,10 @@
 /// argmax and var kept the variant the policy had found; vector_norm dim 0 ord 1 21.1 -> 20.4 us; layer norm
 /// [64,1048576] 187.1 -> 195.6 us (mode 6 with 4 parts ahead kept instead of 8); every other row within 1.5%
 /// (that run's copy bandwidth was 2% lower: 4.15 against 4.24 TB/s).
+/// Known miss (docs/PERF.md session 13, replay of every variant of sum f32 [16,256,256] dim 1): 24 trials keep
+/// a variant 1.093x the best's time (within 5% in 56% of seeds; 48 trials 1.051x, 77%); the table's tuner kept a
+/// cluster tile at 6.3 us where a plain pipelined tile takes 5.2 us. Tried offline and not kept: a first round
+/// with one variant of every stratum, and pairwise knob interactions (neither better on all rows).
 #pragma once
 
 #include <cstdint>
