@@ -216,6 +216,11 @@
 /// (269 MB read), and 19 of 35 cycles between a warp's instructions waited at block barriers while thread 0
 /// spun on a row flag or the lag counter: a row's outputs start only after its last part, and the ~16 MB that
 /// L2 keeps for the reread is four 4 MB rows, so the roles wait on each other through the window.
+/// Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md): one fence by thread 0 after the block barrier
+/// in arrive_last and flag_raise (codegen_common's ticket_source), as cooperative groups' grid sync does, instead
+/// of a __threadfence by every thread (session 6's profile: 1.6 of 16.4 cycles at membar). Predicted 5-15%.
+/// Measured (every mode-6 variant, norm fuzz 784 of 784): group norm g8 183.8 us, layer norm [64,1048576] 188.4
+/// us, against 184.5 and 187.1 us in session 11's table: no change.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
