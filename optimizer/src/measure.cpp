@@ -250,7 +250,6 @@ Status check_layouts(const std::vector<at::Tensor>& ref, const std::vector<Outpu
   return Status();
 }
 
-
 /// Three events around one run; see Note [Timing].
 struct EventTriple {
   CUevent e[3] = {nullptr, nullptr, nullptr};
