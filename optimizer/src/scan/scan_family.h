@@ -85,6 +85,13 @@
 ///        2m and 2m + 1 swapped half their chunks (shuffles) so that each store instruction wrote whole sectors.
 ///        Predicted ~38 us if L2's sector rate binds. Measured 60.6 us (207 us with the chunks chosen as structs,
 ///        which went to local memory). Every variant verified (42 of 42); removed.
+///     3. Loads that do not wait. Nsight Compute's stall sampling (run 11): 60% of all samples on one instruction,
+///        the @!P PRMT that merges a just-issued 16-byte load into the tile's 16-bit registers (the load writes
+///        the tile or, past the row, the identity: the merge sits right after the load at the loop's back edge),
+///        so every step waited for its own next-step loads. Tried: the tile kept as 32-bit words written only by
+///        the predicated loads, the identity chosen where the next step reads them. Measured (run 12): 43.0-43.2
+///        us (4 lanes) and 45.7-48.6 us (8 lanes) against 42.0-43.5: no gain alone; removed. Not measured (device
+///        time spent): the word tiles together with two steps ahead, which the merge had defeated in 1.
 ///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
 #pragma once
 
