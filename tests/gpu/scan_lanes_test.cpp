@@ -1,8 +1,7 @@
 /// @brief The lane-tile scans (kRowLanes, Note [Scans]) with vector loads on the device: every such variant of a
 /// few signatures is compiled, bound and verified against ATen (fresh inputs, poisoned and guarded outputs; Note
-/// [Verification]). The shapes reach the edges the fuzz test's random sizes rarely give (it drew mode 6 with
-/// vectors ~40 times in 1000 signatures): the benchmark's row length, rows not a whole number of steps, rows
-/// shorter than one step, fp32 products.
+/// [Verification]). The shapes reach the edges the fuzz test's random sizes rarely give: the benchmark's row
+/// length, rows not a whole number of steps, rows shorter than one step, fp32 products.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
