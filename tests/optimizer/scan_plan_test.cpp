@@ -175,10 +175,32 @@ TEST(ScanPlan, NativeCombinesOnlyForHalfPrecisionCumsum) {
     }
     return n;
   };
-  EXPECT_EQ(count_native(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), 12);
+  EXPECT_EQ(count_native(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), 18);  // 6 of them two tiles ahead
   EXPECT_EQ(count_native(sp("cumsum", at::kHalf, {4096, 4095}, 1)), 6);  // odd rows: staged only
   EXPECT_EQ(count_native(sp("cumprod", at::kBFloat16, {8192, 4096}, 1)), 0);
   EXPECT_EQ(count_native(sp("cumsum", at::kFloat, {8192, 4096}, 1)), 0);
+}
+
+TEST(ScanPlan, LoadsAheadOnlyWithVectorLoads) {
+  // Note [Scans], "Loads ahead": every lane variant with vector loads also comes two tiles ahead, no other.
+  for (const auto& p : {sp("cumsum", at::kBFloat16, {8192, 4096}, 1), sp("cumsum", at::kHalf, {4096, 4095}, 1),
+                        sp("cumprod", at::kFloat, {1024, 780}, 1)}) {
+    auto plan = family().plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    int lanes_vec = 0, ahead = 0;
+    for (const auto& v : plan.value()->space()) {
+      const bool vec_lanes = v.get("mode") == 6 && v.get("vec") > 1;
+      lanes_vec += vec_lanes;
+      if (v.get("ahead", 1) == 1) continue;
+      ++ahead;
+      EXPECT_TRUE(vec_lanes) << v.id();
+      EXPECT_EQ(v.get("ahead"), 2) << v.id();
+      auto src = plan.value()->source(v);
+      ASSERT_TRUE(src.ok()) << src.status().to_string();
+      EXPECT_NE(src->code.find("#define AHEAD 2\n"), std::string::npos) << v.id();
+    }
+    EXPECT_EQ(2 * ahead, lanes_vec);
+  }
 }
 
 TEST(ScanPlan, VectorWidthFollowsLayoutAndAlignment) {

@@ -34,6 +34,15 @@ __device__ __forceinline__ void load_tile(const storage_t* x, index_t j0, bool l
     }
   }
 }
+/// AHEAD > 1: loads the 32 elements of one tile with no predicate (an index past the row reads element 0
+/// instead), so that no instruction but the load writes `raw`; the step picks the identity past the row at use.
+__device__ __forceinline__ void load_tile_clamped(const storage_t* x, index_t j0, vec_t* raw) {
+#pragma unroll
+  for (int i = 0; i < 32 / VEC; ++i) {
+    const index_t j = j0 + i * VEC;
+    raw[i] = *reinterpret_cast<const vec_t*>(x + (j < N ? j : 0));
+  }
+}
 #endif
 /// The tile's last element from its carry: the combines on the path c -> 0 -> 1 -> 3 -> 7 -> 15 -> 31.
 __device__ __forceinline__ lv_t chain_total(const lv_t* a, lv_t c) {
@@ -74,13 +83,35 @@ const char* row_lanes_body() {
 #else
   const storage_t* x = in + in_base(live ? row : row0, 0);
   storage_t* y = out + (live ? row : row0) * N;
+#if AHEAD > 1
+  vec_t raw[AHEAD][32 / VEC];  // tiles of the next AHEAD steps, in flight
+#pragma unroll
+  for (int h = 0; h < AHEAD; ++h) load_tile_clamped(x, (index_t)(h * SPLITS + t) * 32, raw[h]);
+#else
   vec_t raw[32 / VEC];
   load_tile(x, (index_t)t * 32, live, raw);
 #endif
+#endif
   lv_t carry = LV_IDENT;
+#if AHEAD > 1
+  for (index_t base0 = 0; base0 < N; base0 += 32 * SPLITS * AHEAD)
+#pragma unroll
+  for (int h = 0; h < AHEAD; ++h) {  // raw[h] is a register tile: h is a constant in each unrolled copy
+    const index_t base = base0 + (index_t)h * 32 * SPLITS;
+    if (base >= N) break;
+#else
   for (index_t base = 0; base < N; base += 32 * SPLITS) {
+#endif
     lv_t a[32];
-#if STAGED
+#if AHEAD > 1
+#pragma unroll
+    for (int i = 0; i < 32 / VEC; ++i) {
+      const bool in_row = live && base + (index_t)t * 32 + i * VEC < N;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) a[i * VEC + e] = in_row ? lv_from(raw[h][i].v[e]) : LV_IDENT;
+    }
+    load_tile_clamped(x, base + (index_t)(AHEAD * SPLITS + t) * 32, raw[h]);
+#elif STAGED
 #pragma unroll
     for (int k = 0; k < 32; ++k) sw[33 * k + lane] = lv_from(rs[k]);
     __syncwarp();

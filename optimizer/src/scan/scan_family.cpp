@@ -34,9 +34,10 @@ class ScanPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    auto add = [&](int mode, int vec, int block, int splits, bool native = false) {
+    auto add = [&](int mode, int vec, int block, int splits, bool native = false, int ahead = 1) {
       Variant v{{{"mode", mode}, {"vec", vec}, {"block", block}, {"splits", splits}}};
       if (native) v.knobs.push_back({"nat", 1});  // older variants keep their ids
+      if (ahead > 1) v.knobs.push_back({"ahead", ahead});
       out.push_back(std::move(v));
     };
     if (s_.inner == 1) {
@@ -62,7 +63,9 @@ class ScanPlan final : public Plan {
         for (int nat = 0; nat <= (native ? 1 : 0); ++nat)
           for (int vec : vecs)
             for (int lanes : {4, 8, 16})
-              for (int block : {128, 256}) add(kRowLanes, vec, block, lanes, nat == 1);
+              for (int block : {128, 256})
+                for (int ahead = 1; ahead <= (vec > 1 ? 2 : 1); ++ahead)
+                  add(kRowLanes, vec, block, lanes, nat == 1, ahead);
       }
       // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
       // size-1 dimensions, else only worth trying on short rows.
@@ -98,6 +101,7 @@ class ScanPlan final : public Plan {
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
     knobs.push_back(v.get("nat", 0) == 1);
+    knobs.push_back(v.get("ahead", 1) == 2);
     const int64_t lines = s_.outer * s_.inner;  // independent scans
     const std::vector<float> ctx = {1.f,
                                     s_.n <= 1024 ? 1.f : 0.f,
@@ -135,6 +139,7 @@ class ScanPlan final : public Plan {
         k.block = v.get("block");
         k.splits = v.get("splits");
         k.native = v.get("nat", 0) == 1;
+        k.ahead = v.get("ahead", 1);
         return k;
       }
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");

@@ -90,8 +90,20 @@
 ///        the tile or, past the row, the identity: the merge sits right after the load at the loop's back edge),
 ///        so every step waited for its own next-step loads. Tried: the tile kept as 32-bit words written only by
 ///        the predicated loads, the identity chosen where the next step reads them. Measured (run 12): 43.0-43.2
-///        us (4 lanes) and 45.7-48.6 us (8 lanes) against 42.0-43.5: no gain alone; removed. Not measured (device
-///        time spent): the word tiles together with two steps ahead, which the merge had defeated in 1.
+///        us (4 lanes) and 45.7-48.6 us (8 lanes) against 42.0-43.5: no gain alone; removed. Measured together
+///        with two steps ahead in session 14: see "Loads ahead".
+///   - Loads ahead (knob ahead = 2, kRowLanes with vector loads; session 14, H200, 2026-11-30, docs/PERF.md
+///     "Session 14"). Two register tiles a lane, the step loop unrolled twice so each copy uses its own tile;
+///     the loads take no predicate (an index past the row reads the row's element 0) so nothing but the load
+///     writes a tile, and the step picks the identity past the row where it reads the tile. Registers (sm_90,
+///     bf16, native): 51-62 -> 96-124. Predicted: if the step waits on memory latency, 8 lanes ~36-38 us on
+///     [8192, 4096]. Measured (runs 1-2, variant times of one bench process): [8192, 4096] 8 lanes 42.0-43.2 ->
+///     46.9-50.1 us (slower), 16 lanes 51.9-59.8 -> 43.6-43.9 us (faster, not the best); the best stays 8 lanes
+///     with one tile. Rows that are not a whole number of 8-lane steps gain: [8192, 4032] best 50.3 -> 45.1 us
+///     (4 lanes), [8192, 4160] 51.8 -> 48.6 us (16 lanes). Kept in the space for those rows (12 more variants
+///     a 16-bit cumsum row); ScanLanes verified all 84 vector lane variants of its four signatures. So the
+///     bench row's step waits on memory only where a warp has too few tiles in flight (16 lanes: 2 rows a
+///     warp); at 8 lanes it is not latency that holds the step.
 ///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
 #pragma once
 
@@ -137,6 +149,7 @@ struct ScanKnobs {
   int block = 256;
   int splits = 1;  ///< kRowSplit / kColumnSplit: chunks; kRowLanes: lanes per row; kColumnLookback: rows per thread
   bool native = false;  ///< kRowLanes, fp16/bf16 cumsum: combines in the dtype's own arithmetic (Note [Scans])
+  int ahead = 1;  ///< kRowLanes with vector loads: steps whose tiles are in flight (Note [Scans], "Loads ahead")
 };
 
 /// Threads per tile row ATen 2.x uses for an innermost scan of `rows` rows of `size` (torch 1.13: always 16).
