@@ -69,6 +69,8 @@ std::vector<Row> known_rows() {
       {"sum f32 [16,256,256] dim1 (small)",
        t::reduce_problem("sum.dim_IntList", at::kFloat, {16, 256, 256}, c({16, 256, 256}), t::dims({1})),
        "s13_sum_small.log", "aten::sum.dim_IntList("},
+      {"silu bf16 gate half [8192,2x4096]", t::unary_problem("silu", at::kBFloat16, {8192, 4096}, {8192, 1}),
+       "s14_silu_gate.log", "aten::silu("},
       {"cumsum bf16 [8192,4096] last dim",
        t::scan_problem("cumsum", at::kBFloat16, {8192, 4096}, c({8192, 4096}), -1), "s13_cumsum.log",
        "aten::cumsum("},
