@@ -137,6 +137,17 @@
 /// tile and the walk both at ~3.1 TB/s (DRAM 63-65%), the walk at 80 registers (37.5% occupancy) against 27,
 /// and L2 at ~180K sectors/us, near the ~200K/us the relu row reaches at the floor. Every variant verified
 /// (42 of 42, pool fuzz 721 of 721); removed, since it won nothing.
+/// Tried and removed (session 14, H200, 2026-11-30, docs/PERF.md "Session 14", runs 6-8): pair loads for the
+/// same stem. Nsight Compute on the opw1 oph2 tile (68.6 us): L2 throughput 85.6% against DRAM 63.8%, L1 hit
+/// rate 58%, 27 registers, occupancy 85%: the tile is bound by L2. Each patch row is three scalar loads whose
+/// warp-wide spans overlap (columns 2 ow - 1, 2 ow, 2 ow + 1). The variant loaded columns 2 ow and 2 ow + 1 as
+/// one 2-element vector and took column 2 ow - 1 from the lane to the left by __shfl_up_sync (lane 0 loaded its
+/// own). Predicted: L2 read sectors down to the input's once plus the tiles' halo rows, ~61-64 us. Measured:
+/// 108.3 us at oph 2 (Nsight Compute: L2 66.9%, DRAM 40.9%, L1 hit 30%); with every row's loads issued before
+/// the first shuffle (a shuffle had held each row's load behind the one before), 91.3 us at oph 2, 87.5 us at
+/// oph 1, against 70.5 / 78.2 us for the scalar tiles. All 45 variants of five edge signatures verified (the
+/// stem, part-filled warps, one output a row, dilated rows, avg with and without the padding); removed. Why
+/// fewer load instructions cost time was not profiled further (device time).
 ///
 /// Note [Pooling exact division]
 /// Nsight showed the avg kernels issue-bound (docs/PERF.md: SM 84-86%, DRAM 30-35%, ~55-66 instructions per
