@@ -66,7 +66,6 @@ std::vector<Row> known_rows() {
       {"cumsum bf16 [8192,4096] last dim",
        t::scan_problem("cumsum", at::kBFloat16, {8192, 4096}, c({8192, 4096}), -1), "s13_cumsum.log",
        "aten::cumsum("},
-
       {"sum f32 [16,256,256] dim1 (small)",
        t::reduce_problem("sum.dim_IntList", at::kFloat, {16, 256, 256}, c({16, 256, 256}), t::dims({1})),
        "s13_sum_small.log", "aten::sum.dim_IntList("},
@@ -78,7 +77,8 @@ std::vector<Row> known_rows() {
        "run5_columns.log", "aten::var."},
       {"vector_norm f32 [4096,4096] dim 0 ord 1",
        t::vector_norm_problem(at::kFloat, {4096, 4096}, c({4096, 4096}), c10::IValue(1.0), t::dims({0})),
-       "run5_columns.log", "aten::linalg_vector_norm("},  };
+       "run5_columns.log", "aten::linalg_vector_norm("},
+  };
 }
 
 /// Kernel times (us) by variant id from the log lines of one row.
@@ -204,8 +204,8 @@ int main(int argc, char** argv) {
   if (argc > 4) o.round = static_cast<size_t>(std::max(1, std::atoi(argv[4])));
   if (argc > 5) o.seeds = std::max(1, std::atoi(argv[5]));
   const std::string carry = "+carry";
-  if (o.strategy.size() > carry.size() && o.strategy.compare(o.strategy.size() - carry.size(), carry.size(), carry) == 0)
-    o.carry = true, o.strategy.resize(o.strategy.size() - carry.size());
+  const size_t stem = o.strategy.size() - std::min(o.strategy.size(), carry.size());
+  if (stem > 0 && o.strategy.compare(stem, carry.size(), carry) == 0) o.carry = true, o.strategy.resize(stem);
   if (o.strategy != "knobs" && o.strategy != "policy" && o.strategy != "random") {
     std::fprintf(stderr, "unknown strategy '%s' (knobs, policy or random)\n", o.strategy.c_str());
     return 2;
