@@ -11,7 +11,8 @@
 /// Strategies (the tuner's own round selection, next_round in optimizer/search.h, on a fresh Policy for each row
 /// and seed):
 ///   knobs   CUDAL1_TUNE_SEARCH=knobs, the default: round 1 by Policy::choose with strata, later rounds by the
-///           knob model (Note [Knob model]).
+///           knob model's lower confidence bound (Note [Knob model]).
+///   knobs-mean  CUDAL1_TUNE_SEARCH=knobs-mean: the knob model's predictions alone (before session 14).
 ///   policy  CUDAL1_TUNE_SEARCH=policy: later rounds by a copy of the policy adapted to the row's measurements.
 ///   random  uniform picks without repeats.
 /// A "+carry" suffix (knobs+carry, policy+carry) keeps one policy a family for each seed, carried across the rows
@@ -138,7 +139,9 @@ Landscape landscape(const std::string& family, const Plan& plan, const std::map<
 double tune_row(const Landscape& l, Policy& policy, const Options& o, int seed, Trials& done) {
   std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
   std::normal_distribution<double> noise(0.0, 0.015);
-  const auto search = o.strategy == "policy" ? cudal1::TuneSearch::kPolicy : cudal1::TuneSearch::kKnobs;
+  const auto search = o.strategy == "policy"       ? cudal1::TuneSearch::kPolicy
+                     : o.strategy == "knobs-mean" ? cudal1::TuneSearch::kKnobsMean
+                                                  : cudal1::TuneSearch::kKnobs;
   size_t kept = 0;
   double kept_us = 1e300;
   while (done.size() < o.trials) {
@@ -194,7 +197,7 @@ std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LOG_DIR [knobs|policy|random][+carry] [trials] [round] [seeds]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LOG_DIR [knobs|knobs-mean|policy|random][+carry] [trials] [round] [seeds]\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -206,8 +209,8 @@ int main(int argc, char** argv) {
   const std::string carry = "+carry";
   const size_t stem = o.strategy.size() - std::min(o.strategy.size(), carry.size());
   if (stem > 0 && o.strategy.compare(stem, carry.size(), carry) == 0) o.carry = true, o.strategy.resize(stem);
-  if (o.strategy != "knobs" && o.strategy != "policy" && o.strategy != "random") {
-    std::fprintf(stderr, "unknown strategy '%s' (knobs, policy or random)\n", o.strategy.c_str());
+  if (o.strategy != "knobs" && o.strategy != "knobs-mean" && o.strategy != "policy" && o.strategy != "random") {
+    std::fprintf(stderr, "unknown strategy '%s' (knobs, knobs-mean, policy or random)\n", o.strategy.c_str());
     return 2;
   }
   std::printf("strategy %s%s, %zu trials in rounds of %zu, %d seeds, 1.5%% timing noise\n", o.strategy.c_str(),

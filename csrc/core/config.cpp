@@ -80,7 +80,9 @@ const char* mode_name(Mode m) noexcept {
 
 const char* l2_flush_name(L2FlushKind k) noexcept { return k == L2FlushKind::kWrite ? "write" : "read"; }
 
-const char* tune_search_name(TuneSearch s) noexcept { return s == TuneSearch::kPolicy ? "policy" : "knobs"; }
+const char* tune_search_name(TuneSearch s) noexcept {
+  return s == TuneSearch::kPolicy ? "policy" : s == TuneSearch::kKnobsMean ? "knobs-mean" : "knobs";
+}
 
 const std::vector<ConfigVar>& config_variables() {
   static const std::vector<ConfigVar> vars = {
@@ -98,7 +100,8 @@ const std::vector<ConfigVar>& config_variables() {
        "from the signature's measurements so far (>= CUDAL1_TRIALS: one round)"},
       {"CUDAL1_TUNE_SEARCH", "knobs",
        "how rounds after the first are picked: knobs (a ridge model of the signature's measured times on its "
-       "knob values) or policy (the contrastive policy adapted to those measurements); round 1 is the policy's"},
+       "knob values, lowest confidence bound first), knobs-mean (its predictions alone) or policy (the "
+       "contrastive policy adapted to those measurements); round 1 is the policy's"},
       {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
       {"CUDAL1_TIMING_REPS", "40", "interleaved ATen/candidate timing repetitions per candidate"},
       {"CUDAL1_MIN_SPEEDUP", "1.03", "median paired speedup over ATen a kernel needs to be swapped in"},
@@ -143,7 +146,8 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
     const std::string s = lower(v);
     if (s == "knobs") c.tune_search = TuneSearch::kKnobs;
     else if (s == "policy") c.tune_search = TuneSearch::kPolicy;
-    else if (w) w->push_back(quoted("CUDAL1_TUNE_SEARCH", v) + " is not knobs or policy; using knobs");
+    else if (s == "knobs-mean") c.tune_search = TuneSearch::kKnobsMean;
+    else if (w) w->push_back(quoted("CUDAL1_TUNE_SEARCH", v) + " is not knobs, knobs-mean or policy; using knobs");
   }
   if (const char* v = env("CUDAL1_VERIFY_TRIALS"))
     c.verify_trials = parse_int("CUDAL1_VERIFY_TRIALS", v, 5, 1, 1000, w);

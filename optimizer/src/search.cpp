@@ -27,7 +27,7 @@ std::vector<double> solve_spd(std::vector<std::vector<double>> a, std::vector<do
 }  // namespace
 
 std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
-                                     const std::vector<double>& speedups, size_t k, double lambda) {
+                                     const std::vector<double>& speedups, size_t k, double lambda, double beta) {
   if (tried.size() != speedups.size()) return {};
   // Targets: -log(speedup) of the timed trials; a failed one twice as slow as the slowest timed.
   double worst = -1e300;
@@ -46,26 +46,43 @@ std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const st
     return on;
   };
   std::vector<std::vector<double>> a(d, std::vector<double>(d, 0.0));
-  std::vector<double> b(d, 0.0);
+  std::vector<double> b(d, 0.0), y(tried.size());
   for (size_t n = 0; n < tried.size(); ++n) {
-    const double y = speedups[n] > 0 ? -std::log(speedups[n]) : worst + std::log(2.0);
+    y[n] = speedups[n] > 0 ? -std::log(speedups[n]) : worst + std::log(2.0);
     const auto on = row(tried[n]);
     for (size_t p : on) {
-      b[p] += y;
+      b[p] += y[n];
       for (size_t q : on) a[p][q] += 1.0;
     }
   }
   for (size_t p = 0; p + 1 < d; ++p) a[p][p] += lambda;  // the intercept is free: its diagonal is >= 1
+  // The uncertainty of a prediction x'w: s2 x' A^-1 x, s2 the mean squared residual of the fit.
+  std::vector<std::vector<double>> a_inv;  // column q of A^-1 (A is symmetric: also row q)
+  if (beta > 0)
+    for (size_t q = 0; q < d; ++q) {
+      std::vector<double> e(d, 0.0);
+      e[q] = 1.0;
+      a_inv.push_back(solve_spd(a, std::move(e)));
+    }
   const std::vector<double> w = solve_spd(std::move(a), std::move(b));
+  double s2 = 0;
+  for (size_t n = 0; beta > 0 && n < tried.size(); ++n) {
+    double fit = 0;
+    for (size_t p : row(tried[n])) fit += w[p];
+    s2 += (y[n] - fit) * (y[n] - fit) / static_cast<double>(tried.size());
+  }
   std::vector<char> was_tried(space.size(), 0);
   for (size_t i : tried)
     if (i < space.size()) was_tried[i] = 1;
   std::vector<std::pair<double, size_t>> pred;
   for (size_t i = 0; i < space.size(); ++i) {
     if (was_tried[i]) continue;
-    double y = 0;
-    for (size_t p : row(i)) y += w[p];
-    pred.emplace_back(y, i);
+    const auto on = row(i);
+    double mean = 0, var = 0;
+    for (size_t p : on) mean += w[p];
+    for (size_t p = 0; beta > 0 && p < on.size(); ++p)
+      for (size_t q : on) var += a_inv[q][on[p]];
+    pred.emplace_back(mean - beta * std::sqrt(std::max(0.0, var * s2)), i);  // the lower confidence bound
   }
   std::stable_sort(pred.begin(), pred.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
   std::vector<size_t> out;
@@ -77,8 +94,9 @@ std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vec
                                const std::vector<std::vector<float>>& feats, const std::vector<int>& strata,
                                const Trials& done, size_t k, uint64_t seed) {
   if (done.index.empty()) return policy.choose(feats, k, strata);
-  if (search == TuneSearch::kKnobs) {
-    auto picks = knob_model_picks(space, done.index, done.speedups, k);
+  if (search == TuneSearch::kKnobs || search == TuneSearch::kKnobsMean) {
+    const double beta = search == TuneSearch::kKnobs ? kKnobModelBeta : 0.0;
+    auto picks = knob_model_picks(space, done.index, done.speedups, k, kKnobModelLambda, beta);
     if (!picks.empty()) return picks;
   }
   return policy.adapted(done.features, done.speedups, seed).choose(feats, k, strata, done.index);

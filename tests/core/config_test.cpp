@@ -53,6 +53,8 @@ TEST(Config, ParsesEveryVariable) {
   EXPECT_EQ(c.trials, 3);
   EXPECT_EQ(c.tune_round, 2);
   EXPECT_EQ(c.tune_search, TuneSearch::kPolicy);
+  EXPECT_EQ(parse({{"CUDAL1_TUNE_SEARCH", "Knobs-Mean"}}, &w).tune_search, TuneSearch::kKnobsMean);
+  EXPECT_STREQ(tune_search_name(TuneSearch::kKnobsMean), "knobs-mean");
   EXPECT_EQ(c.verify_trials, 9);
   EXPECT_EQ(c.timing_reps, 11);
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.1);
@@ -82,7 +84,8 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   EXPECT_EQ(c.l2_flush, L2FlushKind::kRead);
   EXPECT_EQ(c.tune_search, TuneSearch::kKnobs);
   ASSERT_EQ(w.size(), 11u);
-  EXPECT_NE(w[6].find("CUDAL1_TUNE_SEARCH='best' is not knobs or policy; using knobs"), std::string::npos) << w[6];
+  EXPECT_NE(w[6].find("CUDAL1_TUNE_SEARCH='best' is not knobs, knobs-mean or policy; using knobs"), std::string::npos)
+      << w[6];
   EXPECT_NE(w[9].find("CUDAL1_L2_FLUSH='dirty' is not read or write; using read"), std::string::npos) << w[9];
   EXPECT_NE(w[3].find("CUDAL1_HOT_CALLS='12abc' is not an integer; using 50"), std::string::npos) << w[3];
 }

@@ -25,8 +25,9 @@ const char* l2_flush_name(L2FlushKind k) noexcept;
 
 /// How the tuner picks a signature's later rounds (Note [Knob model] in optimizer/search.h).
 enum class TuneSearch {
-  kKnobs,   ///< a ridge model of this signature's measured times on its knob values
-  kPolicy,  ///< a copy of the contrastive policy adapted to this signature's measurements
+  kKnobs,      ///< a ridge model of this signature's measured times on its knob values, lowest confidence bound
+  kPolicy,     ///< a copy of the contrastive policy adapted to this signature's measurements
+  kKnobsMean,  ///< the ridge model's predictions alone (before session 14: no confidence bound)
 };
 const char* tune_search_name(TuneSearch s) noexcept;
 

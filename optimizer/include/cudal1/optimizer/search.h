@@ -2,19 +2,19 @@
 /// round 1, then the knob model or an adapted policy. Shared by the Tuner and bench_tuner_replay.
 ///
 /// Note [Knob model]
-/// Why (docs/PERF.md session 10, replay of GPU-measured variant times): on the column reductions' landscapes
-/// (167 variants, many within 5% of one another) the adapted policy's later rounds did no better than uniform
-/// random picks: kept variant 4.5% (argmax) and 6.4% (var) slower than the best on average. What: before each
-/// round after the first, a ridge regression of this signature's measured log kernel times (-log speedup; ATen's
-/// time is one constant, absorbed by the free intercept) on one-hot knob values (one column per knob=value seen in
-/// the space: additive knob effects, a handful of weights, fitted from 8-16 trials) predicts every untried
-/// variant; the round takes the `k` lowest predictions (ties: space order). A trial that failed (no source,
-/// compile, load, verification or timing) counts as twice as slow as the slowest one timed, so the model steers
-/// away from its knob values; with no trial timed yet the adapted policy chooses instead. Penalty lambda = 10 on
-/// the knob weights (not the intercept): a knob value not yet measured adds nothing to the mean. Replayed (400
-/// seeds, 24 trials in rounds of 8, 1.5% timing noise): argmax 1.0445 -> 1.0286, var 1.0636 -> 1.0294 of the
-/// best's time, the group norm and max-pool rows unchanged or better, vector_norm 1.0713 -> 1.0630 (its best, an
-/// older plain tile, is found less often). The persistent policy still picks round 1 and learns from every trial.
+/// Why (docs/PERF.md session 10, replay of GPU-measured variant times): on the column reductions' landscapes (167
+/// variants, many within 5% of one another) the adapted policy's later rounds did no better than uniform random
+/// picks: kept variant 4.5% (argmax) and 6.4% (var) slower than the best on average. What: before each round after
+/// the first, a ridge regression of this signature's measured log kernel times (-log speedup; ATen's time is one
+/// constant, absorbed by the free intercept) on one-hot knob values (one column per knob=value seen in the space:
+/// additive knob effects, a handful of weights, fitted from 8-16 trials) predicts every untried variant; the round
+/// takes the `k` lowest bounds (the lower confidence bound below; ties: space order). A trial that failed (no source,
+/// compile, load, verification or timing) counts as twice as slow as the slowest one timed, so the model steers away
+/// from its knob values; with no trial timed yet the adapted policy chooses instead. Penalty lambda = 10 on the knob
+/// weights (not the intercept): a knob value not yet measured adds nothing to the mean. Replayed (400 seeds, 24
+/// trials in rounds of 8, 1.5% timing noise): argmax 1.0445 -> 1.0286, var 1.0636 -> 1.0294 of the best's time, the
+/// group norm and max-pool rows unchanged or better, vector_norm 1.0713 -> 1.0630 (its best, an older plain tile, is
+/// found less often). The persistent policy still picks round 1 and learns from every trial.
 /// Measured (H200, 2026-11-30, docs/PERF.md session 11, run 6; one whole-table run against run 5's adapted
 /// policy, 64 rows in both): the same geometric mean (2.480x all rows, 2.863x where ATen >= 1.3x the floor);
 /// argmax and var kept the variant the policy had found; vector_norm dim 0 ord 1 21.1 -> 20.4 us; layer norm
@@ -23,7 +23,21 @@
 /// Known miss (docs/PERF.md session 13, replay of every variant of sum f32 [16,256,256] dim 1): 24 trials keep
 /// a variant 1.093x the best's time (within 5% in 56% of seeds; 48 trials 1.051x, 77%); the table's tuner kept a
 /// cluster tile at 6.3 us where a plain pipelined tile takes 5.2 us. Tried offline and not kept: a first round
-/// with one variant of every stratum, and pairwise knob interactions (neither better on all rows).
+/// with one variant of every stratum, and pairwise knob interactions (neither better on all rows); in session 14
+/// also random picks for part of each round and rounds around the best trial's one-knob neighbours (both trade
+/// the small sum against argmax and var).
+/// The lower confidence bound (session 14, docs/PERF.md "Session 14"). Why: taking the lowest predictions
+/// exploits what the first trials happened to measure: uniform random picks beat the model on the small sum
+/// (1.033 against 1.093). What: a round ranks the untried variants by mu - beta * sigma, mu the prediction,
+/// sigma^2 = s^2 x' A^-1 x its variance under the ridge fit (A = X'X + lambda on the knob columns, x the
+/// variant's one-hot row, s^2 the fit's mean squared residual), beta = 4: a knob value measured rarely, or only
+/// beside slow ones, gets tried while its estimate is loose; measured ones are ranked by their mean. Replayed
+/// (9 rows, 400 seeds, 24 trials in rounds of 8, kept over best): argmax 1.0286 -> 1.0030 (within 5% of the
+/// best 72% -> 98% of seeds), var 1.0294 -> 1.0017 (66% -> 98%), vector_norm 1.0630 -> 1.0526, the small sum
+/// 1.0926 -> 1.0724, silu gate half 1.0300 -> 1.0270, group norm bf16 1.0060 -> 1.0029; group norm f16
+/// 1.0035 -> 1.0045, the stem 1.0065 -> 1.0069, cumsum 1.0080 -> 1.0079. 32 and 48 trials gain as much or
+/// more; 16 trials (one model round) gain on the column reductions and lose 1-3% on the group norms. beta 3
+/// and 6 were close; a last round without the bound (pure exploitation) was worse than the bound throughout.
 #pragma once
 
 #include <cstdint>
@@ -35,16 +49,18 @@
 
 namespace cudal1::optimizer {
 
-/// The knob model's ridge penalty (Note [Knob model]).
+/// The knob model's ridge penalty and the width of its confidence bound (Note [Knob model]).
 constexpr double kKnobModelLambda = 10.0;
+constexpr double kKnobModelBeta = 4.0;
 
-/// Up to `k` indices of `space` not in `tried`, lowest predicted log kernel time first (Note [Knob model]).
+/// Up to `k` indices of `space` not in `tried`, lowest bound on the log kernel time first: the prediction less
+/// `beta` of its standard error (Note [Knob model]; beta = 0: the prediction alone).
 /// `tried` holds indices of `space`; `speedups[i]` is the measured speedup of variant `tried[i]` (<= 0: it
 /// failed); the sizes must match.
 /// Returns an empty vector when no trial has a speedup > 0 (nothing to fit) or every variant was tried.
 std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
                                      const std::vector<double>& speedups, size_t k,
-                                     double lambda = kKnobModelLambda);
+                                     double lambda = kKnobModelLambda, double beta = kKnobModelBeta);
 
 /// One signature's trials so far, in trial order: indices into the space, their features and speedups (<= 0:
 /// failed). All three have the same length.
@@ -62,8 +78,9 @@ struct Trials {
 };
 
 /// The next round's picks (up to `k` untried indices, in trial order). Round 1 (`done` empty): `policy.choose`
-/// with `strata`. Later rounds: the knob model (TuneSearch::kKnobs, where it has a timed trial to fit) or a copy
-/// of `policy` adapted to `done` with random stream `seed` (TuneSearch::kPolicy, and the knob model's fallback).
+/// with `strata`. Later rounds: the knob model (TuneSearch::kKnobs with its confidence bound, kKnobsMean without,
+/// where it has a timed trial to fit) or a copy of `policy` adapted to `done` with random stream `seed`
+/// (TuneSearch::kPolicy, and the knob model's fallback).
 /// `feats` and `strata` are per variant of `space`.
 std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vector<Variant>& space,
                                const std::vector<std::vector<float>>& feats, const std::vector<int>& strata,
