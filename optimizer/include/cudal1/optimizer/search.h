@@ -36,7 +36,7 @@
 /// best 72% -> 98% of seeds), var 1.0294 -> 1.0017 (66% -> 98%), vector_norm 1.0630 -> 1.0526, the small sum
 /// 1.0926 -> 1.0724, silu gate half 1.0300 -> 1.0270, group norm bf16 1.0060 -> 1.0029; group norm f16
 /// 1.0035 -> 1.0045, the stem 1.0065 -> 1.0069, cumsum 1.0080 -> 1.0079. 32 and 48 trials gain as much or
-/// more; 16 trials (one model round) gain on the column reductions and lose 1-3% on the group norms. beta 3
+/// more; 16 trials (one model round) gain on the column reductions and lose 1-3.5% on the group norms. beta 3
 /// and 6 were close; a last round without the bound (pure exploitation) was worse than the bound throughout.
 #pragma once
 
