@@ -197,7 +197,8 @@ std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LOG_DIR [knobs|knobs-mean|policy|random][+carry] [trials] [round] [seeds]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LOG_DIR [knobs|knobs-mean|policy|random][+carry] [trials] [round] [seeds]\n",
+                 argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
