@@ -29,12 +29,7 @@ TEST(ScanLanes, EveryVectorLaneVariantMatchesAten) {
       scan_problem("cumprod", at::kFloat, {1024, 780}, contiguous({1024, 780}), -1, sm),  // fp32, 4-wide vectors
   };
   const auto pick = [](const Variant& v) { return v.get("mode") == 6 && v.get("vec") > 1; };
-  int offered = 0;
-  for (const auto& p : problems) {
-    auto plan = family_for(p.op, p.overload)->plan(p);
-    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-    for (const auto& v : plan.value()->space()) offered += pick(v);
-  }
+  const int offered = testing::count_variants(problems, pick);
   const int verified = testing::verify_variants(problems, pick);
   std::printf("[scan lanes] %d of %d vector lane variants verified\n", verified, offered);
   EXPECT_EQ(verified, offered);

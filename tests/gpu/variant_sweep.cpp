@@ -18,6 +18,25 @@ int device_sm() {
   return info.value().sm;
 }
 
+int count_variants(const std::vector<optimizer::Problem>& problems,
+                   const std::function<bool(const optimizer::Variant&)>& pick) {
+  int offered = 0;
+  for (const auto& p : problems) {
+    const optimizer::Family* family = optimizer::family_for(p.op, p.overload);
+    if (family == nullptr) {
+      ADD_FAILURE() << p.signature << ": no family";
+      continue;
+    }
+    auto plan = family->plan(p);
+    if (!plan.ok()) {
+      ADD_FAILURE() << p.signature << ": " << plan.status().to_string();
+      continue;
+    }
+    for (const auto& v : plan.value()->space()) offered += pick(v);
+  }
+  return offered;
+}
+
 int verify_variants(const std::vector<optimizer::Problem>& problems,
                     const std::function<bool(const optimizer::Variant&)>& pick) {
   using namespace cudal1::optimizer;

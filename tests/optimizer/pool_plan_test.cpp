@@ -355,14 +355,16 @@ namespace cudal1::optimizer {
 namespace {
 
 TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
-  // Note [Pooling channels-last walk]: (opw, cpx, walk) of every walk variant, two blocks each; macros, threads,
-  // strata.
+  // Note [Pooling channels-last walk]: (opw, cpx, walk) of every walk variant, two blocks each, each in ATen's
+  // order and separable (Note [Pooling separable sums]); macros, threads, strata.
   auto walks = [&](const Problem& p) {
     std::multiset<std::tuple<int, int, int>> out;
     for (const auto& [v, code] : variants(p)) {
       if (!v.get("walk", 0)) continue;
       out.insert({v.get("opw"), v.get("cpx"), v.get("walk")});
       EXPECT_TRUE(v.get("block") == 128 || v.get("block") == 256) << v.id();
+      EXPECT_EQ(macro(code, "SEP"), v.get("sep", 0)) << v.id();
+      EXPECT_EQ(v.id().find("sep0"), std::string::npos) << v.id() << ": ATen-order ids stay as they were";
       const int64_t rows = v.get("walk") * macro(code, "KH");
       EXPECT_EQ(macro(code, "WALK"), rows) << v.id();
       EXPECT_EQ(macro(code, "MINB"), 65536 / (v.get("block") * 128)) << v.id();
@@ -377,9 +379,9 @@ TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
   // bf16 k3 s1 p1 (the bench row): 16-byte vectors of 1 or 2 pixels, 8-byte vectors of 2 or 4 (16-byte runs of
   // 4 pixels would keep 144 floats); walks of 6, 9 and 12 output rows.
   const auto bf16 = walks(avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false));
-  EXPECT_EQ(bf16.size(), 24u);
+  EXPECT_EQ(bf16.size(), 48u);
   for (const auto& [opw, cpx] : std::vector<std::pair<int, int>>{{8, 1}, {8, 2}, {4, 2}, {4, 4}})
-    for (int walk : {2, 3, 4}) EXPECT_EQ(bf16.count({opw, cpx, walk}), 2u) << opw << " " << cpx << " " << walk;
+    for (int walk : {2, 3, 4}) EXPECT_EQ(bf16.count({opw, cpx, walk}), 4u) << opw << " " << cpx << " " << walk;
   auto plan = family().plan(avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false));
   ASSERT_TRUE(plan.ok());
   for (const auto& v : plan.value()->space()) {

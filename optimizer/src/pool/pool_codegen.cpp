@@ -223,7 +223,7 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
-    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << " cpx=" << kn.cpx << " walk=" << kn.walk << " flat=" << kn.flat << "\n";
+    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << " cpx=" << kn.cpx << " walk=" << kn.walk << " flat=" << kn.flat << " sep=" << kn.sep << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype) << exact_divide_source();
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc

@@ -20,6 +20,7 @@ constexpr int kSegs[] = {0, 8, 32};
 constexpr int kCpxs[] = {1, 2, 4};
 constexpr int kWalks[] = {0, 2, 3, 4};
 constexpr int kFlats[] = {0, 1, 2, 4};
+constexpr int kSeps[] = {0, 1};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
@@ -48,10 +49,12 @@ class PoolPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    for (const PoolKnobs& k : knob_space())
-      out.push_back(Variant{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px},
-                             {"slide", k.slide}, {"seg", k.seg}, {"cpx", k.cpx}, {"walk", k.walk},
-                             {"flat", k.flat}}});
+    for (const PoolKnobs& k : knob_space()) {
+      Variant v{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px},
+                 {"slide", k.slide}, {"seg", k.seg}, {"cpx", k.cpx}, {"walk", k.walk}, {"flat", k.flat}}};
+      if (k.sep) v.knobs.push_back({"sep", k.sep});  // ids of the bit-identical variants stay as they were
+      out.push_back(std::move(v));
+    }
     return out;
   }
 
@@ -67,6 +70,7 @@ class PoolPlan final : public Plan {
     for (int x : kCpxs) knobs.push_back(v.get("cpx", 1) == x);
     for (int x : kWalks) knobs.push_back(v.get("walk", 0) == x);
     for (int x : kFlats) knobs.push_back(v.get("flat", 0) == x);
+    for (int x : kSeps) knobs.push_back(v.get("sep", 0) == x);
     const std::vector<float> ctx = {1.f,
                                     s_.kind == PoolKind::kMax ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAvg ? 1.f : 0.f,
@@ -155,10 +159,11 @@ class PoolPlan final : public Plan {
             if (!walk || opw * cpx < 8 || (cpx > 1 && cpx >= 2 * s_.ow) || walk_registers(s_, k) > kMaxWalkRegisters)
               continue;
             if (walk > 2 && walk_rows(s_, PoolKnobs{opw, 1, 128, 0, 0, 0, 0, cpx, walk - 1}) >= s_.oh) continue;
-            for (int block : {128, 256}) {
-              k.block = block;
-              out.push_back(k);
-            }
+            for (int block : {128, 256})
+              for (int sep : kSeps) {  // Note [Pooling separable sums]
+                k.block = block, k.sep = sep;
+                out.push_back(k);
+              }
           }
       }
     // Note [Pooling adaptive staging]: uniform windows over a dense NCHW input, the block's rows within the
@@ -186,10 +191,11 @@ class PoolPlan final : public Plan {
 
   Result<PoolKnobs> knobs_of(const Variant& v) const {
     const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px"), v.get("slide"),
-                      v.get("seg"), v.get("cpx", 1), v.get("walk", 0), v.get("flat", 0)};
+                      v.get("seg"), v.get("cpx", 1), v.get("walk", 0), v.get("flat", 0), v.get("sep", 0)};
     for (const PoolKnobs& x : knob_space())
       if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px &&
-          x.slide == k.slide && x.seg == k.seg && x.cpx == k.cpx && x.walk == k.walk && x.flat == k.flat)
+          x.slide == k.slide && x.seg == k.seg && x.cpx == k.cpx && x.walk == k.walk && x.flat == k.flat &&
+          x.sep == k.sep)
         return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
@@ -285,7 +291,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 6; }
+  int version() const override { return 7; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

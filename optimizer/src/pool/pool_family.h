@@ -2,7 +2,8 @@
 /// fp32/fp16/bf16 with fp32 arithmetic; NCHW or channels-last output as ATen picks it).
 ///
 /// Note [Pooling]
-/// Every output element is computed exactly as ATen's CUDA kernel computes it, so results are bit-identical:
+/// Every output element is computed exactly as ATen's CUDA kernel computes it, so results are bit-identical
+/// (except the separable walk variants, which state a tolerance: Note [Pooling separable sums]):
 /// - max: the window is scanned row by row (h outer, w inner, dilation steps, out-of-image positions
 ///   skipped); an element replaces the running maximum when it is greater or NaN, so the first maximum wins
 ///   and the last NaN wins. The running maximum starts at -Inf with index "first in-image position" in ATen's
@@ -270,6 +271,34 @@
 /// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6): wrong on the size. walk 3 (opw8, block 128) won at
 /// 40.2 us (46.7 before), 1.66x the floor, 1.34x the copy; bit-identical (pool fuzz 714 of 714). Not profiled.
 ///
+/// Note [Pooling separable sums]
+/// Knob sep (walk variants only; 0 off). The one pooling technique that gives up ATen's bits: a walk with sep=1
+/// sums each input row's KW cells once per output column, adds those row sums down the KH output rows that
+/// hold them (the first sets its slot), and multiplies the sum by y = RN(1/d) instead of the exact division.
+/// Why: the walk kernel is issue-bound (session 9's Nsight: SM 71%, 0.76 instructions issued a cycle a
+/// scheduler, DRAM 50%, 35.1 us of kernel on avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1), and of its
+/// ~24.6 instructions an output, 9 FADD keep ATen's order and ~6 make the division exact (Note [Pooling
+/// channels-last walk]).
+/// Instructions (counted from the walk's, bf16 opw8 cpx2 k3, a step of 48 outputs): FADD 432 -> 192 (per row
+/// 2 x CPX x OPW for the row sums, 2 x CPX x OPW down the rows), the division 288 -> 48 FMUL: ~1090 -> ~610,
+/// ~13.7 an output. The registers grow by the row sums (CPX x OPW floats, live only within a row).
+/// Results: fp32 sums in another order, then an fp32 multiplication within an ulp of RN(s / d). Two orders of
+/// n = KH x KW fp32 additions differ by at most (n - 1) eps32 sum|x|, and sum|x| / |d| <= max|x| x max(1, n /
+/// |d|) (d counts at least the window's in-image cells unless divisor_override sets it); so the bound kernel
+/// states an input-scaled tolerance of 2n x max(1, n / |d|) eps32 x max|input| (OutputTolerance), beyond the
+/// dtype's rtol, which covers the one-ulp flips of the 16-bit rounding. The verifier holds every variant to it
+/// on fresh inputs (the tuner keeps only what passes), and the tuner weighs sep=1 like any knob value. Sums
+/// that overflow fp32 in one order only (cells near 3.4e38) can be Inf in one and finite in the other.
+/// Prediction (H200; floor 24.4 us, device copy 25.6 us in session 14's table; kept walk opw4 cpx2 walk2 36.8
+/// us): ~45% fewer instructions an output; if the kernel stays issue-bound ~20-22 us of issue, so memory
+/// decides: ~27-30 us in the bench (1.05-1.17x the copy).
+/// Measured (H200, 2026-12-01, docs/PERF.md session 15, run 1; every walk variant of the row timed, 400 trials):
+/// best separable walk 30.7 us (opw8 cpx2 walk2, block 128; 1.20x the copy, 1.25x the floor) against 36.9 us
+/// for the best in ATen's order: just above the predicted range. Every separable variant (24) beat every
+/// ATen-order one (30.7-33.6 against 36.9-41.4 us). Nsight Compute on opw4 cpx2 walk2 sep1 (30.4 us): no
+/// longer issue-bound (SM 48%, DRAM 57%, 1.08 eligible warps of 6.2 a scheduler, 39.5% occupancy at 72
+/// registers): latency-bound. The sweep test verified 72 of 72 separable variants on four signatures; pool
+/// fuzz 714 of 714, 0 mismatches.///
 /// Note [Pooling adaptive staging]
 /// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
 /// AKH x AKW = H/OH x W/OW, ATen's start/end indices give exactly these) and small (<= kMaxPatch elements: a
@@ -337,6 +366,7 @@ struct PoolKnobs {
   int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread (Note [Pooling exact division])
   int walk = 0;   ///< channels-last avg, stride 1: 0 off, else steps of KH input rows a thread walks (Note [Pooling channels-last walk])
   int flat = 0;   ///< adaptive avg, uniform windows: 0 off, else 16-byte vectors a thread stages (Note [Pooling adaptive staging])
+  int sep = 0;    ///< walk: 1 sums rows then columns and multiplies by 1/divisor (Note [Pooling separable sums])
 };
 
 /// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
@@ -29,6 +30,17 @@ class PoolKernel final : public BoundKernel {
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
+
+  /// Note [Pooling separable sums]: the other order's fp32 rounding, scaled by the input (a window's sum
+  /// cancels). Without `sep` the results are ATen's bits: no tolerance beyond the dtype's.
+  OutputTolerance output_tolerance(size_t i) const override {
+    OutputTolerance t;
+    if (!k_.sep || i != 0) return t;
+    const double cells = static_cast<double>(s_.kh) * s_.kw;
+    const double d = s_.divisor ? std::abs(static_cast<double>(s_.divisor)) : cells;
+    t.input_scaled = 2 * cells * std::max(1.0, cells / d);
+    return t;
+  }
 
   Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
     try {

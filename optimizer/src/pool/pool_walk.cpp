@@ -73,8 +73,36 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 #pragma unroll
       for (int e = 0; e < OPW; ++e) acc[a][p][e] = 0.f;
   // Input row i, i % KH == phase (compile-time wherever this is called): window row r <= rmax of output i - r
-  // (slot (phase - r) mod KH), window column j - p of output column p. Per output, rows arrive in order and
-  // columns left to right: ATen's order.
+  // (slot (phase - r) mod KH), window column j - p of output column p.
+#if SEP
+  // Note [Pooling separable sums]: the row's KW-cell sum of each output column once, then added to the KH
+  // output rows that hold it (set by the first).
+  auto add_row = [&](int phase, int rmax, const wv_t* cur) {
+    float h[CPX][OPW];
+#pragma unroll
+    for (int j = 0; j < RC; ++j) {
+      float v[OPW];
+      unpack_words(cur[j], v);
+#pragma unroll
+      for (int p = 0; p < CPX; ++p) {
+        if (j - p < 0 || j - p >= KW) continue;
+#pragma unroll
+        for (int e = 0; e < OPW; ++e) h[p][e] = j == p ? v[e] : h[p][e] + v[e];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < KH; ++r) {
+      if (r > rmax) continue;
+#pragma unroll
+      for (int p = 0; p < CPX; ++p) {
+        float* a = acc[(phase - r + KH) % KH][p];
+#pragma unroll
+        for (int e = 0; e < OPW; ++e) a[e] = r == 0 ? h[p][e] : a[e] + h[p][e];
+      }
+    }
+  };
+#else
+  // Per output, rows arrive in order and columns left to right: ATen's order.
   auto add_row = [&](int phase, int rmax, const wv_t* cur) {
 #pragma unroll
     for (int j = 0; j < RC; ++j) {
@@ -93,6 +121,7 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
       }
     }
   };
+#endif
   // Output o (its last row added) from slot `slot`: ATen's divisor, stored as OPW-channel vectors.
   auto finish = [&](int o, int slot) {
     const int hs = hs0 + o;
@@ -112,7 +141,12 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
         d = empty ? 1.f : (float)di;
         rd = __frcp_rn(d);
       }
+#if SEP
+#pragma unroll
+      for (int e = 0; e < OPW; ++e) a[e] *= rd;  // Note [Pooling separable sums]: within an ulp of s / d
+#else
       div_rn_n<OPW>(a, a, d, rd);
+#endif
       store_vec<OPW>(y + ((index_t)o * OW + p) * C, a);
     }
   };
@@ -160,7 +194,7 @@ std::string walk_kernel_source(const PoolShape& s, const PoolKnobs& k) {
   std::ostringstream o;
   o << "#define CG (C / OPW)\n#define CPX " << k.cpx << "\n#define WALK " << walk_rows(s, k)
     << "\n#define RC (CPX + KW - 1)\n#define NSEG ((OH + WALK - 1) / WALK)\n#define OWR ((OW + CPX - 1) / CPX)"
-    << "\n#define WPV (OPW * STORAGE_BITS / 32)\n#define MINB " << std::max(1, 65536 / (k.block * 128)) << "\n"
+    << "\n#define WPV (OPW * STORAGE_BITS / 32)\n#define SEP " << k.sep << "\n#define MINB " << std::max(1, 65536 / (k.block * 128)) << "\n"
     << kWalk;
   return o.str();
 }
