@@ -142,6 +142,11 @@ __device__ __forceinline__ void cluster_arrive() {
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+/// An arrival that orders no memory operation: for threads that published nothing the others read, or whose
+/// remote reads have completed (their values already used).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
 __device__ __forceinline__ void cluster_sync() { cluster_arrive(); cluster_wait(); }
 __device__ __forceinline__ float load_remote(const float* p, unsigned rank) {
   const unsigned a = (unsigned)__cvta_generic_to_shared(p);

@@ -136,6 +136,12 @@ struct SumCombine {
 // Each lane's VEC values v merged over the block's W warps in warp order through red ([W][VEC x 32] in shared
 // memory), then (CLUSTER > 1) published by warp 0 in pub ([VEC x 32]) and merged over the cluster's blocks in
 // rank order through distributed shared memory: every thread of the cluster ends with the same values.
+// Note [Softmax cluster merge]: only warp 0 reads the ranks' values (every rank's load issued before the first
+// combine) and hands the result to its block through `bc`; only warp 0's arrival releases (it wrote pub).
+// `bc` is the other merge's pub: the maximum's result goes through pub of the sum, which warp 0 writes only
+// after the sum's block barrier (every warp has read the maximum by then) and other blocks read only after the
+// sum's cluster barrier; the sum's result goes through pub of the maximum, which no block reads after the
+// sum's cluster barrier.
 // A lane's values are NE slots of the block's VEC x 32: value e of lane `lane` in slot SLOT(e) (with PAIR, lanes
 // l and l + 16 hold the same columns and values; WRITER lanes store them).
 #if PAIR
@@ -148,7 +154,7 @@ struct SumCombine {
 #define WRITER true
 #endif
 template <class Op>
-__device__ __forceinline__ void two_pass_merge(float* v, float* red, float* pub, int w, int lane) {
+__device__ __forceinline__ void two_pass_merge(float* v, float* red, float* pub, float* bc, int w, int lane) {
   if (WRITER)
 #pragma unroll
     for (int e = 0; e < NE; ++e) red[w * VEC * 32 + SLOT(e)] = v[e];
@@ -159,15 +165,32 @@ __device__ __forceinline__ void two_pass_merge(float* v, float* red, float* pub,
     for (int i = 1; i < W; ++i) v[e] = Op::combine(v[e], red[i * VEC * 32 + SLOT(e)]);
   }
 #if CLUSTER > 1
-  if (w == 0 && WRITER)
+  if (w == 0) {
+    if (WRITER)
 #pragma unroll
-    for (int e = 0; e < NE; ++e) pub[SLOT(e)] = v[e];
-  cluster_sync();
-#pragma unroll
-  for (int e = 0; e < NE; ++e) {
-    v[e] = Op::first(v[e], load_remote(pub + SLOT(e), 0));
-    for (unsigned r = 1; r < CLUSTER; ++r) v[e] = Op::combine(v[e], load_remote(pub + SLOT(e), r));
+      for (int e = 0; e < NE; ++e) pub[SLOT(e)] = v[e];
+    cluster_arrive();
+  } else {
+    cluster_arrive_relaxed();
   }
+  cluster_wait();
+  if (w == 0) {
+#pragma unroll
+    for (int e = 0; e < NE; ++e) {
+      float rv[CLUSTER];
+#pragma unroll
+      for (unsigned r = 0; r < CLUSTER; ++r) rv[r] = load_remote(pub + SLOT(e), r);
+      v[e] = Op::first(v[e], rv[0]);
+#pragma unroll
+      for (unsigned r = 1; r < CLUSTER; ++r) v[e] = Op::combine(v[e], rv[r]);
+      if (WRITER) bc[SLOT(e)] = v[e];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < NE; ++e) v[e] = bc[SLOT(e)];
+#else
+  (void)bc;
 #endif
 }
 #endif
@@ -272,11 +295,11 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #if TWO
   // The maximum over the W warps and then over the cluster (fmaxf: any order gives the same value), then the
   // sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
-  two_pass_merge<MaxCombine>(m, red_m, pub_m, w, lane);
+  two_pass_merge<MaxCombine>(m, red_m, pub_m, pub_s, w, lane);
   sum_rows(kept, tile, m, s, n0, n1, w, lane, live);
-  two_pass_merge<SumCombine>(s, red_s, pub_s, w, lane);
+  two_pass_merge<SumCombine>(s, red_s, pub_s, pub_m, w, lane);
 #if CLUSTER > 1
-  cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
+  cluster_arrive_relaxed();  // this block's remote reads are done (used); it waits for the others' before it exits
 #endif
 #else
   // Merged over the W warps in warp order: every warp holds the same pairs afterwards.
@@ -304,10 +327,16 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   cluster_sync();
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
-    m[e] = load_remote(pub_m + e * 32 + lane, 0);
-    s[e] = load_remote(pub_s + e * 32 + lane, 0);
-    for (unsigned r = 1; r < CLUSTER; ++r)
-      online_merge(m[e], s[e], load_remote(pub_m + e * 32 + lane, r), load_remote(pub_s + e * 32 + lane, r));
+    float rm[CLUSTER], rs[CLUSTER];  // every rank's load issued before the first merge
+#pragma unroll
+    for (unsigned r = 0; r < CLUSTER; ++r) {
+      rm[r] = load_remote(pub_m + e * 32 + lane, r);
+      rs[r] = load_remote(pub_s + e * 32 + lane, r);
+    }
+    m[e] = rm[0];
+    s[e] = rs[0];
+#pragma unroll
+    for (unsigned r = 1; r < CLUSTER; ++r) online_merge(m[e], s[e], rm[r], rs[r]);
   }
   cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
 #endif
@@ -342,11 +371,12 @@ __device__ __forceinline__ float cluster_reduce(float v, float* red, float* pub,
 #if CLUSTER > 1
   if (threadIdx.x == 0) *pub = v;
   cluster_sync();
-  float a = load_remote(pub, 0);
-  for (unsigned r = 1; r < CLUSTER; ++r) {
-    const float b = load_remote(pub, r);
-    a = is_max ? fmaxf(a, b) : a + b;
-  }
+  float rv[CLUSTER];  // every rank's load issued before the first combine (Note [Softmax cluster merge])
+#pragma unroll
+  for (unsigned r = 0; r < CLUSTER; ++r) rv[r] = load_remote(pub, r);
+  float a = rv[0];
+#pragma unroll
+  for (unsigned r = 1; r < CLUSTER; ++r) a = is_max ? fmaxf(a, rv[r]) : a + rv[r];
   return a;
 #else
   return v;  // one block holds the whole row

@@ -133,8 +133,9 @@ class SoftmaxFamily final : public Family {
   // 6: cached exps and the one-rounding divide in the row epilogue (Note [Softmax epilogue]);
   // 7: merge_warps and cached_rows_source shared by the tile kernels (same arithmetic);
   // 8: two-pass shared tiles (Note [Softmax fast exp]), cp.async shared tiles (Note [Softmax async tiles]);
-  // 9: cp.async from codegen_common (Note [Async copies]), the two merges as one two_pass_merge (same cubins)
-  int version() const override { return 9; }
+  // 9: cp.async from codegen_common (Note [Async copies]), the two merges as one two_pass_merge (same cubins);
+  // 10: cluster merges by warp 0 with every rank's load in flight (Note [Softmax cluster merge])
+  int version() const override { return 10; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

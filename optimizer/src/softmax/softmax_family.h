@@ -87,6 +87,26 @@
 /// [64,1000,56,56] dim 1 682-6958 us (492-590 us); time fell with fewer, larger parts, so the per-part
 /// ticket, merge and wait cost dominated, not HBM. Not profiled (no device time left).
 ///
+/// Note [Softmax cluster merge]
+/// Why (Nsight Compute source-level stall sampling, H200, 2026-12-01, docs/PERF.md session 15, run 4; log_softmax
+/// bf16 [32,32000,64] dim 1, the kept pair tile, cluster 16, 133.4 us, DRAM 37%, 45% achieved occupancy): only
+/// 23% of the 13888 warp stall samples fall in the loops over the tile's rows. The rest sit in the merges:
+/// 11% on the memory barriers that each warp's `barrier.cluster.arrive.release` brings (ERRBAR, stall_membar),
+/// 9% in the cluster barrier's wait, and ~15% on the combines of two_pass_merge waiting for their remote loads
+/// (stall_long_sb): every thread read the 16 ranks' values one round trip at a time (`ld.shared::cluster` is
+/// volatile asm with a memory clobber, so no load was issued before the previous combine), 512 threads a block
+/// reading the same 16 x NE words.
+/// What (two_pass_merge, CLUSTER > 1): warp 0 publishes, arrives with release and alone reads the ranks' values,
+/// every rank's load issued before the first combine; it hands the merged values to its block through shared
+/// memory (`bc`, see two_pass_merge for why reusing the other merge's `pub` is safe) behind one more block
+/// barrier. The other warps arrive relaxed (they published nothing), and so does every warp at the final
+/// arrival (the remote values are used before it). The combines and their order are unchanged: the same bits.
+/// The online (not two-pass) shared tiles and the cluster rows also issue every rank's loads before their first
+/// combine.
+/// Predicted: per merge 16 serial round trips of distributed shared memory (~0.2 us each at ~350 cycles under
+/// load) become one, 16x fewer remote loads and 1 fence a block instead of 16; ~2 x 3 us a tile over ~4 tiles
+/// an SM slot: [32,32000,64] dim 1 133 -> ~110-120 us (the barrier waits on the slowest block remain).
+///
 /// Note [Softmax fast exp]
 /// Why (instructions, H200): f16 [8,16,2048,2048] dim 2 holds 1.07 G elements; the kept kernels spent ~30
 /// instructions an element (expf is ~8 with one MUFU, online_add ~13 with its branch, the epilogue's expf and

@@ -98,7 +98,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   }
 #pragma unroll
   for (int e = 0; e < NE; ++e) m[e] = fmaxf(m[e], __shfl_xor_sync(0xffffffffu, m[e], 16));  // both row parities
-  two_pass_merge<MaxCombine>(m, red_m, pub_m, w, lane);
+  two_pass_merge<MaxCombine>(m, red_m, pub_m, pub_s, w, lane);
   // Second pass: this lane's sum of exp(x - m), rows in order, then the other parity's (the same bits in both).
 #pragma unroll
   for (int e = 0; e < NE; ++e) s[e] = 0.f;
@@ -108,9 +108,9 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   })
 #pragma unroll
   for (int e = 0; e < NE; ++e) s[e] += __shfl_xor_sync(0xffffffffu, s[e], 16);
-  two_pass_merge<SumCombine>(s, red_s, pub_s, w, lane);
+  two_pass_merge<SumCombine>(s, red_s, pub_s, pub_m, w, lane);
 #if CLUSTER > 1
-  cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
+  cluster_arrive_relaxed();  // this block's remote reads are done (used); it waits for the others' before it exits
 #endif
 #pragma unroll
   for (int e = 0; e < NE; ++e)
