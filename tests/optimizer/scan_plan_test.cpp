@@ -175,7 +175,7 @@ TEST(ScanPlan, NativeCombinesOnlyForHalfPrecisionCumsum) {
     }
     return n;
   };
-  EXPECT_EQ(count_native(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), 18);  // 6 of them two tiles ahead
+  EXPECT_EQ(count_native(sp("cumsum", at::kBFloat16, {8192, 4096}, 1)), 24);  // 6 two tiles ahead, 6 staged stores
   EXPECT_EQ(count_native(sp("cumsum", at::kHalf, {4096, 4095}, 1)), 6);  // odd rows: staged only
   EXPECT_EQ(count_native(sp("cumprod", at::kBFloat16, {8192, 4096}, 1)), 0);
   EXPECT_EQ(count_native(sp("cumsum", at::kFloat, {8192, 4096}, 1)), 0);
@@ -199,7 +199,32 @@ TEST(ScanPlan, LoadsAheadOnlyWithVectorLoads) {
       ASSERT_TRUE(src.ok()) << src.status().to_string();
       EXPECT_NE(src->code.find("#define AHEAD 2\n"), std::string::npos) << v.id();
     }
-    EXPECT_EQ(2 * ahead, lanes_vec);
+    EXPECT_EQ(3 * ahead, lanes_vec);  // ahead 1 with and without staged stores, ahead 2
+  }
+}
+
+TEST(ScanPlan, StagedStoresOnlyWithVectorLoadsOneStepAhead) {
+  // Note [Scans], "Whole-sector stores": every lane variant with vector loads, one tile ahead, also comes with
+  // its stores through shared memory; no other variant does.
+  for (const auto& p : {sp("cumsum", at::kBFloat16, {8192, 4096}, 1), sp("cumsum", at::kHalf, {4096, 4095}, 1),
+                        sp("cumprod", at::kFloat, {1024, 780}, 1), sp("cumsum", at::kFloat, {64, 4096}, 1)}) {
+    auto plan = family().plan(p);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    int plain = 0, staged = 0;
+    for (const auto& v : plan.value()->space()) {
+      const bool candidate = v.get("mode") == 6 && v.get("vec") > 1 && v.get("ahead", 1) == 1;
+      auto src = plan.value()->source(v);
+      ASSERT_TRUE(src.ok()) << src.status().to_string();
+      const bool defined = src->code.find("#define STAGED_STORES 1\n") != std::string::npos;
+      EXPECT_EQ(defined, v.get("st", 0) == 1) << v.id();
+      if (v.get("st", 0) == 1) {
+        EXPECT_TRUE(candidate) << v.id();
+        ++staged;
+      } else {
+        plain += candidate;
+      }
+    }
+    EXPECT_EQ(staged, plain);
   }
 }
 

@@ -265,7 +265,8 @@ KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k) {
   c << "// cudal1 scan: " << (s.prod ? "cumprod " : "cumsum ") << c10::toString(s.dtype) << " outer=" << s.outer
     << " n=" << s.n << " inner=" << s.inner << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block
     << " splits=" << k.splits << (k.native ? " native" : "")
-    << (k.ahead > 1 ? " ahead=" + std::to_string(k.ahead) : "") << "\n";
+    << (k.ahead > 1 ? " ahead=" + std::to_string(k.ahead) : "") << (k.staged_stores ? " staged-stores" : "")
+    << "\n";
   c << "typedef long long index_t;\n" << combine_source(s, k.native);
   c << "#define MODE " << k.mode << "\n#define VEC " << k.vec << "\n#define BLOCK " << k.block
     << "\n#define NW (BLOCK / 32)\n#define SPLITS " << k.splits << "\n";
@@ -280,7 +281,8 @@ KernelSource generate_scan(const ScanShape& s, const ScanKnobs& k) {
   const bool row = k.mode == kRowWarp || k.mode == kRowBlock || k.mode == kRowSplit;
   if (row) c << row_helpers();
   if (k.mode == kRowLanes)
-    c << "#define STAGED " << (k.vec == 1 && s.sd == 1 ? 1 : 0) << "\n#define AHEAD " << k.ahead << "\n"
+    c << "#define STAGED " << (k.vec == 1 && s.sd == 1 ? 1 : 0) << "\n#define AHEAD " << k.ahead
+      << "\n#define STAGED_STORES " << (k.staged_stores && k.vec > 1 ? 1 : 0) << "\n"
       << row_lanes_source();
   c << "extern \"C\" __global__ void __launch_bounds__(BLOCK)\n"
        "cudal1_scan(const storage_t* __restrict__ in, storage_t* __restrict__ out, float* __restrict__ ws, "

@@ -82,7 +82,15 @@ const char* row_lanes_body() {
   load_staged(in, roff, row0, 0, lane, rs);
 #else
   const storage_t* x = in + in_base(live ? row : row0, 0);
+#if STAGED_STORES
+  // A step's outputs of the warp: lane k's tile as CPL vectors at sv[k * (CPL + 1) + i] (one vector of padding
+  // a lane: the vector writes and the row-order reads then meet at most two to a bank group).
+  constexpr int CPL = 32 / VEC;
+  __shared__ vec_t stage_out[BLOCK / 32][32 * (CPL + 1)];
+  vec_t* sv = stage_out[threadIdx.x / 32];
+#else
   storage_t* y = out + (live ? row : row0) * N;
+#endif
 #if AHEAD > 1
   vec_t raw[AHEAD][32 / VEC];  // tiles of the next AHEAD steps, in flight
 #pragma unroll
@@ -156,6 +164,26 @@ const char* row_lanes_body() {
       if (row0 + k / SPLITS < OUTER && j < N) out[(row0 + k / SPLITS) * N + j] = lv_to(sw[33 * k + lane]);
     }
     __syncwarp();
+#elif STAGED_STORES
+    // Whole-sector stores (Note [Scans]): the lanes' tiles into shared memory, then store i of lane L writes
+    // vector c = 32 i + L of the warp's step in row-major order (row r = c / (SPLITS x CPL) of the warp), so each
+    // store instruction writes SPLITS x 32 (or 32 x VEC) contiguous elements instead of a 16-byte piece of 32 tiles.
+    __syncwarp();  // every lane has read the previous step's vectors
+#pragma unroll
+    for (int i = 0; i < CPL; ++i) {
+      vec_t r;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) r.v[e] = lv_to(a[i * VEC + e]);
+      sv[lane * (CPL + 1) + i] = r;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < CPL; ++i) {
+      const int c = i * 32 + lane, r = c / (SPLITS * CPL), cc = c % (SPLITS * CPL);
+      const index_t rr = row0 + r, j = base + (index_t)cc * VEC;
+      if (rr < OUTER && j < N)
+        *reinterpret_cast<vec_t*>(out + rr * N + j) = sv[(r * SPLITS + cc / CPL) * (CPL + 1) + cc % CPL];
+    }
 #else
 #pragma unroll
     for (int i = 0; i < 32 / VEC; ++i) {

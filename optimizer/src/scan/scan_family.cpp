@@ -34,10 +34,11 @@ class ScanPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    auto add = [&](int mode, int vec, int block, int splits, bool native = false, int ahead = 1) {
+    auto add = [&](int mode, int vec, int block, int splits, bool native = false, int ahead = 1, bool st = false) {
       Variant v{{{"mode", mode}, {"vec", vec}, {"block", block}, {"splits", splits}}};
       if (native) v.knobs.push_back({"nat", 1});  // older variants keep their ids
       if (ahead > 1) v.knobs.push_back({"ahead", ahead});
+      if (st) v.knobs.push_back({"st", 1});
       out.push_back(std::move(v));
     };
     if (s_.inner == 1) {
@@ -64,8 +65,11 @@ class ScanPlan final : public Plan {
           for (int vec : vecs)
             for (int lanes : {4, 8, 16})
               for (int block : {128, 256})
-                for (int ahead = 1; ahead <= (vec > 1 ? 2 : 1); ++ahead)
+                for (int ahead = 1; ahead <= (vec > 1 ? 2 : 1); ++ahead) {
                   add(kRowLanes, vec, block, lanes, nat == 1, ahead);
+                  // Whole-sector stores through shared memory (Note [Scans], "Whole-sector stores").
+                  if (vec > 1 && ahead == 1) add(kRowLanes, vec, block, lanes, nat == 1, ahead, true);
+                }
       }
       // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
       // size-1 dimensions, else only worth trying on short rows.
@@ -102,6 +106,7 @@ class ScanPlan final : public Plan {
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
     knobs.push_back(v.get("nat", 0) == 1);
     knobs.push_back(v.get("ahead", 1) == 2);
+    knobs.push_back(v.get("st", 0) == 1);
     const int64_t lines = s_.outer * s_.inner;  // independent scans
     const std::vector<float> ctx = {1.f,
                                     s_.n <= 1024 ? 1.f : 0.f,
@@ -140,6 +145,7 @@ class ScanPlan final : public Plan {
         k.splits = v.get("splits");
         k.native = v.get("nat", 0) == 1;
         k.ahead = v.get("ahead", 1);
+        k.staged_stores = v.get("st", 0) == 1;
         return k;
       }
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
@@ -151,7 +157,7 @@ class ScanPlan final : public Plan {
 class ScanFamily final : public Family {
  public:
   const char* name() const override { return "scan"; }
-  int version() const override { return 3; }
+  int version() const override { return 4; }
   std::vector<std::string> ops() const override { return {"cumsum", "cumprod"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

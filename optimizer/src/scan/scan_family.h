@@ -105,6 +105,23 @@
 ///     bench row's step waits on memory only where a warp has too few tiles in flight (16 lanes: 2 rows a
 ///     warp); at 8 lanes it is not latency that holds the step.
 ///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
+///   - Whole-sector stores (knob st, kRowLanes with vector loads, ahead 1; session 16). Why: Nsight Compute
+///     (session 13, run 5) put every kernel it measured, the relu at the floor included, at 178-208K L2 sectors
+///     a microsecond, so a kernel's L2 sectors per DRAM sector set its pace: relu 1.60, the bf16 cumsum 2.16.
+///     Of the cumsum's, 2.89M store sectors carry a 2.1M-sector output: each 16-byte store instruction writes a
+///     half sector of 32 tiles 64 bytes apart, and L2 takes most sectors twice. Session 13's exchange by shuffles
+///     (lanes 2m, 2m + 1 swapping half their chunks) ran 60.6 us, its cost not profiled. What: a step's outputs
+///     go through a per-warp shared-memory buffer (lane k's tile as 32 / VEC vectors, one of padding a lane), and
+///     store i of lane L writes vector 32 i + L of the warp's step in row order: each store instruction writes
+///     SPLITS x 32 contiguous elements (a 512-byte row step at 8 lanes), whole sectors. Same values, same
+///     combines: only where they are written from changes. Cost: per step and lane 2 x 32 / VEC shared-memory
+///     vectors and two __syncwarp, against ~190 instructions of scan. Predicted: L2 sectors 7.56M -> ~6.6M, bf16
+///     [8192, 4096] 42 -> ~36-39 us (line 40.6 us: 1.25 x its 32.5 us copy).
+///     Measured (H200, 2026-12-01, docs/PERF.md session 16, run 1; every vec-8 lane variant timed in two
+///     processes): right. Best 42.3-42.6 -> 36.5-36.6 us (8 lanes, block 256; 1.12x the copy), tuned as in the
+///     table 36.5 us; every 8- and 16-lane staged variant beat every unstaged one. Nsight Compute (8 lanes,
+///     block 128): L2 sectors 7.58M -> 6.38M (stores 2.90M -> 2.10M, the output's own; fabric 2.53M -> 2.12M),
+///     40.5 -> 35.7 us. ScanLanes 126 of 126, scan fuzz 621 of 621 (staged stores drawn 22 times), 0 mismatches.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -150,6 +167,9 @@ struct ScanKnobs {
   int splits = 1;  ///< kRowSplit / kColumnSplit: chunks; kRowLanes: lanes per row; kColumnLookback: rows per thread
   bool native = false;  ///< kRowLanes, fp16/bf16 cumsum: combines in the dtype's own arithmetic (Note [Scans])
   int ahead = 1;  ///< kRowLanes with vector loads: steps whose tiles are in flight (Note [Scans], "Loads ahead")
+  /// kRowLanes with vector loads: a step's outputs go through shared memory so that each store instruction
+  /// writes whole 32-byte sectors (Note [Scans], "Whole-sector stores").
+  bool staged_stores = false;
 };
 
 /// Threads per tile row ATen 2.x uses for an innermost scan of `rows` rows of `size` (torch 1.13: always 16).
