@@ -163,6 +163,15 @@
 /// is ~58 instructions an element on 16 warps, not the ~0.5 us predicted, and it serialises with the grid wait.
 /// Next: per-thread two-pass statistics (no division per element) and fewer block barriers a step, or more
 /// warps. The mode stays a knob (verified: the norm fuzz drew it 75 times, 0 mismatches).
+/// Tried and removed (session 16, H200, 2026-12-01, docs/PERF.md "Session 16", run 4): two-pass part
+/// statistics, which mode 6 got in session 7 and mode 5 never did. Each thread summed its vectors of a row's part
+/// from shared memory, divided once and summed the squared deviations in a second read (~3.5 instructions an
+/// element instead of a Welford combine with its division a vector; ~8 with the normalisation instead of ~58).
+/// Predicted from the count (issue falls to ~60 us; the step's chain then sets the pace): layer norm
+/// [64,1048576] and group norm g8 ~150-190 us. Measured (every mode-5 variant of both rows; norm fuzz 784 of 784,
+/// 0 mismatches): layer norm 328.2 us (step 8, ring 3, block 256) against 344 us before, group norm g8 559.3 us
+/// against 547-560; mode 6 in the same run 188.7 and 186.8 us. Wrong: the per-element arithmetic was not what
+/// held mode 5; its per-step chain (block barriers for every row's merges, the grid wait, then the writes) is.
 ///
 /// Note [Norm parts]
 /// Mode 6 removes what sank modes 4 and 5 (the Notes above: per-element Welford with a division, block

@@ -149,6 +149,16 @@
 /// oph 1, against 70.5 / 78.2 us for the scalar tiles. All 45 variants of five edge signatures verified (the
 /// stem, part-filled warps, one output a row, dilated rows, avg with and without the padding); removed. Why
 /// fewer load instructions cost time was not profiled further (device time).
+/// Probed, not built (session 16, H200, 2026-12-01, docs/PERF.md "Session 16", run 3; scripts/probes/stem_probe.cu,
+/// standalone kernels with the same results bit for bit): the stem's kept tile runs 1.82 L2 sectors per DRAM
+/// sector against 1.62 for the relu at the floor (11.96M: fp16 outputs in 112-byte rows, each warp store a part
+/// of a sector, 0.27M more store sectors than the output; input rows and halo columns read again, 0.52M more
+/// read sectors), so fewer sectors were the hope, as whole-sector stores gave the bf16 cumsum (Note [Scans]).
+/// Blocks of whole output row pairs staging their outputs in shared memory (one contiguous range a block, whole
+/// sectors) cut the sectors to 11.35M (2 row pairs), 11.12M (4) and 10.99M (7) and ran 112.7, 115.7 and 133.3
+/// us against 71.5 us for the flat tile (occupancy 69-57% against 87%, a barrier between the windows and the
+/// stores); blocks of 32 x 4 tiles (vertical neighbours in one block) ran 77.3 us with more read sectors
+/// (L1 hit 59% against 64%). L2 sectors are not what holds this tile: its loads' latency is.
 ///
 /// Note [Pooling exact division]
 /// Nsight showed the avg kernels issue-bound (docs/PERF.md: SM 84-86%, DRAM 30-35%, ~55-66 instructions per

@@ -1,0 +1,194 @@
+// Probe (session 16): thread mappings for the fp16 ResNet stem max_pool2d [64,64,112,112] k3 s2 p1 with int64
+// indices, to see which one cuts the L2 sectors (docs/PERF.md session 15: the kept tile runs 1.82 L2 sectors per
+// DRAM sector against 1.62 for a copy-like kernel) before the generator gets it. Not part of the library.
+//   k0: the generator's register tile opw1 oph2 (flat map: tw fastest, then th, then plane), block 128;
+//   k1: the same tile, blocks of 32 tiles wide x 4 tile rows (vertical neighbours in one block, so the shared
+//       input row can hit L1);
+//   k2: blocks of RP whole row pairs (RP x 56 threads), outputs staged in shared memory and stored as the block's
+//       contiguous range (whole sectors);
+//   k3: k2 with RP = 4.
+// Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o stem_probe stem_probe.cu && ./stem_probe [kernel]
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+constexpr int N = 64, C = 64, H = 112, W = 112, OH = 56, OW = 56;
+constexpr long long PLANES = (long long)N * C;
+
+#define CK(x)                                                                           \
+  do {                                                                                  \
+    cudaError_t e = (x);                                                                \
+    if (e != cudaSuccess) { std::printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); } \
+  } while (0)
+
+__device__ __forceinline__ void window(const __half* x, int oh, int ow, float& m, int& mi) {
+  const int hs = oh * 2 - 1, ws = ow * 2 - 1;
+  m = -INFINITY;
+  mi = max(hs, 0) * W + max(ws, 0);
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      const int h = hs + i, w = ws + j;
+      if ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) {
+        const float v = __half2float(x[h * W + w]);
+        if (v > m || v != v) m = v, mi = h * W + w;
+      }
+    }
+}
+
+// k0: flat map, 2 outputs (rows 2th, 2th + 1) a thread.
+__global__ void __launch_bounds__(128) k0(const __half* in, __half* out, long long* idx) {
+  const long long t = (long long)blockIdx.x * 128 + threadIdx.x;
+  if (t >= PLANES * (OH / 2) * OW) return;
+  const int tw = t % OW, th = (t / OW) % (OH / 2);
+  const long long plane = t / OW / (OH / 2);
+  const __half* x = in + plane * H * W;
+#pragma unroll
+  for (int a = 0; a < 2; ++a) {
+    float m;
+    int mi;
+    window(x, th * 2 + a, tw, m, mi);
+    out[plane * OH * OW + (th * 2 + a) * OW + tw] = __float2half(m);
+    idx[plane * OH * OW + (th * 2 + a) * OW + tw] = mi;
+  }
+}
+
+// k1: blocks of 32 x 4 tiles (BX = 32 columns of tiles, BY = 4 tile rows); TW = 56 -> 2 column blocks.
+__global__ void __launch_bounds__(128) k1(const __half* in, __half* out, long long* idx) {
+  constexpr int BTW = 2, BTH = (OH / 2 + 3) / 4;
+  const long long plane = blockIdx.x / (BTH * BTW);
+  const int bh = (blockIdx.x / BTW) % BTH, bw = blockIdx.x % BTW;
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  const int tw = bw * 32 + tx, th = bh * 4 + ty;
+  if (tw >= OW || th >= OH / 2) return;
+  const __half* x = in + plane * H * W;
+#pragma unroll
+  for (int a = 0; a < 2; ++a) {
+    float m;
+    int mi;
+    window(x, th * 2 + a, tw, m, mi);
+    out[plane * OH * OW + (th * 2 + a) * OW + tw] = __float2half(m);
+    idx[plane * OH * OW + (th * 2 + a) * OW + tw] = mi;
+  }
+}
+
+// k2/k3: a block takes RP whole row pairs of a plane (RP x 56 tiles, threads past them idle), stages its 2 x RP x
+// 56 outputs in shared memory in memory order, then stores them as one contiguous range: fp16 in 16-byte vectors,
+// indices in 16-byte pairs.
+template <int RP, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) k2(const __half* in, __half* out, long long* idx) {
+  constexpr int PAIRS = OH / 2, BPP = PAIRS / RP;  // blocks a plane (RP divides 28)
+  constexpr int NO = 2 * RP * OW;                   // outputs a block
+  __shared__ __align__(16) __half so[NO];
+  __shared__ __align__(16) long long si[NO];
+  const long long plane = blockIdx.x / BPP;
+  const int p0 = (blockIdx.x % BPP) * RP;
+  const __half* x = in + plane * H * W;
+  if (threadIdx.x < RP * OW) {
+    const int tw = threadIdx.x % OW, th = p0 + threadIdx.x / OW;
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+      float m;
+      int mi;
+      window(x, th * 2 + a, tw, m, mi);
+      const int o = (th - p0) * 2 * OW + a * OW + tw;
+      so[o] = __float2half(m);
+      si[o] = mi;
+    }
+  }
+  __syncthreads();
+  const long long base = plane * OH * OW + (long long)p0 * 2 * OW;  // 224-byte fp16 row pairs: 32-byte aligned
+  for (int v = threadIdx.x; v < NO / 8; v += BLOCK)
+    reinterpret_cast<uint4*>(out + base)[v] = reinterpret_cast<const uint4*>(so)[v];
+  for (int v = threadIdx.x; v < NO / 2; v += BLOCK)
+    reinterpret_cast<longlong2*>(idx + base)[v] = reinterpret_cast<const longlong2*>(si)[v];
+}
+
+__global__ void flush(const float4* p, long long n, float* sink) {
+  float s = 0.f;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    s += p[i].x;
+  if (s == 12345.f) *sink = s;
+}
+
+int main(int argc, char** argv) {
+  const int only = argc > 1 ? std::atoi(argv[1]) : -1;
+  const size_t nin = PLANES * H * W, nout = PLANES * OH * OW;
+  __half *in, *out;
+  long long* idx;
+  CK(cudaMalloc(&in, nin * 2));
+  CK(cudaMalloc(&out, nout * 2));
+  CK(cudaMalloc(&idx, nout * 8));
+  std::vector<__half> h(nin);
+  srand(1);
+  for (auto& v : h) v = __float2half((rand() % 20001 - 10000) / 1000.f);
+  CK(cudaMemcpy(in, h.data(), nin * 2, cudaMemcpyHostToDevice));
+  const long long fl = 256ll << 20;
+  float4* fb;
+  float* sink;
+  CK(cudaMalloc(&fb, fl));
+  CK(cudaMemset(fb, 0, fl));
+  CK(cudaMalloc(&sink, 4));
+  void* cp;
+  const size_t cpbytes = (nin * 2 + nout * 10) / 2;
+  CK(cudaMalloc(&cp, 2 * cpbytes));
+  auto launch = [&](int k) {
+    switch (k) {
+      case 0: k0<<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 1: k1<<<PLANES * 2 * ((OH / 2 + 3) / 4), 128>>>(in, out, idx); break;
+      case 2: (k2<2, 128>)<<<PLANES * (OH / 2 / 2), 128>>>(in, out, idx); break;  // RP 2: 112 of 128 threads
+      case 3: (k2<4, 256>)<<<PLANES * (OH / 2 / 4), 256>>>(in, out, idx); break;  // RP 4: 224 of 256
+      case 4: (k2<7, 416>)<<<PLANES * (OH / 2 / 7), 416>>>(in, out, idx); break;  // RP 7: 392 of 416
+      default: CK(cudaMemcpyAsync(cp, static_cast<char*>(cp) + cpbytes, cpbytes, cudaMemcpyDeviceToDevice));
+    }
+  };
+  if (only >= 0) {  // one launch for a profiler
+    launch(only);
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  std::vector<__half> ref(nout), got(nout);
+  std::vector<long long> refi(nout), goti(nout);
+  launch(0);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(ref.data(), out, nout * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(refi.data(), idx, nout * 8, cudaMemcpyDeviceToHost));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  const char* names[] = {"k0 flat opw1 oph2 block128 (generator's)", "k1 blocks 32x4 tiles",
+                         "k2 row pairs x2 staged (block 128)", "k3 row pairs x4 staged (block 256)",
+                         "k4 row pairs x7 staged (block 416)", "device copy of the same bytes"};
+  for (int round = 0; round < 2; ++round)
+    for (int k = 0; k <= 5; ++k) {
+      if (k < 5) {
+        CK(cudaMemset(out, 0xff, nout * 2));
+        CK(cudaMemset(idx, 0xff, nout * 8));
+        launch(k);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(got.data(), out, nout * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(goti.data(), idx, nout * 8, cudaMemcpyDeviceToHost));
+      }
+      size_t bad = 0;
+      for (size_t i = 0; k < 5 && i < nout; ++i)
+        bad += memcmp(&ref[i], &got[i], 2) != 0 || refi[i] != goti[i];
+      std::vector<float> t;
+      for (int r = 0; r < 60; ++r) {
+        flush<<<1056, 512>>>(fb, fl / 16, sink);
+        CK(cudaEventRecord(e0));
+        launch(k);
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms * 1000.f);
+      }
+      std::sort(t.begin(), t.end());
+      std::printf("round %d  %-44s median %7.2f us  p10 %7.2f  mismatches %zu\n", round, names[k], t[30], t[6], bad);
+    }
+  return 0;
+}
