@@ -40,12 +40,9 @@ __device__ __forceinline__ void window(const __half* x, int oh, int ow, float& m
     }
 }
 
-// k0: flat map, 2 outputs (rows 2th, 2th + 1) a thread.
-__global__ void __launch_bounds__(128) k0(const __half* in, __half* out, long long* idx) {
-  const long long t = (long long)blockIdx.x * 128 + threadIdx.x;
-  if (t >= PLANES * (OH / 2) * OW) return;
-  const int tw = t % OW, th = (t / OW) % (OH / 2);
-  const long long plane = t / OW / (OH / 2);
+// Tile (th, tw) of a plane: outputs (2 th, tw) and (2 th + 1, tw), stored directly.
+__device__ __forceinline__ void tile_out(const __half* in, long long plane, int th, int tw, __half* out,
+                                         long long* idx) {
   const __half* x = in + plane * H * W;
 #pragma unroll
   for (int a = 0; a < 2; ++a) {
@@ -57,6 +54,15 @@ __global__ void __launch_bounds__(128) k0(const __half* in, __half* out, long lo
   }
 }
 
+// k0: flat map, 2 outputs (rows 2th, 2th + 1) a thread.
+__global__ void __launch_bounds__(128) k0(const __half* in, __half* out, long long* idx) {
+  const long long t = (long long)blockIdx.x * 128 + threadIdx.x;
+  if (t >= PLANES * (OH / 2) * OW) return;
+  const int tw = t % OW, th = (t / OW) % (OH / 2);
+  const long long plane = t / OW / (OH / 2);
+  tile_out(in, plane, th, tw, out, idx);
+}
+
 // k1: blocks of 32 x 4 tiles (BX = 32 columns of tiles, BY = 4 tile rows); TW = 56 -> 2 column blocks.
 __global__ void __launch_bounds__(128) k1(const __half* in, __half* out, long long* idx) {
   constexpr int BTW = 2, BTH = (OH / 2 + 3) / 4;
@@ -65,15 +71,7 @@ __global__ void __launch_bounds__(128) k1(const __half* in, __half* out, long lo
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
   const int tw = bw * 32 + tx, th = bh * 4 + ty;
   if (tw >= OW || th >= OH / 2) return;
-  const __half* x = in + plane * H * W;
-#pragma unroll
-  for (int a = 0; a < 2; ++a) {
-    float m;
-    int mi;
-    window(x, th * 2 + a, tw, m, mi);
-    out[plane * OH * OW + (th * 2 + a) * OW + tw] = __float2half(m);
-    idx[plane * OH * OW + (th * 2 + a) * OW + tw] = mi;
-  }
+  tile_out(in, plane, th, tw, out, idx);
 }
 
 // k2/k3: a block takes RP whole row pairs of a plane (RP x 56 tiles, threads past them idle), stages its 2 x RP x
