@@ -55,6 +55,9 @@ std::vector<Row> known_rows() {
   const auto c = [](std::vector<int64_t> s) { return t::contiguous(std::move(s)); };
   // In the benchmark table's order (the order a carried policy meets them).
   return {
+      {"gelu f16 [4096,11008]",
+       t::unary_problem("gelu", at::kHalf, {4096, 11008}, c({4096, 11008}), 90, 0, "none"), "s16_gelu_f16.log",
+       "aten::gelu("},
       {"silu bf16 gate half [8192,2x4096]", t::unary_problem("silu", at::kBFloat16, {8192, 4096}, {8192, 1}),
        "s14_silu_gate.log", "aten::silu("},
       {"group_norm bf16 [32,320,64,64] g32", t::group_norm_problem(at::kBFloat16, {32, 320, 64, 64}, 32),

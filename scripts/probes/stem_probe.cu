@@ -6,7 +6,8 @@
 //       input row can hit L1);
 //   k2: blocks of RP whole row pairs (RP x 56 threads), outputs staged in shared memory and stored as the block's
 //       contiguous range (whole sectors);
-//   k3: k2 with RP = 4.
+//   k3, k4: k2 with RP = 4 and 7;
+//   k5, k6: k0 with its loads carrying the L2 prefetch-size hint .L2::128B / .L2::256B.
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o stem_probe stem_probe.cu && ./stem_probe [kernel]
 #include <cuda_fp16.h>
 
@@ -24,6 +25,20 @@ constexpr long long PLANES = (long long)N * C;
     if (e != cudaSuccess) { std::printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); } \
   } while (0)
 
+/// Loads one fp16 element; HINT 1/2: with the L2 prefetch-size hint .L2::128B / .L2::256B.
+template <int HINT>
+__device__ __forceinline__ float load_h(const __half* p) {
+  unsigned short r;
+  if (HINT == 1)
+    asm volatile("ld.global.nc.L2::128B.b16 %0, [%1];" : "=h"(r) : "l"(p));
+  else if (HINT == 2)
+    asm volatile("ld.global.nc.L2::256B.b16 %0, [%1];" : "=h"(r) : "l"(p));
+  else
+    return __half2float(*p);
+  return __half2float(__ushort_as_half(r));
+}
+
+template <int HINT = 0>
 __device__ __forceinline__ void window(const __half* x, int oh, int ow, float& m, int& mi) {
   const int hs = oh * 2 - 1, ws = ow * 2 - 1;
   m = -INFINITY;
@@ -34,13 +49,14 @@ __device__ __forceinline__ void window(const __half* x, int oh, int ow, float& m
     for (int j = 0; j < 3; ++j) {
       const int h = hs + i, w = ws + j;
       if ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) {
-        const float v = __half2float(x[h * W + w]);
+        const float v = load_h<HINT>(x + h * W + w);
         if (v > m || v != v) m = v, mi = h * W + w;
       }
     }
 }
 
 // Tile (th, tw) of a plane: outputs (2 th, tw) and (2 th + 1, tw), stored directly.
+template <int HINT = 0>
 __device__ __forceinline__ void tile_out(const __half* in, long long plane, int th, int tw, __half* out,
                                          long long* idx) {
   const __half* x = in + plane * H * W;
@@ -48,19 +64,20 @@ __device__ __forceinline__ void tile_out(const __half* in, long long plane, int 
   for (int a = 0; a < 2; ++a) {
     float m;
     int mi;
-    window(x, th * 2 + a, tw, m, mi);
+    window<HINT>(x, th * 2 + a, tw, m, mi);
     out[plane * OH * OW + (th * 2 + a) * OW + tw] = __float2half(m);
     idx[plane * OH * OW + (th * 2 + a) * OW + tw] = mi;
   }
 }
 
-// k0: flat map, 2 outputs (rows 2th, 2th + 1) a thread.
+// k0: flat map, 2 outputs (rows 2th, 2th + 1) a thread; k5/k6: the same with the L2 prefetch-size hints.
+template <int HINT = 0>
 __global__ void __launch_bounds__(128) k0(const __half* in, __half* out, long long* idx) {
   const long long t = (long long)blockIdx.x * 128 + threadIdx.x;
   if (t >= PLANES * (OH / 2) * OW) return;
   const int tw = t % OW, th = (t / OW) % (OH / 2);
   const long long plane = t / OW / (OH / 2);
-  tile_out(in, plane, th, tw, out, idx);
+  tile_out<HINT>(in, plane, th, tw, out, idx);
 }
 
 // k1: blocks of 32 x 4 tiles (BX = 32 columns of tiles, BY = 4 tile rows); TW = 56 -> 2 column blocks.
@@ -136,11 +153,13 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&cp, 2 * cpbytes));
   auto launch = [&](int k) {
     switch (k) {
-      case 0: k0<<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 0: k0<0><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
       case 1: k1<<<PLANES * 2 * ((OH / 2 + 3) / 4), 128>>>(in, out, idx); break;
       case 2: (k2<2, 128>)<<<PLANES * (OH / 2 / 2), 128>>>(in, out, idx); break;  // RP 2: 112 of 128 threads
       case 3: (k2<4, 256>)<<<PLANES * (OH / 2 / 4), 256>>>(in, out, idx); break;  // RP 4: 224 of 256
       case 4: (k2<7, 416>)<<<PLANES * (OH / 2 / 7), 416>>>(in, out, idx); break;  // RP 7: 392 of 416
+      case 5: k0<1><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 6: k0<2><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
       default: CK(cudaMemcpyAsync(cp, static_cast<char*>(cp) + cpbytes, cpbytes, cudaMemcpyDeviceToDevice));
     }
   };
@@ -160,10 +179,11 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e1));
   const char* names[] = {"k0 flat opw1 oph2 block128 (generator's)", "k1 blocks 32x4 tiles",
                          "k2 row pairs x2 staged (block 128)", "k3 row pairs x4 staged (block 256)",
-                         "k4 row pairs x7 staged (block 416)", "device copy of the same bytes"};
+                         "k4 row pairs x7 staged (block 416)", "k5 = k0, loads .L2::128B",
+                         "k6 = k0, loads .L2::256B", "device copy of the same bytes"};
   for (int round = 0; round < 2; ++round)
-    for (int k = 0; k <= 5; ++k) {
-      if (k < 5) {
+    for (int k = 0; k <= 7; ++k) {
+      if (k < 7) {
         CK(cudaMemset(out, 0xff, nout * 2));
         CK(cudaMemset(idx, 0xff, nout * 8));
         launch(k);
@@ -172,7 +192,7 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(goti.data(), idx, nout * 8, cudaMemcpyDeviceToHost));
       }
       size_t bad = 0;
-      for (size_t i = 0; k < 5 && i < nout; ++i)
+      for (size_t i = 0; k < 7 && i < nout; ++i)
         bad += memcmp(&ref[i], &got[i], 2) != 0 || refi[i] != goti[i];
       std::vector<float> t;
       for (int r = 0; r < 60; ++r) {

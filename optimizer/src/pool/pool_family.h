@@ -158,7 +158,9 @@
 /// sectors) cut the sectors to 11.35M (2 row pairs), 11.12M (4) and 10.99M (7) and ran 112.7, 115.7 and 133.3
 /// us against 71.5 us for the flat tile (occupancy 69-57% against 87%, a barrier between the windows and the
 /// stores); blocks of 32 x 4 tiles (vertical neighbours in one block) ran 77.3 us with more read sectors
-/// (L1 hit 59% against 64%). L2 sectors are not what holds this tile: its loads' latency is.
+/// (L1 hit 59% against 64%). L2 sectors are not what holds this tile: its loads' latency is. The same probe's
+/// flat tile with the L2 prefetch-size hint on its loads (ld.global.nc.L2::128B / ::256B, run 8) ran 97.1 / 96.7
+/// us against 71.3 us (not profiled).
 ///
 /// Note [Pooling exact division]
 /// Nsight showed the avg kernels issue-bound (docs/PERF.md: SM 84-86%, DRAM 30-35%, ~55-66 instructions per
