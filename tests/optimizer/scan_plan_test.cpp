@@ -206,6 +206,7 @@ TEST(ScanPlan, LoadsAheadOnlyWithVectorLoads) {
 TEST(ScanPlan, StagedStoresOnlyWithVectorLoadsOneStepAhead) {
   // Note [Scans], "Whole-sector stores": every lane variant with vector loads, one tile ahead, also comes with
   // its stores through shared memory; no other variant does.
+  int all_staged = 0;
   for (const auto& p : {sp("cumsum", at::kBFloat16, {8192, 4096}, 1), sp("cumsum", at::kHalf, {4096, 4095}, 1),
                         sp("cumprod", at::kFloat, {1024, 780}, 1), sp("cumsum", at::kFloat, {64, 4096}, 1)}) {
     auto plan = family().plan(p);
@@ -225,7 +226,10 @@ TEST(ScanPlan, StagedStoresOnlyWithVectorLoadsOneStepAhead) {
       }
     }
     EXPECT_EQ(staged, plain);
+    all_staged += staged;
   }
+  EXPECT_EQ(all_staged, 12 + 6);  // bf16 rows (native or not): 2 x 3 lanes x 2 blocks; fp32 cumprod: 3 lanes x 2
+                                  // blocks; fp16 [4096,4095] has no vector loads, fp32 cumsum no lane tiles
 }
 
 TEST(ScanPlan, VectorWidthFollowsLayoutAndAlignment) {
