@@ -23,7 +23,7 @@ TEST(UnaryPlan, CoversTheRequiredOps) {
   }
   EXPECT_EQ(family_for("relu", "out"), nullptr);
   EXPECT_EQ(generators_fingerprint(),
-            "unary_elementwise:2,softmax:10,norm:6,pool:7,scan:4,reduce:6,binary_elementwise:1,batchnorm:1");
+            "unary_elementwise:3,softmax:10,norm:6,pool:7,scan:4,reduce:6,binary_elementwise:1,batchnorm:1");
 }
 
 TEST(UnaryPlan, DeclinesWhatItCannotDoExactly) {
@@ -41,6 +41,26 @@ TEST(UnaryPlan, DeclinesWhatItCannotDoExactly) {
   Problem overload = problem("relu", at::kFloat, {8}, {1});
   overload.overload = "out";
   EXPECT_EQ(unary().plan(overload).status().code(), Code::kUnsupported);
+}
+
+// Note [Gelu for 16-bit outputs]: fp16 and bf16 outputs take the A&S erfc; fp32 keeps ATen's erff, and the tanh
+// form is unchanged for every dtype.
+TEST(UnaryPlan, ErfGeluTakesTheShortFormOnlyForSixteenBitOutputs) {
+  const auto source = [](c10::ScalarType dt, const std::string& approximate) {
+    auto plan = unary().plan(testing::unary_problem("gelu", dt, {1024}, {1}, 90, 0, approximate));
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    auto src = plan.value()->source(plan.value()->space().front());
+    EXPECT_TRUE(src.ok()) << src.status().to_string();
+    return src.value().code;
+  };
+  for (auto dt : {at::kHalf, at::kBFloat16}) {
+    const std::string erf_form = source(dt, "none");
+    EXPECT_EQ(erf_form.find("erff("), std::string::npos) << c10::toString(dt);
+    EXPECT_NE(erf_form.find("ex2_approx((x * -0.72134752044448170368f) * x)"), std::string::npos);
+    EXPECT_NE(source(dt, "tanh").find("tanhf("), std::string::npos);
+  }
+  EXPECT_NE(source(at::kFloat, "none").find("erff(x * 0.70710678118654752440f)"), std::string::npos);
+  EXPECT_EQ(source(at::kFloat, "none").find("ex2_approx((x"), std::string::npos);
 }
 
 TEST(UnaryPlan, VectorWidthFollowsDtypeAndLayout) {

@@ -20,7 +20,11 @@ KernelSource generate_unary(const UnaryShape& s, int vec, int block, int unroll,
     << " block=" << block << " unroll=" << unroll << " grid_stride=" << grid_stride << "\n";
   k << "typedef " << (wide ? "long long" : "int") << " index_t;\n";
   k << dtype_prelude(s.dtype);
-  k << "__device__ __forceinline__ float op(float x) { return " << unary_math(s.math) << "; }\n";
+  k << "__device__ __forceinline__ float rcp_approx(float a) {\n"
+       "  float r; asm(\"rcp.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(a)); return r;\n}\n"
+       "__device__ __forceinline__ float ex2_approx(float a) {\n"
+       "  float r; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(a)); return r;\n}\n";
+  k << "__device__ __forceinline__ float op(float x) {\n" << unary_math(s.math, s.dtype) << "}\n";
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define UNROLL " << unroll << "\n";
   k << "static constexpr index_t N = " << s.space.numel << ";\n";
   k << "struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };\n";

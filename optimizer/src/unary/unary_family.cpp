@@ -61,7 +61,8 @@ class UnaryPlan final : public Plan {
 class UnaryFamily final : public Family {
  public:
   const char* name() const override { return "unary_elementwise"; }
-  int version() const override { return 2; }  // 2: picked vectors (Note [Unary picked vectors])
+  // 2: picked vectors (Note [Unary picked vectors]); 3: gelu for 16-bit outputs (Note [Gelu for 16-bit outputs])
+  int version() const override { return 3; }
   std::vector<std::string> ops() const override {
     return {"relu", "gelu", "sigmoid", "tanh", "silu", "exp", "neg", "abs"};
   }
@@ -79,7 +80,8 @@ class UnaryFamily final : public Family {
     } else if (p.args.size() != 1) {
       return Status(Code::kUnsupported, "unexpected arguments");
     }
-    if (unary_math(s.math).empty()) return Status(Code::kUnsupported, "op " + p.op + " is not in this family");
+    if (unary_math(s.math, c10::ScalarType::Float).empty())
+      return Status(Code::kUnsupported, "op " + p.op + " is not in this family");
     if (p.args.empty() || !p.args[0].is_tensor || !p.args[0].tensor.defined)
       return Status(Code::kUnsupported, "no tensor input");
     const auto& t = p.args[0].tensor;

@@ -27,7 +27,8 @@ struct UnaryShape {
 /// CUDA source of the unary kernel for `shape` and technique knobs (vec, block, unroll, grid).
 KernelSource generate_unary(const UnaryShape& shape, int vec, int block, int unroll, bool grid_stride);
 
-/// The device expression computing the op on a float `x`, or "" for an unknown math key.
-std::string unary_math(const std::string& math);
+/// The body of a device function computing the op on a float `x` for outputs of `dtype` (statements ending in a
+/// return; it may call rcp_approx and ex2_approx, which the kernel defines), or "" for an unknown math key.
+std::string unary_math(const std::string& math, c10::ScalarType dtype);
 
 }  // namespace cudal1::optimizer::unary
