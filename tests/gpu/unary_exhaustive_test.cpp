@@ -2,7 +2,7 @@
 /// once (zeros, subnormals, Infs, NaNs included) goes through a kernel of every vector width of every op's plan,
 /// and each output is compared with ATen's on the same tensor: NaN where ATen has NaN, the same Inf, and every
 /// finite value within the dtype's tolerance (the verification rule). The test prints how many outputs differ
-/// from ATen's at all and by how many ulps at most, so the table's claims (Note [Gelu for 16-bit outputs]) are
+/// from ATen's at all and by how many ulps at most, so the table's claims (Note [Unary math for 16-bit outputs]) are
 /// checked by the hardware's own rcp and ex2 rather than a host emulation of them.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

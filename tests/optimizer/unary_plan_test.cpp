@@ -23,7 +23,7 @@ TEST(UnaryPlan, CoversTheRequiredOps) {
   }
   EXPECT_EQ(family_for("relu", "out"), nullptr);
   EXPECT_EQ(generators_fingerprint(),
-            "unary_elementwise:3,softmax:10,norm:6,pool:7,scan:4,reduce:6,binary_elementwise:1,batchnorm:1");
+            "unary_elementwise:4,softmax:10,norm:6,pool:7,scan:4,reduce:6,binary_elementwise:1,batchnorm:1");
 }
 
 TEST(UnaryPlan, DeclinesWhatItCannotDoExactly) {
@@ -43,24 +43,37 @@ TEST(UnaryPlan, DeclinesWhatItCannotDoExactly) {
   EXPECT_EQ(unary().plan(overload).status().code(), Code::kUnsupported);
 }
 
-// Note [Gelu for 16-bit outputs]: fp16 and bf16 outputs take the A&S erfc; fp32 keeps ATen's erff, and the tanh
-// form is unchanged for every dtype.
-TEST(UnaryPlan, ErfGeluTakesTheShortFormOnlyForSixteenBitOutputs) {
-  const auto source = [](c10::ScalarType dt, const std::string& approximate) {
-    auto plan = unary().plan(testing::unary_problem("gelu", dt, {1024}, {1}, 90, 0, approximate));
+// Note [Unary math for 16-bit outputs]: fp16 and bf16 outputs take the short forms of the gelus, sigmoid and silu;
+// fp32 keeps ATen's functions, and the other ops are the same for every dtype.
+TEST(UnaryPlan, ShortFormsOnlyForSixteenBitOutputs) {
+  const auto source = [](const std::string& op, c10::ScalarType dt, const std::string& approximate = "") {
+    auto plan = unary().plan(testing::unary_problem(op, dt, {1024}, {1}, 90, 0, approximate));
     EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    if (!plan.ok()) return std::string();
     auto src = plan.value()->source(plan.value()->space().front());
     EXPECT_TRUE(src.ok()) << src.status().to_string();
-    return src.value().code;
+    return src.ok() ? src.value().code : std::string();
+  };
+  const auto has = [](const std::string& code, const std::string& what) {
+    return code.find(what) != std::string::npos;
   };
   for (auto dt : {at::kHalf, at::kBFloat16}) {
-    const std::string erf_form = source(dt, "none");
-    EXPECT_EQ(erf_form.find("erff("), std::string::npos) << c10::toString(dt);
-    EXPECT_NE(erf_form.find("ex2_approx((x * -0.72134752044448170368f) * x)"), std::string::npos);
-    EXPECT_NE(source(dt, "tanh").find("tanhf("), std::string::npos);
+    SCOPED_TRACE(c10::toString(dt));
+    const std::string erf_gelu = source("gelu", dt, "none"), tanh_gelu = source("gelu", dt, "tanh");
+    EXPECT_FALSE(has(erf_gelu, "erff("));
+    EXPECT_TRUE(has(erf_gelu, "ex2_approx((x * -0.72134752044448170368f) * x)"));
+    EXPECT_FALSE(has(tanh_gelu, "tanhf("));
+    EXPECT_TRUE(has(tanh_gelu, "x * rcp_approx(1.f + ex2_approx(u * -2.88539008177792681472f))"));
+    EXPECT_TRUE(has(source("sigmoid", dt), "return rcp_approx(1.f + ex2_approx(x * -1.44269504088896340736f))"));
+    EXPECT_TRUE(has(source("silu", dt), "return x * rcp_approx(1.f + ex2_approx(x * -1.44269504088896340736f))"));
+    EXPECT_TRUE(has(source("tanh", dt), "return tanhf(x);"));
+    EXPECT_TRUE(has(source("exp", dt), "return expf(x);"));
   }
-  EXPECT_NE(source(at::kFloat, "none").find("erff(x * 0.70710678118654752440f)"), std::string::npos);
-  EXPECT_EQ(source(at::kFloat, "none").find("ex2_approx((x"), std::string::npos);
+  EXPECT_TRUE(has(source("gelu", at::kFloat, "none"), "return x * 0.5f * (1.f + erff(x * 0.70710678118654752440f))"));
+  EXPECT_TRUE(has(source("gelu", at::kFloat, "tanh"), "tanhf("));
+  EXPECT_TRUE(has(source("sigmoid", at::kFloat), "return 1.f / (1.f + expf(-x));"));
+  EXPECT_TRUE(has(source("silu", at::kFloat), "return x / (1.f + expf(-x));"));
+  EXPECT_FALSE(has(source("silu", at::kFloat), "ex2_approx(x"));
 }
 
 TEST(UnaryPlan, VectorWidthFollowsDtypeAndLayout) {
@@ -134,7 +147,7 @@ TEST(UnaryPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   const auto space = plan.value()->space();
   auto src = plan.value()->source(space.front());
   ASSERT_TRUE(src.ok());
-  EXPECT_NE(src->code.find("tanhf"), std::string::npos);
+  EXPECT_NE(src->code.find("ex2_approx(u * -2.88539008177792681472f)"), std::string::npos);  // the tanh gelu, fp16 form
   EXPECT_NE(src->code.find("N = 231"), std::string::npos);
   EXPECT_EQ(src->kernel_name, "cudal1_unary");
   Variant bad{{{"vec", 8}, {"block", 256}, {"unroll", 1}, {"grid", 0}}};  // inner 7 forbids vec 8
