@@ -140,6 +140,10 @@
 /// Run 5 tried 8 stages for the half-wave tiles (the best, vec 2, block 512, S 2, holds one 16-warp block an SM,
 /// 48 KB in flight; predicted var ~24-25 us): wrong, slower on all three rows (var 27.3, argmax 28.1, vector_norm
 /// 26.2 us against 26.5, 27.3-27.7 and 25.7 with 4 stages), so every ring has 4 stages.
+/// What is left (H200, 2026-12-01, docs/PERF.md session 17, runs 4-5, scripts/probes/column_read_probe.cu): reading
+/// 64 MB and nothing else takes 19.1-20.7 us in flat chunks, these tiles' shapes or bands of whole row segments
+/// alike (3.2-3.5 TB/s; a copy's writes drain from L2 after its end event, so the 17.7 us copy is no bound for a
+/// reduction). The best var and argmax tiles (20.8 and 21.3 us) are within ~10% of that read.
 #pragma once
 
 #include "cudal1/optimizer/family.h"

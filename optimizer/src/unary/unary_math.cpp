@@ -33,9 +33,11 @@ namespace cudal1::optimizer::unary {
 // most ulp): erf gelu 463 (2) / 200 (tail); tanh gelu 271 (2) / 150 (tail); sigmoid 0 / 3 (fp32 subnormal tail,
 // x ~ -87.5, flushed to 0); silu 2 (1) / 3 (same). fp32 outputs keep ATen's functions: there the tails' cancellation
 // and the flushes would show against rtol 1e-5.
-// Measured (H200, 2026-12-01, session 17 run 1; erf gelu only): fp16 535 outputs differ from ATen's, by at most 3
-// ulp (ATen's own formula is up to 2 ulp from the exact value there); bf16 199, in the tail; the unary fuzz 775 of
-// 775. gelu f16 [4096,11008] best variant 43.0 us (1.01x the copy), 81 of the 128 variants under 1.25x.
+// Measured on the GPU (H200, 2026-12-01, docs/PERF.md session 17, runs 1-3): outputs differing from ATen's over
+// all 65536 inputs, fp16 / bf16 (most ulp): erf gelu 535 (3) / 199 (tail), tanh gelu 272 (2) / 150 (tail), sigmoid
+// 2 (1) / 3, silu 2 (1) / 3; all within tolerance; the unary fuzz 775 of 775. Best variant, before -> after: gelu
+// f16 [4096,11008] 52.6 -> 43.0 us (1.01x the copy; 81 of 128 variants under 1.25x, against 2), gelu-tanh bf16
+// [8192,8192] 68.0 (tuned) -> 64.1 us, silu bf16 gate half 36.7 -> 33.1 us: each row at its copy's time.
 // Specials as ATen: +-0 -> +-0 (sigmoid 0.5), +Inf -> +Inf (sigmoid 1), -Inf -> NaN for the gelus and silu
 // (0 * -Inf, as ATen's -Inf * 0 and -Inf / Inf) and 0 for sigmoid, NaN -> NaN, overflowing squares and cubes
 // -> exp 0 or Inf.
