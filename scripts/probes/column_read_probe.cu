@@ -10,7 +10,8 @@
 //   band<COLS, SPLITS, U>: the same, but a block's warps lie side by side along a band of COLS columns (16-byte
 //                      lanes; a block reads whole 2-8 KB row segments), so fewer blocks share a row;
 //   then flat reads of 4 MB (the small sum's input) to 1 GB, and an empty kernel, for the read-only yardstick.
-// Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o column_read_probe column_read_probe.cu && ./column_read_probe
+// Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90 -o column_read_probe column_read_probe.cu && ./column_read_probe
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -138,7 +139,8 @@ int main() {
   time("flat U4, 264 x 512", [&] { flat<4><<<264, 512>>>(reinterpret_cast<const float4*>(in), out, n4); });
   time("flat U8, 264 x 512", [&] { flat<8><<<264, 512>>>(reinterpret_cast<const float4*>(in), out, n4); });
   time("flat U4, 528 x 256", [&] { flat<4><<<528, 256>>>(reinterpret_cast<const float4*>(in), out, n4); });
-  time("flat U8, 128 x 512 (one block an SM)", [&] { flat<8><<<128, 512>>>(reinterpret_cast<const float4*>(in), out, n4); });
+  time("flat U8, 128 x 512 (one block an SM)",
+       [&] { flat<8><<<128, 512>>>(reinterpret_cast<const float4*>(in), out, n4); });
   time("flat U8, 128 x 1024", [&] { flat<8><<<128, 1024>>>(reinterpret_cast<const float4*>(in), out, n4); });
   // The column tiles: 4096 / (32 VEC) tiles x SPLITS blocks.
   time("tile vec2 S2 b512 U4 (128 blocks)", [&] { tile<2, 2, 4><<<64 * 2, 512>>>(in, out); });

@@ -73,8 +73,8 @@ TEST(UnaryExhaustive, EverySixteenBitInputMatchesAten) {
       std::set<int> vecs_done;
       for (const Variant& v : plan.value()->space()) {
         // The math is the same in every variant; each vector width has its own load and convert path.
-        if (v.get("block") != 256 || v.get("unroll") != 1 || v.get("grid") != 0 || !vecs_done.insert(v.get("vec")).second)
-          continue;
+        if (v.get("block") != 256 || v.get("unroll") != 1 || v.get("grid") != 0) continue;
+        if (!vecs_done.insert(v.get("vec")).second) continue;
         SCOPED_TRACE(v.id());
         auto src = plan.value()->source(v);
         ASSERT_TRUE(src.ok()) << src.status().to_string();
