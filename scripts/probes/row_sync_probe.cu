@@ -113,6 +113,31 @@ __global__ void __launch_bounds__(256, 8 / VPT) row_sync(const float4* __restric
   }
 }
 
+/// Median (us) of 20 repetitions of `launch`, each after `before` (set-up outside the timed region) and the L2
+/// flush, between two events on the default stream.
+template <class Before, class Launch>
+double median_us(float4* flush, float* sink, long long flush_n, Before before, Launch launch) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int rep = 0; rep < 20; ++rep) {
+    before();
+    read_flush<<<264, 512>>>(flush, sink, flush_n);
+    CK(cudaEventRecord(e0));
+    launch();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float m;
+    CK(cudaEventElapsedTime(&m, e0, e1));
+    ms.push_back(m);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3;
+}
+
 template <int VPT, int D, int PAD = 1, int SLEEP = 0>
 void run(const char* name, float4* in, float4* out, float* sums, unsigned* counts, float4* flush, float* sink,
          long long flush_n, const std::vector<float>& host_in) {
@@ -125,24 +150,16 @@ void run(const char* name, float4* in, float4* out, float* sums, unsigned* count
     std::printf("%-34s grid %d > %d resident: skipped\n", name, grid, per_sm * sms);
     return;
   }
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int rep = 0; rep < 20; ++rep) {
-    CK(cudaMemsetAsync(sums, 0, ROWS * 32 * sizeof(float)));
-    CK(cudaMemsetAsync(counts, 0, ROWS * 32 * sizeof(unsigned)));
-    read_flush<<<264, 512>>>(flush, sink, flush_n);
-    CK(cudaEventRecord(e0));
-    void* args[] = {&in, &out, &sums, &counts};
-    CK(cudaLaunchCooperativeKernel((void*)row_sync<VPT, D, PAD, SLEEP>, grid, block, args, 0, 0));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float m;
-    CK(cudaEventElapsedTime(&m, e0, e1));
-    ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
+  const double us = median_us(
+      flush, sink, flush_n,
+      [&] {
+        CK(cudaMemsetAsync(sums, 0, ROWS * 32 * sizeof(float)));
+        CK(cudaMemsetAsync(counts, 0, ROWS * 32 * sizeof(unsigned)));
+      },
+      [&] {
+        void* args[] = {&in, &out, &sums, &counts};
+        CK(cudaLaunchCooperativeKernel((void*)row_sync<VPT, D, PAD, SLEEP>, grid, block, args, 0, 0));
+      });
   // Check two rows against the host.
   double worst = 0;
   std::vector<float> row(COLS);
@@ -154,7 +171,7 @@ void run(const char* name, float4* in, float4* out, float* sums, unsigned* count
     for (long long i = 0; i < COLS; ++i) worst = std::max(worst, std::fabs(row[i] - (host_in[r * COLS + i] - mean)));
   }
   std::printf("%-34s grid %4d x %d, %d an SM: %7.1f us (max |error| %.2e)\n", name, grid, block, per_sm,
-              ms[ms.size() / 2] * 1e3, worst);
+              us, worst);
 }
 
 int main() {
@@ -173,24 +190,8 @@ int main() {
   std::vector<float> host(n4 * 4);
   for (long long i = 0; i < n4 * 4; ++i) host[i] = (float)((i * 2654435761ull) % 1000) / 1000.f + (i / COLS);
   CK(cudaMemcpy(in, host.data(), n4 * 16, cudaMemcpyHostToDevice));
-  {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int rep = 0; rep < 20; ++rep) {
-      read_flush<<<264, 512>>>(flush, sink, flush_n);
-      CK(cudaEventRecord(e0));
-      copy_kernel<<<264 * 4, 512>>>(in, out, n4);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float m;
-      CK(cudaEventElapsedTime(&m, e0, e1));
-      ms.push_back(m);
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf("%-34s %7.1f us\n", "copy 256 MB -> 256 MB", ms[ms.size() / 2] * 1e3);
-  }
+  std::printf("%-34s %7.1f us\n", "copy 256 MB -> 256 MB",
+              median_us(flush, sink, flush_n, [] {}, [&] { copy_kernel<<<264 * 4, 512>>>(in, out, n4); }));
   run<4, 0>("row_sync VPT 4, 0 rows ahead", in, out, sums, counts, flush, sink, flush_n, host);
   run<4, 1>("row_sync VPT 4, 1 row ahead", in, out, sums, counts, flush, sink, flush_n, host);
   run<4, 2>("row_sync VPT 4, 2 rows ahead", in, out, sums, counts, flush, sink, flush_n, host);
