@@ -230,7 +230,7 @@
 /// of a __threadfence by every thread (session 6's profile: 1.6 of 16.4 cycles at membar). Predicted 5-15%.
 /// Measured (every mode-6 variant, norm fuzz 784 of 784): group norm g8 183.8 us, layer norm [64,1048576] 188.4
 /// us, against 184.5 and 187.1 us in session 11's table: no change.
-/// The floor of this design (H200, 2026-12-01, docs/PERF.md session 17, run 6, scripts/probes/row_sync_probe.cu):
+/// The floor of this design (H200, 2026-12-01, docs/PERF.md session 17, runs 6-8, scripts/probes/row_sync_probe.cu):
 /// the bare pattern (static parts over a cooperative grid, a sum and one arrival a block a row, 1-3 rows loaded and
 /// published ahead of the wait, nothing else) ran layer norm's shape [64,1048576] in 175-200 us against a 134 us
 /// copy; counters in lines of their own and spaced polls moved it a few percent. Mode 6 (187 us) is at that cost:
