@@ -8,7 +8,7 @@
 /// rounds]).
 /// Usage: bench_kernels [trials=24] ['word|word': rows whose name contains one] [variant: only ids containing it;
 /// a trailing '$' anchors it at the id's end (Variant::matches)]
-/// The round size comes from CUDAL1_TUNE_ROUND (default 8; >= trials: one round, the search before rounds).
+/// The round size comes from CUDAL1_TUNE_ROUND (default 4; >= trials: one round, the search before rounds).
 #include <ATen/ATen.h>
 
 #include <algorithm>

@@ -6,21 +6,23 @@
 /// it knows are planned here exactly as the tuner plans them (sm_90); a variant the log lacks counts as 1.5x the
 /// slowest one timed. For each row and seed the strategy picks `trials` variants in rounds of `round`, each
 /// timing is the logged one with 1.5% Gaussian noise, and the variant kept is the fastest as measured; the
-/// table gives its true time over the best one's (mean over the seeds) and how often it is within 2% and 5%.
+/// table gives its true time over the best one's (mean over the seeds), how often it is within 2% and 5%, the
+/// ratio 90% of the seeds stay within and the worst seed's.
 ///
 /// Strategies (the tuner's own round selection, next_round in optimizer/search.h, on a fresh Policy for each row
 /// and seed):
-///   knobs   CUDAL1_TUNE_SEARCH=knobs, the default: round 1 by Policy::choose with strata, later rounds by the
-///           knob model's lower confidence bound (Note [Knob model]).
+///   gp      CUDAL1_TUNE_SEARCH=gp, the default: round 1 by Policy::choose with strata, later rounds by the
+///           similarity model's lower confidence bound (Note [Similarity model]).
+///   knobs   CUDAL1_TUNE_SEARCH=knobs: later rounds by the knob model's lower confidence bound (Note [Knob model]).
 ///   knobs-mean  CUDAL1_TUNE_SEARCH=knobs-mean: the knob model's predictions alone (before session 14).
 ///   policy  CUDAL1_TUNE_SEARCH=policy: later rounds by a copy of the policy adapted to the row's measurements.
 ///   random  uniform picks without repeats.
-/// A "+carry" suffix (knobs+carry, policy+carry) keeps one policy a family for each seed, carried across the rows
+/// A "+carry" suffix (gp+carry, knobs+carry) keeps one policy a family for each seed, carried across the rows
 /// in the benchmark table's order and taught by each row's trials (Policy::learn), as the bench's tuner does; the
 /// table's rows without a log here still teach the real tuner's policy first, which the replay cannot.
 ///
 /// Usage: bench_tuner_replay LOG_DIR [strategy[+carry]] [trials] [round] [seeds]
-///   e.g. build/bench/bench_tuner_replay bench/replay knobs+carry 24 8 400
+///   e.g. build/bench/bench_tuner_replay bench/replay gp+carry 24 4 400
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -101,10 +103,18 @@ struct Outcome {
   size_t variants = 0;
   int timed = 0;
   double best = 0, mean_ratio = 0, within2 = 0, within5 = 0;  ///< ratios: kept variant's true time over the best
+  std::vector<double> ratios;                                   ///< one a seed
+  /// The ratio that a fraction `q` in (0, 1] of the seeds stay within.
+  double quantile(double q) const {
+    std::vector<double> r = ratios;
+    std::sort(r.begin(), r.end());
+    const auto n = static_cast<size_t>(q * static_cast<double>(r.size()) + 0.5);
+    return r.empty() ? 0 : r[std::min(r.size(), std::max<size_t>(n, 1)) - 1];
+  }
 };
 
 struct Options {
-  std::string strategy = "knobs";
+  std::string strategy = "gp";
   size_t trials = 24, round = 8;
   int seeds = 400;
   bool carry = false;  ///< one policy a family across the rows, in table order, learning after each row
@@ -144,7 +154,8 @@ double tune_row(const Landscape& l, Policy& policy, const Options& o, int seed, 
   std::normal_distribution<double> noise(0.0, 0.015);
   const auto search = o.strategy == "policy"       ? cudal1::TuneSearch::kPolicy
                      : o.strategy == "knobs-mean" ? cudal1::TuneSearch::kKnobsMean
-                                                  : cudal1::TuneSearch::kKnobs;
+                     : o.strategy == "knobs"      ? cudal1::TuneSearch::kKnobs
+                                                  : cudal1::TuneSearch::kGp;
   size_t kept = 0;
   double kept_us = 1e300;
   while (done.size() < o.trials) {
@@ -184,6 +195,7 @@ std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o
       const double ratio = tune_row(l, *policy, o, seed, done);
       if (o.carry) policy->learn(done.features, done.speedups);
       out[r].mean_ratio += ratio / o.seeds;
+      out[r].ratios.push_back(ratio);
       out[r].within2 += ratio <= 1.02 ? 100.0 / o.seeds : 0.0;
       out[r].within5 += ratio <= 1.05 ? 100.0 / o.seeds : 0.0;
     }
@@ -200,7 +212,7 @@ std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LOG_DIR [knobs|knobs-mean|policy|random][+carry] [trials] [round] [seeds]\n",
+    std::fprintf(stderr, "usage: %s LOG_DIR [gp|knobs|knobs-mean|policy|random][+carry] [trials] [round] [seeds]\n",
                  argv[0]);
     return 2;
   }
@@ -213,14 +225,15 @@ int main(int argc, char** argv) {
   const std::string carry = "+carry";
   const size_t stem = o.strategy.size() - std::min(o.strategy.size(), carry.size());
   if (stem > 0 && o.strategy.compare(stem, carry.size(), carry) == 0) o.carry = true, o.strategy.resize(stem);
-  if (o.strategy != "knobs" && o.strategy != "knobs-mean" && o.strategy != "policy" && o.strategy != "random") {
-    std::fprintf(stderr, "unknown strategy '%s' (knobs, knobs-mean, policy or random)\n", o.strategy.c_str());
+  if (o.strategy != "gp" && o.strategy != "knobs" && o.strategy != "knobs-mean" && o.strategy != "policy" &&
+      o.strategy != "random") {
+    std::fprintf(stderr, "unknown strategy '%s' (gp, knobs, knobs-mean, policy or random)\n", o.strategy.c_str());
     return 2;
   }
   std::printf("strategy %s%s, %zu trials in rounds of %zu, %d seeds, 1.5%% timing noise\n", o.strategy.c_str(),
               o.carry ? " (one policy a family, carried across the rows)" : "", o.trials, o.round, o.seeds);
-  std::printf("%-42s %8s %6s %9s %10s %9s %9s\n", "row", "variants", "timed", "best us", "kept/best", "within2%",
-              "within5%");
+  std::printf("%-42s %8s %6s %9s %10s %9s %9s %6s %6s\n", "row", "variants", "timed", "best us", "kept/best",
+              "within2%", "within5%", "p90", "worst");
   std::vector<Landscape> rows;
   std::vector<std::string> names;
   for (const Row& row : known_rows()) {
@@ -236,7 +249,11 @@ int main(int argc, char** argv) {
   }
   const std::vector<Outcome> out = replay(rows, o);
   for (size_t r = 0; r < rows.size(); ++r)
-    std::printf("%-42s %8zu %6d %9.2f %10.4f %8.0f%% %8.0f%%\n", names[r].c_str(), out[r].variants, out[r].timed,
-                out[r].best, out[r].mean_ratio, out[r].within2, out[r].within5);
+    std::printf("%-42s %8zu %6d %9.2f %10.4f %8.0f%% %8.0f%% %6.3f %6.3f\n", names[r].c_str(), out[r].variants,
+                out[r].timed, out[r].best, out[r].mean_ratio, out[r].within2, out[r].within5, out[r].quantile(0.9),
+                out[r].quantile(1.0));
+  double mean = 0;
+  for (const Outcome& x : out) mean += x.mean_ratio / static_cast<double>(out.size());
+  std::printf("mean kept/best over the rows: %.4f\n", mean);
   return 0;
 }

@@ -81,7 +81,13 @@ const char* mode_name(Mode m) noexcept {
 const char* l2_flush_name(L2FlushKind k) noexcept { return k == L2FlushKind::kWrite ? "write" : "read"; }
 
 const char* tune_search_name(TuneSearch s) noexcept {
-  return s == TuneSearch::kPolicy ? "policy" : s == TuneSearch::kKnobsMean ? "knobs-mean" : "knobs";
+  switch (s) {
+    case TuneSearch::kGp: return "gp";
+    case TuneSearch::kKnobs: return "knobs";
+    case TuneSearch::kKnobsMean: return "knobs-mean";
+    case TuneSearch::kPolicy: return "policy";
+  }
+  return "?";
 }
 
 const std::vector<ConfigVar>& config_variables() {
@@ -94,12 +100,13 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_CACHE_DIR", "$XDG_CACHE_HOME/cudal1, else ~/.cache/cudal1", "RocksDB kernel cache directory"},
       {"CUDAL1_LOG_LEVEL", "warn", "trace, debug, info, warn, error or off (spdlog levels)"},
       {"CUDAL1_HOT_CALLS", "50", "calls of one signature before it is hot and queued for the optimizer"},
-      {"CUDAL1_TRIALS", "8", "kernel variants compiled, verified and timed per hot signature"},
-      {"CUDAL1_TUNE_ROUND", "8",
+      {"CUDAL1_TRIALS", "16", "kernel variants compiled, verified and timed per hot signature"},
+      {"CUDAL1_TUNE_ROUND", "4",
        "variants per tuning round: each round's variants compile concurrently, and the next round is picked "
        "from the signature's measurements so far (>= CUDAL1_TRIALS: one round)"},
-      {"CUDAL1_TUNE_SEARCH", "knobs",
-       "how rounds after the first are picked: knobs (a ridge model of the signature's measured times on its "
+      {"CUDAL1_TUNE_SEARCH", "gp",
+       "how rounds after the first are picked: gp (a Gaussian process over the variants' shared knob values "
+       "fitted to the signature's measured times, lowest confidence bound first), knobs (a ridge model on the "
        "knob values, lowest confidence bound first), knobs-mean (its predictions alone) or policy (the "
        "contrastive policy adapted to those measurements); round 1 is the policy's"},
       {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
@@ -140,14 +147,16 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
     if (!found && w) w->push_back(quoted("CUDAL1_LOG_LEVEL", v) + " is not a log level; using warn");
   }
   if (const char* v = env("CUDAL1_HOT_CALLS")) c.hot_calls = parse_int("CUDAL1_HOT_CALLS", v, 50, 1, 1LL << 40, w);
-  if (const char* v = env("CUDAL1_TRIALS")) c.trials = parse_int("CUDAL1_TRIALS", v, 8, 1, 4096, w);
-  if (const char* v = env("CUDAL1_TUNE_ROUND")) c.tune_round = parse_int("CUDAL1_TUNE_ROUND", v, 8, 1, 4096, w);
+  if (const char* v = env("CUDAL1_TRIALS")) c.trials = parse_int("CUDAL1_TRIALS", v, 16, 1, 4096, w);
+  if (const char* v = env("CUDAL1_TUNE_ROUND")) c.tune_round = parse_int("CUDAL1_TUNE_ROUND", v, 4, 1, 4096, w);
   if (const char* v = env("CUDAL1_TUNE_SEARCH")) {
     const std::string s = lower(v);
-    if (s == "knobs") c.tune_search = TuneSearch::kKnobs;
+    if (s == "gp") c.tune_search = TuneSearch::kGp;
+    else if (s == "knobs") c.tune_search = TuneSearch::kKnobs;
     else if (s == "policy") c.tune_search = TuneSearch::kPolicy;
     else if (s == "knobs-mean") c.tune_search = TuneSearch::kKnobsMean;
-    else if (w) w->push_back(quoted("CUDAL1_TUNE_SEARCH", v) + " is not knobs, knobs-mean or policy; using knobs");
+    else if (w)
+      w->push_back(quoted("CUDAL1_TUNE_SEARCH", v) + " is not gp, knobs, knobs-mean or policy; using gp");
   }
   if (const char* v = env("CUDAL1_VERIFY_TRIALS"))
     c.verify_trials = parse_int("CUDAL1_VERIFY_TRIALS", v, 5, 1, 1000, w);

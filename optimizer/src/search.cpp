@@ -1,4 +1,5 @@
-/// @brief Round selection of the tuner (search.h): the contrastive policy and the knob model (Note [Knob model]).
+/// @brief Round selection of the tuner (search.h): the contrastive policy, the knob model (Note [Knob model]) and
+/// the dispatch to the similarity model (gp_search.cpp, Note [Similarity model]).
 #include "cudal1/optimizer/search.h"
 
 #include <algorithm>
@@ -94,6 +95,10 @@ std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vec
                                const std::vector<std::vector<float>>& feats, const std::vector<int>& strata,
                                const Trials& done, size_t k, uint64_t seed) {
   if (done.index.empty()) return policy.choose(feats, k, strata);
+  if (search == TuneSearch::kGp) {
+    auto picks = similarity_model_picks(space, done.index, done.speedups, k);
+    if (!picks.empty()) return picks;
+  }
   if (search == TuneSearch::kKnobs || search == TuneSearch::kKnobsMean) {
     const double beta = search == TuneSearch::kKnobs ? kKnobModelBeta : 0.0;
     auto picks = knob_model_picks(space, done.index, done.speedups, k, kKnobModelLambda, beta);

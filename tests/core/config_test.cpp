@@ -24,6 +24,9 @@ TEST(Config, DefaultsAreOffAndDocumented) {
   EXPECT_EQ(c.cache_dir, "/home/u/.cache/cudal1");
   EXPECT_EQ(c.hot_calls, 50);
   EXPECT_EQ(c.log_level, LogLevel::kWarn);
+  EXPECT_EQ(c.trials, 16);
+  EXPECT_EQ(c.tune_round, 4);
+  EXPECT_EQ(c.tune_search, TuneSearch::kGp);
   EXPECT_TRUE(w.empty());
   for (const auto& v : config_variables()) EXPECT_EQ(std::string(v.name).rfind("CUDAL1_", 0), 0u);
 }
@@ -55,6 +58,9 @@ TEST(Config, ParsesEveryVariable) {
   EXPECT_EQ(c.tune_search, TuneSearch::kPolicy);
   EXPECT_EQ(parse({{"CUDAL1_TUNE_SEARCH", "Knobs-Mean"}}, &w).tune_search, TuneSearch::kKnobsMean);
   EXPECT_STREQ(tune_search_name(TuneSearch::kKnobsMean), "knobs-mean");
+  EXPECT_EQ(parse({{"CUDAL1_TUNE_SEARCH", "knobs"}}, &w).tune_search, TuneSearch::kKnobs);
+  EXPECT_EQ(parse({{"CUDAL1_TUNE_SEARCH", "GP"}}, &w).tune_search, TuneSearch::kGp);
+  EXPECT_STREQ(tune_search_name(TuneSearch::kGp), "gp");
   EXPECT_EQ(c.verify_trials, 9);
   EXPECT_EQ(c.timing_reps, 11);
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.1);
@@ -76,15 +82,16 @@ TEST(Config, BadValuesWarnAndKeepDefaults) {
   EXPECT_EQ(c.mode, Mode::kTune);
   EXPECT_EQ(c.log_level, LogLevel::kWarn);
   EXPECT_EQ(c.hot_calls, 50);
-  EXPECT_EQ(c.trials, 8);
+  EXPECT_EQ(c.trials, 16);
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.03);
   EXPECT_EQ(c.timing_reps, 40);
   EXPECT_EQ(c.seed, 0u);
-  EXPECT_EQ(c.tune_round, 8);
+  EXPECT_EQ(c.tune_round, 4);
   EXPECT_EQ(c.l2_flush, L2FlushKind::kRead);
-  EXPECT_EQ(c.tune_search, TuneSearch::kKnobs);
+  EXPECT_EQ(c.tune_search, TuneSearch::kGp);
   ASSERT_EQ(w.size(), 11u);
-  EXPECT_NE(w[6].find("CUDAL1_TUNE_SEARCH='best' is not knobs, knobs-mean or policy; using knobs"), std::string::npos)
+  EXPECT_NE(w[6].find("CUDAL1_TUNE_SEARCH='best' is not gp, knobs, knobs-mean or policy; using gp"),
+            std::string::npos)
       << w[6];
   EXPECT_NE(w[9].find("CUDAL1_L2_FLUSH='dirty' is not read or write; using read"), std::string::npos) << w[9];
   EXPECT_NE(w[3].find("CUDAL1_HOT_CALLS='12abc' is not an integer; using 50"), std::string::npos) << w[3];

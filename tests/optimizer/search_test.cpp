@@ -1,5 +1,5 @@
-/// @brief Round selection (optimizer/search.h): the knob model's picks (Note [Knob model]) and next_round's
-/// choice between the policy and the model.
+/// @brief Round selection (optimizer/search.h): the similarity model's picks (Note [Similarity model]), the knob
+/// model's (Note [Knob model]) and next_round's choice between the policy and the models.
 #include "cudal1/optimizer/search.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +28,7 @@ size_t index_of(const std::vector<Variant>& space, int a, int b, int c) {
   return space.size();
 }
 
-TEST(KnobModel, PredictsTheUntriedBestOfAnAdditiveLandscape) {
+TEST(SearchModels, PredictTheUntriedBestOfAnAdditiveLandscape) {
   const auto space = grid();
   // Eight trials that vary every knob but never a=0 with b=0 together.
   const std::vector<size_t> tried = {index_of(space, 0, 1, 0), index_of(space, 0, 2, 1), index_of(space, 1, 0, 0),
@@ -41,6 +41,12 @@ TEST(KnobModel, PredictsTheUntriedBestOfAnAdditiveLandscape) {
   EXPECT_EQ(picks[0], index_of(space, 0, 0, 1));  // the true best, never measured
   for (size_t p : picks) EXPECT_EQ(space[p].get("b"), 0) << space[p].id();  // the strongest knob's best value
   for (size_t p : picks) EXPECT_EQ(std::count(tried.begin(), tried.end(), p), 0) << p;
+  // The similarity model's predictions alone find it too (its covariance has the additive part).
+  SimilarityModel means_only;
+  means_only.beta = 0;
+  const auto gp = similarity_model_picks(space, tried, speedups, 1, means_only);
+  ASSERT_EQ(gp.size(), 1u);
+  EXPECT_EQ(gp[0], index_of(space, 0, 0, 1)) << space[gp[0]].id();
 }
 
 TEST(KnobModel, TheBoundFavoursTheKnobValueLeastMeasured) {
@@ -83,6 +89,103 @@ TEST(KnobModel, FailedTrialsCountAsSlowAndNothingTimedGivesNothing) {
   EXPECT_TRUE(knob_model_picks(space, all, std::vector<double>(all.size(), 1.0), 4).empty());  // all tried
 }
 
+/// 4 x 4 x 2 x 2 x 2 variants of knobs a, b, c, d, e whose true log time is additive (0.1 a + 0.1 b + 0.05 (c +
+/// d + e)) except a pocket: a=3, b=3, c=0 runs three times faster than anything else, as a cluster tile's own
+/// sizes do while the same knob values are slow on plain tiles (Note [Similarity model]).
+std::vector<Variant> pocket_space() {
+  std::vector<Variant> out;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      for (int c = 0; c < 2; ++c)
+        for (int d = 0; d < 2; ++d)
+          for (int e = 0; e < 2; ++e) out.push_back(Variant{{{"a", a}, {"b", b}, {"c", c}, {"d", d}, {"e", e}}});
+  return out;
+}
+
+double pocket_log_time(const Variant& v) {
+  const bool pocket = v.get("a") == 3 && v.get("b") == 3 && v.get("c") == 0;
+  return (pocket ? -1.0 : 0.1 * v.get("a") + 0.1 * v.get("b") + 0.05 * v.get("c")) +
+         0.05 * (v.get("d") + v.get("e"));
+}
+
+/// Knob values in which `x` and `y` differ.
+int knobs_apart(const Variant& x, const Variant& y) {
+  int d = 0;
+  for (const auto& kv : x.knobs) d += kv.second != y.get(kv.first);
+  return d;
+}
+
+TEST(SimilarityModel, ExploitsTheNeighbourhoodOfAFastTrial) {
+  const auto space = pocket_space();
+  const auto at = [&](int a, int b, int c, int d, int e) {
+    for (size_t i = 0; i < space.size(); ++i)
+      if (space[i].get("a") == a && space[i].get("b") == b && space[i].get("c") == c && space[i].get("d") == d &&
+          space[i].get("e") == e)
+        return i;
+    return space.size();
+  };
+  // Ten trials; one of them, (3,3,0,1,1), in the pocket; the other a=3 or b=3 trials are slow.
+  const std::vector<size_t> tried = {at(0, 0, 1, 0, 1), at(1, 2, 0, 1, 0), at(2, 1, 1, 1, 1), at(3, 0, 1, 0, 0),
+                                     at(0, 3, 0, 0, 1), at(3, 3, 0, 1, 1), at(1, 1, 0, 0, 0), at(2, 3, 1, 1, 0),
+                                     at(3, 2, 1, 1, 1), at(0, 2, 1, 0, 0)};
+  std::vector<double> speedups;
+  for (size_t i : tried) speedups.push_back(std::exp(-pocket_log_time(space[i])));
+  // The predictions alone: the fast trial lifts its own neighbourhood (variants one knob value away).
+  SimilarityModel means_only;
+  means_only.beta = 0;
+  const auto picks = similarity_model_picks(space, tried, speedups, 3, means_only);
+  ASSERT_EQ(picks.size(), 3u);
+  for (size_t p : picks) EXPECT_EQ(knobs_apart(space[p], space[at(3, 3, 0, 1, 1)]), 1) << space[p].id();
+  // With the default bound, a whole round: distinct, untried, deterministic.
+  const auto round = similarity_model_picks(space, tried, speedups, 6);
+  ASSERT_EQ(round.size(), 6u);
+  for (size_t p : round) {
+    EXPECT_EQ(std::count(tried.begin(), tried.end(), p), 0) << p;
+    EXPECT_EQ(std::count(round.begin(), round.end(), p), 1) << p;
+  }
+  EXPECT_EQ(round, similarity_model_picks(space, tried, speedups, 6));
+}
+
+TEST(SimilarityModel, TheRoundSpreadsOverNeighbourhoods) {
+  // Every trial equally fast: with the bound, the round's picks go where the trials are fewest. Without the
+  // kriging believer all picks would be the variants farthest from the trials, one neighbourhood; with it, a
+  // pick's own neighbours become less uncertain, so the next pick is elsewhere: no two picks one knob apart
+  // while a variant two or more knobs from all earlier picks is left.
+  const auto space = grid();
+  const std::vector<size_t> tried = {index_of(space, 0, 0, 0), index_of(space, 1, 1, 1), index_of(space, 2, 2, 0)};
+  const auto round = similarity_model_picks(space, tried, {1.0, 1.0, 1.0}, 3);
+  ASSERT_EQ(round.size(), 3u);
+  const auto apart = [&](size_t x, size_t y) {
+    return (space[x].get("a") != space[y].get("a")) + (space[x].get("b") != space[y].get("b")) +
+           (space[x].get("c") != space[y].get("c"));
+  };
+  for (size_t i = 0; i < round.size(); ++i)
+    for (size_t j = i + 1; j < round.size(); ++j)
+      EXPECT_GE(apart(round[i], round[j]), 2) << space[round[i]].id() << " " << space[round[j]].id();
+}
+
+TEST(SimilarityModel, FailedTrialsCountAsSlowAndBadInputGivesNothing) {
+  const auto space = grid();
+  // b=0 only ever failed; the timed trials (b=1..3) are equally fast: the model must not prefer b=0.
+  const std::vector<size_t> tried = {index_of(space, 0, 0, 0), index_of(space, 1, 0, 1), index_of(space, 0, 1, 0),
+                                     index_of(space, 1, 2, 1), index_of(space, 2, 3, 0)};
+  const std::vector<double> speedups = {0.0, 0.0, 1.5, 1.5, 1.5};
+  SimilarityModel means_only;
+  means_only.beta = 0;
+  const auto picks = similarity_model_picks(space, tried, speedups, 4, means_only);
+  ASSERT_EQ(picks.size(), 4u);
+  for (size_t p : picks) EXPECT_NE(space[p].get("b"), 0) << space[p].id();
+  EXPECT_TRUE(similarity_model_picks(space, tried, {0.0, 0.0, 0.0, 0.0, -1.0}, 4).empty());  // no timed trial
+  EXPECT_TRUE(similarity_model_picks(space, tried, {1.0}, 4).empty());                       // sizes differ
+  EXPECT_TRUE(similarity_model_picks(space, {space.size()}, {1.0}, 4).empty());              // out of range
+  EXPECT_TRUE(similarity_model_picks({}, {}, {}, 4).empty());                                // no space
+  std::vector<size_t> all(space.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  EXPECT_TRUE(similarity_model_picks(space, all, std::vector<double>(all.size(), 1.0), 4).empty());  // all tried
+  std::vector<size_t> most(all.begin(), all.end() - 2);
+  EXPECT_EQ(similarity_model_picks(space, most, std::vector<double>(most.size(), 1.0), 4).size(), 2u);
+}
+
 TEST(NextRound, RoundOneIsThePolicysAndLaterRoundsFollowTheSearch) {
   const auto space = grid();
   std::vector<std::vector<float>> feats;
@@ -93,7 +196,7 @@ TEST(NextRound, RoundOneIsThePolicysAndLaterRoundsFollowTheSearch) {
   }
   Policy a(4, 7), b(4, 7);
   const Trials none;
-  EXPECT_EQ(next_round(a, TuneSearch::kKnobs, space, feats, strata, none, 4, 5), b.choose(feats, 4, strata));
+  EXPECT_EQ(next_round(a, TuneSearch::kGp, space, feats, strata, none, 4, 5), b.choose(feats, 4, strata));
 
   Trials done;
   for (size_t i : {index_of(space, 0, 1, 0), index_of(space, 1, 0, 1), index_of(space, 2, 2, 0)}) {
@@ -101,6 +204,8 @@ TEST(NextRound, RoundOneIsThePolicysAndLaterRoundsFollowTheSearch) {
   }
   const Policy base(4, 9);
   Policy p1 = base, p2 = base;
+  EXPECT_EQ(next_round(p1, TuneSearch::kGp, space, feats, strata, done, 4, 11),
+            similarity_model_picks(space, done.index, done.speedups, 4));
   EXPECT_EQ(next_round(p1, TuneSearch::kKnobs, space, feats, strata, done, 4, 11),
             knob_model_picks(space, done.index, done.speedups, 4));
   EXPECT_EQ(next_round(p1, TuneSearch::kKnobsMean, space, feats, strata, done, 4, 11),
@@ -111,6 +216,8 @@ TEST(NextRound, RoundOneIsThePolicysAndLaterRoundsFollowTheSearch) {
   Trials failed = done;
   std::fill(failed.speedups.begin(), failed.speedups.end(), 0.0);
   EXPECT_EQ(next_round(p1, TuneSearch::kKnobs, space, feats, strata, failed, 4, 11),
+            p2.adapted(failed.features, failed.speedups, 11).choose(feats, 4, strata, failed.index));
+  EXPECT_EQ(next_round(p1, TuneSearch::kGp, space, feats, strata, failed, 4, 11),
             p2.adapted(failed.features, failed.speedups, 11).choose(feats, 4, strata, failed.index));
 }
 

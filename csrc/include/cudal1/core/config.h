@@ -23,8 +23,9 @@ enum class L2FlushKind {
 };
 const char* l2_flush_name(L2FlushKind k) noexcept;
 
-/// How the tuner picks a signature's later rounds (Note [Knob model] in optimizer/search.h).
+/// How the tuner picks a signature's later rounds (Notes [Similarity model] and [Knob model] in optimizer/search.h).
 enum class TuneSearch {
+  kGp,         ///< a Gaussian process over knob similarity, lowest confidence bound (Note [Similarity model])
   kKnobs,      ///< a ridge model of this signature's measured times on its knob values, lowest confidence bound
   kPolicy,     ///< a copy of the contrastive policy adapted to this signature's measurements
   kKnobsMean,  ///< the ridge model's predictions alone (before session 14: no confidence bound)
@@ -41,9 +42,9 @@ struct Config {
   std::string cache_dir;            ///< resolved at parse time; empty only if no home directory is known
   LogLevel log_level = LogLevel::kWarn;
   int64_t hot_calls = 50;           ///< calls of one signature before it is hot
-  int64_t trials = 8;               ///< kernel variants tried per hot signature
-  int64_t tune_round = 8;           ///< variants per tuning round (Note [Tuning rounds] in optimizer/tuner.h)
-  TuneSearch tune_search = TuneSearch::kKnobs;  ///< how rounds after the first are picked
+  int64_t trials = 16;              ///< kernel variants tried per hot signature
+  int64_t tune_round = 4;           ///< variants per tuning round (Note [Tuning rounds] in optimizer/tuner.h)
+  TuneSearch tune_search = TuneSearch::kGp;  ///< how rounds after the first are picked
   int64_t verify_trials = 5;        ///< fresh random inputs per verification
   int64_t timing_reps = 40;         ///< interleaved timing repetitions per candidate
   double min_speedup = 1.03;        ///< median paired speedup a kernel needs before it is swapped in

@@ -11,7 +11,8 @@
 /// replacement from softmax(score / temperature), so early signatures explore and later ones exploit, and what
 /// was learned on one shape class cannot starve another of a structure that only it needs.
 /// Within one signature the tuner works in rounds (Note [Tuning rounds] in tuner.h): the first round is chosen by
-/// the persistent policy; each later round by the knob model (Note [Knob model] in search.h, the default) or, with
+/// the persistent policy; each later round by the similarity model (Note [Similarity model] in search.h, the
+/// default), the knob model (Note [Knob model], CUDAL1_TUNE_SEARCH=knobs) or, with
 /// CUDAL1_TUNE_SEARCH=policy, by an adapted copy (same weights, its own random stream) that learns a few passes
 /// over everything this signature measured so far and chooses among the variants not yet tried, a stratum
 /// already tried counting as covered. So a technique that won in round 1 on this shape is exploited in round 2

@@ -1,5 +1,6 @@
 /// @brief How the tuner picks each round's variants (Note [Tuning rounds] in tuner.h): the contrastive policy for
-/// round 1, then the knob model or an adapted policy. Shared by the Tuner and bench_tuner_replay.
+/// round 1, then the similarity model, the knob model or an adapted policy. Shared by the Tuner and
+/// bench_tuner_replay.
 ///
 /// Note [Knob model]
 /// Why (docs/PERF.md session 10, replay of GPU-measured variant times): on the column reductions' landscapes (167
@@ -38,6 +39,31 @@
 /// 1.0035 -> 1.0045, the stem 1.0065 -> 1.0069, cumsum 1.0080 -> 1.0079. 32 and 48 trials gain as much or
 /// more; 16 trials (one model round) gain on the column reductions and lose 1-3.5% on the group norms. beta 3
 /// and 6 were close; a last round without the bound (pure exploitation) was worse than the bound throughout.
+///
+/// Note [Similarity model]
+/// Why (docs/PERF.md "Session 18", bench_tuner_replay on the GPU-measured landscapes of ten rows, 400 seeds, 24
+/// trials in rounds of 8, kept variant's true time over the best's): the knob model is additive, and where knob
+/// values interact it keeps exploiting the wrong neighbourhood. On sum f32 [16,256,256] dim 1, a cluster tile's
+/// `splits` is a cluster size and a plain tile's a launch split; the cluster tiles measured better than round 1's
+/// split or 256-thread plain tiles, so later rounds stayed among them (6.4-7.6 us) and left the unsplit 512-1024
+/// thread plain tiles (5.2-5.5 us) untried: 1.062 of the best on average, 39% of seeds more than 5% off. Strata
+/// columns, optional-knob columns and pairwise interactions in the ridge traded that row against others (Note
+/// [Knob model]). What (TuneSearch::kGp, the default): a Gaussian process over the space. Two variants' prior
+/// covariance is sf2 x (mix x s / K + (1 - mix) x exp(-(K - s) / length)), s the knob values they share of the
+/// space's K knob names (a knob a variant lacks counts as value 0): the first term is the additive model's
+/// (a kernel of shared one-hot values), the second says that variants one or two knob values apart run alike,
+/// whatever the knobs' effects elsewhere, so a fast trial lifts its own neighbourhood. sf2 is the spread of the
+/// measured log times, the noise variance noise x sf2, the prior mean their mean; a failed trial counts as twice
+/// as slow as the slowest timed (as the knob model). A round takes the untried variant of lowest mu - beta x sigma,
+/// appends it with its predicted mean as if measured (the kriging believer: its neighbours' sigma shrinks, so one
+/// round does not spend itself on one neighbourhood) and repeats. Constants (SimilarityModel) from a grid over the
+/// replay (mix 0.3-0.9, length 0.5-6, beta 1-7, noise 0.02-0.1): a plateau at mix 0.3-0.5, length 0.5-0.85, beta
+/// 5-7 (mean over the rows 1.012-1.016 against the knob model's 1.019); the middle was taken. Replayed (24 trials
+/// in rounds of 8, knob model -> this): small sum 1.062 -> 1.025 (within 5% of the best in 61% -> 82% of seeds),
+/// var 1.015 -> 1.004, argmax 1.007 -> 1.002, gelu 1.016 -> 1.011, the other six rows equal or better (vector_norm
+/// dim 0 1.057 -> 1.056); 16 and 32 trials gain as well (mean 1.040 -> 1.028, 1.012 -> 1.010). In rounds of 4 the
+/// model steers sooner: 24 trials 1.011 (small sum 1.011, 95% within 5%), 16 trials 1.020 (Note [Tuning rounds]).
+/// Cost: a Cholesky factor of at most trials + k square a pick, well under a millisecond a round.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +88,23 @@ std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const st
                                      const std::vector<double>& speedups, size_t k,
                                      double lambda = kKnobModelLambda, double beta = kKnobModelBeta);
 
+/// Constants of the similarity model (Note [Similarity model]).
+struct SimilarityModel {
+  double mix = 0.5;     ///< weight of the additive part of the covariance (shared knob values)
+  double length = 0.6;  ///< knob values apart at which the neighbourhood part falls by e
+  double beta = 6.0;    ///< width of the lower confidence bound, in posterior standard deviations
+  double noise = 0.1;   ///< noise variance as a fraction of the prior variance
+};
+
+/// Up to `k` indices of `space` not in `tried`, in pick order: each the lowest bound mu - beta x sigma of the
+/// Gaussian process (Note [Similarity model]) fitted to the trials and to the round's earlier picks at their
+/// predicted means. `tried` holds indices of `space` (any out of range: empty result); `speedups[i]` is the
+/// measured speedup of variant `tried[i]` (<= 0: it failed); the sizes must match. Returns an empty vector when no
+/// trial has a speedup > 0 (nothing to fit); fewer than `k` when fewer are untried. Deterministic.
+std::vector<size_t> similarity_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
+                                           const std::vector<double>& speedups, size_t k,
+                                           const SimilarityModel& m = {});
+
 /// One signature's trials so far, in trial order: indices into the space, their features and speedups (<= 0:
 /// failed). All three have the same length.
 struct Trials {
@@ -78,9 +121,10 @@ struct Trials {
 };
 
 /// The next round's picks (up to `k` untried indices, in trial order). Round 1 (`done` empty): `policy.choose`
-/// with `strata`. Later rounds: the knob model (TuneSearch::kKnobs with its confidence bound, kKnobsMean without,
+/// with `strata`. Later rounds: the similarity model (TuneSearch::kGp), the knob model (kKnobs with its confidence
+/// bound, kKnobsMean without,
 /// where it has a timed trial to fit) or a copy of `policy` adapted to `done` with random stream `seed`
-/// (TuneSearch::kPolicy, and the knob model's fallback).
+/// (TuneSearch::kPolicy, and the models' fallback when no trial was timed).
 /// `feats` and `strata` are per variant of `space`.
 std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vector<Variant>& space,
                                const std::vector<std::vector<float>>& feats, const std::vector<int>& strata,

@@ -25,8 +25,9 @@ namespace cudal1::optimizer {
 /// A signature's `trials` variants are tried in rounds of `round`. Round 1 is the persistent family policy's
 /// choice (greedy best, uncovered strata, samples; Note [Contrastive policy]). Each later round is picked from
 /// every (variant, speedup) this signature measured so far, among the variants not yet tried: by default by the
-/// knob model (Note [Knob model] in search.h: a ridge regression of the measured log times on knob values), with
-/// `search` = kPolicy by an adapted copy of the policy (strata already tried counting as covered). Either way the
+/// similarity model (Note [Similarity model] in search.h: a Gaussian process over shared knob values), with
+/// `search` = kKnobs by the knob model (Note [Knob model]: a ridge regression of the measured log times on knob
+/// values), with kPolicy by an adapted copy of the policy (strata already tried counting as covered). Either way the
 /// search moves towards what won on this very shape (e.g. a pooling segment length or a softmax tile) instead of
 /// sampling all trials blind, which is what made one benchmark row differ by 15-20% between runs. The persistent
 /// policy learns once, at the end, from all of the signature's trials, as with one round; `round >= trials` is
@@ -39,10 +40,14 @@ namespace cudal1::optimizer {
 /// spatial softmax 471.7 -> 418.7 us, avg_pool2d f16 k3 s1 139.1 -> 119.1 us (the variants sessions 6-7 found
 /// only by luck), attention over queries and argmax columns unchanged. Tuning time unchanged (~10 s a row on
 /// the big rows): there it is verification and timing, not NVRTC.
+/// Defaults (session 18, docs/PERF.md "Session 18"): 16 trials in rounds of 4. Replayed on ten GPU-measured
+/// landscapes (bench_tuner_replay, 400 seeds), the kept variant's time over the best's averages 1.020 over the
+/// rows, against 1.100 for the earlier 8 trials in one round (the policy's picks alone: 1.12-1.19 on the column
+/// reductions and group norms); rounds of 4 let the model steer sooner (16 trials in rounds of 8: 1.028).
 struct TunerOptions {
-  int64_t trials = 8;
-  int64_t round = 8;            ///< variants per round (Note [Tuning rounds]); CUDAL1_TUNE_ROUND
-  TuneSearch search = TuneSearch::kKnobs;  ///< how rounds after the first are picked; CUDAL1_TUNE_SEARCH
+  int64_t trials = 16;
+  int64_t round = 4;            ///< variants per round (Note [Tuning rounds]); CUDAL1_TUNE_ROUND
+  TuneSearch search = TuneSearch::kGp;  ///< how rounds after the first are picked; CUDAL1_TUNE_SEARCH
   int64_t compile_threads = 8;  ///< most NVRTC threads of one round (also bounded by the cores and `round`)
   int64_t verify_trials = 5;
   int64_t timing_reps = 40;
