@@ -113,6 +113,13 @@
 /// computes and writes in step, and with the whole row on chip there is no room to load the next row while
 /// one is reduced; not profiled. The group norm bf16 UNet row stayed on mode 1 (52.8 us, 1.33x the floor,
 /// 1.18x the copy of the same bytes). Mode 4 stays a knob; it is verified (the norm fuzz drew it 393 times).
+/// Tried and removed (session 18, H200, 2026-12-01, docs/PERF.md "Session 18", runs 3-4): per-thread two-pass
+/// statistics (mode 6's) and each shared-memory slot refilled with the cluster's next row as soon as it was
+/// written out. Layer norm [64,1048576] 249.7 us (251 before; mode 6 187.2 in the same run), group norm g8 202.0
+/// (207; mode 6 184.9). Nsight Compute: only 7 clusters of 16 resident (112 of 132 SMs), 16 warps an SM, DRAM
+/// 42.7%, 4.6 of 14.4 cycles between a warp's instructions on L1TEX: the x, weight and bias loads of each vector
+/// wait out L2's latency (each cp.async's memory clobber also pinned the next vectors' weight and bias loads
+/// behind it), and the old loop already issued the next row's copies right after its stores.
 ///
 /// Note [Norm ring]
 /// Mode 5 removes what the measurements above blame: mode 3's reread misses L2 (Nsight Compute on the 210 us
