@@ -95,12 +95,12 @@ std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vec
                                const std::vector<std::vector<float>>& feats, const std::vector<int>& strata,
                                const Trials& done, size_t k, uint64_t seed) {
   if (done.index.empty()) return policy.choose(feats, k, strata);
-  if (search == TuneSearch::kGp) {
+  if (search == TuneSearch::kGp && done.size() <= kSimilarityMaxTrials) {
     auto picks = similarity_model_picks(space, done.index, done.speedups, k);
     if (!picks.empty()) return picks;
   }
-  if (search == TuneSearch::kKnobs || search == TuneSearch::kKnobsMean) {
-    const double beta = search == TuneSearch::kKnobs ? kKnobModelBeta : 0.0;
+  if (search == TuneSearch::kGp || search == TuneSearch::kKnobs || search == TuneSearch::kKnobsMean) {
+    const double beta = search == TuneSearch::kKnobsMean ? 0.0 : kKnobModelBeta;
     auto picks = knob_model_picks(space, done.index, done.speedups, k, kKnobModelLambda, beta);
     if (!picks.empty()) return picks;
   }

@@ -212,6 +212,25 @@ TEST(NextRound, RoundOneIsThePolicysAndLaterRoundsFollowTheSearch) {
             knob_model_picks(space, done.index, done.speedups, 4, kKnobModelLambda, 0.0));
   EXPECT_EQ(next_round(p1, TuneSearch::kPolicy, space, feats, strata, done, 4, 11),
             p2.adapted(done.features, done.speedups, 11).choose(feats, 4, strata, done.index));
+  // Past kSimilarityMaxTrials trials the similarity model hands over to the knob model (its cost grows with the
+  // cube of the trials): a space of 4^4 x 2 variants, every one but each 40th tried, their time with an interaction
+  // (b == c is faster) that the additive model cannot fit, so the two models pick differently.
+  std::vector<Variant> big;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      for (int c = 0; c < 4; ++c)
+        for (int d = 0; d < 4; ++d)
+          for (int e = 0; e < 2; ++e) big.push_back(Variant{{{"a", a}, {"b", b}, {"c", c}, {"d", d}, {"e", e}}});
+  std::vector<std::vector<float>> big_feats(big.size(), std::vector<float>(4, 0.f));
+  std::vector<int> big_strata(big.size(), 0);
+  Trials many;
+  for (size_t i = 0; i < big.size(); ++i)
+    if (i % 40 != 7)
+      many.add(i, big_feats[i], std::exp(-0.1 * big[i].get("a") - 0.3 * (big[i].get("b") == big[i].get("c"))));
+  ASSERT_GT(many.size(), kSimilarityMaxTrials);
+  const auto knob_picks = knob_model_picks(big, many.index, many.speedups, 4);
+  EXPECT_EQ(next_round(p1, TuneSearch::kGp, big, big_feats, big_strata, many, 4, 11), knob_picks);
+  EXPECT_NE(similarity_model_picks(big, many.index, many.speedups, 4), knob_picks);  // the two models differ here
   // With nothing timed the knob model has nothing to fit: the adapted policy picks.
   Trials failed = done;
   std::fill(failed.speedups.begin(), failed.speedups.end(), 0.0);

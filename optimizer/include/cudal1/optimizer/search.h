@@ -63,7 +63,9 @@
 /// var 1.015 -> 1.004, argmax 1.007 -> 1.002, gelu 1.016 -> 1.011, the other six rows equal or better (vector_norm
 /// dim 0 1.057 -> 1.056); 16 and 32 trials gain as well (mean 1.040 -> 1.028, 1.012 -> 1.010). In rounds of 4 the
 /// model steers sooner: 24 trials 1.011 (small sum 1.011, 95% within 5%), 16 trials 1.020 (Note [Tuning rounds]).
-/// Cost: a Cholesky factor of at most trials + k square a pick, well under a millisecond a round.
+/// Cost: a Cholesky factor of at most trials + k square a pick, well under a millisecond a round at the default
+/// trials; the work grows with the cube of the trials, so past kSimilarityMaxTrials timed trials (a sweep of a
+/// whole space) the knob model picks instead.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +89,9 @@ constexpr double kKnobModelBeta = 4.0;
 std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
                                      const std::vector<double>& speedups, size_t k,
                                      double lambda = kKnobModelLambda, double beta = kKnobModelBeta);
+
+/// Trials beyond which next_round leaves the similarity model for the knob model (Note [Similarity model]).
+constexpr size_t kSimilarityMaxTrials = 256;
 
 /// Constants of the similarity model (Note [Similarity model]).
 struct SimilarityModel {
@@ -121,8 +126,8 @@ struct Trials {
 };
 
 /// The next round's picks (up to `k` untried indices, in trial order). Round 1 (`done` empty): `policy.choose`
-/// with `strata`. Later rounds: the similarity model (TuneSearch::kGp), the knob model (kKnobs with its confidence
-/// bound, kKnobsMean without,
+/// with `strata`. Later rounds: the similarity model (TuneSearch::kGp; past kSimilarityMaxTrials trials the knob
+/// model with its bound), the knob model (kKnobs with its confidence bound, kKnobsMean without,
 /// where it has a timed trial to fit) or a copy of `policy` adapted to `done` with random stream `seed`
 /// (TuneSearch::kPolicy, and the models' fallback when no trial was timed).
 /// `feats` and `strata` are per variant of `space`.
