@@ -6,19 +6,31 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace cudal1::optimizer {
 namespace {
 
-/// 3 x 4 x 2 variants of knobs a, b, c; the true log kernel time is additive: a + 2 b - c / 2 (scaled), so the
-/// best variant is a=0, b=0, c=1.
-std::vector<Variant> grid() {
-  std::vector<Variant> out;
-  for (int a = 0; a < 3; ++a)
-    for (int b = 0; b < 4; ++b)
-      for (int c = 0; c < 2; ++c) out.push_back(Variant{{{"a", a}, {"b", b}, {"c", c}}});
+/// Every combination of knob values 0..n-1 of the named knobs {name, n}, the last knob fastest.
+std::vector<Variant> knob_grid(const std::vector<std::pair<std::string, int>>& knobs) {
+  std::vector<Variant> out = {Variant{}};
+  for (const auto& [name, n] : knobs) {
+    std::vector<Variant> next;
+    for (const Variant& v : out)
+      for (int x = 0; x < n; ++x) {
+        next.push_back(v);
+        next.back().knobs.emplace_back(name, x);
+      }
+    out = std::move(next);
+  }
   return out;
 }
+
+/// 3 x 4 x 2 variants of knobs a, b, c; the true log kernel time is additive: a + 2 b - c / 2 (scaled), so the
+/// best variant is a=0, b=0, c=1.
+std::vector<Variant> grid() { return knob_grid({{"a", 3}, {"b", 4}, {"c", 2}}); }
 
 double true_log_time(const Variant& v) { return 0.1 * v.get("a") + 0.2 * v.get("b") - 0.05 * v.get("c"); }
 
@@ -92,15 +104,7 @@ TEST(KnobModel, FailedTrialsCountAsSlowAndNothingTimedGivesNothing) {
 /// 4 x 4 x 2 x 2 x 2 variants of knobs a, b, c, d, e whose true log time is additive (0.1 a + 0.1 b + 0.05 (c +
 /// d + e)) except a pocket: a=3, b=3, c=0 runs three times faster than anything else, as a cluster tile's own
 /// sizes do while the same knob values are slow on plain tiles (Note [Similarity model]).
-std::vector<Variant> pocket_space() {
-  std::vector<Variant> out;
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      for (int c = 0; c < 2; ++c)
-        for (int d = 0; d < 2; ++d)
-          for (int e = 0; e < 2; ++e) out.push_back(Variant{{{"a", a}, {"b", b}, {"c", c}, {"d", d}, {"e", e}}});
-  return out;
-}
+std::vector<Variant> pocket_space() { return knob_grid({{"a", 4}, {"b", 4}, {"c", 2}, {"d", 2}, {"e", 2}}); }
 
 double pocket_log_time(const Variant& v) {
   const bool pocket = v.get("a") == 3 && v.get("b") == 3 && v.get("c") == 0;
@@ -215,12 +219,7 @@ TEST(NextRound, RoundOneIsThePolicysAndLaterRoundsFollowTheSearch) {
   // Past kSimilarityMaxTrials trials the similarity model hands over to the knob model (its cost grows with the
   // cube of the trials): a space of 4^4 x 2 variants, every one but each 40th tried, their time with an interaction
   // (b == c is faster) that the additive model cannot fit, so the two models pick differently.
-  std::vector<Variant> big;
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      for (int c = 0; c < 4; ++c)
-        for (int d = 0; d < 4; ++d)
-          for (int e = 0; e < 2; ++e) big.push_back(Variant{{{"a", a}, {"b", b}, {"c", c}, {"d", d}, {"e", e}}});
+  const std::vector<Variant> big = knob_grid({{"a", 4}, {"b", 4}, {"c", 4}, {"d", 4}, {"e", 2}});
   std::vector<std::vector<float>> big_feats(big.size(), std::vector<float>(4, 0.f));
   std::vector<int> big_strata(big.size(), 0);
   Trials many;
