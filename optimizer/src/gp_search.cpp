@@ -58,11 +58,13 @@ std::vector<size_t> similarity_model_picks(const std::vector<Variant>& space, co
   if (tried.size() != speedups.size() || space.empty()) return {};
   for (size_t i : tried)
     if (i >= space.size()) return {};
-  // Targets: -log(speedup) of the timed trials; a failed one twice as slow as the slowest timed.
+  // Targets: -log(speedup) of the timed trials; a failed one (or a speedup that is not a finite positive number)
+  // twice as slow as the slowest timed.
+  const auto timed = [](double s) { return s > 0 && std::isfinite(s); };
   double worst = -1e300;
   bool any = false;
   for (double s : speedups)
-    if (s > 0) worst = std::max(worst, -std::log(s)), any = true;
+    if (timed(s)) worst = std::max(worst, -std::log(s)), any = true;
   if (!any) return {};
   const std::vector<std::vector<int>> x = knob_table(space);
   const double knobs = static_cast<double>(x.front().size());
@@ -74,7 +76,7 @@ std::vector<size_t> similarity_model_picks(const std::vector<Variant>& space, co
   };
   std::vector<size_t> pts(tried);
   std::vector<double> y;
-  for (double s : speedups) y.push_back(s > 0 ? -std::log(s) : worst + std::log(2.0));
+  for (double s : speedups) y.push_back(timed(s) ? -std::log(s) : worst + std::log(2.0));
   std::vector<char> taken(space.size(), 0);
   for (size_t i : tried) taken[i] = 1;
   std::vector<size_t> out;

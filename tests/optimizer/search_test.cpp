@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -180,6 +181,9 @@ TEST(SimilarityModel, FailedTrialsCountAsSlowAndBadInputGivesNothing) {
   ASSERT_EQ(picks.size(), 4u);
   for (size_t p : picks) EXPECT_NE(space[p].get("b"), 0) << space[p].id();
   EXPECT_TRUE(similarity_model_picks(space, tried, {0.0, 0.0, 0.0, 0.0, -1.0}, 4).empty());  // no timed trial
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(similarity_model_picks(space, tried, {inf, nan, 0.0, 0.0, 0.0}, 4).empty());  // none finite
+  EXPECT_EQ(similarity_model_picks(space, tried, {inf, nan, 1.5, 1.5, 1.5}, 4, means_only), picks);  // as failed
   EXPECT_TRUE(similarity_model_picks(space, tried, {1.0}, 4).empty());                       // sizes differ
   EXPECT_TRUE(similarity_model_picks(space, {space.size()}, {1.0}, 4).empty());              // out of range
   EXPECT_TRUE(similarity_model_picks({}, {}, {}, 4).empty());                                // no space
