@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PWD/install"
-cmake --build build -j "$(nproc)" --target cudal1_shared cudal1_cli
+cmake --build build -j "$(nproc)" --target cudal1_shared cudal1_cli cudal1_warm
 cmake --install build >/dev/null
 cmake -S examples -B build-example -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/install"
 cmake --build build-example

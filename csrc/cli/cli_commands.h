@@ -3,6 +3,9 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
+
+#include "cudal1/core/status.h"
 
 namespace cudal1::cli {
 
@@ -13,11 +16,26 @@ struct Options {
   bool list_runs = false;
   std::string fingerprint;
   std::string run;
+  std::string signatures_file;  ///< warm: where the signatures come from (else the run `run`, or the newest)
+  int device = 0;               ///< warm: CUDA device index
+  double timeout_s = 3600;      ///< warm: for the whole list
+  bool dry_run = false;         ///< warm: only check that each signature rebuilds to a call
 };
 
 int cache_ls(const Options& o, std::ostream& out);
 int cache_clear(const Options& o, std::ostream& out);
 int report(const Options& o, std::ostream& out);
 int env(const Options& o, std::ostream& out);
+
+/// The signatures `cudal1 warm` tunes: from `o.signatures_file` (a run report as `cudal1 report --json` prints
+/// it, a JSON array of signature strings, or text with one signature a line, `#` comments), else from the
+/// recorded run `o.run` (default: the newest) in the cache; hot ones only unless `o.all`. Errors name the file
+/// or the run and what was wrong with it.
+Result<std::vector<std::string>> warm_signatures(const Options& o);
+
+/// `cudal1 warm`: hands the signatures to the `cudal1-warm` program beside this one (it links LibTorch and
+/// libcudal1.so) on its standard input, with cudal1 on in tune mode and this cache directory. Returns only
+/// when that cannot be started (with the exit code to use); otherwise the process becomes `cudal1-warm`.
+int warm_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err);
 
 }  // namespace cudal1::cli

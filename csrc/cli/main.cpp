@@ -31,12 +31,33 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("env", "every CUDAL1_* variable with its default and current value");
 
+  auto* warm = app.add_subcommand("warm", "tune recorded signatures now, on this GPU, and cache the outcomes "
+                                          "(pre-warms the cache before deployment)");
+  auto* from = warm->add_option("--signatures", opts.signatures_file,
+                                "file of signatures: a run report (`cudal1 report --json`), a JSON array, or one "
+                                "a line; default: the newest recorded app run in the cache");
+  warm->add_option("--run", opts.run, "take the signatures of this recorded run (`cudal1 report --runs`)")
+      ->excludes(from);
+  warm->add_flag("--all", opts.all, "every signature of the run, not only the hot ones");
+  warm->add_option("--device", opts.device, "CUDA device index to tune on")->check(CLI::NonNegativeNumber);
+  warm->add_option("--timeout", opts.timeout_s, "seconds for the whole list (default 3600)")
+      ->check(CLI::PositiveNumber);
+  warm->add_flag("--dry-run", opts.dry_run, "only check that every signature rebuilds to a call");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (cache->got_subcommand(ls)) return cudal1::cli::cache_ls(opts, std::cout);
     if (cache->got_subcommand(clear)) return cudal1::cli::cache_clear(opts, std::cout);
     if (app.got_subcommand(report)) return cudal1::cli::report(opts, std::cout);
     if (app.got_subcommand("env")) return cudal1::cli::env(opts, std::cout);
+    if (app.got_subcommand(warm)) {
+      auto sigs = cudal1::cli::warm_signatures(opts);
+      if (!sigs.ok()) {
+        std::cerr << "cudal1 warm: " << sigs.status().message() << "\n";
+        return 1;
+      }
+      return cudal1::cli::warm_exec(opts, sigs.value(), std::cerr);
+    }
   } catch (const std::exception& e) {
     std::cerr << "cudal1: " << e.what() << "\n";
     return 1;

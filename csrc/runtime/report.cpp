@@ -48,6 +48,7 @@ std::string build_report(const ReportHeader& h) {
               {"pid", static_cast<int64_t>(::getpid())},
               {"written_unix", static_cast<int64_t>(std::time(nullptr))},
               {"mode", h.mode},
+              {"warm", h.warm},
               {"hot_calls", h.hot_calls},
               {"counters",
                {{"hooked_calls", c.hooked_calls},

@@ -12,6 +12,7 @@ struct ReportHeader {
   int64_t hot_calls = 0;
   uint64_t cache_hits = 0;
   uint64_t tuned = 0;
+  bool warm = false;  ///< the process ran cudal1::warm (`cudal1 warm` skips such runs when it picks one)
 };
 
 /// Report document: header, counters, and every signature (calls, device time and its share, state, what

@@ -56,6 +56,7 @@ struct Runtime {
   std::atomic<uint64_t> last_report_calls{0};
   std::chrono::steady_clock::time_point last_report = std::chrono::steady_clock::now();
   std::once_flag exit_once;
+  std::atomic<bool> warm{false};
 };
 
 Runtime& rt() {
@@ -227,6 +228,17 @@ void start_from_environment() noexcept {
   }
 }
 
+bool tuning_on() noexcept { return rt().active.load() && rt().tuner != nullptr; }
+
+bool enqueue_for_tuning(dispatcher::SigRecord& rec) {
+  dispatcher::SigState cold = dispatcher::SigState::kCold;
+  if (!tuning_on() || !rec.state.compare_exchange_strong(cold, dispatcher::SigState::kQueued)) return false;
+  on_hot(rec);
+  return rec.state.load() != dispatcher::SigState::kCold;
+}
+
+void note_warm() noexcept { rt().warm = true; }
+
 std::string report_json() {
   Runtime& r = rt();
   ReportHeader h;
@@ -235,6 +247,7 @@ std::string report_json() {
   h.hot_calls = r.cfg.hot_calls;
   h.cache_hits = r.cache_hits.load();
   h.tuned = r.tuner ? r.tuner->tuned() : 0;
+  h.warm = r.warm.load();
   return build_report(h);
 }
 

@@ -4,11 +4,23 @@
 
 #include <string>
 
+#include "cudal1/dispatcher/sig_record.h"
+
 namespace cudal1::runtime {
 
 /// Reads the configuration and, when CUDAL1_ENABLE is on and the driver and NVRTC can be opened, installs the
 /// hooks and starts the tuner. Called once from the library's load-time initializer. Never throws.
 void start_from_environment() noexcept;
+
+/// True when cudal1 is on in tune mode (a tuner runs).
+bool tuning_on() noexcept;
+
+/// Hands a cold record to the tuner as if it had just become hot (Note [Pre-warming] in warm.cpp). Returns
+/// false when the record is not cold (already queued, tuned or served) or the tuner refused it.
+bool enqueue_for_tuning(dispatcher::SigRecord& rec);
+
+/// Marks this run as a pre-warming run in its report (Note [Pre-warming]).
+void note_warm() noexcept;
 
 /// The JSON report of this run (hot signatures, replacements, speedups).
 std::string report_json();

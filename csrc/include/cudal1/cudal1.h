@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #if defined(CUDAL1_BUILDING_LIBRARY)
 #define CUDAL1_API __attribute__((visibility("default")))
@@ -43,6 +44,32 @@ CUDAL1_API bool wait_idle(double timeout_s) noexcept;
 /// Writes the profile report (hot signatures, replacements, speedups) to the cache now. cudal1 also writes
 /// it periodically and at exit.
 CUDAL1_API void flush() noexcept;
+
+/// What warm() did with one signature.
+struct WarmResult {
+  std::string signature;
+  /// "kernel": tuned now, a verified kernel serves it and is cached; "aten": tuned now, ATen stays (cached as
+  /// such); "cached": the cache already held its outcome; "checked": dry run, the call rebuilds; "skipped": not
+  /// a call cudal1 tunes (an op outside its families, a CPU call); "timeout": still tuning when time ran out;
+  /// "error": the text does not rebuild to a call, ATen rejected the call, or tuning failed.
+  std::string outcome;
+  double speedup = 0;   ///< measured median speedup over ATen ("kernel", "aten", "cached")
+  std::string variant;  ///< the serving or best variant
+  std::string note;     ///< why ATen stays, why skipped, or the error
+};
+
+struct WarmOptions {
+  int device = 0;           ///< CUDA device index to tune on
+  double timeout_s = 3600;  ///< for the whole list
+  bool dry_run = false;     ///< only check that each text rebuilds to a call (meta tensors; cudal1 may be off)
+};
+
+/// Pre-warms the cache for this GPU (Note [Pre-warming] in csrc/runtime/warm.cpp): rebuilds each signature's
+/// call from its text (as the hook and `cudal1 report` write it), runs it once on `options.device` and has the
+/// optimizer tune it at once, one signature at a time, as if it had become hot in an app. Needs cudal1 on in
+/// tune mode (CUDAL1_ENABLE=1, CUDAL1_MODE=tune), except for a dry run. Results are in input order, one per
+/// distinct signature (repeats are dropped). Blocks; never throws.
+CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const WarmOptions& options) noexcept;
 
 /// cudal1's version, e.g. "0.1.0".
 CUDAL1_API const char* version() noexcept;

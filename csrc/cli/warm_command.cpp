@@ -1,0 +1,146 @@
+/// @brief `cudal1 warm`: collects the signatures to tune and starts `cudal1-warm` on them (Note [Pre-warming]
+/// in csrc/runtime/warm.cpp).
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "cli_commands.h"
+#include "cudal1/cache/kernel_cache.h"
+#include "cudal1/core/config.h"
+
+namespace cudal1::cli {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+/// Signatures of a run report, or of a JSON array of strings (or of objects with a "signature").
+Result<std::vector<std::string>> from_json(const nlohmann::json& j, bool all, const std::string& what) {
+  std::vector<std::string> out;
+  if (j.is_object() && j.contains("signatures") && j["signatures"].is_array()) {
+    for (const auto& s : j["signatures"])
+      if (s.is_object() && s.contains("signature") && s["signature"].is_string() && (all || s.value("hot", false)))
+        out.push_back(s["signature"].get<std::string>());
+    return out;
+  }
+  if (j.is_array()) {
+    for (const auto& s : j) {
+      if (s.is_string()) out.push_back(s.get<std::string>());
+      else if (s.is_object() && s.contains("signature") && s["signature"].is_string())
+        out.push_back(s["signature"].get<std::string>());
+      else return Status(Code::kInvalidArgument, what + ": an element is neither a string nor {\"signature\": ...}");
+    }
+    return out;
+  }
+  return Status(Code::kInvalidArgument, what + " is JSON but neither a run report nor a list of signatures");
+}
+
+Result<std::vector<std::string>> from_file(const std::string& path, bool all) {
+  std::ifstream in(path);
+  if (!in) return Status(Code::kIoError, "cannot read " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) return Status(Code::kInvalidArgument, path + " starts like JSON but does not parse");
+    return from_json(j, all, path);
+  }
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    line = trim(line);
+    if (!line.empty() && line[0] != '#') out.push_back(line);
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> from_run(const Options& o, const std::string& dir) {
+  cache::KernelCache cache(dir);
+  auto runs = cache.runs();
+  if (!runs.ok()) return runs.status();
+  for (const auto& r : runs.value()) {  // newest first
+    if (!o.run.empty() && r.run_id != o.run) continue;
+    const auto j = nlohmann::json::parse(r.json, nullptr, false);
+    if (j.is_discarded()) {
+      if (o.run.empty()) continue;
+      return Status(Code::kCorrupt, "run " + r.run_id + ": the report is not JSON");
+    }
+    if (o.run.empty() && j.value("warm", false)) continue;  // an earlier `cudal1 warm`, not an app
+    return from_json(j, o.all, "run " + r.run_id);
+  }
+  if (o.run.empty())
+    return Status(Code::kNotFound, "no recorded app runs in " + dir +
+                                       " (run the app with CUDAL1_ENABLE=1 first, or pass --signatures FILE)");
+  return Status(Code::kNotFound, "no run " + o.run + " in " + dir + " (see `cudal1 report --runs`)");
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> warm_signatures(const Options& o) {
+  const std::string dir = o.cache_dir.empty() ? config().cache_dir : o.cache_dir;
+  auto sigs = o.signatures_file.empty() ? from_run(o, dir) : from_file(o.signatures_file, o.all);
+  if (!sigs.ok()) return sigs;
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (auto& s : sigs.value())
+    if (seen.insert(s).second) out.push_back(std::move(s));
+  if (out.empty())
+    return Status(Code::kNotFound, std::string("no signatures to warm") +
+                                       (o.all ? "" : " (only hot ones are taken; --all takes every one)"));
+  return out;
+}
+
+int warm_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    err << "error: cannot locate this program (/proc/self/exe): " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  std::string helper(self, static_cast<size_t>(n));
+  helper = helper.substr(0, helper.rfind('/') + 1) + "cudal1-warm";
+  if (::access(helper.c_str(), X_OK) != 0) {
+    err << "error: " << helper << " is missing (it is built and installed with libcudal1.so)\n";
+    return 1;
+  }
+  // The list goes in on standard input, from an unnamed temporary file: no size limit, nothing left behind.
+  std::FILE* list = std::tmpfile();
+  if (!list) {
+    err << "error: cannot create a temporary file: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  for (const auto& s : signatures) std::fprintf(list, "%s\n", s.c_str());
+  if (std::fflush(list) != 0 || std::fseek(list, 0, SEEK_SET) != 0 || ::dup2(::fileno(list), 0) < 0) {
+    err << "error: cannot hand the signatures over: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  // libcudal1.so reads its configuration when it loads, so it is set before the helper starts (a dry run
+  // needs cudal1 off: it only rebuilds calls on the meta device).
+  ::setenv("CUDAL1_ENABLE", o.dry_run ? "0" : "1", 1);
+  ::setenv("CUDAL1_MODE", "tune", 1);
+  ::setenv("CUDAL1_CACHE_DIR", (o.cache_dir.empty() ? config().cache_dir : o.cache_dir).c_str(), 1);
+  std::vector<std::string> args = {"cudal1-warm", "--device", std::to_string(o.device), "--timeout",
+                                   fmt::format("{}", o.timeout_s)};
+  if (o.dry_run) args.push_back("--dry-run");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(helper.c_str(), argv.data());
+  err << "error: cannot run " << helper << ": " << std::strerror(errno) << "\n";
+  return 1;
+}
+
+}  // namespace cudal1::cli

@@ -1,0 +1,54 @@
+/// @brief `cudal1-warm`: tunes the signatures on its standard input (one a line) with cudal1::warm and prints
+/// what happened to each. `cudal1 warm` starts it with cudal1 switched on; it links LibTorch and libcudal1.so,
+/// which the `cudal1` program itself does not need.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cudal1/cudal1.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"cudal1-warm: tunes the signatures on standard input (one a line) on this GPU and caches the "
+               "outcomes. Normally started by `cudal1 warm`, which switches cudal1 on (CUDAL1_ENABLE=1, "
+               "CUDAL1_MODE=tune) and chooses the signatures."};
+  cudal1::WarmOptions o;
+  app.add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", o.timeout_s, "seconds for the whole list")->check(CLI::PositiveNumber);
+  app.add_flag("--dry-run", o.dry_run, "only check that every signature rebuilds to a call");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<std::string> sigs;
+  for (std::string line; std::getline(std::cin, line);)
+    if (!line.empty() && line[0] != '#') sigs.push_back(line);
+  if (sigs.empty()) {
+    std::fprintf(stderr, "cudal1 warm: no signatures on standard input\n");
+    return 1;
+  }
+  if (!o.dry_run && !cudal1::is_active()) {
+    std::printf("cudal1 warm: cudal1 is %s: nothing warmed (%zu signatures; --dry-run checks them without a GPU)\n",
+                cudal1::status_line().c_str(), sigs.size());
+    return 1;
+  }
+  std::printf("cudal1 warm: %zu signatures on device %d%s\n", sigs.size(), o.device,
+              o.dry_run ? " (dry run: rebuilt on the meta device, nothing tuned)" : "");
+  std::fflush(stdout);
+  const auto results = cudal1::warm(sigs, o);
+  std::map<std::string, int> count;
+  std::printf("%-8s %8s  %-40s %s\n", "outcome", "speedup", "variant", "signature");
+  for (const auto& r : results) {
+    ++count[r.outcome];
+    const std::string speedup = r.speedup > 0 ? std::to_string(r.speedup).substr(0, 4) + "x" : "-";
+    std::printf("%-8s %8s  %-40s %s\n", r.outcome.c_str(), speedup.c_str(), r.variant.c_str(), r.signature.c_str());
+    if (!r.note.empty() && r.outcome != "kernel") std::printf("%59s note: %s\n", "", r.note.c_str());
+  }
+  std::printf("%zu signatures: %d kernels, %d stay on ATen, %d already cached, %d checked, %d skipped, %d errors, "
+              "%d timed out\n",
+              results.size(), count["kernel"], count["aten"], count["cached"], count["checked"], count["skipped"],
+              count["error"], count["timeout"]);
+  if (!o.dry_run) std::printf("%s\n", cudal1::status_line().c_str());
+  return count["error"] + count["timeout"] > 0 ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# GPU test of pre-warming, the deployment path: an app run in profile mode records its hot signatures (no
+# tuning); `cudal1 warm` tunes them from that run into the cache; a second `cudal1 warm` finds them all cached;
+# the app in serve mode then takes every signature's outcome from the cache on first use, and its outputs
+# match ATen. Exit 77 = skipped (no GPU).
+set -u
+app=$1 cli=$2 dir=$3
+rm -rf "$dir"
+export CUDAL1_CACHE_DIR="$dir"
+echo "== 1. record (CUDAL1_MODE=profile)"
+CUDAL1_ENABLE=1 CUDAL1_MODE=profile "$app" record
+rc=$?
+[ $rc -eq 0 ] || exit $rc
+"$cli" report || exit 1
+echo "== 2. cudal1 warm (the newest app run)"
+"$cli" warm --timeout 500 | tee "$dir.warm1"
+[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL: cudal1 warm failed"; exit 1; }
+grep -qE "^3 signatures: [1-3] kernels" "$dir.warm1" || { echo "FAIL: expected 3 tuned signatures, >= 1 kernel"; exit 1; }
+"$cli" cache ls || exit 1
+echo "== 3. cudal1 warm again: nothing left to tune"
+"$cli" warm --timeout 500 | tee "$dir.warm2"
+grep -qE "^3 signatures: 0 kernels, 0 stay on ATen, 3 already cached" "$dir.warm2" || {
+  echo "FAIL: expected all 3 already cached"; exit 1; }
+echo "== 4. serve (CUDAL1_MODE=serve): first calls from the cache"
+CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_LOG_LEVEL=info "$app" serve

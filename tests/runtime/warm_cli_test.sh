@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Host test of `cudal1 warm` (no GPU needed): where signatures come from (text, JSON report, JSON array, the
+# newest recorded run), the dry run's verdicts, and the clear errors: an unreadable file, no runs, bad JSON,
+# conflicting options, and cudal1 being off (no driver here, or a CPU-only LibTorch).
+set -u
+cli=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fails=0
+check() {  # check NAME EXPECTED_RC PATTERN COMMAND...: runs COMMAND, wants its exit code and PATTERN in its output
+  local name=$1 want=$2 pat=$3
+  shift 3
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pat" <<<"$out"; then
+    echo "FAIL $name: rc $rc (want $want), pattern '$pat' in:"
+    echo "$out" | sed 's/^/    /'
+    fails=$((fails + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+cat > sigs.txt <<'S'
+# one signature a line; comments and blank lines are ignored
+aten::gelu(f32[4,6]{6,1}, approximate='tanh')
+
+aten::mm(f32[4,4]{4,1}, f32[4,4]{4,1})
+aten::_log_softmax(bf16[32,32000,64]{2048000,64,1}, 1, False)
+aten::gelu(f32[4,6]{6,1}, approximate='tanh')
+S
+cat > report.json <<'S'
+{"run_id": "1-2", "mode": "profile", "signatures": [
+  {"signature": "aten::relu(f16[128,64]{64,1})", "hot": true, "calls": 60},
+  {"signature": "aten::tanh(f32[64]{1})", "hot": false, "calls": 3}]}
+S
+echo '["aten::relu(f32[8]{1})", {"signature": "aten::relu(f33[8]{1})"}]' > list.json
+echo '{"signatures": 3}' > odd.json
+echo '[1, 2]' > ints.json
+echo '{"signatures": [' > broken.json
+c="$cli --cache-dir $work/cache"
+
+check "dry run of a text list" 0 "3 signatures: 0 kernels.* 2 checked, 1 skipped, 0 errors" \
+  $c warm --signatures sigs.txt --dry-run
+check "a foreign op is skipped, with the reason" 0 "note: cudal1 does not optimize aten::mm" \
+  $c warm --signatures sigs.txt --dry-run
+check "a report gives its hot signatures" 0 "^1 signatures: .*1 checked" $c warm --signatures report.json --dry-run
+check "--all gives every signature" 0 "^2 signatures: .*2 checked" $c warm --signatures report.json --all --dry-run
+check "a JSON list; a bad signature is an error" 1 "note: InvalidArgument: argument self: unknown dtype 'f33'" \
+  $c warm --signatures list.json --dry-run
+check "an error sets the exit code" 1 "1 checked, 0 skipped, 1 errors" $c warm --signatures list.json --dry-run
+check "unreadable file" 1 "cannot read missing.txt" $c warm --signatures missing.txt
+check "JSON that is not a list of signatures" 1 "neither a run report nor a list" $c warm --signatures odd.json
+check "a JSON list of numbers" 1 "neither a string nor" $c warm --signatures ints.json
+check "broken JSON" 1 "does not parse" $c warm --signatures broken.json
+check "no recorded runs" 1 "no recorded app runs in $work/cache" $c warm
+check "an unknown run" 1 "no run 42" $c warm --run 42
+check "--run and --signatures exclude each other" 108 "excludes" $c warm --run 1 --signatures sigs.txt
+check "no hot signatures" 1 "no signatures to warm .*--all" $c warm --signatures /dev/null
+# Here cudal1 cannot be on (no driver, or a CPU-only LibTorch): tuning is refused with the reason.
+check "cudal1 off: nothing warmed, and why" 1 "cudal1 warm: cudal1 is off: .*nothing warmed" \
+  $c warm --signatures sigs.txt
+check "--help names the sources" 0 "a run report \(.cudal1 report --json.\)" $c warm --help
+[ "$fails" -eq 0 ] && echo "all warm CLI checks passed" || { echo "$fails warm CLI checks failed"; exit 1; }
