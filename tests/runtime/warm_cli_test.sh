@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host test of `cudal1 warm` (no GPU needed): where signatures come from (text, JSON report, JSON array, the
+# Host test of `cudal1 warm` (no GPU needed, and none used where there is one): where signatures come from (text, JSON report, JSON array, the
 # newest recorded run), the dry run's verdicts, and the clear errors: an unreadable file, no runs, bad JSON,
 # conflicting options, and cudal1 being off (no driver here, or a CPU-only LibTorch).
 set -u
@@ -56,8 +56,15 @@ check "no recorded runs" 1 "no recorded app runs in $work/cache" $c warm
 check "an unknown run" 1 "no run 42" $c warm --run 42
 check "--run and --signatures exclude each other" 108 "excludes" $c warm --run 1 --signatures sigs.txt
 check "no hot signatures" 1 "no signatures to warm .*--all" $c warm --signatures /dev/null
-# Here cudal1 cannot be on (no driver, or a CPU-only LibTorch): tuning is refused with the reason.
-check "cudal1 off: nothing warmed, and why" 1 "cudal1 warm: cudal1 is off: .*nothing warmed" \
-  $c warm --signatures sigs.txt
+# Without a GPU (no driver, or a CPU-only LibTorch) cudal1 is off: tuning is refused with the reason. On a GPU
+# machine cudal1 is on, so the foreign signature is only skipped (gpu.warm_then_serve tests tuning there).
+echo 'aten::mm(f32[4,4]{4,1}, f32[4,4]{4,1})' > foreign.txt
+if $c warm --signatures foreign.txt 2>&1 | grep -q "cudal1 is off"; then
+  check "cudal1 off: nothing warmed, and why" 1 "cudal1 warm: cudal1 is off: .*nothing warmed" \
+    $c warm --signatures foreign.txt
+else
+  check "cudal1 on (a GPU here): a foreign op is skipped" 0 "1 signatures: .* 1 skipped, 0 errors" \
+    $c warm --signatures foreign.txt
+fi
 check "--help names the sources" 0 "a run report \(.cudal1 report --json.\)" $c warm --help
 [ "$fails" -eq 0 ] && echo "all warm CLI checks passed" || { echo "$fails warm CLI checks failed"; exit 1; }
