@@ -35,16 +35,18 @@ int main(int argc, char** argv) {
   }
   std::printf("cudal1 warm: %zu signatures on device %d%s\n", sigs.size(), o.device,
               o.dry_run ? " (dry run: rebuilt on the meta device, nothing tuned)" : "");
-  std::fflush(stdout);
-  const auto results = cudal1::warm(sigs, o);
-  std::map<std::string, int> count;
   std::printf("%-8s %8s  %-40s %s\n", "outcome", "speedup", "variant", "signature");
-  for (const auto& r : results) {
+  std::fflush(stdout);
+  std::map<std::string, int> count;
+  o.on_result = [&](const cudal1::WarmResult& r) {  // a line as each signature is done: tuning takes seconds each
     ++count[r.outcome];
-    const std::string speedup = r.speedup > 0 ? std::to_string(r.speedup).substr(0, 4) + "x" : "-";
-    std::printf("%-8s %8s  %-40s %s\n", r.outcome.c_str(), speedup.c_str(), r.variant.c_str(), r.signature.c_str());
+    char speedup[32] = "-";
+    if (r.speedup > 0) std::snprintf(speedup, sizeof speedup, "%.2fx", r.speedup);
+    std::printf("%-8s %8s  %-40s %s\n", r.outcome.c_str(), speedup, r.variant.c_str(), r.signature.c_str());
     if (!r.note.empty() && r.outcome != "kernel") std::printf("%59s note: %s\n", "", r.note.c_str());
-  }
+    std::fflush(stdout);
+  };
+  const auto results = cudal1::warm(sigs, o);
   std::printf("%zu signatures: %d kernels, %d stay on ATen, %d already cached, %d checked, %d skipped, %d errors, "
               "%d timed out\n",
               results.size(), count["kernel"], count["aten"], count["cached"], count["checked"], count["skipped"],

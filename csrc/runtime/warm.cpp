@@ -136,6 +136,14 @@ WarmResult warm_one(const std::string& text, const WarmOptions& o, Clock::time_p
 
 std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const WarmOptions& options) noexcept {
   std::vector<WarmResult> out;
+  auto emit = [&](WarmResult r) {
+    out.push_back(std::move(r));
+    if (!options.on_result) return;
+    try {
+      options.on_result(out.back());
+    } catch (...) {
+    }
+  };
   try {
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(std::max(0.0, options.timeout_s)));
@@ -143,7 +151,7 @@ std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const W
     std::set<std::string> seen;
     for (const std::string& text : signatures) {
       if (!seen.insert(text).second) continue;
-      out.push_back(warm_one(text, options, deadline));
+      emit(warm_one(text, options, deadline));
       CUDAL1_LOG(kInfo, "warm: " << out.back().outcome << " " << text);
     }
     if (!options.dry_run) flush();
@@ -151,7 +159,7 @@ std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const W
     WarmResult r;
     r.outcome = "error";
     r.note = std::string("warm stopped: ") + e.what();
-    out.push_back(r);
+    emit(std::move(r));
   }
   return out;
 }

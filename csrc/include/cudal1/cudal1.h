@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct WarmOptions {
   int device = 0;           ///< CUDA device index to tune on
   double timeout_s = 3600;  ///< for the whole list
   bool dry_run = false;     ///< only check that each text rebuilds to a call (meta tensors; cudal1 may be off)
+  /// Called with each result as soon as it is known (progress), on the calling thread; exceptions it throws
+  /// are swallowed.
+  std::function<void(const WarmResult&)> on_result;
 };
 
 /// Pre-warms the cache for this GPU (Note [Pre-warming] in csrc/runtime/warm.cpp): rebuilds each signature's
