@@ -117,9 +117,9 @@
 /// statistics (mode 6's) and each shared-memory slot refilled with the cluster's next row as soon as it was
 /// written out. Layer norm [64,1048576] 249.7 us (251 before; mode 6 187.2 in the same run), group norm g8 202.0
 /// (207; mode 6 184.9). Nsight Compute: only 7 clusters of 16 resident (112 of 132 SMs), 16 warps an SM, DRAM
-/// 42.7%, 4.6 of 14.4 cycles between a warp's instructions on L1TEX: the x, weight and bias loads of each vector
-/// wait out L2's latency (each cp.async's memory clobber also pinned the next vectors' weight and bias loads
-/// behind it), and the old loop already issued the next row's copies right after its stores.
+/// 42.7%, 4.6 of 14.4 cycles between a warp's instructions on L1TEX, and the old loop already issued the next
+/// row's copies right after its stores. (Session 18 blamed weight and bias loads; that row has neither, so no
+/// affine loads run: the L1TEX waits are the x copies', and the 58% L2 hit rate is unexplained.)
 ///
 /// Note [Norm ring]
 /// Mode 5 removes what the measurements above blame: mode 3's reread misses L2 (Nsight Compute on the 210 us
