@@ -2,6 +2,7 @@
 # Builds cudal1 from this checkout on the GPU machine (torch 2.11+cu130 from python3, Debian packages from
 # .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
 # second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
+# The example stage also records a profile run, pre-warms its signatures with `cudal1 warm` and serves them.
 # Usage: scripts/gpu_run.sh [all|build|test|bench|hook|kernels|example]...   (default: all; bench = hook + kernels)
 # BENCH_ONLY='softmax|pool' runs only the kernel-benchmark rows whose name contains one of the words;
 # BENCH_TIMEOUT (s, default 400) bounds that benchmark; CTEST_REGEX runs only the tests it matches.
@@ -77,11 +78,20 @@ if want example; then
     timeout 300 $B/examples/cudal1_example 200 >"$OUT/example_profile.txt" 2>&1
   summary+=("example profile mode: rc=$? $(grep -E 'MATCH' "$OUT/example_profile.txt" | tail -1)")
   $B/csrc/cli/cudal1 --cache-dir /tmp/cudal1_profile_cache report >>"$OUT/example_profile.txt" 2>&1
+  say "pre-warming: cudal1 warm tunes the profile run's hot signatures, then the example serves from that cache"
+  t0=$(date +%s)
+  timeout 600 $B/csrc/cli/cudal1 --cache-dir /tmp/cudal1_profile_cache warm >"$OUT/example_warm.txt" 2>&1
+  summary+=("cudal1 warm: rc=$? in $(( $(date +%s) - t0 )) s; $(grep -E '^[0-9]+ signatures' "$OUT/example_warm.txt")")
+  CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_CACHE_DIR=/tmp/cudal1_profile_cache CUDAL1_LOG_LEVEL=info \
+    timeout 300 $B/examples/cudal1_example 200 >"$OUT/example_serve.txt" 2>&1
+  summary+=("example serve mode after warm: rc=$? $(grep -E 'MATCH' "$OUT/example_serve.txt" | tail -1)")
 fi
 
 say "summary"
 printf '%s\n' "${summary[@]}" | tee -a "$LOG"
 [ -f "$OUT/bench_hook.txt" ] && grep -E "_(median|cv) " "$OUT/bench_hook.txt"
 [ -f "$OUT/bench_kernels.txt" ] && cat "$OUT/bench_kernels.txt"
-for run in 1 2; do [ -f "$OUT/example_run$run.txt" ] && grep -E "ms/iter|MATCH|cudal1 at end|speedup" "$OUT/example_run$run.txt"; done
+for run in run1 run2 serve; do
+  [ -f "$OUT/example_$run.txt" ] && grep -E "ms/iter|MATCH|cudal1 at end|speedup" "$OUT/example_$run.txt"
+done
 exit 0

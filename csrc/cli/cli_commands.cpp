@@ -94,13 +94,14 @@ int report(const Options& o, std::ostream& out) {
   auto runs = cache.runs();
   if (!runs.ok()) return fail(out, runs.status());
   if (o.list_runs) {
-    out << fmt::format("{:<24} {:<8} {:>12} {:>10} {:>9}\n", "run", "mode", "calls", "signatures", "replaced");
+    out << fmt::format("{:<24} {:<10} {:>12} {:>10} {:>9}\n", "run", "mode", "calls", "signatures", "replaced");
     for (const auto& r : runs.value()) {
       const auto j = nlohmann::json::parse(r.json, nullptr, false);
       if (j.is_discarded()) continue;
       size_t replaced = 0;
       for (const auto& s : j.value("signatures", nlohmann::json::array())) replaced += s.value("state", "") == "replaced";
-      out << fmt::format("{:<24} {:<8} {:>12} {:>10} {:>9}\n", r.run_id, j.value("mode", "?"),
+      const std::string mode = j.value("mode", "?") + (j.value("warm", false) ? "/warm" : "");
+      out << fmt::format("{:<24} {:<10} {:>12} {:>10} {:>9}\n", r.run_id, mode,
                          j["counters"].value("hooked_calls", 0), j["counters"].value("signatures", 0), replaced);
     }
     return 0;
@@ -123,7 +124,8 @@ int report(const Options& o, std::ostream& out) {
     return 0;
   }
   const auto& c = j["counters"];
-  out << fmt::format("run {} (mode {}, written {} UTC)\n", run->run_id, j.value("mode", "?"),
+  out << fmt::format("run {} (mode {}{}, written {} UTC)\n", run->run_id, j.value("mode", "?"),
+                     j.value("warm", false) ? ", a `cudal1 warm` run" : "",
                      when(j.value("written_unix", int64_t{0})));
   out << fmt::format("{} hooked calls, {} signatures, {} tuned, {} from cache, {} calls served by cudal1 kernels, "
                      "{} fallbacks\n\n",

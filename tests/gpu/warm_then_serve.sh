@@ -17,6 +17,7 @@ echo "== 2. cudal1 warm (the newest app run)"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL: cudal1 warm failed"; exit 1; }
 grep -qE "^3 signatures: [1-3] kernels" "$dir.warm1" || { echo "FAIL: expected 3 tuned signatures, >= 1 kernel"; exit 1; }
 "$cli" cache ls || exit 1
+"$cli" report --runs | grep -q "tune/warm" || { echo "FAIL: the warm run is not marked in cudal1 report --runs"; exit 1; }
 echo "== 3. cudal1 warm again: nothing left to tune"
 "$cli" warm --timeout 500 | tee "$dir.warm2"
 grep -qE "^3 signatures: 0 kernels, 0 stay on ATen, 3 already cached" "$dir.warm2" || {
