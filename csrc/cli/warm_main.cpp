@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::string> sigs;
+  std::set<std::string> seen;
   for (std::string line; std::getline(std::cin, line);)
-    if (!line.empty() && line[0] != '#') sigs.push_back(line);
+    if (!line.empty() && line[0] != '#' && seen.insert(line).second) sigs.push_back(line);
   if (sigs.empty()) {
     std::fprintf(stderr, "cudal1 warm: no signatures on standard input\n");
     return 1;
@@ -43,13 +45,14 @@ int main(int argc, char** argv) {
     char speedup[32] = "-";
     if (r.speedup > 0) std::snprintf(speedup, sizeof speedup, "%.2fx", r.speedup);
     std::printf("%-8s %8s  %-40s %s\n", r.outcome.c_str(), speedup, r.variant.c_str(), r.signature.c_str());
+    if (!r.tuned_signature.empty()) std::printf("%59s tuned as: %s\n", "", r.tuned_signature.c_str());
     if (!r.note.empty() && r.outcome != "kernel") std::printf("%59s note: %s\n", "", r.note.c_str());
     std::fflush(stdout);
   };
   const auto results = cudal1::warm(sigs, o);
-  std::printf("%zu signatures: %d kernels, %d stay on ATen, %d already cached, %d checked, %d skipped, %d errors, "
+  std::printf("%zu signatures (%zu outcomes): %d kernels, %d stay on ATen, %d already cached, %d checked, %d skipped, %d errors, "
               "%d timed out\n",
-              results.size(), count["kernel"], count["aten"], count["cached"], count["checked"], count["skipped"],
+              sigs.size(), results.size(), count["kernel"], count["aten"], count["cached"], count["checked"], count["skipped"],
               count["error"], count["timeout"]);
   if (!o.dry_run) std::printf("%s\n", cudal1::status_line().c_str());
   return count["error"] + count["timeout"] > 0 ? 1 : 0;

@@ -7,7 +7,9 @@
 /// encoding]): dtypes, sizes, strides and every scalar. warm() rebuilds each call from its text
 /// (dispatcher::rebuild_call: tensors at offset 0 with random values, checked to describe back to the same
 /// text, hence the same cache key), runs it once through the dispatcher, so the hook creates its record exactly
-/// as in an app, and hands the record to the tuner as if it had become hot. Calls go one at a time, each
+/// as in an app, and hands the records it reached to the tuner as if they had become hot: the call's own record,
+/// or, for a composite op such as aten::layer_norm (profile mode hooks every op and records the composite, which
+/// tune mode does not hook), the records of the family ops it calls (aten::native_layer_norm). Calls go one at a time, each
 /// waiting for its tuning to finish, so that no rebuilt call runs on the GPU while a candidate is timed. The
 /// tuner verifies, times and writes the cache as it does in an app; an entry the cache already holds for
 /// this GPU's fingerprint is attached by the hook on the rebuilt call's first use and reported "cached", not
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "cudal1/core/log.h"
@@ -31,105 +34,96 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// "relu" or "add.Tensor" as the families name their ops, from a signature's leading "aten::name.overload".
-bool family_op(const std::string& text, std::string* why) {
+/// True when the signature's op is one a family tunes ("relu", "add.Tensor", ... as the families name them).
+bool family_op(const std::string& text) {
   const std::string full = text.substr(0, text.find('('));
-  if (full.rfind("aten::", 0) != 0) {
-    *why = "not an ATen operator";
-    return false;
-  }
+  if (full.rfind("aten::", 0) != 0) return false;
   const auto ops = optimizer::all_family_ops();
-  if (std::find(ops.begin(), ops.end(), full.substr(6)) != ops.end()) return true;
-  *why = "cudal1 does not optimize " + full;
-  return false;
+  return std::find(ops.begin(), ops.end(), full.substr(6)) != ops.end();
 }
 
-dispatcher::SigRecord* find_record(const std::string& text, int device) {
-  dispatcher::SigRecord* found = nullptr;
-  dispatcher::for_each_record([&](dispatcher::SigRecord& r) {
-    if (r.device_index == device && r.sig.text == text) found = &r;
-  });
-  return found;
+std::map<dispatcher::SigRecord*, uint64_t> calls_by_record() {
+  std::map<dispatcher::SigRecord*, uint64_t> m;
+  dispatcher::for_each_record([&](dispatcher::SigRecord& r) { m[&r] = r.calls.load(); });
+  return m;
 }
 
-void fill_outcome(const dispatcher::SigRecord& rec, bool from_cache_expected, WarmResult* res) {
-  const auto o = rec.outcome();
-  res->speedup = o.speedup;
-  res->variant = o.variant;
-  res->note = o.note;
-  switch (rec.state.load()) {
-    case dispatcher::SigState::kReplaced:
-    case dispatcher::SigState::kAten:
-      res->outcome = o.from_cache || from_cache_expected ? "cached"
-                     : rec.state.load() == dispatcher::SigState::kReplaced ? "kernel" : "aten";
-      break;
-    case dispatcher::SigState::kFailed:
-      res->outcome = "error";
-      break;
-    default:
-      res->outcome = "timeout";
-      res->note = "still tuning when the time ran out";
-  }
-}
-
-WarmResult warm_one(const std::string& text, const WarmOptions& o, Clock::time_point deadline) {
+WarmResult outcome_of(const dispatcher::SigRecord& rec, const std::string& text) {
   WarmResult res;
   res.signature = text;
-  if (!o.dry_run && Clock::now() >= deadline) {
-    res.outcome = "timeout";
-    res.note = "not started: the time ran out";
-    return res;
+  if (rec.sig.text != text) res.tuned_signature = rec.sig.text;
+  const auto o = rec.outcome();
+  res.speedup = o.speedup;
+  res.variant = o.variant;
+  res.note = o.note;
+  switch (rec.state.load()) {
+    case dispatcher::SigState::kReplaced:
+      res.outcome = o.from_cache ? "cached" : "kernel";
+      break;
+    case dispatcher::SigState::kAten:
+      res.outcome = o.from_cache ? "cached" : "aten";
+      break;
+    case dispatcher::SigState::kFailed:
+      res.outcome = "error";
+      break;
+    default:
+      res.outcome = "timeout";
+      res.note = "still tuning when the time ran out";
   }
-  if (!family_op(text, &res.note)) {
-    res.outcome = "skipped";
-    return res;
-  }
+  return res;
+}
+
+std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, Clock::time_point deadline) {
+  WarmResult res;
+  res.signature = text;
+  auto one = [&](const char* outcome, std::string note) {
+    res.outcome = outcome;
+    res.note = std::move(note);
+    return std::vector<WarmResult>{res};
+  };
+  if (!o.dry_run && Clock::now() >= deadline) return one("timeout", "not started: the time ran out");
   const c10::Device device = o.dry_run ? c10::Device(c10::DeviceType::Meta)
                                        : c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(o.device));
-  if (!o.dry_run && !runtime::tuning_on()) {
-    res.outcome = "error";
-    res.note = is_active() ? "cudal1 is not in tune mode (CUDAL1_MODE)" : "cudal1 is " + status_line();
-    return res;
-  }
+  if (!o.dry_run && !runtime::tuning_on())
+    return one("error", is_active() ? "cudal1 is not in tune mode (CUDAL1_MODE)" : "cudal1 is " + status_line());
   auto call = dispatcher::rebuild_call(text, device, /*fill=*/!o.dry_run);
-  if (!call.ok()) {
-    res.outcome = call.status().code() == Code::kUnsupported ? "skipped" : "error";
-    res.note = call.status().to_string();
-    return res;
-  }
-  if (o.dry_run) {
-    res.outcome = "checked";
-    return res;
-  }
+  if (!call.ok())
+    return one(call.status().code() == Code::kUnsupported ? "skipped" : "error", call.status().to_string());
+  const bool family = family_op(text);
+  if (o.dry_run)
+    return one("checked", family ? "" : "not an op cudal1 tunes itself: what its call reaches on the GPU is tuned");
+  const auto before = calls_by_record();
   try {
     c10::InferenceMode inference;
     call->op.callBoxed(&call->stack);
   } catch (const std::exception& e) {
-    res.outcome = "error";
-    res.note = std::string("ATen rejected the rebuilt call: ") + e.what();
-    return res;
+    return one("error", std::string("ATen rejected the rebuilt call: ") + e.what());
   }
   call->stack.clear();
-  dispatcher::SigRecord* rec = find_record(text, o.device);
-  if (!rec) {
-    res.outcome = "skipped";
-    res.note = "the hook did not key the rebuilt call";
-    return res;
+  // The records this call reached at the top level: its own (a family op), or those of the family ops a
+  // composite op calls (e.g. aten::layer_norm reaches aten::native_layer_norm: profile mode records the former).
+  std::vector<dispatcher::SigRecord*> reached;
+  for (const auto& [rec, calls] : calls_by_record()) {
+    const auto it = before.find(rec);
+    if (rec->device_index == o.device && calls > (it == before.end() ? 0 : it->second)) reached.push_back(rec);
   }
-  const auto state = rec->state.load();
-  const bool cached = (state == dispatcher::SigState::kReplaced || state == dispatcher::SigState::kAten) &&
-                      rec->outcome().from_cache;
-  if (!cached) {
+  if (reached.empty())
+    return one("skipped", family ? "the hook did not key the rebuilt call"
+                                 : "its call reaches no op cudal1 tunes (" + text.substr(0, text.find('(')) +
+                                       " is not one)");
+  std::vector<WarmResult> out;
+  for (dispatcher::SigRecord* rec : reached) {
     if (!runtime::enqueue_for_tuning(*rec) && rec->state.load() == dispatcher::SigState::kCold) {
-      res.outcome = "error";
-      res.note = "the tuner did not take the signature";
-      return res;
+      out.push_back(outcome_of(*rec, text));
+      out.back().outcome = "error";
+      out.back().note = "the tuner did not take the signature";
+      continue;
     }
     const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     wait_idle(std::max(0.0, left));
+    out.push_back(outcome_of(*rec, text));
   }
-  fill_outcome(*rec, cached, &res);
-  return res;
+  return out;
 }
 
 }  // namespace
@@ -151,8 +145,10 @@ std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const W
     std::set<std::string> seen;
     for (const std::string& text : signatures) {
       if (!seen.insert(text).second) continue;
-      emit(warm_one(text, options, deadline));
-      CUDAL1_LOG(kInfo, "warm: " << out.back().outcome << " " << text);
+      for (WarmResult& r : warm_one(text, options, deadline)) {
+        CUDAL1_LOG(kInfo, "warm: " << r.outcome << " " << text);
+        emit(std::move(r));
+      }
     }
     if (!options.dry_run) flush();
   } catch (const std::exception& e) {

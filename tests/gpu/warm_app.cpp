@@ -1,10 +1,12 @@
 /// @brief GPU test app for `cudal1 warm` (tests/gpu/warm_then_serve.sh), linked with libcudal1.so.
-/// `warm_app record`: calls three family ops 60 times each (cudal1 in profile mode records them as hot).
+/// `warm_app record`: makes three calls 60 times each (cudal1 in profile mode records them as hot; the layer norm
+/// as the composite aten::layer_norm).
 /// `warm_app serve`: calls each once (cudal1 in serve mode, cache warmed by `cudal1 warm`): every signature's
 /// outcome must come from the cache on first use, at least one served by a cudal1 kernel, and every output must
 /// match ATen's own result (computed with cudal1 bypassed). Exit 77 (skip) without a GPU.
 #include <ATen/ATen.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/InferenceMode.h>
 
 #include <cstdio>
 #include <cstring>
@@ -32,7 +34,12 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<const char*, std::function<at::Tensor()>>> calls = {
       {"log_softmax bf16 over dim 1", [&] { return at::_log_softmax(cols, 1, false); }},
       {"tanh f16 transposed", [&] { return at::tanh(wide); }},
-      {"layer_norm f16", [&] { return at::layer_norm(rows, {1024}, w, b, 1e-5); }},
+      // Under InferenceMode, as in the example app: profile mode then records the composite aten::layer_norm
+      // (autograd's decomposition is skipped), which `cudal1 warm` must follow down to aten::native_layer_norm.
+      {"layer_norm f16", [&] {
+         c10::InferenceMode inference;
+         return at::layer_norm(rows, {1024}, w, b, 1e-5);
+       }},
   };
   int bad = 0;
   for (const auto& [name, fn] : calls) {

@@ -15,12 +15,14 @@ rc=$?
 echo "== 2. cudal1 warm (the newest app run)"
 "$cli" warm --timeout 500 | tee "$dir.warm1"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL: cudal1 warm failed"; exit 1; }
-grep -qE "^3 signatures: [1-3] kernels" "$dir.warm1" || { echo "FAIL: expected 3 tuned signatures, >= 1 kernel"; exit 1; }
+grep -qE "^3 signatures \(3 outcomes\): [1-3] kernels" "$dir.warm1" || { echo "FAIL: expected 3 tuned, >= 1 kernel"; exit 1; }
+grep -qE "tuned as: aten::native_layer_norm" "$dir.warm1" || {
+  echo "FAIL: the recorded aten::layer_norm (a composite op) should have tuned aten::native_layer_norm"; exit 1; }
 "$cli" cache ls || exit 1
 "$cli" report --runs | grep -q "tune/warm" || { echo "FAIL: the warm run is not marked in cudal1 report --runs"; exit 1; }
 echo "== 3. cudal1 warm again: nothing left to tune"
 "$cli" warm --timeout 500 | tee "$dir.warm2"
-grep -qE "^3 signatures: 0 kernels, 0 stay on ATen, 3 already cached" "$dir.warm2" || {
+grep -qE "^3 signatures \(3 outcomes\): 0 kernels, 0 stay on ATen, 3 already cached" "$dir.warm2" || {
   echo "FAIL: expected all 3 already cached"; exit 1; }
 echo "== 4. serve (CUDAL1_MODE=serve): first calls from the cache"
 CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_LOG_LEVEL=info "$app" serve

@@ -39,12 +39,17 @@ echo '[1, 2]' > ints.json
 echo '{"signatures": [' > broken.json
 c="$cli --cache-dir $work/cache"
 
-check "dry run of a text list" 0 "3 signatures: 0 kernels.* 2 checked, 1 skipped, 0 errors" \
+check "dry run of a text list (a repeat dropped)" 0 "^3 signatures \(3 outcomes\): 0 kernels.* 3 checked, 0 skipped, 0 errors" \
   $c warm --signatures sigs.txt --dry-run
-check "a foreign op is skipped, with the reason" 0 "note: cudal1 does not optimize aten::mm" \
+check "a foreign op is checked, with a note" 0 "note: not an op cudal1 tunes itself" \
   $c warm --signatures sigs.txt --dry-run
-check "a report gives its hot signatures" 0 "^1 signatures: .*1 checked" $c warm --signatures report.json --dry-run
-check "--all gives every signature" 0 "^2 signatures: .*2 checked" $c warm --signatures report.json --all --dry-run
+printf 'aten::relu(f32[2]{1}@cpu)\naten::relu(f32[2]{1})\n' > cpu.txt
+check "a CPU signature is skipped" 0 "^2 signatures \(2 outcomes\): .*1 checked, 1 skipped, 0 errors" \
+  $c warm --signatures cpu.txt --dry-run
+check "... with the reason" 0 "note: Unsupported: argument self: a cpu tensor: only CUDA signatures are rebuilt" \
+  $c warm --signatures cpu.txt --dry-run
+check "a report gives its hot signatures" 0 "^1 signatures \(1 outcomes\): .*1 checked" $c warm --signatures report.json --dry-run
+check "--all gives every signature" 0 "^2 signatures \(2 outcomes\): .*2 checked" $c warm --signatures report.json --all --dry-run
 check "a JSON list; a bad signature is an error" 1 "note: InvalidArgument: argument self: unknown dtype 'f33'" \
   $c warm --signatures list.json --dry-run
 check "an error sets the exit code" 1 "1 checked, 0 skipped, 1 errors" $c warm --signatures list.json --dry-run
@@ -63,7 +68,7 @@ if $c warm --signatures foreign.txt 2>&1 | grep -q "cudal1 is off"; then
   check "cudal1 off: nothing warmed, and why" 1 "cudal1 warm: cudal1 is off: .*nothing warmed" \
     $c warm --signatures foreign.txt
 else
-  check "cudal1 on (a GPU here): a foreign op is skipped" 0 "1 signatures: .* 1 skipped, 0 errors" \
+  check "cudal1 on (a GPU here): a foreign op is skipped" 0 "note: its call reaches no op cudal1 tunes" \
     $c warm --signatures foreign.txt
 fi
 check "--help names the sources" 0 "a run report \(.cudal1 report --json.\)" $c warm --help

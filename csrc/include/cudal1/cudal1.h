@@ -50,10 +50,13 @@ CUDAL1_API void flush() noexcept;
 struct WarmResult {
   std::string signature;
   /// "kernel": tuned now, a verified kernel serves it and is cached; "aten": tuned now, ATen stays (cached as
-  /// such); "cached": the cache already held its outcome; "checked": dry run, the call rebuilds; "skipped": not
-  /// a call cudal1 tunes (an op outside its families, a CPU call); "timeout": still tuning when time ran out;
+  /// such); "cached": the cache already held its outcome; "checked": dry run, the call rebuilds; "skipped": the
+  /// call reaches no op cudal1 tunes (e.g. aten::mm), or a CPU call; "timeout": still tuning when time ran out;
   /// "error": the text does not rebuild to a call, ATen rejected the call, or tuning failed.
   std::string outcome;
+  /// The signature tuned when the call reached it through another op (aten::layer_norm's call reaches
+  /// aten::native_layer_norm); empty when it is `signature` itself.
+  std::string tuned_signature;
   double speedup = 0;   ///< measured median speedup over ATen ("kernel", "aten", "cached")
   std::string variant;  ///< the serving or best variant
   std::string note;     ///< why ATen stays, why skipped, or the error
@@ -70,9 +73,10 @@ struct WarmOptions {
 
 /// Pre-warms the cache for this GPU (Note [Pre-warming] in csrc/runtime/warm.cpp): rebuilds each signature's
 /// call from its text (as the hook and `cudal1 report` write it), runs it once on `options.device` and has the
-/// optimizer tune it at once, one signature at a time, as if it had become hot in an app. Needs cudal1 on in
-/// tune mode (CUDAL1_ENABLE=1, CUDAL1_MODE=tune), except for a dry run. Results are in input order, one per
-/// distinct signature (repeats are dropped). Blocks; never throws.
+/// optimizer tune the signatures it reached at once (its own, or for a composite op those of the family ops it
+/// calls), one at a time, as if they had become hot in an app. Needs cudal1 on in tune mode (CUDAL1_ENABLE=1,
+/// CUDAL1_MODE=tune), except for a dry run. Results are in input order: one per tuned signature, or one for
+/// an input that tuned nothing; repeated inputs are dropped. Blocks; never throws.
 CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const WarmOptions& options) noexcept;
 
 /// cudal1's version, e.g. "0.1.0".
