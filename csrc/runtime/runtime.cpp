@@ -239,6 +239,15 @@ bool enqueue_for_tuning(dispatcher::SigRecord& rec) {
 
 void note_warm() noexcept { rt().warm = true; }
 
+Status check_cached(int device, const std::string& signature) {
+  Runtime& r = rt();
+  if (!r.cache) return Status(Code::kUnavailable, "no cache");
+  auto fp = optimizer::fingerprint_for(device);
+  if (!fp.ok()) return fp.status();
+  auto e = r.cache->get(fp.value(), signature);
+  return e.ok() ? Status() : Status(e.status().code(), "not in the cache at " + r.cache->dir() + ": " + e.status().message());
+}
+
 std::string report_json() {
   Runtime& r = rt();
   ReportHeader h;

@@ -22,6 +22,9 @@ bool enqueue_for_tuning(dispatcher::SigRecord& rec);
 /// Marks this run as a pre-warming run in its report (Note [Pre-warming]).
 void note_warm() noexcept;
 
+/// OK when the cache holds an outcome for `signature` under `device`'s fingerprint; otherwise why not.
+Status check_cached(int device, const std::string& signature);
+
 /// The JSON report of this run (hot signatures, replacements, speedups).
 std::string report_json();
 

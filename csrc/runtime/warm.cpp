@@ -14,7 +14,8 @@
 /// tuner verifies, times and writes the cache as it does in an app; an entry the cache already holds for
 /// this GPU's fingerprint is attached by the hook on the rebuilt call's first use and reported "cached", not
 /// tuned again (`cudal1 cache clear` forces a re-tune). A kernel tuned for offset 0 still checks each call's
-/// pointers (alignment) and leaves misaligned calls to ATen, as any cached kernel does.
+/// pointers (alignment) and leaves misaligned calls to ATen, as any cached kernel does. Warming is for later
+/// processes, so an outcome the cache does not hold afterwards (an unwritable directory) is reported as an error.
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "cudal1/core/log.h"
 #include "cudal1/cudal1.h"
 #include "cudal1/dispatcher/call_of.h"
+#include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/family.h"
 #include "runtime.h"
@@ -86,6 +88,8 @@ std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, 
                                        : c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(o.device));
   if (!o.dry_run && !runtime::tuning_on())
     return one("error", is_active() ? "cudal1 is not in tune mode (CUDAL1_MODE)" : "cudal1 is " + status_line());
+  if (const int n = o.dry_run ? 1 : dispatcher::cuda_device_count(); o.device < 0 || o.device >= n)
+    return one("error", "no CUDA device " + std::to_string(o.device) + " (" + std::to_string(n) + " visible)");
   auto call = dispatcher::rebuild_call(text, device, /*fill=*/!o.dry_run);
   if (!call.ok())
     return one(call.status().code() == Code::kUnsupported ? "skipped" : "error", call.status().to_string());
@@ -122,6 +126,14 @@ std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, 
     const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     wait_idle(std::max(0.0, left));
     out.push_back(outcome_of(*rec, text));
+    WarmResult& r = out.back();
+    if (r.outcome == "kernel" || r.outcome == "aten" || r.outcome == "cached") {
+      // Warming is for later processes: an outcome the cache did not keep (e.g. an unwritable directory) failed.
+      if (Status s = runtime::check_cached(o.device, rec->sig.text); !s.ok()) {
+        r.outcome = "error";
+        r.note = "tuned, but " + s.message();
+      }
+    }
   }
   return out;
 }
