@@ -120,6 +120,13 @@
 /// 42.7%, 4.6 of 14.4 cycles between a warp's instructions on L1TEX, and the old loop already issued the next
 /// row's copies right after its stores. (Session 18 blamed weight and bias loads; that row has neither, so no
 /// affine loads run: the L1TEX waits are the x copies', and the 58% L2 hit rate is unexplained.)
+/// Probed, not built (session 19, H200, 2026-12-01, docs/PERF.md "Session 19", scripts/probes/cluster_reread_probe.cu):
+/// a cluster per row that holds nothing on chip and reads its slices twice, the second time hoping for L2 (L2
+/// evict_last / evict_first policies, streaming stores; one cluster barrier a row, no grid barrier). Layer norm
+/// [64,1048576]: 209-248 us by cluster size and block (copy 134 us); group norm g8 200-284 us. Taken apart (cluster 8,
+/// 15 clusters, block 1024): pass 1 alone 90.5 us (a 256 MB read at 2.8 TB/s), pass 2 alone 147 us (no cheaper
+/// than a copy from HBM: its reread does not come from L2 for less), the cluster barrier ~13 us. Not a way under
+/// the line.
 ///
 /// Note [Norm ring]
 /// Mode 5 removes what the measurements above blame: mode 3's reread misses L2 (Nsight Compute on the 210 us
