@@ -9,8 +9,9 @@
 /// text, hence the same cache key), runs it once through the dispatcher, so the hook creates its record exactly
 /// as in an app, and hands the records it reached to the tuner as if they had become hot: the call's own record,
 /// or, for a composite op such as aten::layer_norm (profile mode hooks every op and records the composite, which
-/// tune mode does not hook), the records of the family ops it calls (aten::native_layer_norm). Calls go one at a time, each
-/// waiting for its tuning to finish, so that no rebuilt call runs on the GPU while a candidate is timed. The
+/// tune mode does not hook), the records of the family ops it calls (aten::native_layer_norm). A record counts
+/// as reached when its call count rose during the call. Calls go one at a time, each waiting for its tuning to
+/// finish, so that no rebuilt call runs on the GPU while a candidate is timed. The
 /// tuner verifies, times and writes the cache as it does in an app; an entry the cache already holds for
 /// this GPU's fingerprint is attached by the hook on the rebuilt call's first use and reported "cached", not
 /// tuned again (`cudal1 cache clear` forces a re-tune). A kernel tuned for offset 0 still checks each call's
@@ -88,8 +89,11 @@ std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, 
                                        : c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(o.device));
   if (!o.dry_run && !runtime::tuning_on())
     return one("error", is_active() ? "cudal1 is not in tune mode (CUDAL1_MODE)" : "cudal1 is " + status_line());
-  if (const int n = o.dry_run ? 1 : dispatcher::cuda_device_count(); o.device < 0 || o.device >= n)
-    return one("error", "no CUDA device " + std::to_string(o.device) + " (" + std::to_string(n) + " visible)");
+  if (!o.dry_run) {
+    const int n = dispatcher::cuda_device_count();
+    if (o.device < 0 || o.device >= n)
+      return one("error", "no CUDA device " + std::to_string(o.device) + " (" + std::to_string(n) + " visible)");
+  }
   auto call = dispatcher::rebuild_call(text, device, /*fill=*/!o.dry_run);
   if (!call.ok())
     return one(call.status().code() == Code::kUnsupported ? "skipped" : "error", call.status().to_string());
@@ -111,6 +115,7 @@ std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, 
     const auto it = before.find(rec);
     if (rec->device_index == o.device && calls > (it == before.end() ? 0 : it->second)) reached.push_back(rec);
   }
+  std::sort(reached.begin(), reached.end(), [](auto* a, auto* b) { return a->sig.text < b->sig.text; });
   if (reached.empty())
     return one("skipped", family ? "the hook did not key the rebuilt call"
                                  : "its call reaches no op cudal1 tunes (" + text.substr(0, text.find('(')) +

@@ -76,7 +76,9 @@ struct WarmOptions {
 /// optimizer tune the signatures it reached at once (its own, or for a composite op those of the family ops it
 /// calls), one at a time, as if they had become hot in an app. Needs cudal1 on in tune mode (CUDAL1_ENABLE=1,
 /// CUDAL1_MODE=tune), except for a dry run. Results are in input order: one per tuned signature, or one for
-/// an input that tuned nothing; repeated inputs are dropped. Blocks; never throws.
+/// an input that tuned nothing; repeated inputs are dropped. Blocks; never throws. Meant for a process of its
+/// own (`cudal1 warm`): calls other threads make meanwhile count as reached by the rebuilt call, so their
+/// signatures are tuned too.
 CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const WarmOptions& options) noexcept;
 
 /// cudal1's version, e.g. "0.1.0".
