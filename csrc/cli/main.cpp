@@ -1,4 +1,4 @@
-/// @brief The `cudal1` command line: inspect the kernel cache and run reports, show the configuration.
+/// @brief The `cudal1` command line: inspect the kernel cache and run reports, show the configuration, pre-warm.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include "cudal1/core/version.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"cudal1: inspect the per-GPU kernel cache and what cudal1 did in recorded runs.\n"
+  CLI::App app{"cudal1: inspect the per-GPU kernel cache and what cudal1 did in recorded runs; pre-warm the cache.\n"
                "Apps turn cudal1 on with CUDAL1_ENABLE=1; see `cudal1 env` for every variable."};
   app.set_version_flag("--version", std::string("cudal1 ") + cudal1::kVersion);
   app.require_subcommand(1);
