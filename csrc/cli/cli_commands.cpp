@@ -13,8 +13,6 @@
 namespace cudal1::cli {
 namespace {
 
-std::string cache_dir(const Options& o) { return o.cache_dir.empty() ? config().cache_dir : o.cache_dir; }
-
 std::string when(int64_t unix_time) {
   const std::time_t t = static_cast<std::time_t>(unix_time);
   char buf[32] = "?";
@@ -28,6 +26,8 @@ int fail(std::ostream& out, const Status& s) {
 }
 
 }  // namespace
+
+std::string cache_dir(const Options& o) { return o.cache_dir.empty() ? config().cache_dir : o.cache_dir; }
 
 int cache_ls(const Options& o, std::ostream& out) {
   cache::KernelCache cache(cache_dir(o));

@@ -22,6 +22,9 @@ struct Options {
   bool dry_run = false;         ///< warm: only check that each signature rebuilds to a call
 };
 
+/// The cache directory the commands use: `o.cache_dir`, else the configured one (CUDAL1_CACHE_DIR or its default).
+std::string cache_dir(const Options& o);
+
 int cache_ls(const Options& o, std::ostream& out);
 int cache_clear(const Options& o, std::ostream& out);
 int report(const Options& o, std::ostream& out);

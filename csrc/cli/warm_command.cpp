@@ -14,7 +14,6 @@
 
 #include "cli_commands.h"
 #include "cudal1/cache/kernel_cache.h"
-#include "cudal1/core/config.h"
 
 namespace cudal1::cli {
 namespace {
@@ -90,7 +89,7 @@ Result<std::vector<std::string>> from_run(const Options& o, const std::string& d
 }  // namespace
 
 Result<std::vector<std::string>> warm_signatures(const Options& o) {
-  const std::string dir = o.cache_dir.empty() ? config().cache_dir : o.cache_dir;
+  const std::string dir = cache_dir(o);
   auto sigs = o.signatures_file.empty() ? from_run(o, dir) : from_file(o.signatures_file, o.all);
   if (!sigs.ok()) return sigs;
   std::vector<std::string> out;
@@ -131,7 +130,7 @@ int warm_exec(const Options& o, const std::vector<std::string>& signatures, std:
   // needs cudal1 off: it only rebuilds calls on the meta device).
   ::setenv("CUDAL1_ENABLE", o.dry_run ? "0" : "1", 1);
   ::setenv("CUDAL1_MODE", "tune", 1);
-  ::setenv("CUDAL1_CACHE_DIR", (o.cache_dir.empty() ? config().cache_dir : o.cache_dir).c_str(), 1);
+  ::setenv("CUDAL1_CACHE_DIR", cache_dir(o).c_str(), 1);
   std::vector<std::string> args = {"cudal1-warm", "--device", std::to_string(o.device), "--timeout",
                                    fmt::format("{}", o.timeout_s)};
   if (o.dry_run) args.push_back("--dry-run");

@@ -18,27 +18,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "probe_timing.cuh"
+
 namespace cg = cooperative_groups;
-
-#define CK(x)                                                                                       \
-  do {                                                                                              \
-    cudaError_t e = (x);                                                                            \
-    if (e != cudaSuccess) { std::printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); }      \
-  } while (0)
-
-__global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ out, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    out[i] = in[i];
-}
-
-__global__ void read_flush(const float4* __restrict__ in, float* __restrict__ sink, long long n) {
-  float s = 0.f;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const float4 v = in[i];
-    s += v.x + v.y + v.z + v.w;
-  }
-  if (s == 1.2345f) sink[0] = s;
-}
 
 __device__ __forceinline__ unsigned long long policy_last() {
   unsigned long long p;
@@ -157,29 +139,6 @@ __global__ void __launch_bounds__(BLOCK, 1) cluster_rows(const float4* __restric
     __syncthreads();  // red is rewritten by the next row; pub alternates slots (rewritten after the next barrier)
   }
   cluster.sync();  // no block leaves while another may still read its pub
-}
-
-template <class Before, class Launch>
-double median_us(float4* flush, float* sink, long long flush_n, Before before, Launch launch) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int rep = 0; rep < 20; ++rep) {
-    before();
-    read_flush<<<264, 512>>>(flush, sink, flush_n);
-    CK(cudaEventRecord(e0));
-    launch();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float m;
-    CK(cudaEventElapsedTime(&m, e0, e1));
-    ms.push_back(m);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3;
 }
 
 template <int CL, int BLOCK, int UNROLL, int HINT, int PART = 0>

@@ -16,29 +16,11 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                       \
-  do {                                                                                              \
-    cudaError_t e = (x);                                                                            \
-    if (e != cudaSuccess) { std::printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); }      \
-  } while (0)
+#include "probe_timing.cuh"
 
 constexpr int ROWS = 64;
 constexpr long long COLS = 1 << 20;         // floats a row (4 MB)
 constexpr long long V4 = COLS / 4;          // float4 a row
-
-__global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ out, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    out[i] = in[i];
-}
-
-__global__ void read_flush(const float4* __restrict__ in, float* __restrict__ sink, long long n) {
-  float s = 0.f;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const float4 v = in[i];
-    s += v.x + v.y + v.z + v.w;
-  }
-  if (s == 1.2345f) sink[0] = s;  // keeps the loads
-}
 
 __device__ __forceinline__ float block_sum(float v, float* red) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -111,31 +93,6 @@ __global__ void __launch_bounds__(256, 8 / VPT) row_sync(const float4* __restric
       __syncthreads();  // mean_s is rewritten by the next row
     }
   }
-}
-
-/// Median (us) of 20 repetitions of `launch`, each after `before` (set-up outside the timed region) and the L2
-/// flush, between two events on the default stream.
-template <class Before, class Launch>
-double median_us(float4* flush, float* sink, long long flush_n, Before before, Launch launch) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int rep = 0; rep < 20; ++rep) {
-    before();
-    read_flush<<<264, 512>>>(flush, sink, flush_n);
-    CK(cudaEventRecord(e0));
-    launch();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float m;
-    CK(cudaEventElapsedTime(&m, e0, e1));
-    ms.push_back(m);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3;
 }
 
 template <int VPT, int D, int PAD = 1, int SLEEP = 0>
