@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "cli_commands.h"
@@ -91,15 +90,10 @@ Result<std::vector<std::string>> from_run(const Options& o, const std::string& d
 Result<std::vector<std::string>> warm_signatures(const Options& o) {
   const std::string dir = cache_dir(o);
   auto sigs = o.signatures_file.empty() ? from_run(o, dir) : from_file(o.signatures_file, o.all);
-  if (!sigs.ok()) return sigs;
-  std::vector<std::string> out;
-  std::set<std::string> seen;
-  for (auto& s : sigs.value())
-    if (seen.insert(s).second) out.push_back(std::move(s));
-  if (out.empty())
+  if (sigs.ok() && sigs->empty())  // repeats are dropped by cudal1-warm
     return Status(Code::kNotFound, std::string("no signatures to warm") +
                                        (o.all ? "" : " (only hot ones are taken; --all takes every one)"));
-  return out;
+  return sigs;
 }
 
 int warm_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err) {
