@@ -114,12 +114,13 @@ Problem softmax(Rng& rng, int sm) {
 
 /// Few long rows: the split-row modes. Some pass kMaxNumel (up to 4.9M elements) so that mode 3 gets several
 /// row groups with a short last one (Note [Norm groups]; fp32 3 x 2^20: 8 MB groups of 2 rows; 7 x 699050:
-/// 3 rows, or 6 in 16 MB groups; fp16/bf16 7 x 699050: 6 rows per 8 MB group; fp32 9 x 393216: 5 rows).
+/// 3 rows, or 6 in 16 MB groups; fp16/bf16 7 x 699050: 6 rows per 8 MB group; fp32 9 x 393216: 5 rows); 3 x
+/// 300008 gives the held rows (mode 7, Note [Norm held]) a short last slice.
 Problem long_norm(Rng& rng, int sm, c10::ScalarType dt, double eps) {
   if (rng() % 2) {
     const std::pair<int64_t, int64_t> shapes[] = {{1, 2097152}, {3, 1048576}, {7, 699050},  {5, 524288},
                                                   {9, 393216},  {2, 262144},  {16, 131072}, {5, 99991},
-                                                  {64, 32768}};
+                                                  {64, 32768},  {3, 300008}};
     const auto [rows, cols] = shapes[rng() % std::size(shapes)];
     return testing::layer_norm_problem(dt, {rows, cols}, 1, rng() % 2 != 0, rng() % 2 != 0, sm, eps);
   }

@@ -189,6 +189,10 @@ TEST_P(CompileVariants, EveryNormVariant) {
       // Ring steps (mode 5; Note [Norm ring]) with 16-byte copies: bf16 group norm with rounded statistics and
       // the fused affine form.
       testing::group_norm_problem(at::kBFloat16, {1, 4, 512, 512}, 2, true, sm),
+      // Held rows (mode 7; Note [Norm held]): 2 MB fp32 group-norm rows over clusters of 16, and fp32 rows of
+      // 25001 vectors whose last chunk and last block's slice are short.
+      testing::group_norm_problem(at::kFloat, {2, 16, 256, 256}, 2, true, sm),
+      testing::layer_norm_problem(at::kFloat, {5, 100004}, 1, true, true, sm),
   };
   expect_every_variant_compiles(f, problems, sm);
 }

@@ -320,6 +320,46 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) EXPECT_NE(v.get("mode"), 6);
 }
 
+TEST(NormPlan, HeldRowsAreOfferedWhereASliceFitsTheRegistersOfACluster) {
+  // Note [Norm held]. Group norm g8 of [16,64,256,256] fp32: 2 MB rows (131072 float4) fit only clusters of 16
+  // (8192 vectors a block: 16 a thread at 512 consumers, 32 at 256); 16 KB chunks (8 a slice) and 32 KB ones (4),
+  // each with a tight ring (a slice and one chunk) and a deep one (as many as fit 226 KB): 8 variants, 2 strata.
+  auto plan = family().plan(group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8));
+  ASSERT_TRUE(plan.ok());
+  std::set<int> strata;
+  int held = 0;
+  for (const auto& v : plan.value()->space()) {
+    if (v.get("mode") != 7) continue;
+    ++held;
+    EXPECT_EQ(v.get("vec"), 4) << v.id();
+    EXPECT_EQ(v.get("cluster"), 16) << v.id();
+    strata.insert(plan.value()->stratum(v));
+    auto src = plan.value()->source(v);
+    ASSERT_TRUE(src.ok());
+    const int chunks = v.get("ckb") == 16 ? 8 : 4;
+    const int slots = v.get("deep") ? 226 / v.get("ckb") : chunks + 1;
+    EXPECT_NE(src->code.find("#define CH " + std::to_string(chunks) + "\n"), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find("#define NSLOT " + std::to_string(slots) + "\n"), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find("#define CL 16\n"), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK + 32, 1)"), std::string::npos) << v.id();
+  }
+  EXPECT_EQ(held, 8);
+  EXPECT_EQ(strata, (std::set<int>{14, 15}));
+  // 128 KB fp16 rows: the two smallest cluster sizes that fit, 1 and 2.
+  std::set<int> clusters;
+  for (const auto& v : space(layer_norm_problem(at::kHalf, {32, 65536}, 1)))
+    if (v.get("mode") == 7) clusters.insert(v.get("cluster"));
+  EXPECT_EQ(clusters, (std::set<int>{1, 2}));
+  // Not offered: 4 MB fp32 rows (a slice of 16 would need 256 KB of registers), 16 MB ones, 8-byte vectors,
+  // sm_80, and many short rows.
+  for (const auto& p : {layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false),
+                        layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3),
+                        layer_norm_problem(at::kFloat, {8, 100002}, 1),
+                        group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8, true, 80),
+                        layer_norm_problem(at::kBFloat16, {8192, 4096}, 1)})
+    for (const auto& v : space(p)) EXPECT_NE(v.get("mode"), 7) << v.id();
+}
+
 TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   auto plan = family().plan(layer_norm_problem(at::kFloat, {64, 1000}, 1, true, false, 90, 1e-6));
   ASSERT_TRUE(plan.ok());

@@ -357,8 +357,10 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
   cluster_rows(x, w, b, y, mean_out, rstd_out, red);
 #elif MODE == 5  // steps of rows over the whole grid, kept on chip in a load-ahead ring (Note [Norm ring])
   ring_rows(x, w, b, y, mean_out, rstd_out, ws, red);
-#else  // MODE 6: parts of rows dealt by ticket, kept in registers (Note [Norm parts])
+#elif MODE == 6  // parts of rows dealt by ticket, kept in registers (Note [Norm parts])
   parts_rows(x, w, b, y, mean_out, rstd_out, ws, red);
+#else  // MODE 7: a row per cluster, held in registers, fed by bulk copies (Note [Norm held])
+  held_rows(x, w, b, y, mean_out, rstd_out, red);
 #endif
 }
 )";
@@ -374,7 +376,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << " cols=" << s.cols << " mode=" << k.mode << " vec=" << k.vec << " block=" << k.block << " cache=" << k.cache
     << " splits=" << k.splits << " reverse=" << k.reverse << " chunk_mb=" << k.chunk_mb << " ahead=" << k.ahead
     << " cluster=" << k.cluster << " occ=" << k.occ << " step_mb=" << k.step_mb << " ring=" << k.ring
-    << " per=" << k.per << "\n";
+    << " per=" << k.per << " chunk_kb=" << k.chunk_kb << " deep=" << k.deep << "\n";
   o << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
   if (s.stat_dtype == c10::ScalarType::Float)
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
@@ -390,6 +392,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
   else if (k.mode == 6)
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << parts_min_blocks(k.block, k.ahead) << ")\n";
+  else if (k.mode == 7)  // the consumers and the producer warp, one block an SM
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK + 32, 1)\n";
   else
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
   o << "#define EPS __int_as_float(0x" << std::hex << eps_bits << std::dec << "u)\n";
@@ -400,7 +404,11 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "#define G ((index_t)" << s.groups << "LL)\n#define CPG ((index_t)" << s.channels_per_group
     << "LL)\n#define HW ((index_t)" << s.hw << "LL)\n"
     << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)"
-    << (k.mode == 4 ? cluster_slice_vectors(s, k) : k.mode >= 2 ? chunk_vectors(s, k) : 1) << "LL)\n";
+    << (k.mode == 4   ? cluster_slice_vectors(s, k)
+        : k.mode == 7 ? int64_t{k.block} * held_vectors_per_chunk_thread(k)
+        : k.mode >= 2 ? chunk_vectors(s, k)
+                      : 1)
+    << "LL)\n";
   if (k.mode == 3)
     o << "#define RPG ((index_t)" << rows_per_group(s, k) << "LL)\n#define NG ((index_t)" << row_groups(s, k)
       << "LL)\n#define AHEAD " << (k.ahead ? 1 : 0) << "\n";
@@ -417,10 +425,17 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     o << "#define CL " << k.cluster << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n#define SPT "
       << spt << "\n#define REGS " << regs << "\n#define HALF " << regs + (spt - regs) / 2 << "\n";
   }
+  if (k.mode == 7) {
+    const int cpt = held_vectors_per_chunk_thread(k);
+    o << "#define CL " << k.cluster << "\n#define SV ((index_t)" << held_slice_vectors(s, k) << "LL)\n#define CPT "
+      << cpt << "\n#define CH " << held_chunks(s, k) << "\n#define HELD (CH * CPT)\n"
+      << "#define NSLOT " << held_slots(s, k) << "\n";
+  }
   o << row_reduce_source() << welford_source() << kBody;
   if (k.mode == 4) o << async_copy_source() << cluster_primitives_source() << cluster_source();
   if (k.mode == 5) o << async_copy_source() << ring_source();
   if (k.mode == 6) o << ticket_source() << parts_source();
+  if (k.mode == 7) o << cluster_primitives_source() << held_source();
   o << kKernel;
   return KernelSource{o.str(), "cudal1_norm"};
 }

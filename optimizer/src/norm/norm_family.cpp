@@ -22,6 +22,8 @@ constexpr int kClusters[] = {2, 4, 8, 16};  ///< mode 4: blocks per row (16: the
 constexpr int kStepMb[] = {4, 8};           ///< mode 5: step sizes (Note [Norm ring])
 constexpr int kRings[] = {2, 3};            ///< mode 5: ring slots
 constexpr int kPers[] = {4, 8};             ///< mode 6: vectors a thread holds (Note [Norm parts])
+constexpr int kHeldClusters[] = {1, 2, 4, 8, 16};  ///< mode 7: blocks per row (Note [Norm held])
+constexpr int kHeldChunkKb[] = {16, 32};           ///< mode 7: bulk copy sizes
 
 /// The optional affine parameter at `a`: absent (None or undefined), or a contiguous tensor of `numel` elements
 /// of `dtype`. Unsupported otherwise (mixed dtypes, strided parameters).
@@ -71,6 +73,8 @@ class NormPlan final : public Plan {
       if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
       if (k.mode == 5) v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
       if (k.mode == 6) v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
+      if (k.mode == 7)
+        v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -101,6 +105,7 @@ class NormPlan final : public Plan {
     add_cluster_variants(add);
     add_ring_variants(add);
     add_parts_variants(add);
+    add_held_variants(add);
     return out;
   }
 
@@ -108,7 +113,7 @@ class NormPlan final : public Plan {
     std::vector<float> knobs;
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    for (int m = 0; m < 7; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < 8; ++m) knobs.push_back(v.get("mode") == m);
     knobs.push_back(v.get("cache") == 1);
     knobs.push_back(v.get("cache") == 0);
     knobs.push_back(v.get("splits") == 1);
@@ -117,11 +122,13 @@ class NormPlan final : public Plan {
     knobs.push_back(v.get("rev") == 0);
     for (int x : kGroupMb) knobs.push_back(v.get("chunk") == x);
     knobs.push_back(v.get("ahead") == 1);
-    for (int x : kClusters) knobs.push_back(v.get("cluster") == x);
+    for (int x : kHeldClusters) knobs.push_back(v.get("cluster") == x);
     knobs.push_back(v.get("occ") == 2);
     for (int x : kStepMb) knobs.push_back(v.get("step") == x);
     knobs.push_back(v.get("ring") == 3);
     knobs.push_back(v.get("per") == 8);
+    knobs.push_back(v.get("ckb") == 32);
+    knobs.push_back(v.get("deep") == 1);
     const std::vector<float> ctx = {1.f,
                          s_.cols <= 1024 ? 1.f : 0.f,
                          s_.cols > 1024 && s_.cols <= 16384 ? 1.f : 0.f,
@@ -134,7 +141,7 @@ class NormPlan final : public Plan {
 
   int stratum(const Variant& v) const override {
     return v.get("mode") * 2 + v.get("cache") + v.get("ahead") + (v.get("occ") == 2 ? 1 : 0) +
-           (v.get("ring") == 3 ? 1 : 0);
+           (v.get("ring") == 3 ? 1 : 0) + v.get("deep");
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -168,6 +175,8 @@ class NormPlan final : public Plan {
     k.step_mb = v.get("step");
     k.ring = v.get("ring");
     k.per = v.get("per");
+    k.chunk_kb = v.get("ckb");
+    k.deep = v.get("deep") == 1;
     return k;
   }
 
@@ -268,6 +277,31 @@ class NormPlan final : public Plan {
           k.ahead = ahead;
           if (parts_fit(s_, k)) add(k);
         }
+  }
+
+  /// Mode 7 (Note [Norm held]), where mode 2 is offered, on sm_90+ with 16-byte vectors: blocks of 256 and 512
+  /// consumers, the two smallest cluster sizes whose slices fit, 16 and 32 KB chunks, tight and deep rings.
+  template <typename Add>
+  void add_held_variants(const Add& add) const {
+    if (!split_rows()) return;
+    NormKnobs k;
+    k.mode = 7;
+    k.vec = s_.max_vec;
+    for (int block : {256, 512}) {
+      k.block = block;
+      int sizes = 0;
+      for (int cluster : kHeldClusters) {
+        k.cluster = cluster;
+        bool any = false;
+        for (int kb : kHeldChunkKb)
+          for (bool deep : {false, true}) {
+            k.chunk_kb = kb;
+            k.deep = deep;
+            if (held_fits(s_, k)) add(k), any = true;
+          }
+        if (any && ++sizes == 2) break;
+      }
+    }
   }
 
   NormShape s_;

@@ -11,7 +11,8 @@
 /// read once); 2: long rows split over `splits` blocks in two launches (partial Welford triples, then merge and
 /// normalise), so the input is read twice; 3: the same split in one cooperative launch over groups of rows sized
 /// for L2, so the second read hits L2 (Note [Norm groups]); 4: a row split over a thread-block cluster that
-/// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+); 5: steps of whole rows dealt
+/// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+); 7: the same with the slices held
+/// in registers and fed by bulk copies (Note [Norm held], sm_90+); 5: steps of whole rows dealt
 /// over a persistent cooperative grid whose blocks keep their parts in a shared-memory ring that loads the
 /// next steps while one is reduced, so the input is read once (Note [Norm ring], sm_80 and sm_90+).
 ///
@@ -249,6 +250,35 @@
 /// published ahead of the wait, nothing else) ran layer norm's shape [64,1048576] in 175-200 us against a 134 us
 /// copy; counters in lines of their own and spaced polls moved it a few percent. Mode 6 (187 us) is at that cost:
 /// the next step is a design without a barrier over the whole grid per row, not a leaner mode 6.
+///
+/// Note [Norm held]
+/// Mode 7 keeps what made mode 4 right (a row over one thread-block cluster, read once, no wait on any other
+/// cluster) and removes what made it slow: per-thread copies, a row's slice pinned in shared memory so that
+/// nothing loads while it is reduced, and a cluster barrier a row. A block is BLOCK consumer threads plus one
+/// producer warp. The producer's first thread walks the block's chunk sequence (rows cid, cid + clusters, ...;
+/// slice chunks of CHV = BLOCK x CPT 16-byte vectors, 16 or 32 KB) through a ring of NSLOT shared-memory slots:
+/// it waits until a slot is empty (an mbarrier each warp of consumers arrives on), then arms the slot's full
+/// mbarrier with the chunk's bytes and starts one bulk copy (cp.async.bulk global -> shared, completing on it;
+/// an empty chunk arms 0 bytes). Consumers wait on a chunk, copy their vectors into registers and free the slot
+/// at once, so the ring streams the next row (up to NSLOT chunks ahead) through this row's statistics, exchange
+/// and output. Statistics: the block's exact two-pass mean and squared deviations from registers (two sums over
+/// the consumers, named barrier 1), sent as (n, mean, m2) by st.async to every block of the cluster, completing
+/// on the receiver's mbarrier (one per row parity; no cluster barrier and no fence); each warp merges the CL
+/// triples in rank order with the same tree (bit-identical statistics in every block); rank 0 writes mean and
+/// rstd = rsqrtf(m2 / cols + eps); the output goes from registers to y with plain vector stores. An inbox slot is
+/// rewritten two rows later, by a block that has received this block's triple of the row between, which this
+/// block sends only after it has read the slot. Clusters are independent (no deadlock, whatever is resident):
+/// the grid is min(rows, clusters the device holds) clusters looping over rows.
+/// Sizing: a slice fits 128 KB of registers (16 vectors a thread at 512 consumers, 32 at 256), so a cluster of
+/// 16 holds rows up to 2 MB; the two smallest cluster sizes (1-16) that fit are offered, with chunks of 16 and 32
+/// KB and a tight (slice + 1 chunk) or deep (as many as fit 226 KB) ring. Offered where mode 2 is, on sm_90+, for
+/// 16-byte vectors (the bulk copies' alignment; the bound kernel checks the pointers).
+/// Probe (H200, 2026-12-01, scripts/probes/bulk_hold_probe.cu; group norm g8's shape, 128 rows of 2 MB, f32,
+/// cluster 16: 7 clusters resident, 112 SMs; copy of the same bytes 134.4 us): a bulk copy through such a ring
+/// alone 139.9 us; slices held in shared memory with a cluster barrier a row 209-253 us, with st.async instead of
+/// the barrier 176.5-179.8 us (each block's statistics alone, no exchange: 148.6-151.6 us); slices held in
+/// registers with the ring streaming through the exchange 147.6-164.2 us (16 KB x 9 slots the best), and 141.8
+/// us for 256 rows of 1 MB in clusters of 8.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -281,7 +311,8 @@ struct NormKnobs {
   int mode = 1;     ///< 0: warp per row; 1: block per row; 2: split rows over `splits` blocks, second pass;
                     ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip;
                     ///< 5: steps of rows over the grid, kept on chip in a load-ahead ring;
-                    ///< 6: parts of rows dealt by ticket over the grid, kept in registers
+                    ///< 6: parts of rows dealt by ticket over the grid, kept in registers;
+                    ///< 7: a row per cluster, held in registers, fed by bulk copies (Note [Norm held])
   int vec = 1;      ///< elements per load/store
   int block = 256;  ///< threads per block
   bool cache = false;  ///< row kept in registers between the statistics and the output (modes 0, 1)
@@ -295,6 +326,8 @@ struct NormKnobs {
   int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
   int ring = 0;          ///< mode 5: steps held in a block's shared-memory ring (RING - 1 loading ahead)
   int per = 0;           ///< mode 6: vectors each thread holds in registers (Note [Norm parts])
+  int chunk_kb = 0;      ///< mode 7: KB a bulk copy moves (Note [Norm held])
+  bool deep = false;     ///< mode 7: as many ring slots as fit, else one more than a slice's chunks
 };
 
 /// Elements one thread may keep in registers.
@@ -368,6 +401,29 @@ bool parts_fit(const NormShape& s, const NormKnobs& k);
 /// Mode 6: device code that the kernel's MODE 6 branch calls.
 const char* parts_source();
 
+/// Mode 7 (Note [Norm held]): vectors of a row each block of the cluster holds (the last may hold fewer).
+int64_t held_slice_vectors(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: vectors each consumer thread takes from one chunk (a chunk is k.block of them x 16 bytes).
+int held_vectors_per_chunk_thread(const NormKnobs& k);
+
+/// Mode 7: chunks of a block's slice (the last may be short or empty).
+int64_t held_chunks(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: ring slots (chunks in flight): one more than a slice's chunks, or with k.deep as many as fit.
+int held_slots(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: whether `k` is offered: sm_90+, 16-byte vectors, blocks of 256 or 512 consumer threads, chunks of 16
+/// or 32 KB, a power-of-two cluster of 1-16, a slice of at least a block of vectors that fits 128 KB of registers,
+/// and a ring of more slots than a slice's chunks.
+bool held_fits(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: dynamic shared memory bytes per block (the ring).
+unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: device code (after cluster_primitives_source) that the kernel's MODE 7 branch calls.
+const char* held_source();
+
 /// CUDA source of one variant: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
 KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
 
@@ -377,7 +433,9 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
 /// groups]), with that workspace followed by one zeroed arrival counter per row group; mode 5 likewise, with
 /// rows * grid triples, a counter per step and ring_smem_bytes of dynamic shared memory (Note [Norm ring]);
 /// mode 6 likewise, with rows * parts triples, a counter per row and the ticket counter, on a grid of at most
-/// what the device keeps resident, and Unsupported where that is fewer blocks than a row's parts.
+/// what the device keeps resident, and Unsupported where that is fewer blocks than a row's parts; mode 7 in
+/// clusters of k.cluster blocks of k.block + 32 threads with held_smem_bytes of dynamic shared memory, as many
+/// clusters as the device holds (at most one a row), Unsupported where it holds none.
 std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
                                               std::shared_ptr<LoadedModule> module);
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/optimizer/layout.h"
@@ -113,6 +114,7 @@ class NormKernel final : public BoundKernel {
         return launch_groups(api, xp, w, b, yp, mp, rp, wsp, stream);
       }
       if (k_.mode == 4) return launch_cluster_rows(xp, w, b, yp, mp, rp, stream);
+      if (k_.mode == 7) return launch_held_rows(xp, w, b, yp, mp, rp, stream);
       int64_t grid = s_.rows;
       if (k_.mode == 0) grid = (s_.rows + k_.block / 32 - 1) / (k_.block / 32);
       if (k_.mode == 2) grid = s_.rows * k_.splits;
@@ -174,6 +176,30 @@ class NormKernel final : public BoundKernel {
     return Status();
   }
 
+  /// Mode 7 (Note [Norm held]): once, opts the kernel in to its ring's shared memory and cluster size and asks
+  /// how many clusters the device holds; then launches that many (at most one a row), looping over rows. None
+  /// held, or any failure: Unsupported, so ATen serves the call.
+  Status launch_held_rows(const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
+                          CUstream stream) {
+    const unsigned smem = held_smem_bytes(s_, k_), threads = static_cast<unsigned>(k_.block + 32),
+                   cluster = static_cast<unsigned>(k_.cluster);
+    std::call_once(held_once_, [&] {
+      held_ready_ = module_->prepare_clusters(threads, cluster, smem);
+      if (held_ready_.ok()) held_clusters_ = module_->max_active_clusters(threads, cluster, smem);
+      if (held_ready_.ok() && held_clusters_ < 1)
+        held_ready_ = Status(Code::kUnsupported, "the device holds no cluster of this variant");
+    });
+    if (!held_ready_.ok()) return Status(Code::kUnsupported, "held rows: " + held_ready_.to_string());
+    const int64_t clusters = std::min<int64_t>(s_.rows, held_clusters_);
+    float* wsp = nullptr;
+    int phase = 1;
+    void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
+    const Status st = module_->launch_clusters(static_cast<unsigned>(clusters * k_.cluster), threads, cluster, smem,
+                                               stream, params);
+    if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
+    return Status();
+  }
+
   NormShape s_;
   NormKnobs k_;
   std::shared_ptr<LoadedModule> module_;
@@ -185,6 +211,9 @@ class NormKernel final : public BoundKernel {
   int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
   int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block
   int64_t parts_ = 0, resident_ = 0;  ///< mode 6: a row's parts, the blocks the device keeps resident
+  std::once_flag held_once_;          ///< mode 7: the opt-in and the occupancy query, once
+  Status held_ready_;
+  int held_clusters_ = 0;             ///< mode 7: clusters the device holds at once
 };
 
 }  // namespace
