@@ -321,39 +321,69 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
 }
 
 TEST(NormPlan, HeldRowsAreOfferedWhereASliceFitsTheRegistersOfACluster) {
-  // Note [Norm held]. Group norm g8 of [16,64,256,256] fp32: 2 MB rows (131072 float4) fit only clusters of 16
-  // (8192 vectors a block: 16 a thread at 512 consumers, 32 at 256); 16 KB chunks (8 a slice) and 32 KB ones (4),
-  // each with a tight ring (a slice and one chunk) and a deep one (as many as fit 226 KB): 8 variants, 2 strata.
+  // Note [Norm held]. Group norm g8 of [16,64,256,256] fp32: 2 MB rows (131072 float4). Clusters of 16 keep the
+  // whole slice (8192 vectors: 16 a thread at 512 consumers, 32 at 256) in 16 KB chunks (8 a slice) or 32 KB ones
+  // (4), each with a tight ring (a slice and one chunk) and a deep one (as many as fit 226 KB): 4 variants a
+  // block size. Clusters of 8 keep half of their 256 KB slices and reread the rest: 512 consumers and the deep
+  // ring only, 2 variants. 10 in all, in 2 strata.
   auto plan = family().plan(group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8));
   ASSERT_TRUE(plan.ok());
   std::set<int> strata;
-  int held = 0;
+  int held = 0, reread = 0;
   for (const auto& v : plan.value()->space()) {
     if (v.get("mode") != 7) continue;
     ++held;
     EXPECT_EQ(v.get("vec"), 4) << v.id();
-    EXPECT_EQ(v.get("cluster"), 16) << v.id();
     strata.insert(plan.value()->stratum(v));
     auto src = plan.value()->source(v);
     ASSERT_TRUE(src.ok());
+    const int per_chunk = v.get("ckb") / 8;  // vectors a consumer takes from a chunk at 512 consumers
+    if (v.get("cluster") == 8) {
+      ++reread;
+      EXPECT_EQ(v.get("block"), 512) << v.id();
+      EXPECT_EQ(v.get("deep"), 1) << v.id();
+      const int chunks = 16 / per_chunk * 2, kept = chunks / 2, slots_b = 64 / v.get("ckb");
+      EXPECT_NE(src->code.find("#define CH " + std::to_string(chunks) + "\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define KEEP " + std::to_string(kept) + "\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define NSLOTB " + std::to_string(slots_b) + "\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define NSLOT " + std::to_string(226 / v.get("ckb") - slots_b) + "\n"),
+                std::string::npos)
+          << v.id();
+      EXPECT_NE(src->code.find("__launch_bounds__(576, 1)"), std::string::npos) << v.id();
+      continue;
+    }
+    EXPECT_EQ(v.get("cluster"), 16) << v.id();
     const int chunks = v.get("ckb") == 16 ? 8 : 4;
     const int slots = v.get("deep") ? 226 / v.get("ckb") : chunks + 1;
     EXPECT_NE(src->code.find("#define CH " + std::to_string(chunks) + "\n"), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find("#define KEEP " + std::to_string(chunks) + "\n"), std::string::npos) << v.id();
     EXPECT_NE(src->code.find("#define NSLOT " + std::to_string(slots) + "\n"), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find("#define NSLOTB 0\n"), std::string::npos) << v.id();
     EXPECT_NE(src->code.find("#define CL 16\n"), std::string::npos) << v.id();
-    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK + 32, 1)"), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find("__launch_bounds__(" + std::to_string(v.get("block") + 32) + ", 1)"),
+              std::string::npos)
+        << v.id();
   }
-  EXPECT_EQ(held, 8);
+  EXPECT_EQ(held, 10);
+  EXPECT_EQ(reread, 2);
   EXPECT_EQ(strata, (std::set<int>{14, 15}));
-  // 128 KB fp16 rows: the two smallest cluster sizes that fit, 1 and 2.
+  // 128 KB fp16 rows: the two smallest cluster sizes that fit, 1 and 2. 4 MB fp32 rows: clusters of 16 that
+  // reread half of each slice.
   std::set<int> clusters;
   for (const auto& v : space(layer_norm_problem(at::kHalf, {32, 65536}, 1)))
     if (v.get("mode") == 7) clusters.insert(v.get("cluster"));
   EXPECT_EQ(clusters, (std::set<int>{1, 2}));
-  // Not offered: 4 MB fp32 rows (a slice of 16 would need 256 KB of registers), 16 MB ones, 8-byte vectors,
-  // sm_80, and many short rows.
-  for (const auto& p : {layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false),
-                        layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3),
+  int long_rows = 0;
+  for (const auto& v : space(layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false))) {
+    if (v.get("mode") != 7) continue;
+    ++long_rows;
+    EXPECT_EQ(v.get("cluster"), 16) << v.id();
+    EXPECT_EQ(v.get("block"), 512) << v.id();
+  }
+  EXPECT_EQ(long_rows, 2);
+  // Not offered: 16 MB rows (a slice of 16 would reread 7 of every 8 chunks), 8-byte vectors, sm_80, and many
+  // short rows.
+  for (const auto& p : {layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3),
                         layer_norm_problem(at::kFloat, {8, 100002}, 1),
                         group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8, true, 80),
                         layer_norm_problem(at::kBFloat16, {8192, 4096}, 1)})

@@ -392,8 +392,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
   else if (k.mode == 6)
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << parts_min_blocks(k.block, k.ahead) << ")\n";
-  else if (k.mode == 7)  // the consumers and the producer warp, one block an SM
-    o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK + 32, 1)\n";
+  else if (k.mode == 7)  // the consumers and the producer warps, one block an SM
+    o << "#define LAUNCH_BOUNDS __launch_bounds__(" << held_threads(s, k) << ", 1)\n";
   else
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
   o << "#define EPS __int_as_float(0x" << std::hex << eps_bits << std::dec << "u)\n";
@@ -428,8 +428,9 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
   if (k.mode == 7) {
     const int cpt = held_vectors_per_chunk_thread(k);
     o << "#define CL " << k.cluster << "\n#define SV ((index_t)" << held_slice_vectors(s, k) << "LL)\n#define CPT "
-      << cpt << "\n#define CH " << held_chunks(s, k) << "\n#define HELD (CH * CPT)\n"
-      << "#define NSLOT " << held_slots(s, k) << "\n";
+      << cpt << "\n#define CH " << held_chunks(s, k) << "\n#define KEEP " << held_kept_chunks(s, k)
+      << "\n#define DROP (CH - KEEP)\n#define HELD (KEEP * CPT)\n#define NSLOT " << held_slots(s, k)
+      << "\n#define NSLOTB " << held_reread_slots(s, k) << "\n";
   }
   o << row_reduce_source() << welford_source() << kBody;
   if (k.mode == 4) o << async_copy_source() << cluster_primitives_source() << cluster_source();

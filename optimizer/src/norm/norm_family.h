@@ -269,10 +269,19 @@
 /// rewritten two rows later, by a block that has received this block's triple of the row between, which this
 /// block sends only after it has read the slot. Clusters are independent (no deadlock, whatever is resident):
 /// the grid is min(rows, clusters the device holds) clusters looping over rows.
-/// Sizing: a slice fits 128 KB of registers (16 vectors a thread at 512 consumers, 32 at 256), so a cluster of
-/// 16 holds rows up to 2 MB; the two smallest cluster sizes (1-16) that fit are offered, with chunks of 16 and 32
-/// KB and a tight (slice + 1 chunk) or deep (as many as fit 226 KB) ring. Offered where mode 2 is, on sm_90+, for
-/// 16-byte vectors (the bulk copies' alignment; the bound kernel checks the pointers).
+/// Rows too long for a cluster's registers (layer norm [64, 1048576] fp32: 256 KB a block at 16) keep their
+/// first KEEP chunks and reread the other DROP (<= KEEP) after the exchange: the block's statistics are then
+/// per-thread sums shifted by the thread's first element (merged with Chan's formula; the cancellation is bounded
+/// by the thread's own m2, since the shift is one of its elements), the consumers' first thread arrives on a gate
+/// mbarrier once the row has been read, and a second producer warp then copies the row's last DROP chunks, last
+/// read first (still in L2, ~1-2 MB of traffic later), through a 64 KB ring of their own; consumers normalise
+/// those first, then the registers.
+/// Sizing: a slice keeps up to 128 KB in registers (16 vectors a thread at 512 consumers, 32 at 256), so a
+/// cluster of 16 holds rows up to 2 MB and rereads up to 4 MB ones; the two smallest cluster sizes (1-16) that
+/// fit are offered, with chunks of 16 and 32 KB and a tight (slice + 1 chunk) or deep (as many as fit 226 KB)
+/// ring; with rereads, 512 consumers (two producer warps leave 113 registers a thread) and the deep ring only.
+/// Offered where mode 2 is, on sm_90+, for 16-byte vectors (the bulk copies' alignment; the bound kernel checks
+/// the pointers).
 /// Probe (H200, 2026-12-01, scripts/probes/bulk_hold_probe.cu; group norm g8's shape, 128 rows of 2 MB, f32,
 /// cluster 16: 7 clusters resident, 112 SMs; copy of the same bytes 134.4 us): a bulk copy through such a ring
 /// alone 139.9 us; slices held in shared memory with a cluster barrier a row 209-253 us, with st.async instead of
@@ -410,15 +419,26 @@ int held_vectors_per_chunk_thread(const NormKnobs& k);
 /// Mode 7: chunks of a block's slice (the last may be short or empty).
 int64_t held_chunks(const NormShape& s, const NormKnobs& k);
 
-/// Mode 7: ring slots (chunks in flight): one more than a slice's chunks, or with k.deep as many as fit.
+/// Mode 7: chunks of a slice kept in registers (the first ones; the rest are reread after the statistics).
+int64_t held_kept_chunks(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: slots of the reread ring (64 KB), 0 where the whole slice is kept.
+int held_reread_slots(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: slots of the main ring: one more than a slice's chunks, or with k.deep (always with rereads) as many
+/// as fit beside the reread ring.
 int held_slots(const NormShape& s, const NormKnobs& k);
 
+/// Mode 7: threads a block: k.block consumers, a producer warp, and a second one for the rereads.
+int held_threads(const NormShape& s, const NormKnobs& k);
+
 /// Mode 7: whether `k` is offered: sm_90+, 16-byte vectors, blocks of 256 or 512 consumer threads, chunks of 16
-/// or 32 KB, a power-of-two cluster of 1-16, a slice of at least a block of vectors that fits 128 KB of registers,
-/// and a ring of more slots than a slice's chunks.
+/// or 32 KB, a power-of-two cluster of 1-16, a slice of at least a block of vectors, and either a slice that fits
+/// 128 KB of registers with a ring of more slots than its chunks, or (512 consumers, deep ring) one that rereads
+/// at most as many chunks as it keeps.
 bool held_fits(const NormShape& s, const NormKnobs& k);
 
-/// Mode 7: dynamic shared memory bytes per block (the ring).
+/// Mode 7: dynamic shared memory bytes per block (the rings).
 unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k);
 
 /// Mode 7: device code (after cluster_primitives_source) that the kernel's MODE 7 branch calls.

@@ -9,10 +9,12 @@ namespace cudal1::optimizer::norm {
 namespace {
 
 // sm_90: at most 227 KB of shared memory per block; 1 KB covers the kernel's static arrays (red[96], the
-// mbarriers and the inbox: < 900 bytes at 32 slots and clusters of 16).
+// mbarriers and the inbox: < 1 KB at 32 + 4 slots and clusters of 16).
 constexpr int64_t kHeldSmem = 226 * 1024;
 constexpr int kMaxSlots = 32;  ///< mbarrier pairs in static shared memory
 constexpr int64_t kVectorBytes = 16;
+constexpr int64_t kHeldVectorsPerBlock = 8192;  ///< 128 KB of registers: 16 vectors a thread at 512, 32 at 256
+constexpr int64_t kRereadRing = 64 * 1024;      ///< the reread ring's bytes
 
 }  // namespace
 
@@ -30,27 +32,44 @@ int64_t held_chunks(const NormShape& s, const NormKnobs& k) {
   return (held_slice_vectors(s, k) + chv - 1) / chv;
 }
 
+int64_t held_kept_chunks(const NormShape& s, const NormKnobs& k) {
+  const int cpt = std::max(1, held_vectors_per_chunk_thread(k));
+  return std::min<int64_t>(held_chunks(s, k), kHeldVectorsPerBlock / k.block / cpt);
+}
+
+int held_reread_slots(const NormShape& s, const NormKnobs& k) {
+  return held_chunks(s, k) > held_kept_chunks(s, k) ? static_cast<int>(kRereadRing / (int64_t{k.chunk_kb} * 1024))
+                                                    : 0;
+}
+
 int held_slots(const NormShape& s, const NormKnobs& k) {
   const int64_t most = std::min<int64_t>(kMaxSlots, kHeldSmem / (int64_t{k.chunk_kb} * 1024));
+  if (held_reread_slots(s, k) > 0) return static_cast<int>(most - held_reread_slots(s, k));
   const int64_t tight = held_chunks(s, k) + 1;
   return static_cast<int>(k.deep ? most : std::min(tight, most));
+}
+
+int held_threads(const NormShape& s, const NormKnobs& k) {
+  return k.block + (held_reread_slots(s, k) > 0 ? 64 : 32);
 }
 
 bool held_fits(const NormShape& s, const NormKnobs& k) {
   if (s.sm < 90 || int64_t{k.vec} * elem_size(s.dtype) != kVectorBytes) return false;
   if ((k.block != 256 && k.block != 512) || (k.chunk_kb != 16 && k.chunk_kb != 32)) return false;
   if (k.cluster < 1 || k.cluster > 16 || (k.cluster & (k.cluster - 1)) != 0) return false;
-  const int cpt = held_vectors_per_chunk_thread(k);
-  const int64_t held = held_chunks(s, k) * cpt;  // vectors a thread holds
-  const int64_t most_held = 8192 / k.block;        // 64 registers a thread at 512, 128 at 256: 128 KB a block
-  const int64_t tight = held_chunks(s, k) + 1;
+  if (held_vectors_per_chunk_thread(k) < 1 || held_slice_vectors(s, k) < k.block || s.rows >= (int64_t{1} << 31))
+    return false;
+  const int64_t chunks = held_chunks(s, k), kept = held_kept_chunks(s, k);
   const int64_t most = std::min<int64_t>(kMaxSlots, kHeldSmem / (int64_t{k.chunk_kb} * 1024));
-  return cpt >= 1 && held_slice_vectors(s, k) >= k.block && held <= most_held && tight <= most &&
-         (!k.deep || most > tight) && s.rows < (int64_t{1} << 31);
+  if (kept < chunks)  // rereads: 512 consumers (two producer warps leave 113 registers a thread), at most as
+                      // many chunks reread as kept, one (deep) ring
+    return k.block == 512 && k.deep && chunks - kept <= kept && most - held_reread_slots(s, k) >= 2;
+  const int64_t tight = chunks + 1;
+  return tight <= most && (!k.deep || most > tight);
 }
 
 unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k) {
-  return static_cast<unsigned>(int64_t{held_slots(s, k)} * k.chunk_kb * 1024);
+  return static_cast<unsigned>(int64_t{held_slots(s, k) + held_reread_slots(s, k)} * k.chunk_kb * 1024);
 }
 
 const char* held_source() {
@@ -86,7 +105,7 @@ __device__ __forceinline__ void send16(float4* dst, float4 v, unsigned long long
                ::"r"(rd), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rb) : "memory");
 }
 #endif
-/// Sum over the BLOCK consumer threads (named barrier 1: the producer warp takes no part), in every thread.
+/// Sum over the BLOCK consumer threads (named barrier 1: the producer warps take no part), in every thread.
 __device__ __forceinline__ float held_sum(float v, float* red) {
   v = warp_sum(v);
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
@@ -97,14 +116,42 @@ __device__ __forceinline__ float held_sum(float v, float* red) {
   asm volatile("bar.sync 1, %0;" ::"n"(BLOCK) : "memory");
   return t;
 }
+#if DROP > 0
+/// The consumers' triples merged (Chan; the same tree in every warp), in every thread.
+__device__ __forceinline__ Welford held_welford(Welford w, float* red) {
+  w = warp_welford(w);
+  const int wid = threadIdx.x / 32, l = threadIdx.x % 32;
+  if (l == 0) {
+    red[wid] = w.n;
+    red[32 + wid] = w.mean;
+    red[64 + wid] = w.m2;
+  }
+  asm volatile("bar.sync 1, %0;" ::"n"(BLOCK) : "memory");
+  Welford t{0.f, 0.f, 0.f};
+  if (l < BLOCK / 32) t = Welford{red[l], red[32 + l], red[64 + l]};
+  t = warp_welford(t);
+  asm volatile("bar.sync 1, %0;" ::"n"(BLOCK) : "memory");
+  return t;
+}
+#endif
+/// Vectors of chunk `a` (slice vector offset) that this block holds: the bytes its bulk copy moves.
+__device__ __forceinline__ unsigned chunk_bytes(index_t a, index_t cnt) {
+  const index_t n = a < cnt ? (cnt - a < CHV ? cnt - a : CHV) : 0;
+  return (unsigned)(n * (index_t)sizeof(vec_t));
+}
 /// Rows cid, cid + clusters, ... go to cluster cid; block `rank` holds vectors [rank x SV, rank x SV + cnt) of
-/// each, in CH chunks of CHV vectors (thread t's are t + u x BLOCK of a chunk, u < CPT: HELD registers).
+/// each, in CH chunks of CHV vectors (thread t's are t + u x BLOCK of a chunk, u < CPT); the first KEEP chunks
+/// stay in registers (HELD vectors a thread), the last DROP are reread after the exchange (Note [Norm held]).
 __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const storage_t* __restrict__ w,
                                           const storage_t* __restrict__ b, storage_t* __restrict__ y,
                                           stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out, float* red) {
   extern __shared__ __align__(128) unsigned char held_smem[];
   vec_t* const ring = reinterpret_cast<vec_t*>(held_smem);
   __shared__ __align__(8) unsigned long long full[NSLOT], empty[NSLOT];
+#if DROP > 0
+  vec_t* const ringb = ring + (index_t)NSLOT * CHV;  // the rereads' ring
+  __shared__ __align__(8) unsigned long long fullb[NSLOTB], emptyb[NSLOTB], gate;
+#endif
 #if CL > 1
   __shared__ __align__(8) unsigned long long xbar[2];  // the triples of a row of each parity have landed
   __shared__ __align__(16) float4 inbox[2][CL];        // every block's triple of that row, by rank
@@ -121,6 +168,13 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
       mbar_init(&full[i], 1);
       mbar_init(&empty[i], BLOCK / 32);
     }
+#if DROP > 0
+    for (int i = 0; i < NSLOTB; ++i) {
+      mbar_init(&fullb[i], 1);
+      mbar_init(&emptyb[i], BLOCK / 32);
+    }
+    mbar_init(&gate, 1);
+#endif
 #if CL > 1
     mbar_init(&xbar[0], 1);
     mbar_init(&xbar[1], 1);
@@ -132,22 +186,39 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
 #else
   __syncthreads();
 #endif
-  if (threadIdx.x >= BLOCK) {  // the producer warp: chunk q of this block's sequence into slot q % NSLOT
-    if (threadIdx.x == BLOCK)
+  if (threadIdx.x >= BLOCK) {
+    if (threadIdx.x == BLOCK)  // producer: chunk q of this block's sequence into slot q % NSLOT
       for (index_t q = 0; q < mine * CH; ++q) {
         const int slot = (int)(q % NSLOT);
         if (q >= NSLOT) mbar_wait(&empty[slot], (unsigned)((q / NSLOT - 1) & 1));
         const index_t row = cid + (q / CH) * clusters, a = (q % CH) * CHV;
-        const index_t n = a < cnt ? (cnt - a < CHV ? cnt - a : CHV) : 0;
-        bulk_in(ring + (index_t)slot * CHV, x + (row * NV + j0 + a) * VEC, (unsigned)(n * sizeof(vec_t)), &full[slot]);
+        bulk_in(ring + (index_t)slot * CHV, x + (row * NV + j0 + a) * VEC, chunk_bytes(a, cnt), &full[slot]);
       }
+#if DROP > 0
+    if (threadIdx.x == BLOCK + 32)  // reread producer: a row's last DROP chunks, last first, once it was read
+      for (index_t it = 0, q = 0; it < mine; ++it) {
+        mbar_wait(&gate, (unsigned)(it & 1));
+        const index_t row = cid + it * clusters;
+        for (int d = 0; d < DROP; ++d, ++q) {
+          const int slot = (int)(q % NSLOTB);
+          if (q >= NSLOTB) mbar_wait(&emptyb[slot], (unsigned)((q / NSLOTB - 1) & 1));
+          const index_t a = (index_t)(CH - 1 - d) * CHV;
+          bulk_in(ringb + (index_t)slot * CHV, x + (row * NV + j0 + a) * VEC, chunk_bytes(a, cnt), &fullb[slot]);
+        }
+      }
+#endif
     __syncwarp();
   } else {
     vec_t c[HELD];
     float wv[VEC], bv[VEC];
     for (index_t it = 0; it < mine; ++it) {
       const index_t row = cid + it * clusters;
+#if DROP > 0
+      float shift = 0.f, s1 = 0.f, s2 = 0.f;  // sums of x - shift, shift = the thread's first element
+      int held_n = 0;
+#else
       float s = 0.f;
+#endif
 #pragma unroll
       for (int k = 0; k < CH; ++k) {
         const index_t q = it * CH + k;
@@ -157,14 +228,33 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
 #pragma unroll
         for (int u = 0; u < CPT; ++u)
           if ((index_t)k * CHV + threadIdx.x + u * BLOCK < cnt) {
-            c[k * CPT + u] = src[threadIdx.x + u * BLOCK];
+            const vec_t v = src[threadIdx.x + u * BLOCK];
+            if (k < KEEP) c[(k < KEEP ? k : 0) * CPT + u] = v;
+#if DROP > 0
+            if (k == 0 && u == 0) shift = to_float(v.v[0]);
+            held_n += VEC;
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) s += to_float(c[k * CPT + u].v[e]);
+            for (int e = 0; e < VEC; ++e) {
+              const float d = to_float(v.v[e]) - shift;
+              s1 += d;
+              s2 += d * d;
+            }
+#else
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) s += to_float(v.v[e]);
+#endif
           }
         __syncwarp();
         if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot]);  // this warp is done with the slot
       }
-      // The block's exact two-pass statistics from registers, then the cluster's merged in rank order.
+#if DROP > 0
+      if (threadIdx.x == 0) mbar_arrive(&gate);  // the row has been read once: its rereads may start
+      const float tn = (float)held_n;
+      const Welford bt = held_welford(
+          held_n > 0 ? Welford{tn, shift + s1 / tn, fmaxf(s2 - s1 * s1 / tn, 0.f)} : Welford{0.f, 0.f, 0.f}, red);
+      const float n = bt.n, bm = bt.mean, m2 = bt.m2;
+#else
+      // The block's exact two-pass statistics from registers.
       const float n = (float)(cnt * VEC);
       const float total = held_sum(s, red);
       const float bm = cnt > 0 ? total / n : 0.f;
@@ -181,6 +271,8 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
             }
           }
       const float m2 = held_sum(q2, red);
+#endif
+      // The cluster's triples merged in rank order.
 #if CL > 1
       const int ib = (int)(it & 1);
       if (threadIdx.x < CL) send16(&inbox[ib][rank], make_float4(n, bm, m2, 0.f), &xbar[ib], threadIdx.x);
@@ -203,8 +295,26 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
       }
       const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
       vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
+#if DROP > 0
+      for (int d = 0; d < DROP; ++d) {  // the rereads first: their copies are under way
+        const index_t q = it * DROP + d;
+        const int slot = (int)(q % NSLOTB);
+        mbar_wait(&fullb[slot], (unsigned)((q / NSLOTB) & 1));
+        const vec_t* src = ringb + (index_t)slot * CHV;
 #pragma unroll
-      for (int k = 0; k < CH; ++k)
+        for (int u = 0; u < CPT; ++u) {
+          const index_t a = (index_t)(CH - 1 - d) * CHV + threadIdx.x + u * BLOCK;
+          if (a < cnt) {
+            affine(w, b, row, j0 + a, wv, bv);
+            yr[j0 + a] = normalise(src[threadIdx.x + u * BLOCK], mean_u, rstd_u, wv, bv);
+          }
+        }
+        __syncwarp();
+        if (threadIdx.x % 32 == 0) mbar_arrive(&emptyb[slot]);
+      }
+#endif
+#pragma unroll
+      for (int k = 0; k < KEEP; ++k)
 #pragma unroll
         for (int u = 0; u < CPT; ++u) {
           const index_t a = (index_t)k * CHV + threadIdx.x + u * BLOCK;

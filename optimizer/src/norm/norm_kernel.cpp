@@ -181,7 +181,7 @@ class NormKernel final : public BoundKernel {
   /// held, or any failure: Unsupported, so ATen serves the call.
   Status launch_held_rows(const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
                           CUstream stream) {
-    const unsigned smem = held_smem_bytes(s_, k_), threads = static_cast<unsigned>(k_.block + 32),
+    const unsigned smem = held_smem_bytes(s_, k_), threads = static_cast<unsigned>(held_threads(s_, k_)),
                    cluster = static_cast<unsigned>(k_.cluster);
     std::call_once(held_once_, [&] {
       held_ready_ = module_->prepare_clusters(threads, cluster, smem);
