@@ -7,7 +7,11 @@
 //   k2: blocks of RP whole row pairs (RP x 56 threads), outputs staged in shared memory and stored as the block's
 //       contiguous range (whole sectors);
 //   k3, k4: k2 with RP = 4 and 7;
-//   k5, k6: k0 with its loads carrying the L2 prefetch-size hint .L2::128B / .L2::256B.
+//   k5, k6: k0 with its loads carrying the L2 prefetch-size hint .L2::128B / .L2::256B;
+//   k7-k9 (session 20): whole planes through the bulk copy engine: a persistent block's producer warp copies input
+//       planes (25 KB) into a ring of NI shared-memory slots (cp.async.bulk, mbarriers), consumers take every
+//       window from shared memory and stage the plane's outputs and indices in one of NO slots, which one thread
+//       stores with two bulk copies (whole lines, no thread stores at all).
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o stem_probe stem_probe.cu && ./stem_probe [kernel]
 #include <cuda_fp16.h>
 
@@ -123,6 +127,104 @@ __global__ void __launch_bounds__(BLOCK) k2(const __half* in, __half* out, long 
     reinterpret_cast<longlong2*>(idx + base)[v] = reinterpret_cast<const longlong2*>(si)[v];
 }
 
+__device__ __forceinline__ unsigned sa(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(bar)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n W_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W_%=;\n}" ::"r"(
+          sa(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(bar)) : "memory");
+}
+
+// k7: persistent blocks of CONS consumer threads and a producer warp; NI input slots, NO output slots.
+template <int CONS, int NI, int NO>
+__global__ void __launch_bounds__(CONS + 32) k7(const __half* in, __half* out, long long* idx) {
+  constexpr int IN_B = H * W * 2, OUT_B = OH * OW * 2, IDX_B = OH * OW * 8, NOUT = OH * OW;
+  extern __shared__ __align__(128) unsigned char sm[];
+  __half* const ring = reinterpret_cast<__half*>(sm);                     // NI x H x W
+  long long* const sidx = reinterpret_cast<long long*>(sm + NI * IN_B);   // NO x OH x OW
+  __half* const sout = reinterpret_cast<__half*>(sm + NI * IN_B + NO * IDX_B);
+  __shared__ __align__(8) unsigned long long full[NI], empty[NI];
+  const long long planes = PLANES, mine = blockIdx.x < planes ? (planes - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < NI; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], CONS / 32);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x >= CONS) {
+    if (threadIdx.x == CONS)
+      for (long long q = 0; q < mine; ++q) {
+        const int slot = (int)(q % NI);
+        if (q >= NI) mbar_wait(&empty[slot], (unsigned)((q / NI - 1) & 1));
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(&full[slot])), "r"(IN_B)
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                         sa(ring + slot * H * W)),
+                     "l"(in + (blockIdx.x + q * gridDim.x) * H * W), "r"(IN_B), "r"(sa(&full[slot]))
+                     : "memory");
+      }
+    __syncwarp();
+    return;
+  }
+  for (long long q = 0; q < mine; ++q) {
+    const long long plane = blockIdx.x + q * gridDim.x;
+    const int slot = (int)(q % NI), os = (int)(q % NO);
+    if (threadIdx.x == 0 && q >= NO) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(NO - 1) : "memory");
+    asm volatile("bar.sync 1, %0;" ::"n"(CONS) : "memory");  // the output slot is free
+    mbar_wait(&full[slot], (unsigned)((q / NI) & 1));
+    const __half* x = ring + slot * H * W;
+    for (int o = threadIdx.x; o < NOUT; o += CONS) {
+      const int oh = o / OW, ow = o % OW;
+      const int hs = oh * 2 - 1, ws = ow * 2 - 1;
+      float m = -INFINITY;
+      int mi = max(hs, 0) * W + max(ws, 0);
+#pragma unroll
+      for (int i = 0; i < 3; ++i)
+#pragma unroll
+        for (int j = 0; j < 3; ++j) {
+          const int h = hs + i, w = ws + j;
+          if ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) {
+            const float v = __half2float(x[h * W + w]);
+            if (v > m || v != v) m = v, mi = h * W + w;
+          }
+        }
+      sout[os * NOUT + o] = __float2half(m);
+      sidx[os * NOUT + o] = mi;
+    }
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot]);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("bar.sync 1, %0;" ::"n"(CONS) : "memory");  // the plane's outputs are staged
+    if (threadIdx.x == 0) {
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(out + plane * NOUT),
+                   "r"(sa(sout + os * NOUT)), "r"(OUT_B)
+                   : "memory");
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(idx + plane * NOUT),
+                   "r"(sa(sidx + os * NOUT)), "r"(IDX_B)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+  }
+  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+template <int CONS, int NI, int NO>
+void launch_k7(int per_sm, const __half* in, __half* out, long long* idx) {
+  const int smem = NI * H * W * 2 + NO * OH * OW * 10;
+  static bool once = [&] {
+    CK(cudaFuncSetAttribute(k7<CONS, NI, NO>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)once;
+  k7<CONS, NI, NO><<<132 * per_sm, CONS + 32, smem>>>(in, out, idx);
+}
+
 __global__ void flush(const float4* p, long long n, float* sink) {
   float s = 0.f;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
@@ -160,6 +262,9 @@ int main(int argc, char** argv) {
       case 4: (k2<7, 416>)<<<PLANES * (OH / 2 / 7), 416>>>(in, out, idx); break;  // RP 7: 392 of 416
       case 5: k0<1><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
       case 6: k0<2><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 7: launch_k7<256, 4, 2>(1, in, out, idx); break;
+      case 8: launch_k7<256, 2, 1>(2, in, out, idx); break;
+      case 9: launch_k7<512, 4, 2>(1, in, out, idx); break;
       default: CK(cudaMemcpyAsync(cp, static_cast<char*>(cp) + cpbytes, cpbytes, cudaMemcpyDeviceToDevice));
     }
   };
@@ -180,10 +285,13 @@ int main(int argc, char** argv) {
   const char* names[] = {"k0 flat opw1 oph2 block128 (generator's)", "k1 blocks 32x4 tiles",
                          "k2 row pairs x2 staged (block 128)", "k3 row pairs x4 staged (block 256)",
                          "k4 row pairs x7 staged (block 416)", "k5 = k0, loads .L2::128B",
-                         "k6 = k0, loads .L2::256B", "device copy of the same bytes"};
+                         "k6 = k0, loads .L2::256B", "k7 bulk planes, 256 + 32 threads, 4 in, 2 out",
+                         "k8 bulk planes, 2 blocks an SM, 2 in, 1 out", "k9 bulk planes, 512 + 32 threads, 4 in, 2 out",
+                         "device copy of the same bytes"};
   for (int round = 0; round < 2; ++round)
-    for (int k = 0; k <= 7; ++k) {
-      if (k < 7) {
+    for (int k = 0; k <= 10; ++k) {
+      if (k >= 1 && k <= 6) continue;  // session 16's kernels: measured there
+      if (k < 10) {
         CK(cudaMemset(out, 0xff, nout * 2));
         CK(cudaMemset(idx, 0xff, nout * 8));
         launch(k);
@@ -192,7 +300,7 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(goti.data(), idx, nout * 8, cudaMemcpyDeviceToHost));
       }
       size_t bad = 0;
-      for (size_t i = 0; k < 7 && i < nout; ++i)
+      for (size_t i = 0; k < 10 && i < nout; ++i)
         bad += memcmp(&ref[i], &got[i], 2) != 0 || refi[i] != goti[i];
       std::vector<float> t;
       for (int r = 0; r < 60; ++r) {
