@@ -252,29 +252,28 @@
 /// the next step is a design without a barrier over the whole grid per row, not a leaner mode 6.
 ///
 /// Note [Norm held]
-/// Mode 7 keeps what made mode 4 right (a row over one thread-block cluster, read once, no wait on any other
-/// cluster) and removes what made it slow: per-thread copies, a row's slice pinned in shared memory so that
-/// nothing loads while it is reduced, and a cluster barrier a row. A block is BLOCK consumer threads plus one
-/// producer warp. The producer's first thread walks the block's chunk sequence (rows cid, cid + clusters, ...;
-/// slice chunks of CHV = BLOCK x CPT 16-byte vectors, 16 or 32 KB) through a ring of NSLOT shared-memory slots:
-/// it waits until a slot is empty (an mbarrier each warp of consumers arrives on), then arms the slot's full
-/// mbarrier with the chunk's bytes and starts one bulk copy (cp.async.bulk global -> shared, completing on it;
-/// an empty chunk arms 0 bytes). Consumers wait on a chunk, copy their vectors into registers and free the slot
-/// at once, so the ring streams the next row (up to NSLOT chunks ahead) through this row's statistics, exchange
-/// and output. Statistics: the block's exact two-pass mean and squared deviations from registers (two sums over
-/// the consumers, named barrier 1), sent as (n, mean, m2) by st.async to every block of the cluster, completing
-/// on the receiver's mbarrier (one per row parity; no cluster barrier and no fence); each warp merges the CL
-/// triples in rank order with the same tree (bit-identical statistics in every block); rank 0 writes mean and
-/// rstd = rsqrtf(m2 / cols + eps); the output goes from registers to y with plain vector stores. An inbox slot is
-/// rewritten two rows later, by a block that has received this block's triple of the row between, which this
-/// block sends only after it has read the slot. Clusters are independent (no deadlock, whatever is resident):
-/// the grid is min(rows, clusters the device holds) clusters looping over rows.
+/// Mode 7 keeps what made mode 4 right (a row over one thread-block cluster, read once, no wait on any other cluster)
+/// and removes what made it slow: per-thread copies, a row's slice pinned in shared memory so that nothing loads while
+/// it is reduced, and a cluster barrier a row. A block is BLOCK consumer threads plus one producer warp (two with
+/// rereads, below). The producer's first thread walks the block's chunk sequence (rows cid, cid + clusters, ...; slice
+/// chunks of CHV = BLOCK x CPT 16-byte vectors, 16 or 32 KB) through a ring of NSLOT shared-memory slots: it waits
+/// until a slot is empty (an mbarrier each warp of consumers arrives on), then arms the slot's full mbarrier with the
+/// chunk's bytes and starts one bulk copy (cp.async.bulk global -> shared, completing on it; an empty chunk arms 0
+/// bytes). Consumers wait on a chunk, copy their vectors into registers and free the slot at once, so the ring streams
+/// the next row (up to NSLOT chunks ahead) through this row's statistics, exchange and output. Statistics: the block's
+/// exact two-pass mean and squared deviations from registers (two sums over the consumers, named barrier 1), sent as
+/// (n, mean, m2) by st.async to every block of the cluster, completing on the receiver's mbarrier (one per row parity;
+/// no cluster barrier and no fence); each warp merges the CL triples in rank order with the same tree (bit-identical
+/// statistics in every block); rank 0 writes mean and rstd = rsqrtf(m2 / cols + eps); the output goes from registers to
+/// y with plain vector stores. An inbox slot is rewritten two rows later, by a block that has received this block's
+/// triple of the row between, which this block sends only after it has read the slot. Clusters are independent (no
+/// deadlock, whatever is resident): the grid is min(rows, clusters the device holds) clusters looping over rows.
 /// Rows too long for a cluster's registers (layer norm [64, 1048576] fp32: 256 KB a block at 16) keep their
 /// first KEEP chunks and reread the other DROP (<= KEEP) after the exchange: the block's statistics are then
 /// per-thread sums shifted by the thread's first element (merged with Chan's formula; the cancellation is bounded
 /// by the thread's own m2, since the shift is one of its elements), the consumers' first thread arrives on a gate
 /// mbarrier once the row has been read, and a second producer warp then copies the row's last DROP chunks, last
-/// read first (still in L2, ~1-2 MB of traffic later), through a 64 KB ring of their own; consumers normalise
+/// read first (most still in L2: ~70% measured), through a 64 KB ring of their own; consumers normalise
 /// those first, then the registers.
 /// Sizing: a slice keeps up to 128 KB in registers (16 vectors a thread at 512 consumers, 32 at 256), so a
 /// cluster of 16 holds rows up to 2 MB and rereads up to 4 MB ones; the two smallest cluster sizes (1-16) that
@@ -282,12 +281,19 @@
 /// ring; with rereads, 512 consumers (two producer warps leave 113 registers a thread) and the deep ring only.
 /// Offered where mode 2 is, on sm_90+, for 16-byte vectors (the bulk copies' alignment; the bound kernel checks
 /// the pointers).
-/// Probe (H200, 2026-12-01, scripts/probes/bulk_hold_probe.cu; group norm g8's shape, 128 rows of 2 MB, f32,
-/// cluster 16: 7 clusters resident, 112 SMs; copy of the same bytes 134.4 us): a bulk copy through such a ring
-/// alone 139.9 us; slices held in shared memory with a cluster barrier a row 209-253 us, with st.async instead of
-/// the barrier 176.5-179.8 us (each block's statistics alone, no exchange: 148.6-151.6 us); slices held in
-/// registers with the ring streaming through the exchange 147.6-164.2 us (16 KB x 9 slots the best), and 141.8
-/// us for 256 rows of 1 MB in clusters of 8.
+/// Probe (H200, 2026-12-01, docs/PERF.md "Session 20", scripts/probes/bulk_hold_probe.cu; group norm g8's shape,
+/// 128 rows of 2 MB, f32, clusters of 16: 7 resident, 112 SMs; copy of the same bytes 134 us): a bulk copy through
+/// such a ring alone 139-141 us; slices held in shared memory with a cluster barrier a row 209-254 us, with
+/// st.async instead of the barrier 176-180 us (each block's own statistics, no exchange: 149-152 us); slices held
+/// in registers with the ring streaming through the exchange 146-164 us (16 KB x 9 slots the best), 142 us for 256
+/// rows of 1 MB in clusters of 8. Rows of 4 MB with half of each slice reread: 165-185 us (Nsight Compute: 306 MB
+/// read from DRAM for a 268 MB input, so ~70% of the rereads hit L2; DRAM 68% of peak).
+/// Measured in the library (same session, runs 5-11, tuner's choice, 24 trials): group norm f32 [16,64,256,256] g8
+/// 148.3-155.4 us, 1.17-1.24x the copy (mode 6: 184.8 us, 1.47x); layer norm f32 [64,1048576] 167.6-168.4 us,
+/// 1.33-1.34x (mode 6: 187-188 us, 1.50x); group norm bf16 [32,320,64,64] g32 48.8-49.0 us (mode 1: 49.7). What
+/// keeps the 4 MB rows above the 2 MB ones: a slice takes 256 KB of the SM's ~354 KB on chip, so the ring holds
+/// less than one next slice while the row is written; and 64 rows over 7 clusters leave one row alone at the end.
+/// The norm fuzz drew mode 7 80 times, 0 mismatches.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -454,7 +460,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
 /// rows * grid triples, a counter per step and ring_smem_bytes of dynamic shared memory (Note [Norm ring]);
 /// mode 6 likewise, with rows * parts triples, a counter per row and the ticket counter, on a grid of at most
 /// what the device keeps resident, and Unsupported where that is fewer blocks than a row's parts; mode 7 in
-/// clusters of k.cluster blocks of k.block + 32 threads with held_smem_bytes of dynamic shared memory, as many
+/// clusters of k.cluster blocks of held_threads threads with held_smem_bytes of dynamic shared memory, as many
 /// clusters as the device holds (at most one a row), Unsupported where it holds none.
 std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
                                               std::shared_ptr<LoadedModule> module);
