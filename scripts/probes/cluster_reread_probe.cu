@@ -49,22 +49,6 @@ __device__ __forceinline__ void store(float4* p, float4 v) {
   asm volatile("st.global.cs.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
 }
 
-/// (n, mean, m2) merged as Chan et al.
-struct Stat {
-  float n, mean, m2;
-};
-__device__ __forceinline__ Stat merge(Stat a, Stat b) {
-  const float n = a.n + b.n;
-  if (n == 0.f) return a;
-  const float d = b.mean - a.mean, f = b.n / n;
-  return Stat{n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
-}
-__device__ __forceinline__ Stat warp_merge(Stat s) {
-  for (int o = 16; o > 0; o >>= 1)
-    s = merge(s, Stat{__shfl_xor_sync(~0u, s.n, o), __shfl_xor_sync(~0u, s.mean, o), __shfl_xor_sync(~0u, s.m2, o)});
-  return s;
-}
-
 /// Row r of `rows` (cols floats each): cluster (blockIdx.x / CL) takes rows c, c + clusters, ...
 /// PART (to see where the time goes; outputs are then not checked): 0 the whole kernel; 1 without the cluster
 /// barrier (each block normalises with its own slice's statistics); 2 pass 1 alone (no output); 3 pass 2 alone
@@ -144,29 +128,10 @@ __global__ void __launch_bounds__(BLOCK, 1) cluster_rows(const float4* __restric
 template <int CL, int BLOCK, int UNROLL, int HINT, int PART = 0>
 void run(const char* name, int rows, long long cols, int smem, float4* in, float4* out, float4* flush, float* sink,
          long long flush_n, const std::vector<float>& host) {
-  auto kern = cluster_rows<CL, BLOCK, UNROLL, HINT, PART>;
-  if (CL > 8) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(BLOCK);
-  cfg.dynamicSmemBytes = smem;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int active = 0;
-  cfg.gridDim = dim3(CL * 64);
-  CK(cudaOccupancyMaxActiveClusters(&active, (void*)kern, &cfg));
-  const int clusters = std::min(active, rows);
-  cfg.gridDim = dim3(CL * clusters);
-  const long long v4 = cols / 4;
+  int clusters = 0;
+  const double us = cluster_median_us(flush, sink, flush_n, cluster_rows<CL, BLOCK, UNROLL, HINT, PART>, CL, BLOCK,
+                                      smem, rows, &clusters, (const float4*)in, out, rows, cols / 4, 1e-5f);
   const float eps = 1e-5f;
-  const double us = median_us(flush, sink, flush_n, [] {}, [&] {
-    CK(cudaLaunchKernelEx(&cfg, kern, (const float4*)in, out, rows, v4, eps));
-  });
   double worst = 0;
   std::vector<float> row(cols);
   for (int r : {0, rows - 1}) {

@@ -396,8 +396,9 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  // 6: cp.async from codegen_common (Note [Async copies]; same cubins)
-  int version() const override { return 6; }
+  // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: mode 7 (Note [Norm held]), so that
+  // cached choices are tuned again over the larger space
+  int version() const override { return 7; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

@@ -281,19 +281,18 @@
 /// ring; with rereads, 512 consumers (two producer warps leave 113 registers a thread) and the deep ring only.
 /// Offered where mode 2 is, on sm_90+, for 16-byte vectors (the bulk copies' alignment; the bound kernel checks
 /// the pointers).
-/// Probe (H200, 2026-12-01, docs/PERF.md "Session 20", scripts/probes/bulk_hold_probe.cu; group norm g8's shape,
-/// 128 rows of 2 MB, f32, clusters of 16: 7 resident, 112 SMs; copy of the same bytes 134 us): a bulk copy through
-/// such a ring alone 139-141 us; slices held in shared memory with a cluster barrier a row 209-254 us, with
-/// st.async instead of the barrier 176-180 us (each block's own statistics, no exchange: 149-152 us); slices held
-/// in registers with the ring streaming through the exchange 146-164 us (16 KB x 9 slots the best), 142 us for 256
-/// rows of 1 MB in clusters of 8. Rows of 4 MB with half of each slice reread: 165-185 us (Nsight Compute: 306 MB
-/// read from DRAM for a 268 MB input, so ~70% of the rereads hit L2; DRAM 68% of peak).
-/// Measured in the library (same session, runs 5-11, tuner's choice, 24 trials): group norm f32 [16,64,256,256] g8
-/// 148.3-155.4 us, 1.17-1.24x the copy (mode 6: 184.8 us, 1.47x); layer norm f32 [64,1048576] 167.6-168.4 us,
-/// 1.33-1.34x (mode 6: 187-188 us, 1.50x); group norm bf16 [32,320,64,64] g32 48.8-49.0 us (mode 1: 49.7). What
-/// keeps the 4 MB rows above the 2 MB ones: a slice takes 256 KB of the SM's ~354 KB on chip, so the ring holds
-/// less than one next slice while the row is written; and 64 rows over 7 clusters leave one row alone at the end.
-/// The norm fuzz drew mode 7 80 times, 0 mismatches.
+/// Probe (H200, 2026-12-01, docs/PERF.md "Session 20", scripts/probes/bulk_hold_probe.cu and bulk_hybrid_probe.cu;
+/// group norm g8's shape, 128 rows of 2 MB, f32, clusters of 16: 7 resident, 112 SMs; copy of the same bytes 134 us): a
+/// bulk copy through such a ring alone 139-141 us; slices held in shared memory with a cluster barrier a row 209-254
+/// us, with st.async instead of the barrier 176-180 us (each block's own statistics, no exchange: 149-152 us); slices
+/// held in registers with the ring streaming through the exchange 146-164 us (16 KB x 9 slots the best), 142 us for 256
+/// rows of 1 MB in clusters of 8. Rows of 4 MB with half of each slice reread: 165-185 us (Nsight Compute: 306 MB read
+/// from DRAM for a 268 MB input, so ~70% of the rereads hit L2; DRAM 68% of peak). Measured in the library (same
+/// session, runs 5-11, tuner's choice, 24 trials): group norm f32 [16,64,256,256] g8 148.3-155.4 us, 1.17-1.24x the
+/// copy (mode 6: 184.8 us, 1.47x); layer norm f32 [64,1048576] 167.6-168.4 us, 1.33-1.34x (mode 6: 187-188 us, 1.50x);
+/// group norm bf16 [32,320,64,64] g32 48.8-49.0 us (mode 1: 49.7). What keeps the 4 MB rows above the 2 MB ones: a
+/// slice takes 256 KB of the SM's ~354 KB on chip, so the ring holds less than one next slice while the row is written;
+/// and 64 rows over 7 clusters leave one row alone at the end. The norm fuzz drew mode 7 80 times, 0 mismatches.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
