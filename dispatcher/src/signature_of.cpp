@@ -122,11 +122,12 @@ void describe_ivalue(std::ostream& os, const c10::IValue& v) {
     os << '\'' << v.toStringRef() << '\'';
     return;
   }
-  if (v.isDouble()) {
+  if (v.isDouble()) {  // an integral double keeps a ".0", so that it never reads as the int of the same value
     std::ostringstream d;
     d.precision(17);
     d << v.toDouble();
-    os << d.str();
+    const std::string t = d.str();
+    os << t << (t.find_first_of(".eEna") == std::string::npos ? ".0" : "");
     return;
   }
   if (v.isTensorList()) {

@@ -44,6 +44,8 @@ std::vector<Case> family_calls() {
   c.push_back({op("aten::relu", ""), {strided}});
   c.push_back({op("aten::add", "Tensor"), {x, expanded, 0.1}});
   c.push_back({op("aten::add", "Scalar"), {x, 2.5, 3}});
+  c.push_back({op("aten::add", "Scalar"), {x, 2.0, 1.0}});  // integral doubles: "2.0", not the int 2
+  c.push_back({op("aten::add", "Scalar"), {x, 2, 1}});
   c.push_back({op("aten::mul", "Tensor"), {x, at::scalar_tensor(2.0, at::kDouble)}});  // 0-dim
   c.push_back({op("aten::where", "self"), {x.gt(0), x, expanded}});
   c.push_back({op("aten::_log_softmax", ""), {h, 1, false}});
@@ -107,7 +109,7 @@ TEST(RebuildCall, BadTextsGiveClearErrors) {
       {"aten::gelu(f32[2]{1}, 'tanh')", Code::kInvalidArgument, "approximate is not named"},
       {"aten::_softmax(f32[2]{1}, x, False)", Code::kInvalidArgument, "not an int"},
       {"aten::_softmax(f32[2]{1}, 0, maybe)", Code::kInvalidArgument, "not a bool"},
-      {"aten::add.Tensor(f32[2]{1}, f32[2]{1}, alpha=1.0)", Code::kInvalidArgument, "rebuilt call reads"},
+      {"aten::add.Tensor(f32[2]{1}, f32[2]{1}, alpha=1.50)", Code::kInvalidArgument, "rebuilt call reads"},
   };
   for (const Bad& b : bad) {
     SCOPED_TRACE(b.text);

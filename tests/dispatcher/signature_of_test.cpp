@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "cudal1/dispatcher/signature_of.h"
 
 namespace cudal1::dispatcher {
@@ -18,6 +20,16 @@ TEST(SignatureOf, TextNamesKwargsAndKeepsDoublesExact) {
   const auto add = op("aten::add", "Tensor");
   torch::jit::Stack s2{at::empty({2}, at::kHalf), at::empty({2}, at::kHalf), 0.1};
   EXPECT_EQ(describe_call(add, s2, 3), "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=0.10000000000000001)");
+  // An integral double keeps its ".0": the text (a cache key) tells it from the int of the same value, as the
+  // in-process words do.
+  const at::Tensor h = at::empty({2}, at::kHalf);
+  EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, 1}, 3), "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=1)");
+  EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, 1.0}, 3),
+            "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=1.0)");
+  EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, -3e20}, 3),
+            "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=-3e+20)");
+  EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, std::numeric_limits<double>::infinity()}, 3),
+            "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=inf)");
 }
 
 TEST(SignatureOf, WordsSeparateLayoutsAndScalars) {

@@ -4,7 +4,10 @@
 /// A signature is a flat vector of 64-bit words (op identity, then one tagged group per argument) plus its
 /// 64-bit hash; the hook builds it on the stack without allocating (dispatcher/src/signature_of.cpp). Its
 /// readable text, e.g. `aten::gelu(f32[64,1024]{1024,1}, approximate='tanh')`, is built only when a new
-/// signature is first seen; the text is complete and stable, so it is also the cache key. The device *index*
+/// signature is first seen; the text is complete and stable, so it is also the cache key. Doubles are written
+/// exactly (17 significant digits), an integral one with a ".0" (`alpha=1.0` against the int's `alpha=1`), so that
+/// no text stands for two keys (until 2026-12-01 both read `alpha=1`; such older entries are no longer found, and
+/// their signatures are tuned again). The device *index*
 /// is not part of either: the tables are per device, and one cache entry serves every card of one model.
 #pragma once
 
