@@ -117,8 +117,9 @@ const std::vector<ConfigVar>& config_variables() {
        "memset, L2 left dirty, so the timed kernel also pays the write-back)"},
       {"CUDAL1_PROFILE_SAMPLE", "64", "one call in N per signature is timed with GPU events"},
       {"CUDAL1_SEED", "0", "seed for exploration and random inputs; 0 seeds from the clock"},
-      {"CUDAL1_CUDA_LIBRARY", "(search libcuda.so.1)", "path of the CUDA driver library"},
-      {"CUDAL1_NVRTC_LIBRARY", "(search libnvrtc.so.13, .12, libnvrtc.so)", "path of the NVRTC library"},
+      {"CUDAL1_CUDA_LIBRARY", "(search libcuda.so.1)", "path of the CUDA driver library (only it, when set)"},
+      {"CUDAL1_NVRTC_LIBRARY", "(search libnvrtc.so.13, .12, libnvrtc.so)",
+       "path of the NVRTC library (only it, when set)"},
   };
   return vars;
 }

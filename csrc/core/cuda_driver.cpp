@@ -16,7 +16,8 @@ namespace {
 Result<DriverApi*> open_driver() {
   auto* api = new DriverApi();  // leaked on purpose: pointers into it live until exit
   std::string errors;
-  const auto lib = detail::open_first({config().cuda_library, "libcuda.so.1", "libcuda.so"}, &errors);
+  const auto lib =
+      detail::open_library(config().cuda_library, "CUDAL1_CUDA_LIBRARY", {"libcuda.so.1", "libcuda.so"}, &errors);
   if (!lib.handle) return Status(Code::kUnavailable, "no CUDA driver library (" + errors + ")");
   api->library = lib.name;
 #define CUDAL1_LOAD(fn)                                                                         \

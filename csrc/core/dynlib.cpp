@@ -17,6 +17,16 @@ DynLib open_first(const std::vector<std::string>& candidates, std::string* error
   return DynLib{};
 }
 
+DynLib open_library(const std::string& path, const char* setting, const std::vector<std::string>& candidates,
+                    std::string* errors) {
+  if (path.empty()) return open_first(candidates, errors);
+  std::string why;
+  DynLib lib = open_first({path}, &why);
+  if (!lib.handle && errors)
+    *errors += (errors->empty() ? "" : "; ") + std::string(setting) + "=" + path + " does not load (" + why + ")";
+  return lib;
+}
+
 void* symbol(const DynLib& lib, const char* name) { return lib.handle ? dlsym(lib.handle, name) : nullptr; }
 
 }  // namespace cudal1::detail

@@ -10,8 +10,7 @@ namespace cudal1 {
 namespace {
 
 Result<const NvrtcApi*> load_nvrtc() {
-  std::vector<std::string> candidates = {config().nvrtc_library, "libnvrtc.so.13", "libnvrtc.so.12",
-                                         "libnvrtc.so"};
+  std::vector<std::string> candidates = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
   for (const char* root : {static_cast<const char*>(std::getenv("CUDA_HOME")),
                            static_cast<const char*>(std::getenv("CUDA_PATH")), "/usr/local/cuda"}) {
     if (!root || !*root) continue;
@@ -19,7 +18,7 @@ Result<const NvrtcApi*> load_nvrtc() {
       candidates.push_back(std::string(root) + "/lib64/" + so);
   }
   std::string errors;
-  const auto lib = detail::open_first(candidates, &errors);
+  const auto lib = detail::open_library(config().nvrtc_library, "CUDAL1_NVRTC_LIBRARY", candidates, &errors);
   if (!lib.handle) return Status(Code::kUnavailable, "no NVRTC library (" + errors + ")");
   auto* api = new NvrtcApi();  // leaked on purpose
   api->library = lib.name;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Host test of libcudal1.so's activation: off by default and silent; on with CUDAL1_ENABLE=1 (or off with one
-# log line where there is no driver), the app's results right either way; bad values warn; the library stays
+# log line where there is no driver, or where CUDAL1_CUDA_LIBRARY names one that does not load), the app's results
+# right either way; bad values warn; the library stays
 # linked under --as-needed; LD_PRELOAD works; the CLI answers.
 set -u
 probe=$1 lib=$2 cli=$3 plain_linked=$4 plain=$5
@@ -25,6 +26,14 @@ else
   [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "expected exactly one log line when turning itself off"
   echo "ok: turned itself off with one line: $(cat "$tmp/err")"
 fi
+
+# A driver path that does not load turns cudal1 off, naming it (no fall back to another driver), on any machine.
+CUDAL1_ENABLE=1 CUDAL1_CUDA_LIBRARY=/nonexistent/libcuda.so.1 "$probe" >"$tmp/out" 2>"$tmp/err" ||
+  fail "probe failed with a bad CUDAL1_CUDA_LIBRARY"
+grep -q "result ok" "$tmp/out" || fail "wrong result with a bad CUDAL1_CUDA_LIBRARY"
+grep -q "off: .*CUDAL1_CUDA_LIBRARY=/nonexistent/libcuda.so.1 does not load" "$tmp/out" ||
+  fail "a bad CUDAL1_CUDA_LIBRARY did not turn cudal1 off, naming the path"
+echo "ok: a bad CUDAL1_CUDA_LIBRARY turns cudal1 off, naming it"
 
 CUDAL1_ENABLE=1 CUDAL1_HOT_CALLS=abc CUDAL1_MODE=fast "$probe" >"$tmp/out" 2>"$tmp/err" || fail "bad values aborted"
 grep -q "CUDAL1_HOT_CALLS='abc' is not an integer; using 50" "$tmp/err" || fail "no warning for a bad integer"

@@ -30,9 +30,10 @@ struct DriverApi {
   std::string library;      ///< path or soname that was opened
 };
 
-/// Opens libcuda (CUDAL1_CUDA_LIBRARY, else libcuda.so.1, libcuda.so), resolves every entry point and calls
-/// cuInit(0), once per process (thread-safe). Returns the table, or Unavailable saying why (no library, a
-/// missing symbol, cuInit failed e.g. because no device is present). The table lives until process exit.
+/// Opens libcuda (CUDAL1_CUDA_LIBRARY and only it when set, else libcuda.so.1, libcuda.so), resolves every entry
+/// point and calls cuInit(0), once per process (thread-safe). Returns the table, or Unavailable saying why (no
+/// library, CUDAL1_CUDA_LIBRARY's path does not load, a missing symbol, cuInit failed e.g. because no device is
+/// present). The table lives until process exit.
 Result<const DriverApi*> driver();
 
 /// Opens libcuda and resolves every entry point without initialising CUDA (no cuInit: safe before a fork and

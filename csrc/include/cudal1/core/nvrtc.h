@@ -23,9 +23,9 @@ struct NvrtcApi {
   std::string library;       ///< path or soname that was opened
 };
 
-/// Opens NVRTC once per process (thread-safe): CUDAL1_NVRTC_LIBRARY, else libnvrtc.so.13, .so.12, libnvrtc.so
-/// on the loader path, then under $CUDA_HOME/lib64 and /usr/local/cuda/lib64. Returns Unavailable when none
-/// loads. The table lives until process exit.
+/// Opens NVRTC once per process (thread-safe): CUDAL1_NVRTC_LIBRARY and only it when set, else libnvrtc.so.13,
+/// .so.12, libnvrtc.so on the loader path, then under $CUDA_HOME/lib64 and /usr/local/cuda/lib64. Returns
+/// Unavailable when none loads (or the set path does not). The table lives until process exit.
 Result<const NvrtcApi*> nvrtc();
 
 }  // namespace cudal1
