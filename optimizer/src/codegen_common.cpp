@@ -217,6 +217,9 @@ const char* row_reduce_source() {
   return R"(#ifndef NEG_INF
 #define NEG_INF __int_as_float(0xff800000u)
 #endif
+#ifndef ROW_BARRIER  // a kernel whose reducing threads are not the whole block names its own barrier
+#define ROW_BARRIER() __syncthreads()
+#endif
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -235,18 +238,18 @@ __device__ __forceinline__ float row_max(float v, float* red) {
   v = warp_max(v);
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
   if (l == 0) red[w] = v;
-  __syncthreads();
+  ROW_BARRIER();
   v = warp_max(l < BLOCK / 32 ? red[l] : NEG_INF);
-  __syncthreads();
+  ROW_BARRIER();
   return v;
 }
 __device__ __forceinline__ float row_sum(float v, float* red) {
   v = warp_sum(v);
   const int w = threadIdx.x / 32, l = threadIdx.x % 32;
   if (l == 0) red[w] = v;
-  __syncthreads();
+  ROW_BARRIER();
   v = warp_sum(l < BLOCK / 32 ? red[l] : 0.f);
-  __syncthreads();
+  ROW_BARRIER();
   return v;
 }
 #endif

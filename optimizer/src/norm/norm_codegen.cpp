@@ -65,11 +65,11 @@ __device__ __forceinline__ Welford row_welford(Welford w, float* red) {
     red[32 + wid] = w.mean;
     red[64 + wid] = w.m2;
   }
-  __syncthreads();
+  ROW_BARRIER();
   Welford t{0.f, 0.f, 0.f};
   if (l < BLOCK / 32) t = Welford{red[l], red[32 + l], red[64 + l]};
   t = warp_welford(t);
-  __syncthreads();
+  ROW_BARRIER();
   return t;
 }
 #endif
@@ -432,6 +432,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
       << "\n#define DROP (CH - KEEP)\n#define HELD (KEEP * CPT)\n#define NSLOT " << held_slots(s, k)
       << "\n#define NSLOTB " << held_reread_slots(s, k) << "\n";
   }
+  if (k.mode == 7)  // named barrier 1 over the consumers: the producer warps take no part in the reductions
+    o << "#define ROW_BARRIER() asm volatile(\"bar.sync 1, %0;\" ::\"n\"(BLOCK) : \"memory\")\n";
   o << row_reduce_source() << welford_source() << kBody;
   if (k.mode == 4) o << async_copy_source() << cluster_primitives_source() << cluster_source();
   if (k.mode == 5) o << async_copy_source() << ring_source();

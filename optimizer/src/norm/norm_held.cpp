@@ -105,35 +105,6 @@ __device__ __forceinline__ void send16(float4* dst, float4 v, unsigned long long
                ::"r"(rd), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(rb) : "memory");
 }
 #endif
-/// Sum over the BLOCK consumer threads (named barrier 1: the producer warps take no part), in every thread.
-__device__ __forceinline__ float held_sum(float v, float* red) {
-  v = warp_sum(v);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  asm volatile("bar.sync 1, %0;" ::"n"(BLOCK) : "memory");
-  float t = 0.f;
-#pragma unroll
-  for (int i = 0; i < BLOCK / 32; ++i) t += red[i];
-  asm volatile("bar.sync 1, %0;" ::"n"(BLOCK) : "memory");
-  return t;
-}
-#if DROP > 0
-/// The consumers' triples merged (Chan; the same tree in every warp), in every thread.
-__device__ __forceinline__ Welford held_welford(Welford w, float* red) {
-  w = warp_welford(w);
-  const int wid = threadIdx.x / 32, l = threadIdx.x % 32;
-  if (l == 0) {
-    red[wid] = w.n;
-    red[32 + wid] = w.mean;
-    red[64 + wid] = w.m2;
-  }
-  asm volatile("bar.sync 1, %0;" ::"n"(BLOCK) : "memory");
-  Welford t{0.f, 0.f, 0.f};
-  if (l < BLOCK / 32) t = Welford{red[l], red[32 + l], red[64 + l]};
-  t = warp_welford(t);
-  asm volatile("bar.sync 1, %0;" ::"n"(BLOCK) : "memory");
-  return t;
-}
-#endif
 /// Vectors of chunk `a` (slice vector offset) that this block holds: the bytes its bulk copy moves.
 __device__ __forceinline__ unsigned chunk_bytes(index_t a, index_t cnt) {
   const index_t n = a < cnt ? (cnt - a < CHV ? cnt - a : CHV) : 0;
@@ -250,13 +221,13 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
 #if DROP > 0
       if (threadIdx.x == 0) mbar_arrive(&gate);  // the row has been read once: its rereads may start
       const float tn = (float)held_n;
-      const Welford bt = held_welford(
+      const Welford bt = row_welford(
           held_n > 0 ? Welford{tn, shift + s1 / tn, fmaxf(s2 - s1 * s1 / tn, 0.f)} : Welford{0.f, 0.f, 0.f}, red);
       const float n = bt.n, bm = bt.mean, m2 = bt.m2;
 #else
       // The block's exact two-pass statistics from registers.
       const float n = (float)(cnt * VEC);
-      const float total = held_sum(s, red);
+      const float total = row_sum(s, red);
       const float bm = cnt > 0 ? total / n : 0.f;
       float q2 = 0.f;
 #pragma unroll
@@ -270,7 +241,7 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
               q2 += d * d;
             }
           }
-      const float m2 = held_sum(q2, red);
+      const float m2 = row_sum(q2, red);
 #endif
       // The cluster's triples merged in rank order.
 #if CL > 1
