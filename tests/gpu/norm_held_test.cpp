@@ -1,9 +1,9 @@
-/// @brief Mode 7 of the norm family (Note [Norm held]) on the device: every mode-7 variant of a few signatures is
-/// compiled, bound and verified against ATen (fresh inputs, poisoned and guarded outputs; Note [Verification]).
+/// @brief Modes 7 and 8 of the norm family (Note [Norm held]) on the device: every mode-7 and every mode-8 variant
+/// of a few signatures is compiled, bound and verified against ATen (fresh inputs, poisoned and guarded outputs; Note [Verification]).
 /// The shapes reach what the fuzz test's random sizes rarely give together: whole slices in registers and
-/// slices half reread (clusters of 16, 8, 4, 2 and 1, the last without an exchange), a last chunk and a last
-/// block's slice shorter than the others, fewer rows than clusters, group norm with rounded 16-bit statistics,
-/// and 16-bit vectors without affine parameters.
+/// slices half reread (clusters of 16, 8, 4, 2 and 1, the last without an exchange), rows over 2 to 128 grid
+/// blocks (mode 8), a last chunk and a last block's slice shorter than the others, fewer rows than clusters or
+/// groups of blocks, group norm with rounded 16-bit statistics, and 16-bit vectors without affine parameters.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -39,6 +39,31 @@ TEST(NormHeld, EveryHeldVariantMatchesAten) {
   const int verified = testing::verify_variants(problems, held);
   std::printf("[norm held] %d of %d mode-7 variants verified\n", verified, planned);
   EXPECT_EQ(planned, 50);  // counted from the planner's rules (Note [Norm held]); fewer means the space changed
+  EXPECT_EQ(verified, planned);
+}
+
+TEST(NormHeld, EveryGridHeldVariantMatchesAten) {
+  CUDAL1_REQUIRE_GPU();
+  const int sm = testing::device_sm();
+  ASSERT_GT(sm, 0);
+  if (sm < 90) GTEST_SKIP() << "mode 8 needs sm_90+ (bulk copies, mbarriers); this device is sm_" << sm;
+  auto grid = [](const Variant& v) { return v.get("mode") == 8; };
+  const std::vector<Problem> problems = {
+      // 16 MB fp32 rows over 128 blocks, one row at a time: each group of blocks walks all three rows.
+      testing::layer_norm_problem(at::kFloat, {3, 4194304}, 1, true, true, sm),
+      // 75002 float4 a row over 10 blocks: the last block's slice and the last chunks are short.
+      testing::layer_norm_problem(at::kFloat, {3, 300008}, 1, true, true, sm),
+      // 2 MB fp32 group-norm rows over 16 blocks, 8 rows at once, two rows a group.
+      testing::group_norm_problem(at::kFloat, {2, 64, 256, 256}, 8, true, sm),
+      // bf16 rows of 512 KB without weight or bias over 4 blocks: fewer rows than groups of blocks.
+      testing::layer_norm_problem(at::kBFloat16, {7, 262144}, 1, false, false, sm),
+      // fp16 group norm (statistics rounded to fp16, the fused affine form), 256 KB rows over 2 blocks.
+      testing::group_norm_problem(at::kHalf, {3, 32, 128, 128}, 4, true, sm),
+  };
+  const int planned = testing::count_variants(problems, grid);
+  const int verified = testing::verify_variants(problems, grid);
+  std::printf("[norm grid held] %d of %d mode-8 variants verified\n", verified, planned);
+  EXPECT_EQ(planned, 40);  // counted from the planner's rules (Note [Norm held]); fewer means the space changed
   EXPECT_EQ(verified, planned);
 }
 

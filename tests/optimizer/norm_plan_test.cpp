@@ -76,7 +76,7 @@ TEST(NormPlan, SpaceOffersSplitRowsOnlyForLongRowsAndCachingOnlyWhereRowsFit) {
       EXPECT_GE(v.get("splits"), 4) << v.id();
     }
   }
-  EXPECT_EQ(modes, (std::set<int>{1, 2, 3, 6}));
+  EXPECT_EQ(modes, (std::set<int>{1, 2, 3, 6, 8}));  // 8: the row held in the registers of 128 grid blocks
   // LLM rows: 4096 features fit in registers of a block; many rows, so no splitting.
   int cached = 0;
   for (const auto& v : space(layer_norm_problem(at::kBFloat16, {8192, 4096}, 1))) {
@@ -388,6 +388,51 @@ TEST(NormPlan, HeldRowsAreOfferedWhereASliceFitsTheRegistersOfACluster) {
                         group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8, true, 80),
                         layer_norm_problem(at::kBFloat16, {8192, 4096}, 1)})
     for (const auto& v : space(p)) EXPECT_NE(v.get("mode"), 7) << v.id();
+}
+
+TEST(NormPlan, GridHeldRowsUseTheFewestGridBlocksWhoseRegistersHoldTheRow) {
+  // Note [Norm held], mode 8: a row over the fewest blocks of a cooperative grid that hold it in registers (128 KB
+  // each), at most the reference grid (132 on sm_90+), every chunk kept, the same ring knobs as mode 7.
+  struct Case {
+    optimizer::Problem p;
+    int parts;
+  };
+  const std::vector<Case> cases = {
+      {layer_norm_problem(at::kFloat, {16, 64, 256, 256}, 3), 128},       // KernelBench: 16 MB rows
+      {layer_norm_problem(at::kFloat, {64, 1 << 20}, 1, false, false), 32},  // 4 MB rows
+      {group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8), 16},          // 2 MB rows
+      {layer_norm_problem(at::kFloat, {5, 100004}, 1), 4},                  // 25001 vectors: the last slice short
+  };
+  for (const auto& c : cases) {
+    auto plan = family().plan(c.p);
+    ASSERT_TRUE(plan.ok());
+    int grid = 0;
+    for (const auto& v : plan.value()->space()) {
+      if (v.get("mode") != 8) continue;
+      ++grid;
+      EXPECT_EQ(v.get("parts"), c.parts) << v.id();
+      EXPECT_EQ(v.get("vec"), 4) << v.id();
+      EXPECT_GE(plan.value()->stratum(v), 16) << v.id();
+      auto src = plan.value()->source(v);
+      ASSERT_TRUE(src.ok());
+      EXPECT_NE(src->code.find("#define GP " + std::to_string(c.parts) + "\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define CL 1\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define DROP (CH - KEEP)"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("#define NSLOTB 0\n"), std::string::npos) << v.id();  // no rereads
+      EXPECT_NE(src->code.find("__launch_bounds__(" + std::to_string(v.get("block") + 32) + ", 1)"),
+                std::string::npos)
+          << v.id();
+    }
+    EXPECT_GE(grid, 2);
+    EXPECT_LE(grid, 8);
+  }
+  // Not offered: rows one block holds (mode 7's clusters of 1 do), rows longer than 132 blocks hold, sm_80,
+  // 8-byte vectors.
+  for (const auto& p : {layer_norm_problem(at::kFloat, {64, 32768}, 1),
+                        layer_norm_problem(at::kFloat, {2, 5, 1 << 22}, 2),
+                        group_norm_problem(at::kFloat, {16, 64, 256, 256}, 8, true, 80),
+                        layer_norm_problem(at::kFloat, {8, 100002}, 1)})
+    for (const auto& v : space(p)) EXPECT_NE(v.get("mode"), 8) << v.id();
 }
 
 TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {

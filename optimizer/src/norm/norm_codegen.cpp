@@ -141,7 +141,7 @@ __device__ __forceinline__ vec_t normalise(const vec_t& t, float mean, float rst
 #endif
   return o;
 }
-#if MODE == 3 || MODE == 5 || MODE == 6
+#if MODE == 3 || MODE == 5 || MODE == 6 || MODE == 8
 /// Thread 0 writes the block's triple (row_welford gave every thread the same) to the workspace at i x 3.
 __device__ __forceinline__ void publish(float* ws, index_t i, const Welford& acc) {
   if (threadIdx.x == 0) {
@@ -359,8 +359,9 @@ cudal1_norm(const storage_t* __restrict__ x, const storage_t* __restrict__ w, co
   ring_rows(x, w, b, y, mean_out, rstd_out, ws, red);
 #elif MODE == 6  // parts of rows dealt by ticket, kept in registers (Note [Norm parts])
   parts_rows(x, w, b, y, mean_out, rstd_out, ws, red);
-#else  // MODE 7: a row per cluster, held in registers, fed by bulk copies (Note [Norm held])
-  held_rows(x, w, b, y, mean_out, rstd_out, red);
+#else  // MODE 7, 8: a row per cluster or per GP blocks of the grid, held in registers, fed by bulk copies
+       // (Note [Norm held])
+  held_rows(x, w, b, y, mean_out, rstd_out, ws, red);
 #endif
 }
 )";
@@ -392,7 +393,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << k.occ << ")\n";
   else if (k.mode == 6)
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " << parts_min_blocks(k.block, k.ahead) << ")\n";
-  else if (k.mode == 7)  // the consumers and the producer warps, one block an SM
+  else if (k.mode >= 7)  // the consumers and the producer warps, one block an SM
     o << "#define LAUNCH_BOUNDS __launch_bounds__(" << held_threads(s, k) << ", 1)\n";
   else
     o << "#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n";
@@ -405,7 +406,7 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     << "LL)\n#define HW ((index_t)" << s.hw << "LL)\n"
     << "#define S ((index_t)" << k.splits << "LL)\n#define CHV ((index_t)"
     << (k.mode == 4   ? cluster_slice_vectors(s, k)
-        : k.mode == 7 ? int64_t{k.block} * held_vectors_per_chunk_thread(k)
+        : k.mode >= 7 ? int64_t{k.block} * held_vectors_per_chunk_thread(k)
         : k.mode >= 2 ? chunk_vectors(s, k)
                       : 1)
     << "LL)\n";
@@ -425,20 +426,22 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     o << "#define CL " << k.cluster << "\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n#define SPT "
       << spt << "\n#define REGS " << regs << "\n#define HALF " << regs + (spt - regs) / 2 << "\n";
   }
-  if (k.mode == 7) {
+  if (k.mode >= 7) {  // mode 8: k.cluster is the row's blocks of the grid, GP, and CL is 1
     const int cpt = held_vectors_per_chunk_thread(k);
-    o << "#define CL " << k.cluster << "\n#define SV ((index_t)" << held_slice_vectors(s, k) << "LL)\n#define CPT "
+    if (k.mode == 8) o << "#define GP " << k.cluster << "\n";
+    o << "#define CL " << (k.mode == 8 ? 1 : k.cluster) << "\n#define SV ((index_t)" << held_slice_vectors(s, k) << "LL)\n#define CPT "
       << cpt << "\n#define CH " << held_chunks(s, k) << "\n#define KEEP " << held_kept_chunks(s, k)
       << "\n#define DROP (CH - KEEP)\n#define HELD (KEEP * CPT)\n#define NSLOT " << held_slots(s, k)
       << "\n#define NSLOTB " << held_reread_slots(s, k) << "\n";
   }
-  if (k.mode == 7)  // named barrier 1 over the consumers: the producer warps take no part in the reductions
+  if (k.mode >= 7)  // named barrier 1 over the consumers: the producer warps take no part in the reductions
     o << "#define ROW_BARRIER() asm volatile(\"bar.sync 1, %0;\" ::\"n\"(BLOCK) : \"memory\")\n";
   o << row_reduce_source() << welford_source() << kBody;
   if (k.mode == 4) o << async_copy_source() << cluster_primitives_source() << cluster_source();
   if (k.mode == 5) o << async_copy_source() << ring_source();
   if (k.mode == 6) o << ticket_source() << parts_source();
   if (k.mode == 7) o << cluster_primitives_source() << held_source();
+  if (k.mode == 8) o << held_source();
   o << kKernel;
   return KernelSource{o.str(), "cudal1_norm"};
 }

@@ -75,6 +75,8 @@ class NormPlan final : public Plan {
       if (k.mode == 6) v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
       if (k.mode == 7)
         v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
+      if (k.mode == 8)
+        v.knobs.insert(v.knobs.end(), {{"parts", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -113,7 +115,7 @@ class NormPlan final : public Plan {
     std::vector<float> knobs;
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
-    for (int m = 0; m < 8; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < 9; ++m) knobs.push_back(v.get("mode") == m);
     knobs.push_back(v.get("cache") == 1);
     knobs.push_back(v.get("cache") == 0);
     knobs.push_back(v.get("splits") == 1);
@@ -170,7 +172,7 @@ class NormPlan final : public Plan {
     k.reverse = v.get("rev") == 1;
     k.chunk_mb = v.get("chunk");
     k.ahead = v.get("ahead") == 1;
-    k.cluster = v.get("cluster");
+    k.cluster = k.mode == 8 ? v.get("parts") : v.get("cluster");
     k.occ = v.get("occ", 1);
     k.step_mb = v.get("step");
     k.ring = v.get("ring");
@@ -280,7 +282,8 @@ class NormPlan final : public Plan {
   }
 
   /// Mode 7 (Note [Norm held]), where mode 2 is offered, on sm_90+ with 16-byte vectors: blocks of 256 and 512
-  /// consumers, the two smallest cluster sizes whose slices fit, 16 and 32 KB chunks, tight and deep rings.
+  /// consumers, the two smallest cluster sizes whose slices fit, 16 and 32 KB chunks, tight and deep rings; mode 8
+  /// with the same knobs over the fewest grid blocks whose registers hold the row.
   template <typename Add>
   void add_held_variants(const Add& add) const {
     if (!split_rows()) return;
@@ -302,6 +305,17 @@ class NormPlan final : public Plan {
         if (any && ++sizes == 2) break;
       }
     }
+    // Mode 8: the row over the fewest blocks of a cooperative grid whose registers hold it.
+    k.mode = 8;
+    k.cluster = static_cast<int>(std::min<int64_t>(grid_held_parts(s_, k), 1 << 20));
+    for (int block : {256, 512})
+      for (int kb : kHeldChunkKb)
+        for (bool deep : {false, true}) {
+          k.block = block;
+          k.chunk_kb = kb;
+          k.deep = deep;
+          if (grid_held_fits(s_, k)) add(k);
+        }
   }
 
   NormShape s_;
@@ -396,9 +410,9 @@ Result<NormShape> plan_group_norm(const Problem& p) {
 class NormFamily final : public Family {
  public:
   const char* name() const override { return "norm"; }
-  // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: mode 7 (Note [Norm held]), so that
-  // cached choices are tuned again over the larger space
-  int version() const override { return 7; }
+  // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: mode 7 (Note [Norm held]), 8: mode 8,
+  // so that cached choices are tuned again over the larger space
+  int version() const override { return 8; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

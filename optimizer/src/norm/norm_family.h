@@ -293,6 +293,21 @@
 /// group norm bf16 [32,320,64,64] g32 48.8-49.0 us (mode 1: 49.7). What keeps the 4 MB rows above the 2 MB ones: a
 /// slice takes 256 KB of the SM's ~354 KB on chip, so the ring holds less than one next slice while the row is written;
 /// and 64 rows over 7 clusters leave one row alone at the end. The norm fuzz drew mode 7 80 times, 0 mismatches.
+/// Mode 8 is mode 7 with the cluster replaced by GP consecutive blocks of a cooperative grid: GP = the fewest
+/// blocks whose registers hold the row (128 KB each, 2..132), so no chunk is reread, and rows of 16 MB (132 x
+/// 128 KB) fit. The block's triple goes to the workspace (rows x GP triples, then a counter per row zeroed on the
+/// call's stream); thread 0 fences, arrives on the row's counter and spins until GP blocks have (co-residency
+/// from cuLaunchCooperativeKernel: a grid that cannot be resident fails to launch and ATen serves the call, as
+/// do captured streams); then every block merges the GP triples in the same order and tree (merged_stats, as
+/// modes 3, 5, 6) and rank 0 writes mean and rstd. The grid is floor(SMs / GP) groups of GP blocks (rows cid,
+/// cid + groups, ...), one block an SM. Unlike mode 5, nothing waits for the wait: the producer keeps the ring
+/// (up to 1.75 slices) loading the group's next row while the exchange spins and the row is written. Unlike
+/// mode 7, the group is not bound to a GPC, so 4 MB rows run 4 at once on 128 SMs (16 even waves of 64 rows)
+/// where clusters of 16 ran 7 on 112 SMs and reread half of each slice.
+/// Prediction (before measurement; HBM moves one read and one write, as the copy; each row's exchange ~2-3 us,
+/// hidden behind the next row's loads): layer norm f32 [16,64,256,256] (16 MB rows, one at a time over 128
+/// blocks) ~135-145 us, 1.08-1.16x the copy (mode 2: 205 us); layer norm f32 [64,1048576] ~135-145 us (mode 7:
+/// 168); group norm g8 ~140-150 us (mode 7: 148-155).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -326,7 +341,8 @@ struct NormKnobs {
                     ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip;
                     ///< 5: steps of rows over the grid, kept on chip in a load-ahead ring;
                     ///< 6: parts of rows dealt by ticket over the grid, kept in registers;
-                    ///< 7: a row per cluster, held in registers, fed by bulk copies (Note [Norm held])
+                    ///< 7: a row per cluster, held in registers, fed by bulk copies (Note [Norm held]);
+                    ///< 8: the same over a row's blocks of a cooperative grid (Note [Norm held], mode 8)
   int vec = 1;      ///< elements per load/store
   int block = 256;  ///< threads per block
   bool cache = false;  ///< row kept in registers between the statistics and the output (modes 0, 1)
@@ -335,7 +351,8 @@ struct NormKnobs {
   int chunk_mb = 0;      ///< mode 3: rows are processed in groups of about this many MB of input
   bool ahead = false;    ///< mode 3: a block reads group g + 1 before it normalises group g; mode 6: a block
                          ///< loads its next part before it waits on the current row
-  int cluster = 0;       ///< mode 4: blocks per row, one thread-block cluster (Note [Norm clusters])
+  int cluster = 0;       ///< modes 4, 7: blocks per row, one thread-block cluster (Note [Norm clusters]); mode 8:
+                         ///< blocks per row of the cooperative grid (knob "parts")
   int occ = 1;           ///< mode 4: blocks per SM the slice's shared memory is sized for (1 or 2)
   int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
   int ring = 0;          ///< mode 5: steps held in a block's shared-memory ring (RING - 1 loading ahead)
@@ -445,6 +462,14 @@ bool held_fits(const NormShape& s, const NormKnobs& k);
 
 /// Mode 7: dynamic shared memory bytes per block (the rings).
 unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k);
+
+/// Mode 8 (Note [Norm held], mode 8): the fewest blocks whose registers hold a row of k.vec-element vectors
+/// (128 KB each), i.e. the row's parts.
+int64_t grid_held_parts(const NormShape& s, const NormKnobs& k);
+
+/// Mode 8: whether `k` (k.cluster = the row's parts) is offered: sm_90+, 16-byte vectors, 2 to the reference
+/// grid's blocks per row (132 on sm_90+), every slice wholly in registers (no rereads), a ring as mode 7's.
+bool grid_held_fits(const NormShape& s, const NormKnobs& k);
 
 /// Mode 7: device code (after cluster_primitives_source) that the kernel's MODE 7 branch calls.
 const char* held_source();

@@ -68,12 +68,30 @@ bool held_fits(const NormShape& s, const NormKnobs& k) {
   return tight <= most && (!k.deep || most > tight);
 }
 
+int64_t grid_held_parts(const NormShape& s, const NormKnobs& k) {
+  const int64_t nv = s.cols / k.vec;
+  return (nv + kHeldVectorsPerBlock - 1) / kHeldVectorsPerBlock;
+}
+
+bool grid_held_fits(const NormShape& s, const NormKnobs& k) {
+  if (s.sm < 90 || int64_t{k.vec} * elem_size(s.dtype) != kVectorBytes) return false;
+  if ((k.block != 256 && k.block != 512) || (k.chunk_kb != 16 && k.chunk_kb != 32)) return false;
+  if (k.cluster < 2 || k.cluster > ring_reference_blocks(s.sm) || s.rows * k.cluster >= (int64_t{1} << 31))
+    return false;
+  if (held_vectors_per_chunk_thread(k) < 1 || held_slice_vectors(s, k) < k.block) return false;
+  const int64_t chunks = held_chunks(s, k);
+  if (held_kept_chunks(s, k) < chunks) return false;  // no rereads: the whole slice in registers
+  const int64_t most = std::min<int64_t>(kMaxSlots, kHeldSmem / (int64_t{k.chunk_kb} * 1024));
+  const int64_t tight = chunks + 1;
+  return tight <= most && (!k.deep || most > tight);
+}
+
 unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k) {
   return static_cast<unsigned>(int64_t{held_slots(s, k) + held_reread_slots(s, k)} * k.chunk_kb * 1024);
 }
 
 const char* held_source() {
-  return R"(// Note [Norm held] (norm_family.h): mbarriers, bulk copies and st.async (sm_90).
+  return R"(// Note [Norm held] (norm_family.h): mbarriers, bulk copies, st.async (mode 7) or the workspace (mode 8); sm_90.
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -110,12 +128,33 @@ __device__ __forceinline__ unsigned chunk_bytes(index_t a, index_t cnt) {
   const index_t n = a < cnt ? (cnt - a < CHV ? cnt - a : CHV) : 0;
   return (unsigned)(n * (index_t)sizeof(vec_t));
 }
-/// Rows cid, cid + clusters, ... go to cluster cid; block `rank` holds vectors [rank x SV, rank x SV + cnt) of
-/// each, in CH chunks of CHV vectors (thread t's are t + u x BLOCK of a chunk, u < CPT); the first KEEP chunks
-/// stay in registers (HELD vectors a thread), the last DROP are reread after the exchange (Note [Norm held]).
+#ifdef GP
+/// Mode 8: publishes this block's triple of `row`, arrives on the row's counter and waits until all GP blocks of
+/// the row have (they are resident: the launch is cooperative); then every block merges the GP triples in the
+/// same order and tree (merged_stats). Counters follow the ROWS x GP triples in the workspace, zeroed per call.
+__device__ __forceinline__ void grid_exchange(float* __restrict__ ws, index_t row, unsigned rank, float n, float bm,
+                                              float m2, stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
+                                              float* red, float* mean_u, float* rstd_u) {
+  unsigned* const arrived = reinterpret_cast<unsigned*>(ws + ROWS * GP * 3);
+  publish(ws, row * GP + rank, Welford{n, bm, m2});
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(arrived + row, 1u);
+    while (*reinterpret_cast<const volatile unsigned*>(arrived + row) < (unsigned)GP) __nanosleep(32);
+    __threadfence();
+  }
+  ROW_BARRIER();
+  merged_stats(ws, row, GP, rank == 0, mean_out, rstd_out, red, mean_u, rstd_u);
+}
+#endif
+/// Rows cid, cid + clusters, ... go to cluster cid (mode 8: the GP consecutive blocks cid of the grid); block
+/// `rank` holds vectors [rank x SV, rank x SV + cnt) of each, in CH chunks of CHV vectors (thread t's are t + u x
+/// BLOCK of a chunk, u < CPT); the first KEEP chunks stay in registers (HELD vectors a thread), the last DROP are
+/// reread after the exchange (Note [Norm held]).
 __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const storage_t* __restrict__ w,
                                           const storage_t* __restrict__ b, storage_t* __restrict__ y,
-                                          stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out, float* red) {
+                                          stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
+                                          float* __restrict__ ws, float* red) {
   extern __shared__ __align__(128) unsigned char held_smem[];
   vec_t* const ring = reinterpret_cast<vec_t*>(held_smem);
   __shared__ __align__(8) unsigned long long full[NSLOT], empty[NSLOT];
@@ -123,6 +162,10 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
   vec_t* const ringb = ring + (index_t)NSLOT * CHV;  // the rereads' ring
   __shared__ __align__(8) unsigned long long fullb[NSLOTB], emptyb[NSLOTB], gate;
 #endif
+#ifdef GP
+  const unsigned rank = blockIdx.x % GP;
+  const index_t clusters = gridDim.x / GP, cid = blockIdx.x / GP;
+#else
 #if CL > 1
   __shared__ __align__(8) unsigned long long xbar[2];  // the triples of a row of each parity have landed
   __shared__ __align__(16) float4 inbox[2][CL];        // every block's triple of that row, by rank
@@ -130,9 +173,10 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
 #else
   const unsigned rank = 0;
 #endif
+  const index_t clusters = gridDim.x / CL, cid = blockIdx.x / CL;
+#endif
   const index_t j0 = (index_t)rank * SV;
   const index_t cnt = j0 < NV ? (NV - j0 < SV ? NV - j0 : SV) : 0;
-  const index_t clusters = gridDim.x / CL, cid = blockIdx.x / CL;
   const index_t mine = cid < ROWS ? (ROWS - cid + clusters - 1) / clusters : 0;
   if (threadIdx.x == 0) {
     for (int i = 0; i < NSLOT; ++i) {
@@ -243,6 +287,10 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
           }
       const float m2 = row_sum(q2, red);
 #endif
+#ifdef GP
+      float mean_u, rstd_u;
+      grid_exchange(ws, row, rank, n, bm, m2, mean_out, rstd_out, red, &mean_u, &rstd_u);
+#else
       // The cluster's triples merged in rank order.
 #if CL > 1
       const int ib = (int)(it & 1);
@@ -265,6 +313,7 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
         rstd_out[row] = to_stat(rstd);
       }
       const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
+#endif
       vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
 #if DROP > 0
       for (int d = 0; d < DROP; ++d) {  // the rereads first: their copies are under way

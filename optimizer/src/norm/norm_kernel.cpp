@@ -50,6 +50,19 @@ class NormKernel final : public BoundKernel {
       triples_ = s_.rows * parts * 3;
       extra_ = 2 * s_.rows;       // each row's mean and rstd
     }
+    if (k_.mode == 8) {
+      // Note [Norm held], mode 8: as many rows at once as the device's SMs hold groups of the row's parts (one
+      // block an SM: the ring takes most of its shared memory); none: declined at the call.
+      const int64_t parts = k_.cluster;
+      const int64_t at_once = std::min<int64_t>(s_.rows, module_->sm_count() / parts);
+      parts_ = parts;
+      resident_ = int64_t{module_->sm_count()};
+      group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, at_once) * parts);
+      groups_ = s_.rows;  // a counter per row
+      triples_ = s_.rows * parts * 3;
+      ring_smem_ = held_smem_bytes(s_, k_);
+      threads_ = static_cast<unsigned>(held_threads(s_, k_));
+    }
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -105,10 +118,10 @@ class NormKernel final : public BoundKernel {
         ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
-      if (k_.mode == 6 && resident_ < parts_)
+      if ((k_.mode == 6 || k_.mode == 8) && resident_ < parts_)
         return Status(Code::kUnsupported, "the device keeps fewer blocks resident (" + std::to_string(resident_) +
                                               ") than a row has parts (" + std::to_string(parts_) + ")");
-      if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6) {
+      if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6 || k_.mode == 8) {
         ws = at::empty({triples_ + groups_ + extra_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
         return launch_groups(api, xp, w, b, yp, mp, rp, wsp, stream);
@@ -132,9 +145,9 @@ class NormKernel final : public BoundKernel {
   }
 
  private:
-  /// Modes 3, 5 and 6: zeroes the counters behind the triples (a group's, a step's, or a row's and the
-  /// ticket), then one cooperative launch (Note [Norm groups], Note [Norm ring], Note [Norm parts]; mode 5 first
-  /// opts in to its ring's shared memory). A grid the device
+  /// Modes 3, 5, 6 and 8: zeroes the counters behind the triples (a group's, a step's, a row's and the ticket,
+  /// a row's), then one cooperative launch (Note [Norm groups], Note [Norm ring], Note [Norm parts], Note [Norm
+  /// held]; modes 5 and 8 first opt in to their rings' shared memory). A grid the device
   /// cannot keep resident now (e.g. under MPS limits), a ring larger than this device's shared memory, and a
   /// stream being captured into a graph (no cooperative nodes): Unsupported, so ATen serves the call.
   Status launch_groups(const DriverApi* api, const void* xp, const void* w, const void* b, void* yp, void* mp,
@@ -148,7 +161,7 @@ class NormKernel final : public BoundKernel {
     int phase = 1;
     void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
     const CUresult r =
-        api->cuLaunchCooperativeKernel(module_->function(), group_grid_, 1, 1, static_cast<unsigned>(k_.block), 1, 1,
+        api->cuLaunchCooperativeKernel(module_->function(), group_grid_, 1, 1, threads_ ? threads_ : k_.block, 1, 1,
                                        static_cast<unsigned>(ring_smem_), stream, params);
     if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE || r == CUDA_ERROR_NOT_SUPPORTED)
       return Status(Code::kUnsupported, "cooperative grid cannot be resident: " + cu_error_text(r));
@@ -205,12 +218,13 @@ class NormKernel final : public BoundKernel {
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
-  unsigned group_grid_ = 1;  ///< modes 3, 5, 6: blocks of the cooperative launch
+  unsigned group_grid_ = 1;  ///< modes 3, 5, 6, 8: blocks of the cooperative launch
+  unsigned threads_ = 0;     ///< mode 8: threads a block (consumers and producer warp), else 0: the block
   int64_t groups_ = 0;       ///< modes 3, 5, 6: zeroed counters (a row group's, a step's; mode 6: 2 x rows + 1)
   int64_t triples_ = 0;      ///< modes 3, 5, 6: workspace floats before the counters
   int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
-  int64_t ring_smem_ = 0;    ///< mode 5: dynamic shared memory per block
-  int64_t parts_ = 0, resident_ = 0;  ///< mode 6: a row's parts, the blocks the device keeps resident
+  int64_t ring_smem_ = 0;    ///< modes 5, 8: dynamic shared memory per block
+  int64_t parts_ = 0, resident_ = 0;  ///< modes 6, 8: a row's parts, the blocks the device keeps resident
   std::once_flag held_once_;          ///< mode 7: the opt-in and the occupancy query, once
   Status held_ready_;
   int held_clusters_ = 0;             ///< mode 7: clusters the device holds at once
