@@ -129,23 +129,77 @@ __device__ __forceinline__ unsigned chunk_bytes(index_t a, index_t cnt) {
   return (unsigned)(n * (index_t)sizeof(vec_t));
 }
 #ifdef GP
-/// Mode 8: publishes this block's triple of `row`, arrives on the row's counter and waits until all GP blocks of
-/// the row have (they are resident: the launch is cooperative); then every block merges the GP triples in the
-/// same order and tree (merged_stats). Counters follow the ROWS x GP triples in the workspace, zeroed per call.
-__device__ __forceinline__ void grid_exchange(float* __restrict__ ws, index_t row, unsigned rank, float n, float bm,
-                                              float m2, stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out,
-                                              float* red, float* mean_u, float* rstd_u) {
-  unsigned* const arrived = reinterpret_cast<unsigned*>(ws + ROWS * GP * 3);
-  publish(ws, row * GP + rank, Welford{n, bm, m2});
+/// Mode 8: publishes this block's triple of `row` and arrives on the row's counter (thread 0; the triple is the
+/// same in every thread). Counters follow the ROWS x GP triples in the workspace, zeroed per call.
+__device__ __forceinline__ void grid_publish(float* __restrict__ ws, index_t row, unsigned rank, const Welford& t) {
+  publish(ws, row * GP + rank, t);
   if (threadIdx.x == 0) {
     __threadfence();
-    atomicAdd(arrived + row, 1u);
-    while (*reinterpret_cast<const volatile unsigned*>(arrived + row) < (unsigned)GP) __nanosleep(32);
+    atomicAdd(reinterpret_cast<unsigned*>(ws + ROWS * GP * 3) + row, 1u);
+  }
+}
+/// Mode 8: waits until all GP blocks of `row` have arrived (they are resident: the launch is cooperative), then
+/// every block merges the GP triples in the same order and tree (merged_stats); rank 0 writes mean and rstd.
+__device__ __forceinline__ void grid_stats(float* __restrict__ ws, index_t row, unsigned rank,
+                                           stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out, float* red,
+                                           float* mean_u, float* rstd_u) {
+  if (threadIdx.x == 0) {
+    const unsigned* arrived = reinterpret_cast<const unsigned*>(ws + ROWS * GP * 3) + row;
+    while (*reinterpret_cast<const volatile unsigned*>(arrived) < (unsigned)GP) __nanosleep(32);
     __threadfence();
   }
   ROW_BARRIER();
   merged_stats(ws, row, GP, rank == 0, mean_out, rstd_out, red, mean_u, rstd_u);
 }
+#if AHEAD
+/// Mode 8 ahead: the block's triple of the row whose chunks are q0 .. q0 + CH - 1 in the ring, read from shared
+/// memory without freeing the slots (per-thread sums shifted by the thread's first element, merged with Chan's
+/// formula, as mode 7's rereads).
+__device__ __forceinline__ Welford ring_triple(const vec_t* ring, unsigned long long* full, index_t q0,
+                                               index_t cnt, float* red) {
+  float shift = 0.f, s1 = 0.f, s2 = 0.f;
+  int n = 0;
+#pragma unroll
+  for (int k = 0; k < CH; ++k) {
+    const index_t q = q0 + k;
+    const int slot = (int)(q % NSLOT);
+    mbar_wait(&full[slot], (unsigned)((q / NSLOT) & 1));
+    const vec_t* src = ring + (index_t)slot * CHV;
+#pragma unroll
+    for (int u = 0; u < CPT; ++u)
+      if ((index_t)k * CHV + threadIdx.x + u * BLOCK < cnt) {
+        const vec_t v = src[threadIdx.x + u * BLOCK];
+        if (n == 0) shift = to_float(v.v[0]);
+        n += VEC;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float d = to_float(v.v[e]) - shift;
+          s1 += d;
+          s2 += d * d;
+        }
+      }
+  }
+  const float tn = (float)n;
+  return row_welford(n > 0 ? Welford{tn, shift + s1 / tn, fmaxf(s2 - s1 * s1 / tn, 0.f)} : Welford{0.f, 0.f, 0.f},
+                     red);
+}
+/// Mode 8 ahead: the row whose chunks are q0 .. q0 + CH - 1 from the ring into registers, each slot freed.
+__device__ __forceinline__ void ring_take(const vec_t* ring, unsigned long long* full, unsigned long long* empty,
+                                         index_t q0, index_t cnt, vec_t (&c)[HELD]) {
+#pragma unroll
+  for (int k = 0; k < CH; ++k) {
+    const index_t q = q0 + k;
+    const int slot = (int)(q % NSLOT);
+    mbar_wait(&full[slot], (unsigned)((q / NSLOT) & 1));
+    const vec_t* src = ring + (index_t)slot * CHV;
+#pragma unroll
+    for (int u = 0; u < CPT; ++u)
+      if ((index_t)k * CHV + threadIdx.x + u * BLOCK < cnt) c[k * CPT + u] = src[threadIdx.x + u * BLOCK];
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot]);
+  }
+}
+#endif
 #endif
 /// Rows cid, cid + clusters, ... go to cluster cid (mode 8: the GP consecutive blocks cid of the grid); block
 /// `rank` holds vectors [rank x SV, rank x SV + cnt) of each, in CH chunks of CHV vectors (thread t's are t + u x
@@ -226,6 +280,32 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
   } else {
     vec_t c[HELD];
     float wv[VEC], bv[VEC];
+#if AHEAD
+    // Mode 8 ahead: row it + 1's triple is read from the ring and published before row it's wait, so the wait
+    // overlaps a row's loads and statistics instead of stopping the block.
+    if (mine > 0) {
+      grid_publish(ws, cid, rank, ring_triple(ring, full, 0, cnt, red));
+      ring_take(ring, full, empty, 0, cnt, c);
+    }
+    for (index_t it = 0; it < mine; ++it) {
+      const index_t row = cid + it * clusters;
+      if (it + 1 < mine) grid_publish(ws, row + clusters, rank, ring_triple(ring, full, (it + 1) * CH, cnt, red));
+      float mean_u, rstd_u;
+      grid_stats(ws, row, rank, mean_out, rstd_out, red, &mean_u, &rstd_u);
+      vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
+#pragma unroll
+      for (int k = 0; k < CH; ++k)
+#pragma unroll
+        for (int u = 0; u < CPT; ++u) {
+          const index_t a = (index_t)k * CHV + threadIdx.x + u * BLOCK;
+          if (a < cnt) {
+            affine(w, b, row, j0 + a, wv, bv);
+            yr[j0 + a] = normalise(c[k * CPT + u], mean_u, rstd_u, wv, bv);
+          }
+        }
+      if (it + 1 < mine) ring_take(ring, full, empty, (it + 1) * CH, cnt, c);
+    }
+#else
     for (index_t it = 0; it < mine; ++it) {
       const index_t row = cid + it * clusters;
 #if DROP > 0
@@ -289,7 +369,8 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
 #endif
 #ifdef GP
       float mean_u, rstd_u;
-      grid_exchange(ws, row, rank, n, bm, m2, mean_out, rstd_out, red, &mean_u, &rstd_u);
+      grid_publish(ws, row, rank, Welford{n, bm, m2});
+      grid_stats(ws, row, rank, mean_out, rstd_out, red, &mean_u, &rstd_u);
 #else
       // The cluster's triples merged in rank order.
 #if CL > 1
@@ -344,6 +425,7 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
           }
         }
     }
+#endif
   }
 #if CL > 1
   cluster_sync();  // no block leaves while another may still send to it
