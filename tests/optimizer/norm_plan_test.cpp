@@ -419,12 +419,12 @@ TEST(NormPlan, GridHeldRowsUseTheFewestGridBlocksWhoseRegistersHoldTheRow) {
       EXPECT_NE(src->code.find("#define CL 1\n"), std::string::npos) << v.id();
       EXPECT_NE(src->code.find("#define DROP (CH - KEEP)"), std::string::npos) << v.id();
       EXPECT_NE(src->code.find("#define NSLOTB 0\n"), std::string::npos) << v.id();  // no rereads
-      EXPECT_NE(src->code.find("__launch_bounds__(" + std::to_string(v.get("block") + 32) + ", 1)"),
+      EXPECT_NE(src->code.find("__launch_bounds__(" + std::to_string(v.get("block") + 64) + ", 1)"),
                 std::string::npos)
           << v.id();
     }
     EXPECT_GE(grid, 2);
-    EXPECT_LE(grid, 16);
+    EXPECT_LE(grid, 8);
   }
   // Not offered: rows one block holds (mode 7's clusters of 1 do), rows longer than 132 blocks hold, sm_80,
   // 8-byte vectors.

@@ -76,8 +76,7 @@ class NormPlan final : public Plan {
       if (k.mode == 7)
         v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
       if (k.mode == 8)
-        v.knobs.insert(v.knobs.end(), {{"parts", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0},
-                                       {"ahead", k.ahead ? 1 : 0}});
+        v.knobs.insert(v.knobs.end(), {{"parts", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
       out.push_back(std::move(v));
     };
     for (int vec : kVecs) {
@@ -311,14 +310,12 @@ class NormPlan final : public Plan {
     k.cluster = static_cast<int>(std::min<int64_t>(grid_held_parts(s_, k), 1 << 20));
     for (int block : {256, 512})
       for (int kb : kHeldChunkKb)
-        for (bool deep : {false, true})
-          for (bool ahead : {false, true}) {
-            k.block = block;
-            k.chunk_kb = kb;
-            k.deep = deep;
-            k.ahead = ahead;
-            if (grid_held_fits(s_, k)) add(k);
-          }
+        for (bool deep : {false, true}) {
+          k.block = block;
+          k.chunk_kb = kb;
+          k.deep = deep;
+          if (grid_held_fits(s_, k)) add(k);
+        }
   }
 
   NormShape s_;

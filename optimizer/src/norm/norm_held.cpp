@@ -50,7 +50,7 @@ int held_slots(const NormShape& s, const NormKnobs& k) {
 }
 
 int held_threads(const NormShape& s, const NormKnobs& k) {
-  return k.block + (held_reread_slots(s, k) > 0 ? 64 : 32);
+  return k.block + (held_reread_slots(s, k) > 0 || k.mode == 8 ? 64 : 32);
 }
 
 bool held_fits(const NormShape& s, const NormKnobs& k) {
@@ -138,21 +138,43 @@ __device__ __forceinline__ void grid_publish(float* __restrict__ ws, index_t row
     atomicAdd(reinterpret_cast<unsigned*>(ws + ROWS * GP * 3) + row, 1u);
   }
 }
-/// Mode 8: waits until all GP blocks of `row` have arrived (they are resident: the launch is cooperative), then
-/// every block merges the GP triples in the same order and tree (merged_stats); rank 0 writes mean and rstd.
-__device__ __forceinline__ void grid_stats(float* __restrict__ ws, index_t row, unsigned rank,
-                                           stat_t* __restrict__ mean_out, stat_t* __restrict__ rstd_out, float* red,
-                                           float* mean_u, float* rstd_u) {
-  if (threadIdx.x == 0) {
-    const unsigned* arrived = reinterpret_cast<const unsigned*>(ws + ROWS * GP * 3) + row;
-    while (*reinterpret_cast<const volatile unsigned*>(arrived) < (unsigned)GP) __nanosleep(32);
-    __threadfence();
+/// Mode 8, the exchange warp (lane l): for each of the block's rows in turn, waits until all GP blocks have
+/// arrived (they are resident: the launch is cooperative), merges the GP triples (lane l takes l, l + 32, ... in
+/// order, then the warp's tree: the same bits in every block), writes mean and rstd (rank 0) and hands the
+/// statistics the output uses to the consumers in stats[row parity], completing ready[parity]. A parity's slot
+/// is rewritten two rows later, once the row between has arrived everywhere, so after the consumers took it.
+__device__ __forceinline__ void grid_exchange_warp(const float* __restrict__ ws, index_t cid, index_t clusters,
+                                                   index_t mine, unsigned rank, stat_t* __restrict__ mean_out,
+                                                   stat_t* __restrict__ rstd_out, float2* stats,
+                                                   unsigned long long* ready) {
+  const unsigned l = threadIdx.x % 32;
+  const unsigned* const arrived = reinterpret_cast<const unsigned*>(ws + ROWS * GP * 3);
+  for (index_t it = 0; it < mine; ++it) {
+    const index_t row = cid + it * clusters;
+    if (l == 0) {
+      while (*reinterpret_cast<const volatile unsigned*>(arrived + row) < (unsigned)GP) __nanosleep(32);
+      __threadfence();
+    }
+    __syncwarp();
+    Welford acc{0.f, 0.f, 0.f};
+    for (int t = (int)l; t < GP; t += 32) {
+      const float* p = ws + (row * GP + t) * 3;
+      acc = wf_combine(acc, Welford{__ldcg(p), __ldcg(p + 1), __ldcg(p + 2)});
+    }
+    acc = warp_welford(acc);
+    if (l == 0) {
+      const float mean = acc.mean, rstd = rsqrtf(acc.m2 / (float)COLS + EPS);
+      if (rank == 0) {
+        mean_out[row] = to_stat(mean);
+        rstd_out[row] = to_stat(rstd);
+      }
+      stats[it & 1] = make_float2(used_stat(mean), used_stat(rstd));
+      mbar_arrive(&ready[it & 1]);
+    }
+    __syncwarp();
   }
-  ROW_BARRIER();
-  merged_stats(ws, row, GP, rank == 0, mean_out, rstd_out, red, mean_u, rstd_u);
 }
-#if AHEAD
-/// Mode 8 ahead: the block's triple of the row whose chunks are q0 .. q0 + CH - 1 in the ring, read from shared
+/// Mode 8: the block's triple of the row whose chunks are q0 .. q0 + CH - 1 in the ring, read from shared
 /// memory without freeing the slots (per-thread sums shifted by the thread's first element, merged with Chan's
 /// formula, as mode 7's rereads).
 __device__ __forceinline__ Welford ring_triple(const vec_t* ring, unsigned long long* full, index_t q0,
@@ -183,7 +205,7 @@ __device__ __forceinline__ Welford ring_triple(const vec_t* ring, unsigned long 
   return row_welford(n > 0 ? Welford{tn, shift + s1 / tn, fmaxf(s2 - s1 * s1 / tn, 0.f)} : Welford{0.f, 0.f, 0.f},
                      red);
 }
-/// Mode 8 ahead: the row whose chunks are q0 .. q0 + CH - 1 from the ring into registers, each slot freed.
+/// Mode 8: the row whose chunks are q0 .. q0 + CH - 1 from the ring into registers, each slot freed.
 __device__ __forceinline__ void ring_take(const vec_t* ring, unsigned long long* full, unsigned long long* empty,
                                          index_t q0, index_t cnt, vec_t (&c)[HELD]) {
 #pragma unroll
@@ -199,7 +221,6 @@ __device__ __forceinline__ void ring_take(const vec_t* ring, unsigned long long*
     if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot]);
   }
 }
-#endif
 #endif
 /// Rows cid, cid + clusters, ... go to cluster cid (mode 8: the GP consecutive blocks cid of the grid); block
 /// `rank` holds vectors [rank x SV, rank x SV + cnt) of each, in CH chunks of CHV vectors (thread t's are t + u x
@@ -217,6 +238,8 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
   __shared__ __align__(8) unsigned long long fullb[NSLOTB], emptyb[NSLOTB], gate;
 #endif
 #ifdef GP
+  __shared__ __align__(8) unsigned long long ready[2];  // a row of each parity has its statistics in stats[]
+  __shared__ float2 stats[2];                          // (mean, rstd) the output uses
   const unsigned rank = blockIdx.x % GP;
   const index_t clusters = gridDim.x / GP, cid = blockIdx.x / GP;
 #else
@@ -243,6 +266,10 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
       mbar_init(&emptyb[i], BLOCK / 32);
     }
     mbar_init(&gate, 1);
+#endif
+#ifdef GP
+    mbar_init(&ready[0], 1);
+    mbar_init(&ready[1], 1);
 #endif
 #if CL > 1
     mbar_init(&xbar[0], 1);
@@ -276,13 +303,16 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
         }
       }
 #endif
+#ifdef GP
+    if (threadIdx.x >= BLOCK + 32) grid_exchange_warp(ws, cid, clusters, mine, rank, mean_out, rstd_out, stats, ready);
+#endif
     __syncwarp();
   } else {
     vec_t c[HELD];
     float wv[VEC], bv[VEC];
-#if AHEAD
-    // Mode 8 ahead: row it + 1's triple is read from the ring and published before row it's wait, so the wait
-    // overlaps a row's loads and statistics instead of stopping the block.
+#ifdef GP
+    // Mode 8: row it + 1's triple is read from the ring and published before row it's statistics are needed, and
+    // the exchange warp waits and merges, so the consumers find them ready.
     if (mine > 0) {
       grid_publish(ws, cid, rank, ring_triple(ring, full, 0, cnt, red));
       ring_take(ring, full, empty, 0, cnt, c);
@@ -290,8 +320,8 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
     for (index_t it = 0; it < mine; ++it) {
       const index_t row = cid + it * clusters;
       if (it + 1 < mine) grid_publish(ws, row + clusters, rank, ring_triple(ring, full, (it + 1) * CH, cnt, red));
-      float mean_u, rstd_u;
-      grid_stats(ws, row, rank, mean_out, rstd_out, red, &mean_u, &rstd_u);
+      mbar_wait(&ready[it & 1], (unsigned)((it >> 1) & 1));
+      const float mean_u = stats[it & 1].x, rstd_u = stats[it & 1].y;
       vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
 #pragma unroll
       for (int k = 0; k < CH; ++k)
@@ -367,11 +397,6 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
           }
       const float m2 = row_sum(q2, red);
 #endif
-#ifdef GP
-      float mean_u, rstd_u;
-      grid_publish(ws, row, rank, Welford{n, bm, m2});
-      grid_stats(ws, row, rank, mean_out, rstd_out, red, &mean_u, &rstd_u);
-#else
       // The cluster's triples merged in rank order.
 #if CL > 1
       const int ib = (int)(it & 1);
@@ -394,7 +419,6 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
         rstd_out[row] = to_stat(rstd);
       }
       const float mean_u = used_stat(mean), rstd_u = used_stat(rstd);
-#endif
       vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
 #if DROP > 0
       for (int d = 0; d < DROP; ++d) {  // the rereads first: their copies are under way
