@@ -16,13 +16,23 @@
 namespace cudal1::optimizer {
 namespace {
 
+/// Verifies every variant of `mode` of the problems; `planned` is counted from the planner's rules (Note [Norm
+/// held]): fewer means the space changed.
+void verify_mode(int mode, const std::vector<Problem>& problems, int planned) {
+  auto pick = [mode](const Variant& v) { return v.get("mode") == mode; };
+  const int count = testing::count_variants(problems, pick);
+  const int verified = testing::verify_variants(problems, pick);
+  std::printf("[norm held] %d of %d mode-%d variants verified\n", verified, count, mode);
+  EXPECT_EQ(count, planned);
+  EXPECT_EQ(verified, count);
+}
+
 TEST(NormHeld, EveryHeldVariantMatchesAten) {
   CUDAL1_REQUIRE_GPU();
   const int sm = testing::device_sm();
   ASSERT_GT(sm, 0);
   if (sm < 90) GTEST_SKIP() << "mode 7 needs sm_90+ (thread-block clusters, bulk copies); this device is sm_" << sm;
-  auto held = [](const Variant& v) { return v.get("mode") == 7; };
-  const std::vector<Problem> problems = {
+  verify_mode(7, {
       // 2 MB fp32 rows (16 of them): clusters of 16 keep them, clusters of 8 reread half. 10 variants.
       testing::group_norm_problem(at::kFloat, {2, 64, 256, 256}, 8, true, sm),
       // 75002 float4 a row: the last chunk and the last block's slice are short. 10 variants.
@@ -34,12 +44,7 @@ TEST(NormHeld, EveryHeldVariantMatchesAten) {
       // fp16 group norm (statistics rounded to fp16, the fused affine form), 256 KB rows: clusters of 1 (no
       // exchange) reread half, clusters of 2 and 4 keep them. 14 variants.
       testing::group_norm_problem(at::kHalf, {3, 32, 128, 128}, 4, true, sm),
-  };
-  const int planned = testing::count_variants(problems, held);
-  const int verified = testing::verify_variants(problems, held);
-  std::printf("[norm held] %d of %d mode-7 variants verified\n", verified, planned);
-  EXPECT_EQ(planned, 50);  // counted from the planner's rules (Note [Norm held]); fewer means the space changed
-  EXPECT_EQ(verified, planned);
+  }, 50);
 }
 
 TEST(NormHeld, EveryGridHeldVariantMatchesAten) {
@@ -47,8 +52,8 @@ TEST(NormHeld, EveryGridHeldVariantMatchesAten) {
   const int sm = testing::device_sm();
   ASSERT_GT(sm, 0);
   if (sm < 90) GTEST_SKIP() << "mode 8 needs sm_90+ (bulk copies, mbarriers); this device is sm_" << sm;
-  auto grid = [](const Variant& v) { return v.get("mode") == 8; };
-  const std::vector<Problem> problems = {
+  // Every signature: 8 variants (blocks 256 and 512, 16 and 32 KB chunks, tight and deep rings).
+  verify_mode(8, {
       // 16 MB fp32 rows over 128 blocks, one row at a time: each group of blocks walks all three rows.
       testing::layer_norm_problem(at::kFloat, {3, 4194304}, 1, true, true, sm),
       // 75002 float4 a row over 10 blocks: the last block's slice and the last chunks are short.
@@ -59,12 +64,7 @@ TEST(NormHeld, EveryGridHeldVariantMatchesAten) {
       testing::layer_norm_problem(at::kBFloat16, {7, 262144}, 1, false, false, sm),
       // fp16 group norm (statistics rounded to fp16, the fused affine form), 256 KB rows over 2 blocks.
       testing::group_norm_problem(at::kHalf, {3, 32, 128, 128}, 4, true, sm),
-  };
-  const int planned = testing::count_variants(problems, grid);
-  const int verified = testing::verify_variants(problems, grid);
-  std::printf("[norm grid held] %d of %d mode-8 variants verified\n", verified, planned);
-  EXPECT_EQ(planned, 40);  // counted from the planner's rules (Note [Norm held]); fewer means the space changed
-  EXPECT_EQ(verified, planned);
+  }, 40);
 }
 
 }  // namespace
