@@ -12,7 +12,8 @@
 /// normalise), so the input is read twice; 3: the same split in one cooperative launch over groups of rows sized
 /// for L2, so the second read hits L2 (Note [Norm groups]); 4: a row split over a thread-block cluster that
 /// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+); 7: the same with the slices held
-/// in registers and fed by bulk copies (Note [Norm held], sm_90+); 5: steps of whole rows dealt
+/// in registers and fed by bulk copies (Note [Norm held], sm_90+); 8: mode 7 over a row's blocks of a cooperative
+/// grid, for rows up to 16 MB (Note [Norm held], mode 8); 5: steps of whole rows dealt
 /// over a persistent cooperative grid whose blocks keep their parts in a shared-memory ring that loads the
 /// next steps while one is reduced, so the input is read once (Note [Norm ring], sm_80 and sm_90+).
 ///
@@ -295,19 +296,29 @@
 /// and 64 rows over 7 clusters leave one row alone at the end. The norm fuzz drew mode 7 80 times, 0 mismatches.
 /// Mode 8 is mode 7 with the cluster replaced by GP consecutive blocks of a cooperative grid: GP = the fewest
 /// blocks whose registers hold the row (128 KB each, 2..132), so no chunk is reread, and rows of 16 MB (132 x
-/// 128 KB) fit. The block's triple goes to the workspace (rows x GP triples, then a counter per row zeroed on the
-/// call's stream); thread 0 fences, arrives on the row's counter and spins until GP blocks have (co-residency
-/// from cuLaunchCooperativeKernel: a grid that cannot be resident fails to launch and ATen serves the call, as
-/// do captured streams); then every block merges the GP triples in the same order and tree (merged_stats, as
-/// modes 3, 5, 6) and rank 0 writes mean and rstd. The grid is floor(SMs / GP) groups of GP blocks (rows cid,
-/// cid + groups, ...), one block an SM. Unlike mode 5, nothing waits for the wait: the producer keeps the ring
-/// (up to 1.75 slices) loading the group's next row while the exchange spins and the row is written. Unlike
-/// mode 7, the group is not bound to a GPC, so 4 MB rows run 4 at once on 128 SMs (16 even waves of 64 rows)
-/// where clusters of 16 ran 7 on 112 SMs and reread half of each slice.
-/// Prediction (before measurement; HBM moves one read and one write, as the copy; each row's exchange ~2-3 us,
-/// hidden behind the next row's loads): layer norm f32 [16,64,256,256] (16 MB rows, one at a time over 128
-/// blocks) ~135-145 us, 1.08-1.16x the copy (mode 2: 205 us); layer norm f32 [64,1048576] ~135-145 us (mode 7:
-/// 168); group norm g8 ~140-150 us (mode 7: 148-155).
+/// 128 KB) fit. The grid is floor(SMs / GP) groups of GP blocks (rows cid, cid + groups, ...), one block an SM;
+/// co-residency, without which a wait deadlocks, from cuLaunchCooperativeKernel (a grid that cannot be resident
+/// fails to launch and ATen serves the call, as do captured streams). Not bound to a GPC, so 4 MB rows run 4 at once
+/// on 128 SMs (16 even waves of 64 rows) where clusters of 16 ran 7 on 112 SMs and reread half of each slice.
+/// The exchange goes through the workspace (rows x GP triples, then a counter per row zeroed on the call's stream)
+/// and is kept off the consumers' path twice over. A row ahead: while row r is in registers, the consumers wait
+/// for row r + 1's chunks in the ring (which holds a whole slice: tight = slice + 1 chunk), sum them from shared
+/// memory without freeing the slots (per-thread sums shifted by the thread's first element, Chan merges, as mode
+/// 7's rereads), publish r + 1's triple (thread 0: store, fence, atomicAdd) and only then write row r and move r + 1
+/// into registers. An exchange warp: for each row in turn it spins on the row's counter until GP blocks arrived,
+/// merges the GP triples (lane l takes l, l + 32, ... in order, then the warp's tree: the same bits in every
+/// block), writes mean and rstd (rank 0) and hands (mean, rstd) to the consumers in shared memory on a per-parity
+/// mbarrier (a parity's slot is rewritten two rows later, after the row between arrived everywhere, so after the
+/// consumers read it).
+/// Prediction (first version, statistics from registers and the wait in the consumers; HBM moves the copy's bytes,
+/// each exchange ~2-3 us hidden by the next row's loads): layer norm f32 [16,64,256,256] ~135-145 us, layer norm f32
+/// [64,1048576] ~135-145 us, group norm g8 ~140-150 us. Measured (H200, 2026-12-01, docs/PERF.md "Session 21"):
+/// wrong, 191.3 / 184.8 / 182.4 us: the wait was not hidden (each block stopped on it, every row). A row ahead:
+/// 166.0 / 164.8 / 163.3; with the exchange warp (kept): **166.4-167.8 / 150.1-151.7 / 147.3-148.3 us**, 1.33x /
+/// 1.20x / 1.17x the copy (modes 2 / 7 / 7 before: 205 / 168 / 148-155). The 16 MB rows run one at a time on all
+/// 128 blocks, in step: Nsight Compute on them (170.4 us) DRAM 62%, L2 72%, 0.27 instructions issued a cycle a
+/// scheduler. The norm fuzz drew mode 8 31 times, 0 mismatches; every mode-8 variant of five edge signatures
+/// verified (tests/gpu/norm_held_test.cpp).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
