@@ -1,5 +1,6 @@
 /// @brief Modes 7 and 8 of the norm family (Note [Norm held]) on the device: every mode-7 and every mode-8 variant
-/// of a few signatures is compiled, bound and verified against ATen (fresh inputs, poisoned and guarded outputs; Note [Verification]).
+/// of a few signatures is compiled, bound and verified against ATen (fresh inputs, poisoned and guarded outputs;
+/// Note [Verification]).
 /// The shapes reach what the fuzz test's random sizes rarely give together: whole slices in registers and
 /// slices half reread (clusters of 16, 8, 4, 2 and 1, the last without an exchange), rows over 2 to 128 grid
 /// blocks (mode 8), a last chunk and a last block's slice shorter than the others, fewer rows than clusters or

@@ -91,7 +91,7 @@ unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k) {
 }
 
 const char* held_source() {
-  return R"(// Note [Norm held] (norm_family.h): mbarriers, bulk copies, st.async (mode 7) or the workspace (mode 8); sm_90.
+  return R"(// Note [Norm held] (norm_family.h): mbarriers, bulk copies, st.async (mode 7) or the workspace (8); sm_90.
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");

@@ -219,9 +219,9 @@ class NormKernel final : public BoundKernel {
   std::vector<OutputSpec> outputs_;
   uintptr_t align_ = 1;
   unsigned group_grid_ = 1;  ///< modes 3, 5, 6, 8: blocks of the cooperative launch
-  unsigned threads_ = 0;     ///< mode 8: threads a block (consumers and producer warp), else 0: the block
-  int64_t groups_ = 0;       ///< modes 3, 5, 6: zeroed counters (a row group's, a step's; mode 6: 2 x rows + 1)
-  int64_t triples_ = 0;      ///< modes 3, 5, 6: workspace floats before the counters
+  unsigned threads_ = 0;     ///< mode 8: threads a block (consumers, producer and exchange warps), else 0: BLOCK
+  int64_t groups_ = 0;       ///< modes 3, 5, 6, 8: zeroed counters (a group's, a step's; 6: 2 x rows + 1; 8: rows)
+  int64_t triples_ = 0;      ///< modes 3, 5, 6, 8: workspace floats before the counters
   int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
   int64_t ring_smem_ = 0;    ///< modes 5, 8: dynamic shared memory per block
   int64_t parts_ = 0, resident_ = 0;  ///< modes 6, 8: a row's parts, the blocks the device keeps resident
