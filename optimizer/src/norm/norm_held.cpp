@@ -16,6 +16,25 @@ constexpr int64_t kVectorBytes = 16;
 constexpr int64_t kHeldVectorsPerBlock = 8192;  ///< 128 KB of registers: 16 vectors a thread at 512, 32 at 256
 constexpr int64_t kRereadRing = 64 * 1024;      ///< the reread ring's bytes
 
+/// Ring slots of k.chunk_kb that fit a block's shared memory (at most kMaxSlots).
+int64_t most_slots(const NormKnobs& k) {
+  return std::min<int64_t>(kMaxSlots, kHeldSmem / (int64_t{k.chunk_kb} * 1024));
+}
+
+/// What modes 7 and 8 both ask of the knobs: sm_90+, 16-byte vectors, 256 or 512 consumers, 16 or 32 KB chunks,
+/// at least a vector a consumer per chunk and a slice of at least one vector a consumer.
+bool held_knobs_fit(const NormShape& s, const NormKnobs& k) {
+  if (s.sm < 90 || int64_t{k.vec} * elem_size(s.dtype) != kVectorBytes) return false;
+  if ((k.block != 256 && k.block != 512) || (k.chunk_kb != 16 && k.chunk_kb != 32)) return false;
+  return held_vectors_per_chunk_thread(k) >= 1 && held_slice_vectors(s, k) >= k.block;
+}
+
+/// A slice of `chunks` wholly in registers: its tight ring (a slice and a chunk) fits, and a deep one holds more.
+bool whole_slice_ring_fits(int64_t chunks, const NormKnobs& k) {
+  const int64_t tight = chunks + 1, most = most_slots(k);
+  return tight <= most && (!k.deep || most > tight);
+}
+
 }  // namespace
 
 int64_t held_slice_vectors(const NormShape& s, const NormKnobs& k) {
@@ -43,7 +62,7 @@ int held_reread_slots(const NormShape& s, const NormKnobs& k) {
 }
 
 int held_slots(const NormShape& s, const NormKnobs& k) {
-  const int64_t most = std::min<int64_t>(kMaxSlots, kHeldSmem / (int64_t{k.chunk_kb} * 1024));
+  const int64_t most = most_slots(k);
   if (held_reread_slots(s, k) > 0) return static_cast<int>(most - held_reread_slots(s, k));
   const int64_t tight = held_chunks(s, k) + 1;
   return static_cast<int>(k.deep ? most : std::min(tight, most));
@@ -54,18 +73,13 @@ int held_threads(const NormShape& s, const NormKnobs& k) {
 }
 
 bool held_fits(const NormShape& s, const NormKnobs& k) {
-  if (s.sm < 90 || int64_t{k.vec} * elem_size(s.dtype) != kVectorBytes) return false;
-  if ((k.block != 256 && k.block != 512) || (k.chunk_kb != 16 && k.chunk_kb != 32)) return false;
+  if (!held_knobs_fit(s, k) || s.rows >= (int64_t{1} << 31)) return false;
   if (k.cluster < 1 || k.cluster > 16 || (k.cluster & (k.cluster - 1)) != 0) return false;
-  if (held_vectors_per_chunk_thread(k) < 1 || held_slice_vectors(s, k) < k.block || s.rows >= (int64_t{1} << 31))
-    return false;
   const int64_t chunks = held_chunks(s, k), kept = held_kept_chunks(s, k);
-  const int64_t most = std::min<int64_t>(kMaxSlots, kHeldSmem / (int64_t{k.chunk_kb} * 1024));
   if (kept < chunks)  // rereads: 512 consumers (two producer warps leave 113 registers a thread), at most as
                       // many chunks reread as kept, one (deep) ring
-    return k.block == 512 && k.deep && chunks - kept <= kept && most - held_reread_slots(s, k) >= 2;
-  const int64_t tight = chunks + 1;
-  return tight <= most && (!k.deep || most > tight);
+    return k.block == 512 && k.deep && chunks - kept <= kept && most_slots(k) - held_reread_slots(s, k) >= 2;
+  return whole_slice_ring_fits(chunks, k);
 }
 
 int64_t grid_held_parts(const NormShape& s, const NormKnobs& k) {
@@ -74,16 +88,11 @@ int64_t grid_held_parts(const NormShape& s, const NormKnobs& k) {
 }
 
 bool grid_held_fits(const NormShape& s, const NormKnobs& k) {
-  if (s.sm < 90 || int64_t{k.vec} * elem_size(s.dtype) != kVectorBytes) return false;
-  if ((k.block != 256 && k.block != 512) || (k.chunk_kb != 16 && k.chunk_kb != 32)) return false;
   if (k.cluster < 2 || k.cluster > ring_reference_blocks(s.sm) || s.rows * k.cluster >= (int64_t{1} << 31))
     return false;
-  if (held_vectors_per_chunk_thread(k) < 1 || held_slice_vectors(s, k) < k.block) return false;
+  if (!held_knobs_fit(s, k)) return false;
   const int64_t chunks = held_chunks(s, k);
-  if (held_kept_chunks(s, k) < chunks) return false;  // no rereads: the whole slice in registers
-  const int64_t most = std::min<int64_t>(kMaxSlots, kHeldSmem / (int64_t{k.chunk_kb} * 1024));
-  const int64_t tight = chunks + 1;
-  return tight <= most && (!k.deep || most > tight);
+  return held_kept_chunks(s, k) == chunks && whole_slice_ring_fits(chunks, k);  // no rereads
 }
 
 unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k) {
