@@ -57,16 +57,6 @@ const char* cluster_primitives_source();
 /// vectors), `copy_commit()` and `copy_wait<N>()` (nothing for 2-byte vectors).
 const char* async_copy_source();
 
-/// Note [Bulk rings]: mbarriers and bulk copies (sm_90+) as inline PTX, the one place they live (the norm
-/// family's held rows, the softmax family's grid slabs). Emits, needing no macro: `smem_u32(p)` (a generic
-/// pointer's 32-bit shared-memory address), `mbar_init(bar, count)` (an mbarrier expecting `count` arrivals a
-/// phase; one thread, then fence.mbarrier_init and a barrier before use), `mbar_wait(bar, parity)` (spins until
-/// the phase of that parity has completed: acquire), `mbar_arrive(bar)` (release), `mbar_expect(bar, bytes)`
-/// (arrives expecting `bytes` of transactions) and `bulk_in(dst, src, bytes, bar)` (arrives expecting `bytes`
-/// and copies them from global `src` to shared `dst` with cp.async.bulk, completing on `bar`; none when 0;
-/// both addresses and `bytes` multiples of 16).
-const char* mbarrier_source();
-
 /// `div_rn(a, b, rb)` with rb = 1 / b: a / b correctly rounded whenever the quotient is a normal number (Markstein's
 /// correction: q = a * rb, then q + fma(-q, b, a) * rb; NaN and Inf propagate as in a / b). Three instructions
 /// against div.rn's reciprocal, Newton steps and slow-path test, for a divisor shared by many quotients. A

@@ -3,7 +3,7 @@
 /// (fresh inputs, poisoned and guarded outputs; Note [Verification]). The shapes reach the edges the fuzz test's
 /// random sizes rarely give: the benchmark's 32000 rows over clusters of up to 16 blocks, a last cluster rank
 /// with fewer rows than the others, rows too few for kept registers, a strided and offset input, and vec 2
-/// (8-byte lane vectors) in fp16. And the grid slabs (Note [Softmax grid slabs]): slabs over 2 to 132 blocks.
+/// (8-byte lane vectors) in fp16.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -41,35 +41,6 @@ TEST(SoftmaxPairs, EveryPairAndFastVariantMatchesAten) {
   std::printf("[softmax pairs] %d of %d pair and fast variants verified\n", verified, offered);
   EXPECT_EQ(verified, offered);
   EXPECT_GE(offered, 130);  // 156 on sm_90 (a count of the plans; fewer means the space lost them)
-}
-
-TEST(SoftmaxSlabs, EveryGridSlabVariantMatchesAten) {
-  CUDAL1_REQUIRE_GPU();
-  const int sm = testing::device_sm();
-  ASSERT_GT(sm, 0);
-  if (sm < 90) GTEST_SKIP() << "grid slabs need sm_90+ (bulk copies, mbarriers); this device is sm_" << sm;
-  using testing::contiguous;
-  using testing::softmax_problem;
-  // Note [Softmax grid slabs]. 12 variants: one a signature where the slice needs most of the ring (256 consumers,
-  // 16 KB chunks, a tight ring), all 8 for the short slices of [3,8193,8].
-  const std::vector<Problem> problems = {
-      // The benchmark row: 32 slabs of 4 MB over 32 blocks each, 4 slabs at once, 8 a group of blocks.
-      softmax_problem("_log_softmax", at::kBFloat16, {32, 32000, 64}, contiguous({32, 32000, 64}), 1, false, sm),
-      // One vector an n-row over 2 blocks, the second's slice a vector short; fewer slabs than groups.
-      softmax_problem("_softmax", at::kHalf, {3, 8193, 8}, contiguous({3, 8193, 8}), 1, false, sm),
-      // fp32, a prime n over 20 blocks: the last block's slice and last chunk are short.
-      softmax_problem("_softmax", at::kFloat, {5, 20011, 32}, contiguous({5, 20011, 32}), 1, false, sm),
-      // Every second slab of a buffer, 128 bytes into it (outer stride 2 x n x inner).
-      softmax_problem("_log_softmax", at::kBFloat16, {3, 30000, 32}, {2 * 30000 * 32, 32, 1}, 1, false, sm, 64),
-      // 132 blocks a slab: one group over the whole H200 walks both slabs.
-      softmax_problem("_log_softmax", at::kHalf, {2, 135000, 64}, contiguous({2, 135000, 64}), 1, false, sm),
-  };
-  const auto is_slab = [](const Variant& v) { return v.get("tile", 0) == 3; };
-  const int offered = testing::count_variants(problems, is_slab);
-  const int verified = testing::verify_variants(problems, is_slab, 6);  // every input scale, 30 and 1000 too
-  std::printf("[softmax slabs] %d of %d grid slab variants verified\n", verified, offered);
-  EXPECT_EQ(offered, 12);
-  EXPECT_EQ(verified, offered);
 }
 
 }  // namespace

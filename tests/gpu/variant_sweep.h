@@ -16,10 +16,10 @@ int device_sm();
 int count_variants(const std::vector<optimizer::Problem>& problems,
                    const std::function<bool(const optimizer::Variant&)>& pick);
 
-/// Verifies every variant `pick` accepts of every problem's plan on device 0 (`trials` trials, fresh inputs
-/// each: 6 reach every input scale of make_inputs; seeds from 4242). Records a gtest failure naming the
-/// signature and variant at the first step that fails and stops there. Returns the number of variants verified.
+/// Verifies every variant `pick` accepts of every problem's plan on device 0 (3 trials, fresh inputs each;
+/// seeds from 4242). Records a gtest failure naming the signature and variant at the first step that fails
+/// and stops there. Returns the number of variants verified.
 int verify_variants(const std::vector<optimizer::Problem>& problems,
-                    const std::function<bool(const optimizer::Variant&)>& pick, int trials = 3);
+                    const std::function<bool(const optimizer::Variant&)>& pick);
 
 }  // namespace cudal1::testing

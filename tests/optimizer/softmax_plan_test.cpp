@@ -624,59 +624,5 @@ TEST(SoftmaxPlan, CachedSoftmaxRowsReuseTheirExpsInTheEpilogue) {
   EXPECT_EQ(soft->stratum(Variant{{{"vec", 4}, {"block", 256}, {"warp", 1}, {"cache", 1}}}), 3);
 }
 
-// Note [Softmax grid slabs]: dense [n, inner] slabs of 16-byte vectors, 1 to 8 an n-row, held over 2 to 132 blocks
-// of 8192 vectors; 256 or 512 consumers keeping 16 or 6 vectors in registers, chunks of 16 or 32 KB, tight or deep
-// rings, where the ring holds a slice's unkept chunks, the next slice and a chunk.
-TEST(SoftmaxPlan, GridSlabsHoldDenseSlabsInTheRegistersOfTwoTo132Blocks) {
-  const auto slabs = [](const Problem& p) { return with_knob(p, "chunk", 3); };
-  // [32,32000,64]: slices of 125 KB need 13 slots of 16 KB beside 64 KB of registers: one variant.
-  const auto bench = slabs(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
-  ASSERT_EQ(bench.size(), 1u);
-  EXPECT_EQ(bench[0].id(), "vec8.block256.tile3.chunk16.deep0");
-  // Slices of 64 KB: all eight.
-  std::set<std::vector<int>> knobs;
-  for (const auto& v : slabs(over_at(at::kHalf, {3, 8193, 8}, 1, 90))) {
-    EXPECT_EQ(v.get("vec"), 8) << v.id();
-    knobs.insert({v.get("block"), v.get("chunk"), v.get("deep")});
-  }
-  EXPECT_EQ(knobs.size(), 8u);
-  auto plan = family_for("_softmax", "")->plan(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
-  ASSERT_TRUE(plan.ok());
-  const Variant v{{{"vec", 8}, {"block", 256}, {"tile", 3}, {"chunk", 16}, {"deep", 0}}};
-  auto src = plan.value()->source(v);
-  ASSERT_TRUE(src.ok()) << src.status().to_string();
-  // 256000 vectors over 32 blocks of 8000 (8 chunks of 1024, the last short), 4 chunks kept: 13 slots.
-  EXPECT_NE(src->code.find("#define GP 32 "), std::string::npos) << src->code;
-  EXPECT_NE(src->code.find("NV = 256000, SV = 8000, OSV = 256000;"), std::string::npos);
-  EXPECT_NE(src->code.find("#define CH 8 "), std::string::npos);
-  EXPECT_NE(src->code.find("#define KEEP 4 "), std::string::npos);
-  EXPECT_NE(src->code.find("#define NSLOT 13\n"), std::string::npos);
-  EXPECT_EQ(plan.value()->stratum(v), 30);
-  EXPECT_EQ(plan.value()->features(v).size(),
-            plan.value()->features(Variant{{{"vec", 1}, {"block", 128}, {"split", 1}, {"cache", 0}}}).size());
-  // Outside the space: another vector width, block or chunk, a ring that does not fit, a missing or extra knob.
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 256}, {"tile", 3}, {"chunk", 16}, {"deep", 0}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 3}, {"chunk", 16}, {"deep", 1}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 512}, {"tile", 3}, {"chunk", 16}, {"deep", 0}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 1024}, {"tile", 3}, {"chunk", 16}, {"deep", 0}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 3}, {"chunk", 8}, {"deep", 0}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 3}, {"chunk", 16}}}).ok());
-  EXPECT_FALSE(plan.value()->source(
-      Variant{{{"vec", 8}, {"block", 256}, {"tile", 3}, {"chunk", 16}, {"deep", 0}, {"keep", 1}}}).ok());
-  // fp32 [32,32000,64]: 256-byte n-rows are 16 vectors (a warp would not cover whole rows); 32 columns are 8.
-  EXPECT_TRUE(slabs(over_at(at::kFloat, {32, 32000, 64}, 1, 90)).empty());
-  EXPECT_EQ(slabs(over_at(at::kFloat, {4, 20000, 32}, 1, 90)).size(), 1u);
-  // A slab of 8192 vectors fits one block (the shared tiles serve it); 8193 need two.
-  EXPECT_TRUE(slabs(over_at(at::kHalf, {4, 1024, 64}, 1, 90)).empty());
-  EXPECT_FALSE(slabs(over_at(at::kHalf, {4, 8193, 8}, 1, 90)).empty());
-  // More than 132 blocks: declined (the 132-SM reference grid holds one group at most).
-  EXPECT_TRUE(slabs(over_at(at::kHalf, {2, 135300, 64}, 1, 90)).empty());
-  EXPECT_FALSE(slabs(over_at(at::kHalf, {2, 135000, 64}, 1, 90)).empty());
-  // Not before sm_90; not a sliced n (n stride != inner); not inner of 12 bytes (not whole vectors).
-  EXPECT_TRUE(slabs(over_at(at::kBFloat16, {32, 32000, 64}, 1, 80)).empty());
-  EXPECT_TRUE(slabs(softmax_problem("_softmax", at::kHalf, {4, 30000, 64}, {30000 * 128, 128, 1}, 1)).empty());
-  EXPECT_TRUE(slabs(over_at(at::kHalf, {4, 30000, 6}, 1, 90)).empty());
-}
-
 }  // namespace
 }  // namespace cudal1::optimizer

@@ -483,7 +483,7 @@ int64_t grid_held_parts(const NormShape& s, const NormKnobs& k);
 bool grid_held_fits(const NormShape& s, const NormKnobs& k);
 
 /// Mode 7: device code (after cluster_primitives_source) that the kernel's MODE 7 branch calls.
-std::string held_source();
+const char* held_source();
 
 /// CUDA source of one variant: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
 KernelSource generate_norm(const NormShape& s, const NormKnobs& k);

@@ -99,9 +99,30 @@ unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k) {
   return static_cast<unsigned>(int64_t{held_slots(s, k) + held_reread_slots(s, k)} * k.chunk_kb * 1024);
 }
 
-std::string held_source() {
+const char* held_source() {
   return R"(// Note [Norm held] (norm_family.h): mbarriers, bulk copies, st.async (mode 7) or the workspace (8); sm_90.
-)" + std::string(mbarrier_source()) + R"(#if CL > 1
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile("{\n .reg .pred p;\n W_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W_%=;\n}"
+               ::"r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+/// Arrives on `bar` expecting `bytes`, and copies them from global `src` into shared `dst` (none when 0).
+__device__ __forceinline__ void bulk_in(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  mbar_expect(bar, bytes);
+  if (bytes > 0)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+#if CL > 1
 /// Stores v at `dst` in block `rank`'s shared memory, completing 16 bytes on that block's mbarrier `bar`.
 __device__ __forceinline__ void send16(float4* dst, float4 v, unsigned long long* bar, unsigned rank) {
   unsigned rd, rb;

@@ -87,11 +87,6 @@ class ColumnPlan final : public Plan {
             }
           }
         }
-    for (int block : {256, 512})  // Note [Softmax grid slabs]
-      for (int chunk : {16, 32})
-        for (int deep : {0, 1})
-          if (slab_layout(c_, block, chunk, deep == 1).ok)
-            out.push_back(Variant{{{"vec", slab_vec()}, {"block", block}, {"tile", 3}, {"chunk", chunk}, {"deep", deep}}});
     return out;
   }
 
@@ -108,9 +103,8 @@ class ColumnPlan final : public Plan {
 
   /// 4 + 2 x split class + cache, tiles 10 + cache (one launch), 12 (chunked) and 13 (fast), shared tiles
   /// 14..16 (online pairs), 24..26 (two passes) and 27..29 (pair tiles) by the blocks an SM holds (1, 2, 3+: what
-  /// sets how well reads overlap the merges), grid slabs 30: disjoint from rows' 0..3 and 17..23.
+  /// sets how well reads overlap the merges): disjoint from rows' 0..3 and 17..23.
   int stratum(const Variant& v) const override {
-    if (v.get("tile", 0) == 3) return 30;
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const bool pair = v.get("pair", 0) == 1;
@@ -124,11 +118,6 @@ class ColumnPlan final : public Plan {
   }
 
   Result<KernelSource> source(const Variant& v) const override {
-    if (v.get("tile", 0) == 3) {
-      const SlabLayout l = slab(v);
-      if (!l.ok) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_slabs(c_, l, v.get("block"), v.get("chunk"), v.get("deep") == 1);
-    }
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
       const int keep = v.get("keep", 0), two = v.get("two", 0), async = v.get("async", 0), pair = v.get("pair", 0);
@@ -159,7 +148,6 @@ class ColumnPlan final : public Plan {
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));
-    if (v.get("tile", 0) == 3) return make_slab_kernel(c_, slab(v), v.get("block"), std::move(m));
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const bool pair = v.get("pair", 0) == 1;
@@ -180,16 +168,6 @@ class ColumnPlan final : public Plan {
   }
 
  private:
-  /// Note [Softmax grid slabs]: 16-byte vectors.
-  int slab_vec() const { return 16 / elem_size(c_.dtype); }
-
-  /// The layout of a grid slab variant; not ok unless `v` is one of space()'s.
-  SlabLayout slab(const Variant& v) const {
-    const int deep = v.get("deep", -1);
-    if (v.knobs.size() != 5 || v.get("vec", 0) != slab_vec() || (deep != 0 && deep != 1)) return SlabLayout{};
-    return slab_layout(c_, v.get("block", 0), v.get("chunk", 0), deep == 1);
-  }
-
   bool vec_ok(int vec) const {
     return (vec == 1 || vec == 2 || vec == 4 || vec == 8) && vec <= c_.max_vec && c_.inner % vec == 0;
   }

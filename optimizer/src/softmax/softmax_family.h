@@ -207,34 +207,25 @@
 /// ~7 in PTX), 0.45 issued a cycle a scheduler, 16.2 cycles between a warp's instructions (4.9 on loads, 1.9 at
 /// barriers, 1.5 at fences, 2.0 fixed-latency), DRAM 37%: the row is latency- and phase-bound, not issue-bound.
 ///
-/// Note [Softmax grid slabs]
-/// Why (bytes, H200): log_softmax bf16 [32,32000,64] dim 1 is 32 slabs [32000, 64] of 4 MB, each contiguous. The
-/// one-read kernels above hold a slab only in clusters of 16 blocks (2 MB of shared memory a tile, half the
-/// columns): 102 us, 1.63x the copy, the waves loading, merging and writing in step; the two-read tiles move
-/// 393 MB instead of 262. The norm family's mode 8 (Note [Norm held]) holds rows of 4 MB in the registers of
-/// grid blocks and overlaps each row's exchange with the previous row's write: layer norm [64,1048576] at 1.20x
-/// the copy. A slab is such a row with 64 statistics instead of one.
-/// What (`tile` = 3, sm_90+): a slab's NV = n x IV 16-byte vectors (IV = inner x element size / 16, a power of
-/// two up to 8: a warp covers whole n-rows) are dealt over GP = ceil(NV / 8192) consecutive blocks of a
-/// cooperative grid (128 KB of registers each; 2 to 132 blocks), a slice of SV vectors (a multiple of IV) each;
-/// floor(SMs / GP) groups of GP blocks take slabs g, g + groups, ... One producer warp streams the block's
-/// slices through a shared-memory ring with bulk copies (Note [Bulk rings]); BLOCK consumers keep its first KEEP
-/// chunks in registers (16 vectors a thread at 256, 6 at 512: more spilled) and write the rest from the ring. Thread t always holds the same VEC columns ((t mod IV) x VEC ..), since BLOCK, a chunk and a slice
-/// are multiples of IV. Always a slab ahead: while slab i waits for its statistics, the consumers read slab
-/// i + 1 from the ring twice (its per-column maximum, on packed pairs for 16-bit dtypes, then the sum of
-/// EXP_SUB(x, max), subtracting 0 where the maximum is -Inf so that -Inf adds 0), merge
-/// the pairs over the lanes and warps that share a column (online_merge, in a fixed tree and warp order), and
-/// publish the block's pairs to the workspace [slabs][GP][COLS] with a counter a slab; then they take slab i + 1
-/// into registers once slab i is written. An exchange warp waits for a slab's GP arrivals, merges the GP pairs
-/// of each column in rank order (the same bits in every block) and hands them to its consumers in shared memory
-/// on an mbarrier (two slots by parity, as mode 8). The epilogue is ATen's (epilogue_prep_source) with Note
-/// [Softmax fast exp] for 16-bit outputs. Special values: a thread's maximum is fmaxf's (NaN skipped), -Inf adds
-/// 0 even where the thread's maximum is -Inf, NaN and +Inf make the sum NaN (exp(NaN), exp(Inf - Inf)); a column
-/// of -Inf gets sum 0, so NaN outputs as ATen's. Variants: 256 or 512 consumers, 16 or 32 KB chunks, a tight or
-/// deep ring (8 a signature); offered where the slab is dense (n stride = inner), 16-byte aligned, and 2 to 132
-/// blocks hold it. A grid that cannot be resident, fewer SMs than GP, or a captured stream: ATen.
-/// Predicted: [32,32000,64] dim 1: GP = 32, 4 slabs at once on 128 SMs, 8 slabs a group; like layer norm
-/// [64,1048576] (16 rows a group, 1.20x) plus a longer fill and drain: ~1.2-1.3x the copy, 75-82 us from 102.
+/// Note [Softmax grid slabs] (tried and removed, session 22, H200, 2026-12-01; the code is commit e44019f)
+/// Why: log_softmax bf16 [32,32000,64] dim 1 is 32 dense slabs [32000, 64] of 4 MB; the kept pair tile (102 us,
+/// 1.64x the copy) holds a slab only over clusters of 16 blocks that load, merge and write in step. The norm
+/// family's mode 8 (Note [Norm held]) holds 4 MB rows over GP blocks of a cooperative grid, a row ahead, with an
+/// exchange warp (layer norm [64,1048576] at 1.20x the copy). What: the same for slabs (`tile` = 3): GP =
+/// ceil(n x IV / 8192) blocks a slab (32 here, 4 slabs at once on 128 SMs), each thread always the same 8
+/// columns, per-column (max, sum) pairs from the ring (two passes on chip: packed maximum, then EXP_SUB sums),
+/// merged over lanes, warps and, by the exchange warp, over the GP blocks in rank order. Predicted ~75-82 us.
+/// Measured (runs 1-3): 300-510 us in the first version (every slice in registers: 808 bytes a thread spilled),
+/// 172.5 us keeping 16 vectors a thread in registers and the rest in the ring (no spills; only 256 consumers
+/// and 16 KB chunks fit: more kept vectors spilled, because the kept write's unrolled epilogue and addresses
+/// take ~55-90 registers beside them), 160.3 us with the packed maximum and no per-element -Inf test. Every
+/// variant verified (12 of 12 at 6 trials, every input scale; softmax fuzz 0 mismatches), but a slower kernel
+/// than the kept one is never swapped in, so the variants only cost tuning trials: removed. The kernel is
+/// bound by its instructions with 10 warps an SM (~12-15 an element: conversions, two passes on chip, the
+/// epilogue), not by HBM. The first version also failed verification once (vec8.block512.tile3.chunk16.deep1,
+/// scale 30: 103 elements of one block differed) in a tuning run after passing the sweep at 3 trials; the
+/// second version hands the statistics over with every exchange lane arriving on the mbarrier (the first had
+/// lane 0 arrive for the warp's stores) and passed every check, but the first failure was not explained.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -375,31 +366,5 @@ std::string pair_tile_kernel_source();
 /// outputs take Note [Softmax fast exp].
 /// Both are bound as a SimpleKernel with their shared memory and cluster size (simple_kernel.h).
 KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster, bool async_copy);
-
-/// Sizing of a grid slab variant of `c` (Note [Softmax grid slabs]) at `block` consumers, `chunk_kb` KB ring
-/// chunks and a tight (a slice and a chunk) or deep (as many slots as fit) ring; ok false where not offered.
-struct SlabLayout {
-  bool ok = false;
-  int64_t iv = 0;     ///< 16-byte vectors along inner (1, 2, 4 or 8)
-  int64_t nv = 0;     ///< vectors of a slab
-  int64_t parts = 0;  ///< GP: grid blocks that hold a slab
-  int64_t sv = 0;     ///< vectors of a block's slice
-  int64_t chv = 0, cpt = 0, ch = 0;  ///< vectors a chunk, a consumer's vectors a chunk, chunks a slice
-  int64_t keep = 0;   ///< chunks of a slice kept in registers; the rest is written from the ring
-  int64_t slots = 0;  ///< ring slots
-  int64_t smem = 0;   ///< dynamic shared memory: the ring
-};
-SlabLayout slab_layout(const ColumnShape& c, int block, int chunk_kb, bool deep);
-
-/// CUDA source of a grid slab variant: kernel(in, out, float* ws), BLOCK + 64 threads a block, l.smem bytes of
-/// dynamic shared memory, launched cooperatively (make_slab_kernel). `l` must be ok.
-KernelSource generate_softmax_slabs(const ColumnShape& c, const SlabLayout& l, int block, int chunk_kb, bool deep);
-
-/// The bound kernel of a grid slab variant: checks the call (layout, 16-byte alignment), allocates the workspace
-/// (the pairs and a zeroed counter a slab) and launches floor(SMs / GP) x GP blocks cooperatively on the call's
-/// stream; Unsupported (ATen serves the call) where the device has fewer SMs than GP, the grid cannot be
-/// resident, or the stream is being captured.
-std::unique_ptr<BoundKernel> make_slab_kernel(const ColumnShape& c, const SlabLayout& l, int block,
-                                              std::shared_ptr<LoadedModule> m);
 
 }  // namespace cudal1::optimizer::softmax
