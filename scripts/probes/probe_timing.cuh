@@ -1,6 +1,6 @@
-// Shared by the norm probes (row_sync_probe.cu, cluster_reread_probe.cu, the bulk_*_probe.cu): the CUDA error check,
-// a copy and an L2-flushing read kernel, the median event time of a launch after an L2 flush, and the same for a
-// launch in thread-block clusters; and (n, mean, m2) triples merged as Chan et al. Not part of the library.
+// Shared by the probes (row_sync_probe.cu, cluster_reread_probe.cu, the bulk_*_probe.cu, column_wave_probe.cu): the
+// CUDA error check, a copy and an L2-flushing read kernel, the median event time of a launch after an L2 flush, and the
+// same for a launch in thread-block clusters; and (n, mean, m2) triples merged as Chan et al. Not part of the library.
 #pragma once
 
 #include <algorithm>

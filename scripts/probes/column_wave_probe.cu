@@ -1,0 +1,283 @@
+// Probe (session 22): log_softmax bf16 [32,32000,64] dim 1 (32 dense slabs of 32000 x 64, column statistics) by
+// "waves" that read each slab twice, the second time from L2, with many warps and no data held on chip: after
+// the grid slabs (Note [Softmax grid slabs], commit e44019f: 160 us, 10 warps an SM, ~27 instructions an element)
+// and against the kept pair tile (102 us) and a copy of the same bytes (~62.5 us). Not part of the library.
+// A slab is cut into P parts of R = ceil(32000 / P) rows (R x 128 bytes); items (slab, part) go to the blocks of a
+// cooperative grid in rounds (the grid a multiple of P, so a slab's parts share a round). Per item: pass A reads
+// the part (16-byte loads, U rows a batch in flight), each thread folding online (max, sum) pairs of its 8 columns
+// (the batch maximum on packed bf16x2, one rescale a batch, exp by ex2.approx of an FFMA); lanes and warps merge,
+// the block publishes its 64 pairs and counts itself on the slab's counter, waits until the slab's P parts have
+// arrived, merges the P pairs in part order and re-reads the part (hoping for L2) to write (x - max) - log(sum),
+// packed by cvt.rn.bf16x2, with evict-first stores. Random normal input: no -Inf/NaN handling (a probe).
+// Checked against a naive kernel (a thread a column, three passes, expf/logf): max |difference| is printed.
+// Measured (H200, 2026-12-01, docs/PERF.md session 22, runs 6-8): 113.9 us at best (T 128, P 32), the wait
+// costing ~1-8 us: not under the kept 102 us.
+// Build and run on the GPU machine: nvcc -O3 -arch=sm_90 [-DSTAGED=0] -o column_wave_probe column_wave_probe.cu &&
+// ./column_wave_probe
+#include <cuda_bf16.h>
+
+#include "probe_timing.cuh"
+
+#ifndef NOWAIT
+#define NOWAIT 0  // 1: no wait for the slab's other parts (timing only: the statistics are then wrong; run 8)
+#endif
+#ifndef STAGED
+#define STAGED 1  // the slab's pairs staged in shared memory before the merge (run 7); 0: each read as merged (run 6)
+#endif
+
+constexpr int OUTER = 32, NROWS = 32000, INNER = 64;
+constexpr long long ELEMS = (long long)OUTER * NROWS * INNER;
+constexpr float L2E = 1.4426950408889634f;
+
+__device__ __forceinline__ float lo_f(unsigned u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float hi_f(unsigned u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {
+  unsigned d;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ float ex2(float t) {
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(t));
+  return r;
+}
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+  if (m2 == -INFINITY) return;  // an empty side
+  if (m == -INFINITY) {
+    m = m2;
+    s = s2;
+    return;
+  }
+  const float mm = fmaxf(m, m2);
+  s = s * ex2((m - mm) * L2E) + s2 * ex2((m2 - mm) * L2E);
+  m = mm;
+}
+__device__ __forceinline__ void st_cs(uint4* p, uint4 v) {
+  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+/// ws: OUTER x P x 64 float2 pairs, then OUTER counters (zeroed before the launch).
+template <int T, int P, int U>
+__global__ void __launch_bounds__(T) wave(const uint4* __restrict__ in, uint4* __restrict__ out, float2* ws,
+                                          unsigned* counters) {
+  constexpr int R = (NROWS + P - 1) / P, W = T / 32, RPB = T / 8;  // rows a part, warps, rows a block step
+  __shared__ float2 red[W][INNER];
+  __shared__ float2 fin[INNER];  // (max, max + log sum) of the slab's columns
+#if STAGED
+  __shared__ float2 parts[P * INNER];
+#endif
+  const int g = threadIdx.x % 8, lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int items = OUTER * P;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const int slab = item / P, part = item % P;
+    const int r0 = part * R, r1 = min(NROWS, r0 + R);
+    const uint4* x = in + (long long)slab * NROWS * 8;
+    float m[8], s[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      m[e] = -INFINITY;
+      s[e] = 0.f;
+    }
+    for (int r = r0 + threadIdx.x / 8; r < r1; r += U * RPB) {
+      uint4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int ru = r + u * RPB;
+        v[u] = ru < r1 ? __ldcg(x + ru * 8 + g) : make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+      }
+      uint4 bm = v[0];
+#pragma unroll
+      for (int u = 1; u < U; ++u) {
+        bm.x = max2(bm.x, v[u].x);
+        bm.y = max2(bm.y, v[u].y);
+        bm.z = max2(bm.z, v[u].z);
+        bm.w = max2(bm.w, v[u].w);
+      }
+      const unsigned bw[4] = {bm.x, bm.y, bm.z, bm.w};
+      float ml[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float b[2] = {lo_f(bw[i]), hi_f(bw[i])};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int e = 2 * i + h;
+          if (b[h] > m[e]) {
+            s[e] *= ex2((m[e] - b[h]) * L2E);
+            m[e] = b[h];
+          }
+          ml[e] = m[e] * L2E;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const unsigned vw[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          s[2 * i] += ex2(fmaf(lo_f(vw[i]), L2E, -ml[2 * i]));
+          s[2 * i + 1] += ex2(fmaf(hi_f(vw[i]), L2E, -ml[2 * i + 1]));
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 8; o < 32; o <<= 1)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float m2 = __shfl_xor_sync(~0u, m[e], o), s2 = __shfl_xor_sync(~0u, s[e], o);
+        merge(m[e], s[e], m2, s2);
+      }
+    if (lane < 8)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) red[w][lane * 8 + e] = make_float2(m[e], s[e]);
+    __syncthreads();
+    if (threadIdx.x < INNER) {
+      float2 a = red[0][threadIdx.x];
+      for (int i = 1; i < W; ++i) merge(a.x, a.y, red[i][threadIdx.x].x, red[i][threadIdx.x].y);
+      ws[((long long)slab * P + part) * INNER + threadIdx.x] = a;
+      __threadfence();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      atomicAdd(counters + slab, 1u);
+#if !NOWAIT
+      while (*(volatile unsigned*)(counters + slab) < (unsigned)P) __nanosleep(64);
+#endif
+      __threadfence();
+    }
+    __syncthreads();
+#if STAGED
+    // Every thread copies the slab's P x 64 pairs into shared memory (loads in flight together), then 64 threads
+    // merge them from there in part order.
+    for (int i = threadIdx.x; i < P * INNER; i += T) parts[i] = __ldcg(ws + (long long)slab * P * INNER + i);
+    __syncthreads();
+    if (threadIdx.x < INNER) {
+      float2 a = parts[threadIdx.x];
+      for (int i = 1; i < P; ++i) merge(a.x, a.y, parts[i * INNER + threadIdx.x].x, parts[i * INNER + threadIdx.x].y);
+      fin[threadIdx.x] = make_float2(a.x, a.x + logf(a.y));
+    }
+#else
+    if (threadIdx.x < INNER) {
+      const float2* p = ws + (long long)slab * P * INNER + threadIdx.x;
+      float2 a = __ldcg(p);
+      for (int i = 1; i < P; ++i) {
+        const float2 b = __ldcg(p + i * INNER);
+        merge(a.x, a.y, b.x, b.y);
+      }
+      fin[threadIdx.x] = make_float2(a.x, a.x + logf(a.y));
+    }
+#endif
+    __syncthreads();
+    float sub[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sub[e] = fin[g * 8 + e].y;
+    uint4* y = out + (long long)slab * NROWS * 8;
+    for (int r = r0 + threadIdx.x / 8; r < r1; r += RPB) {
+      const uint4 v = __ldcg(x + r * 8 + g);
+      const unsigned vw[4] = {v.x, v.y, v.z, v.w};
+      unsigned o[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[i] = pack2(lo_f(vw[i]) - sub[2 * i], hi_f(vw[i]) - sub[2 * i + 1]);
+      st_cs(y + r * 8 + g, make_uint4(o[0], o[1], o[2], o[3]));
+    }
+    __syncthreads();  // fin and red are rewritten by the next item
+  }
+}
+
+/// A thread a column: max, sum of exp(x - max), (x - max) - log(sum), fp32, exact expf/logf.
+__global__ void naive(const __nv_bfloat16* __restrict__ in, __nv_bfloat16* __restrict__ out) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= OUTER * INNER) return;
+  const long long base = (long long)(col / INNER) * NROWS * INNER + col % INNER;
+  float m = -INFINITY, s = 0.f;
+  for (int r = 0; r < NROWS; ++r) m = fmaxf(m, __bfloat162float(in[base + (long long)r * INNER]));
+  for (int r = 0; r < NROWS; ++r) s += expf(__bfloat162float(in[base + (long long)r * INNER]) - m);
+  const float ls = logf(s);
+  for (int r = 0; r < NROWS; ++r)
+    out[base + (long long)r * INNER] = __float2bfloat16((__bfloat162float(in[base + (long long)r * INNER]) - m) - ls);
+}
+
+__global__ void max_diff(const __nv_bfloat16* a, const __nv_bfloat16* b, long long n, float* d) {
+  float mx = 0.f;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    mx = fmaxf(mx, fabsf(__bfloat162float(a[i]) - __bfloat162float(b[i])));
+  atomicMax(reinterpret_cast<int*>(d), __float_as_int(mx));  // non-negative floats order as ints
+}
+
+__global__ void fill(__nv_bfloat16* p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const unsigned h2 = h * 3266489917u ^ (h >> 16);
+    const float u1 = ((h & 0xffffff) + 1) / 16777217.f, u2 = (h2 & 0xffffff) / 16777216.f;
+    p[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));  // N(0, 1)
+  }
+}
+
+template <int T, int P, int U>
+void run(const uint4* in, uint4* out, const __nv_bfloat16* ref, float2* ws, unsigned* counters, float* d,
+         float4* flush, float* sink, long long flush_n) {
+  auto kern = wave<T, P, U>;
+  int per_sm = 0, sms = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, T, 0));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int grid = std::min(OUTER * P, per_sm * sms / P * P);
+  void* args[] = {(void*)&in, (void*)&out, (void*)&ws, (void*)&counters};
+  auto launch = [&] {
+    CK(cudaMemsetAsync(counters, 0, OUTER * sizeof(unsigned)));
+    CK(cudaLaunchCooperativeKernel((void*)kern, grid, T, args, 0, 0));
+  };
+  CK(cudaMemset(out, 0, ELEMS * 2));
+  launch();
+  CK(cudaMemset(d, 0, 4));
+  max_diff<<<1024, 256>>>(reinterpret_cast<const __nv_bfloat16*>(out), ref, ELEMS, d);
+  float h = -1.f;
+  CK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+  const double us = median_us(flush, sink, flush_n, [] {}, launch);
+  std::printf("wave T=%4d P=%3d U=%d: %3d blocks (%d an SM), %7.1f us, max |diff| %.4f\n", T, P, U, grid, per_sm, us,
+              h);
+}
+
+int main() {
+  __nv_bfloat16 *in, *out, *ref;
+  float2* ws;
+  unsigned* counters;
+  float *d, *sink;
+  float4* flush;
+  const long long flush_n = (256ll << 20) / 16;
+  CK(cudaMalloc(&in, ELEMS * 2));
+  CK(cudaMalloc(&out, ELEMS * 2));
+  CK(cudaMalloc(&ref, ELEMS * 2));
+  CK(cudaMalloc(&ws, OUTER * 256 * INNER * sizeof(float2)));
+  CK(cudaMalloc(&counters, OUTER * sizeof(unsigned)));
+  CK(cudaMalloc(&d, 4));
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&flush, flush_n * 16));
+  CK(cudaMemset(flush, 0, flush_n * 16));
+  fill<<<1024, 256>>>(in, ELEMS, 12345u);
+  naive<<<(OUTER * INNER + 127) / 128, 128>>>(in, ref);
+  CK(cudaDeviceSynchronize());
+  const long long n4 = ELEMS * 2 / 16;
+  std::printf("copy of the same bytes: %.1f us\n",
+              median_us(flush, sink, flush_n, [] {}, [&] {
+                copy_kernel<<<264 * 4, 512>>>(reinterpret_cast<const float4*>(in), reinterpret_cast<float4*>(out), n4);
+              }));
+  const uint4* i4 = reinterpret_cast<const uint4*>(in);
+  uint4* o4 = reinterpret_cast<uint4*>(out);
+  run<256, 16, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<256, 32, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<256, 64, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<128, 16, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<128, 32, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<256, 32, 2>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<256, 32, 8>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<512, 16, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<512, 32, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  return 0;
+}
