@@ -208,24 +208,25 @@
 /// barriers, 1.5 at fences, 2.0 fixed-latency), DRAM 37%: the row is latency- and phase-bound, not issue-bound.
 ///
 /// Note [Softmax grid slabs] (tried and removed, session 22, H200, 2026-12-01; the code is commit e44019f)
-/// Why: log_softmax bf16 [32,32000,64] dim 1 is 32 dense slabs [32000, 64] of 4 MB; the kept pair tile (102 us,
-/// 1.64x the copy) holds a slab only over clusters of 16 blocks that load, merge and write in step. The norm
-/// family's mode 8 (Note [Norm held]) holds 4 MB rows over GP blocks of a cooperative grid, a row ahead, with an
-/// exchange warp (layer norm [64,1048576] at 1.20x the copy). What: the same for slabs (`tile` = 3): GP =
-/// ceil(n x IV / 8192) blocks a slab (32 here, 4 slabs at once on 128 SMs), each thread always the same 8
-/// columns, per-column (max, sum) pairs from the ring (two passes on chip: packed maximum, then EXP_SUB sums),
-/// merged over lanes, warps and, by the exchange warp, over the GP blocks in rank order. Predicted ~75-82 us.
-/// Measured (runs 1-3): 300-510 us in the first version (every slice in registers: 808 bytes a thread spilled),
-/// 172.5 us keeping 16 vectors a thread in registers and the rest in the ring (no spills; only 256 consumers
-/// and 16 KB chunks fit: more kept vectors spilled, because the kept write's unrolled epilogue and addresses
-/// take ~55-90 registers beside them), 160.3 us with the packed maximum and no per-element -Inf test. Every
-/// variant verified (12 of 12 at 6 trials, every input scale; softmax fuzz 0 mismatches), but a slower kernel
-/// than the kept one is never swapped in, so the variants only cost tuning trials: removed. Nsight Compute
-/// (158 us): DRAM 31%, 0.34 issued a cycle a scheduler, 10 warps an SM, ~27 instructions an element: latency-
-/// bound on its instructions with too few warps to hide them, not HBM-bound. The first version also failed verification once (vec8.block512.tile3.chunk16.deep1,
-/// scale 30: 103 elements of one block differed) in a tuning run after passing the sweep at 3 trials; the
-/// second version hands the statistics over with every exchange lane arriving on the mbarrier (the first had
-/// lane 0 arrive for the warp's stores) and passed every check, but the first failure was not explained.
+/// Why: log_softmax bf16 [32,32000,64] dim 1 is 32 dense slabs [32000, 64] of 4 MB; the kept pair tile (102 us, 1.64x
+/// the copy) holds a slab only over clusters of 16 blocks that load, merge and write in step. The norm family's mode 8
+/// (Note [Norm held]) holds 4 MB rows over GP blocks of a cooperative grid, a row ahead, with an exchange warp (layer
+/// norm [64,1048576] at 1.20x the copy). What: the same for slabs (`tile` = 3): GP = ceil(n x IV / 8192) blocks a slab
+/// (32 here, 4 slabs at once on 128 SMs), each thread always the same 8 columns, per-column (max, sum) pairs from the
+/// ring (two passes on chip: packed maximum, then EXP_SUB sums), merged over lanes, warps and, by the exchange warp,
+/// over the GP blocks in rank order. Predicted ~75-82 us. Measured (runs 1-3): 300-510 us in the first version (every
+/// slice in registers: 808 bytes a thread spilled), 172.5 us keeping 16 vectors a thread in registers and the rest in
+/// the ring (no spills; only 256 consumers and 16 KB chunks fit: more kept vectors spilled, because the kept write's
+/// unrolled epilogue and addresses take ~55-90 registers beside them), 160.3 us with the packed maximum and no per-
+/// element -Inf test. Every variant verified (12 of 12 at 6 trials, every input scale; softmax fuzz 0 mismatches), but
+/// a slower kernel than the kept one is never swapped in, so the variants only cost tuning trials: removed. Nsight
+/// Compute (158 us): DRAM 31%, 0.34 issued a cycle a scheduler, 10 warps an SM, ~27 instructions an element: latency-
+/// bound on its instructions with too few warps to hide them, not HBM-bound. The first version also failed verification
+/// once (vec8.block512.tile3.chunk16.deep1, scale 30: 103 elements of one block differed) in a tuning run after passing
+/// the sweep at 3 trials; the second version hands the statistics over with every exchange lane arriving on the
+/// mbarrier (the first had lane 0 arrive for the warp's stores) and passed every check, but the first failure was not
+/// explained. The opposite trade, two reads a slab with nothing held on chip and 16-32 warps an SM
+/// (scripts/probes/column_wave_probe.cu, not built), ran 113.9 us at best: not under 102 us either.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
