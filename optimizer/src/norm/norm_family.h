@@ -304,8 +304,8 @@
 /// and is kept off the consumers' path twice over. A row ahead: while row r is in registers, the consumers wait
 /// for row r + 1's chunks in the ring (which holds a whole slice: tight = slice + 1 chunk), sum them from shared
 /// memory without freeing the slots (per-thread sums shifted by the thread's first element, Chan merges, as mode
-/// 7's rereads), publish r + 1's triple (thread 0: store, fence, atomicAdd) and only then write row r and move r + 1
-/// into registers. An exchange warp: for each row in turn it spins on the row's counter until GP blocks arrived,
+/// 7's rereads), publish r + 1's triple (thread 0: store, fence, atomicAdd) and only then write row r, moving r + 1
+/// into registers chunk by chunk as they free ("Interleaved", below). An exchange warp: for each row in turn it spins on the row's counter until GP blocks arrived,
 /// merges the GP triples (lane l takes l, l + 32, ... in order, then the warp's tree: the same bits in every
 /// block), writes mean and rstd (rank 0) and hands (mean, rstd) to the consumers in shared memory on a per-parity
 /// mbarrier (a parity's slot is rewritten two rows later, after the row between arrived everywhere, so after the
@@ -319,6 +319,17 @@
 /// 128 blocks, in step: Nsight Compute on them (170.4 us) DRAM 62%, L2 72%, 0.27 instructions issued a cycle a
 /// scheduler. The norm fuzz drew mode 8 31 times, 0 mismatches; every mode-8 variant of five edge signatures
 /// verified (tests/gpu/norm_held_test.cpp).
+/// Interleaved (session 23, family version 9). Above, row r was written whole and only then was row r + 1 moved
+/// from the ring into registers, so the ring stayed full through the write: the deep ring (7 slots of 32 KB for a
+/// 4-chunk slice) loaded at most 3 chunks of row r + 2 meanwhile and the last one after the write, and the next
+/// triple waited for it (~1-2 us a row; at 16 MB rows all 128 blocks in step, so HBM saw a read phase and a write
+/// phase a row). Now chunk k of row r is written and chunk k of row r + 1 taken into the registers it freed, at
+/// once, so each slot frees as soon as its registers do and the producer loads row r + 2 during row r's write.
+/// Predicted ~1.5-2 us a row off the 16 MB rows (165 -> ~140-145 us) and less off the 4 MB ones. Measured (H200,
+/// 2026-12-01, docs/PERF.md "Session 23", run 1; mode 8 alone / the tuner over the whole space, 24 trials):
+/// layer norm KernelBench **153.4 / 153.2 us** (1.22x the copy; was 165-167), layer norm [64,1048576] **139.6 /
+/// 140.8** (1.12x; was 150-151), group norm g8 **139.3 / 139.8** (1.11x; was 147-148). Better than predicted on
+/// the 4 MB rows, worse on the 16 MB ones. NormHeld 40 of 40 mode-8 variants verified.
 #pragma once
 
 #include "cudal1/optimizer/family.h"

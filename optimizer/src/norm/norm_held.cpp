@@ -214,21 +214,19 @@ __device__ __forceinline__ Welford ring_triple(const vec_t* ring, unsigned long 
   return row_welford(n > 0 ? Welford{tn, shift + s1 / tn, fmaxf(s2 - s1 * s1 / tn, 0.f)} : Welford{0.f, 0.f, 0.f},
                      red);
 }
-/// Mode 8: the row whose chunks are q0 .. q0 + CH - 1 from the ring into registers, each slot freed.
-__device__ __forceinline__ void ring_take(const vec_t* ring, unsigned long long* full, unsigned long long* empty,
-                                         index_t q0, index_t cnt, vec_t (&c)[HELD]) {
+/// Mode 8: chunk k of the row whose chunks are q0 .. q0 + CH - 1 from the ring into registers, its slot freed.
+__device__ __forceinline__ void ring_take_chunk(const vec_t* ring, unsigned long long* full,
+                                               unsigned long long* empty, index_t q0, int k, index_t cnt,
+                                               vec_t (&c)[HELD]) {
+  const index_t q = q0 + k;
+  const int slot = (int)(q % NSLOT);
+  mbar_wait(&full[slot], (unsigned)((q / NSLOT) & 1));
+  const vec_t* src = ring + (index_t)slot * CHV;
 #pragma unroll
-  for (int k = 0; k < CH; ++k) {
-    const index_t q = q0 + k;
-    const int slot = (int)(q % NSLOT);
-    mbar_wait(&full[slot], (unsigned)((q / NSLOT) & 1));
-    const vec_t* src = ring + (index_t)slot * CHV;
-#pragma unroll
-    for (int u = 0; u < CPT; ++u)
-      if ((index_t)k * CHV + threadIdx.x + u * BLOCK < cnt) c[k * CPT + u] = src[threadIdx.x + u * BLOCK];
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot]);
-  }
+  for (int u = 0; u < CPT; ++u)
+    if ((index_t)k * CHV + threadIdx.x + u * BLOCK < cnt) c[k * CPT + u] = src[threadIdx.x + u * BLOCK];
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot]);
 }
 #endif
 /// Rows cid, cid + clusters, ... go to cluster cid (mode 8: the GP consecutive blocks cid of the grid); block
@@ -322,18 +320,22 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
 #ifdef GP
     // Mode 8: row it + 1's triple is read from the ring and published before row it's statistics are needed, and
     // the exchange warp waits and merges, so the consumers find them ready.
+    // Row it's chunk k is written and row it + 1's chunk k taken into the freed registers at once, so the
+    // producer loads row it + 2 while row it is written (Note [Norm held], mode 8, "interleaved").
     if (mine > 0) {
       grid_publish(ws, cid, rank, ring_triple(ring, full, 0, cnt, red));
-      ring_take(ring, full, empty, 0, cnt, c);
+#pragma unroll
+      for (int k = 0; k < CH; ++k) ring_take_chunk(ring, full, empty, 0, k, cnt, c);
     }
     for (index_t it = 0; it < mine; ++it) {
       const index_t row = cid + it * clusters;
-      if (it + 1 < mine) grid_publish(ws, row + clusters, rank, ring_triple(ring, full, (it + 1) * CH, cnt, red));
+      const bool next = it + 1 < mine;
+      if (next) grid_publish(ws, row + clusters, rank, ring_triple(ring, full, (it + 1) * CH, cnt, red));
       mbar_wait(&ready[it & 1], (unsigned)((it >> 1) & 1));
       const float mean_u = stats[it & 1].x, rstd_u = stats[it & 1].y;
       vec_t* __restrict__ yr = reinterpret_cast<vec_t*>(y + row * COLS);
 #pragma unroll
-      for (int k = 0; k < CH; ++k)
+      for (int k = 0; k < CH; ++k) {
 #pragma unroll
         for (int u = 0; u < CPT; ++u) {
           const index_t a = (index_t)k * CHV + threadIdx.x + u * BLOCK;
@@ -342,7 +344,8 @@ __device__ __forceinline__ void held_rows(const storage_t* __restrict__ x, const
             yr[j0 + a] = normalise(c[k * CPT + u], mean_u, rstd_u, wv, bv);
           }
         }
-      if (it + 1 < mine) ring_take(ring, full, empty, (it + 1) * CH, cnt, c);
+        if (next) ring_take_chunk(ring, full, empty, (it + 1) * CH, k, cnt, c);
+      }
     }
 #else
     for (index_t it = 0; it < mine; ++it) {
