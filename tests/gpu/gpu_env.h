@@ -1,4 +1,5 @@
-/// @brief GPU test helpers: whether a usable GPU is here (else the reason to skip), and hook/tuner set-up.
+/// @brief GPU test helpers: whether a usable GPU is here (else the reason to skip), the verification trials of
+/// the GPU tests, and hook/tuner set-up.
 #pragma once
 
 #include <string>
@@ -8,6 +9,11 @@ namespace cudal1::testing {
 /// True when this build has torch-CUDA, a CUDA device is visible, and the driver and NVRTC load; otherwise
 /// false with the reason in `why`.
 bool gpu_available(std::string* why);
+
+/// Verification trials of the GPU sweeps and fuzz tests: one for each of make_inputs' six input scales (1, 4,
+/// 0.01, 30, 1000, 0.5; optimizer/src/measure.cpp), one more than the tuner's default 5, so a test sees every
+/// scale the tuner does.
+inline constexpr int kEveryScaleTrials = 6;
 
 }  // namespace cudal1::testing
 

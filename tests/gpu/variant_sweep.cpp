@@ -9,6 +9,7 @@
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/device_info.h"
 #include "cudal1/optimizer/measure.h"
+#include "gpu/gpu_env.h"
 
 namespace cudal1::testing {
 
@@ -64,7 +65,7 @@ int verify_variants(const std::vector<optimizer::Problem>& problems,
       if (!module.ok()) return ADD_FAILURE() << what << ": " << module.status().to_string(), verified;
       auto bound = plan.value()->bind(v, module.value());
       if (!bound.ok()) return ADD_FAILURE() << what << ": " << bound.status().to_string(), verified;
-      const Status st = verify(p, op, *bound.value(), 0, 3, 4242 + verified, nullptr);
+      const Status st = verify(p, op, *bound.value(), 0, kEveryScaleTrials, 4242 + verified, nullptr);
       if (!st.ok()) return ADD_FAILURE() << what << ": " << st.to_string(), verified;
       ++verified;
     }

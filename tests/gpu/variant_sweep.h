@@ -16,7 +16,7 @@ int device_sm();
 int count_variants(const std::vector<optimizer::Problem>& problems,
                    const std::function<bool(const optimizer::Variant&)>& pick);
 
-/// Verifies every variant `pick` accepts of every problem's plan on device 0 (3 trials, fresh inputs each;
+/// Verifies every variant `pick` accepts of every problem's plan on device 0 (kEveryScaleTrials, fresh inputs each;
 /// seeds from 4242). Records a gtest failure naming the signature and variant at the first step that fails
 /// and stops there. Returns the number of variants verified.
 int verify_variants(const std::vector<optimizer::Problem>& problems,
