@@ -72,9 +72,10 @@ __device__ __forceinline__ void st_cs(uint4* p, uint4 v) {
 }
 
 /// Pass A of a part: rows [r0, r1) of slab x folded into per-column online (max, sum) pairs, merged over lanes and
-/// then warps in warp order; threads below INNER get their column's pair (the others a meaningless one).
+/// then warps in warp order, and the part's 64 pairs stored at `dst` (each with a fence) before a block barrier.
 template <int T, int U>
-__device__ __forceinline__ float2 fold_part(const uint4* __restrict__ x, int r0, int r1, float2 (*red)[INNER]) {
+__device__ __forceinline__ void fold_part(const uint4* __restrict__ x, int r0, int r1, float2 (*red)[INNER],
+                                          float2* dst) {
   constexpr int W = T / 32, RPB = T / 8;
   const int g = threadIdx.x % 8, lane = threadIdx.x % 32, w = threadIdx.x / 32;
   float m[8], s[8];
@@ -134,10 +135,13 @@ __device__ __forceinline__ float2 fold_part(const uint4* __restrict__ x, int r0,
 #pragma unroll
     for (int e = 0; e < 8; ++e) red[w][lane * 8 + e] = make_float2(m[e], s[e]);
   __syncthreads();
-  float2 a = red[0][threadIdx.x % INNER];
-  if (threadIdx.x < INNER)
+  if (threadIdx.x < INNER) {
+    float2 a = red[0][threadIdx.x];
     for (int i = 1; i < W; ++i) merge(a.x, a.y, red[i][threadIdx.x].x, red[i][threadIdx.x].y);
-  return a;
+    dst[threadIdx.x] = a;
+    __threadfence();
+  }
+  __syncthreads();
 }
 
 /// ws: OUTER x P x 64 float2 pairs, then OUTER counters (zeroed before the launch).
@@ -156,12 +160,7 @@ __global__ void __launch_bounds__(T) wave(const uint4* __restrict__ in, uint4* _
     const int slab = item / P, part = item % P;
     const int r0 = part * R, r1 = min(NROWS, r0 + R);
     const uint4* x = in + (long long)slab * NROWS * 8;
-    const float2 a = fold_part<T, U>(x, r0, r1, red);
-    if (threadIdx.x < INNER) {
-      ws[((long long)slab * P + part) * INNER + threadIdx.x] = a;
-      __threadfence();
-    }
-    __syncthreads();
+    fold_part<T, U>(x, r0, r1, red, ws + ((long long)slab * P + part) * INNER);
     if (threadIdx.x == 0) {
       atomicAdd(counters + slab, 1u);
 #if !NOWAIT
@@ -231,12 +230,7 @@ __global__ void __launch_bounds__(T, NB) pipe(const uint4* __restrict__ in, uint
     if (k < NR) {  // pass A of round k
       const int slab = k * S + blockIdx.x / P;
       const uint4* x = in + (long long)slab * NROWS * 8;
-      const float2 a = fold_part<T, U>(x, r0, r1, red);
-      if (threadIdx.x < INNER) {
-        ws[((long long)slab * P + part) * INNER + threadIdx.x] = a;
-        __threadfence();
-      }
-      __syncthreads();
+      fold_part<T, U>(x, r0, r1, red, ws + ((long long)slab * P + part) * INNER);
       if (threadIdx.x == 0) {
         last = atomicAdd(counters + slab, 1u) == (unsigned)(P - 1);
         __threadfence();
