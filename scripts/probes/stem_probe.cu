@@ -12,6 +12,8 @@
 //       planes (25 KB) into a ring of NI shared-memory slots (cp.async.bulk, mbarriers), consumers take every
 //       window from shared memory and stage the plane's outputs and indices in one of NO slots, which one thread
 //       stores with two bulk copies (whole lines, no thread stores at all).
+//   k10-k13 (session 23): the generator's patch loaded once; with evict-first stores; with pair + halo loads;
+//   k14, k15: k0 with pair + halo loads; with restrict pointers.
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o stem_probe stem_probe.cu && ./stem_probe [kernel]
 #include <cuda_fp16.h>
 
@@ -42,9 +44,10 @@ __device__ __forceinline__ float load_h(const __half* p) {
   return __half2float(__ushort_as_half(r));
 }
 
-template <int HINT = 0>
-__device__ __forceinline__ void window(const __half* x, int oh, int ow, float& m, int& mi) {
-  const int hs = oh * 2 - 1, ws = ow * 2 - 1;
+/// The 3 x 3 window from (hs, ws): its maximum (a NaN wins, as in ATen) and that element's flat index in the
+/// plane; get(i, j) gives window element (i, j), asked only for elements inside the plane.
+template <class Get>
+__device__ __forceinline__ void window_max(int hs, int ws, Get get, float& m, int& mi) {
   m = -INFINITY;
   mi = max(hs, 0) * W + max(ws, 0);
 #pragma unroll
@@ -53,14 +56,35 @@ __device__ __forceinline__ void window(const __half* x, int oh, int ow, float& m
     for (int j = 0; j < 3; ++j) {
       const int h = hs + i, w = ws + j;
       if ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) {
-        const float v = load_h<HINT>(x + h * W + w);
+        const float v = get(i, j);
         if (v > m || v != v) m = v, mi = h * W + w;
       }
     }
 }
 
-// Tile (th, tw) of a plane: outputs (2 th, tw) and (2 th + 1, tw), stored directly.
 template <int HINT = 0>
+__device__ __forceinline__ void window(const __half* x, int oh, int ow, float& m, int& mi) {
+  const int hs = oh * 2 - 1, ws = ow * 2 - 1;
+  window_max(hs, ws, [&](int i, int j) { return load_h<HINT>(x + (hs + i) * W + ws + j); }, m, mi);
+}
+
+/// k14's window: each row read as a 4-byte pair (columns 2 ow, 2 ow + 1) and a 2-byte halo (2 ow - 1).
+__device__ __forceinline__ void window_pair(const __half* x, int oh, int ow, float& m, int& mi) {
+  const int hs = oh * 2 - 1, ws = ow * 2 - 1;
+  float v[3][3] = {};
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int h = hs + i;
+    if ((unsigned)h >= (unsigned)H) continue;
+    const __half2 pr = *reinterpret_cast<const __half2*>(x + h * W + ws + 1);
+    v[i][0] = ws >= 0 ? __half2float(x[h * W + ws]) : 0.f;
+    v[i][1] = __low2float(pr);
+    v[i][2] = __high2float(pr);
+  }
+  window_max(hs, ws, [&](int i, int j) { return v[i][j]; }, m, mi);
+}
+// Tile (th, tw) of a plane: outputs (2 th, tw) and (2 th + 1, tw), stored directly.
+template <int HINT = 0, bool PAIR = false>
 __device__ __forceinline__ void tile_out(const __half* in, long long plane, int th, int tw, __half* out,
                                          long long* idx) {
   const __half* x = in + plane * H * W;
@@ -68,20 +92,32 @@ __device__ __forceinline__ void tile_out(const __half* in, long long plane, int 
   for (int a = 0; a < 2; ++a) {
     float m;
     int mi;
-    window<HINT>(x, th * 2 + a, tw, m, mi);
+    if (PAIR)
+      window_pair(x, th * 2 + a, tw, m, mi);
+    else
+      window<HINT>(x, th * 2 + a, tw, m, mi);
     out[plane * OH * OW + (th * 2 + a) * OW + tw] = __float2half(m);
     idx[plane * OH * OW + (th * 2 + a) * OW + tw] = mi;
   }
 }
 
-// k0: flat map, 2 outputs (rows 2th, 2th + 1) a thread; k5/k6: the same with the L2 prefetch-size hints.
-template <int HINT = 0>
-__global__ void __launch_bounds__(128) k0(const __half* in, __half* out, long long* idx) {
+/// The flat map (tw fastest, then th, then plane; blocks of 128): this thread's tile, false past the last one.
+__device__ __forceinline__ bool flat_tile(int& th, int& tw, long long& plane) {
   const long long t = (long long)blockIdx.x * 128 + threadIdx.x;
-  if (t >= PLANES * (OH / 2) * OW) return;
-  const int tw = t % OW, th = (t / OW) % (OH / 2);
-  const long long plane = t / OW / (OH / 2);
-  tile_out<HINT>(in, plane, th, tw, out, idx);
+  if (t >= PLANES * (OH / 2) * OW) return false;
+  tw = (int)(t % OW);
+  th = (int)((t / OW) % (OH / 2));
+  plane = t / OW / (OH / 2);
+  return true;
+}
+
+// k0: flat map, 2 outputs (rows 2th, 2th + 1) a thread; k5/k6: the same with the L2 prefetch-size hints.
+template <int HINT = 0, bool PAIR = false>
+__global__ void __launch_bounds__(128) k0(const __half* in, __half* out, long long* idx) {
+  int th, tw;
+  long long plane;
+  if (!flat_tile(th, tw, plane)) return;
+  tile_out<HINT, PAIR>(in, plane, th, tw, out, idx);
 }
 
 // k1: blocks of 32 x 4 tiles (BX = 32 columns of tiles, BY = 4 tile rows); TW = 56 -> 2 column blocks.
@@ -182,18 +218,9 @@ __global__ void __launch_bounds__(CONS + 32) k7(const __half* in, __half* out, l
     for (int o = threadIdx.x; o < NOUT; o += CONS) {
       const int oh = o / OW, ow = o % OW;
       const int hs = oh * 2 - 1, ws = ow * 2 - 1;
-      float m = -INFINITY;
-      int mi = max(hs, 0) * W + max(ws, 0);
-#pragma unroll
-      for (int i = 0; i < 3; ++i)
-#pragma unroll
-        for (int j = 0; j < 3; ++j) {
-          const int h = hs + i, w = ws + j;
-          if ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) {
-            const float v = __half2float(x[h * W + w]);
-            if (v > m || v != v) m = v, mi = h * W + w;
-          }
-        }
+      float m;
+      int mi;
+      window_max(hs, ws, [&](int i, int j) { return __half2float(x[(hs + i) * W + ws + j]); }, m, mi);
       sout[os * NOUT + o] = __float2half(m);
       sidx[os * NOUT + o] = mi;
     }
@@ -223,6 +250,62 @@ void launch_k7(int per_sm, const __half* in, __half* out, long long* idx) {
   }();
   (void)once;
   k7<CONS, NI, NO><<<132 * per_sm, CONS + 32, smem>>>(in, out, idx);
+}
+
+// k10-k13 (session 23): the generator's patch (5 rows x 3 columns a thread, loaded once), flat map, block 128;
+// PAIR: columns 2 ow and 2 ow + 1 of a row by one 4-byte load and column 2 ow - 1 by a 2-byte one (10 loads a
+// thread, not 15; no shuffles); CS: outputs and indices stored with st.global.cs (evict first).
+__device__ __forceinline__ void st_cs16(__half* p, __half v) {
+  asm volatile("st.global.cs.b16 [%0], %1;" ::"l"(p), "h"(__half_as_ushort(v)) : "memory");
+}
+__device__ __forceinline__ void st_cs64(long long* p, long long v) {
+  asm volatile("st.global.cs.s64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+template <bool PAIR, bool CS>
+__global__ void __launch_bounds__(128) k10(const __half* __restrict__ in, __half* __restrict__ out,
+                                           long long* __restrict__ idx) {
+  int th, tw;
+  long long plane;
+  if (!flat_tile(th, tw, plane)) return;
+  const __half* x = in + plane * H * W;
+  const int h0 = th * 4 - 1, w0 = tw * 2 - 1;
+  float p[5][3];
+#pragma unroll
+  for (int r = 0; r < 5; ++r) {
+    const int h = h0 + r;
+    const bool rok = (unsigned)h < (unsigned)H;
+    if (PAIR) {
+      const __half2 v = rok ? *reinterpret_cast<const __half2*>(x + h * W + w0 + 1) : __half2{};
+      p[r][1] = __low2float(v);
+      p[r][2] = __high2float(v);
+      p[r][0] = rok && w0 >= 0 ? __half2float(x[h * W + w0]) : 0.f;
+    } else {
+#pragma unroll
+      for (int c = 0; c < 3; ++c) p[r][c] = rok && (unsigned)(w0 + c) < (unsigned)W ? __half2float(x[h * W + w0 + c]) : 0.f;
+    }
+  }
+#pragma unroll
+  for (int a = 0; a < 2; ++a) {
+    float m;
+    int mi;
+    window_max((th * 2 + a) * 2 - 1, w0, [&](int i, int j) { return p[a * 2 + i][j]; }, m, mi);
+    const long long o = plane * OH * OW + (th * 2 + a) * OW + tw;
+    if (CS) {
+      st_cs16(out + o, __float2half(m));
+      st_cs64(idx + o, mi);
+    } else {
+      out[o] = __float2half(m);
+      idx[o] = mi;
+    }
+  }
+}
+
+// k15: k0 with __restrict__ pointers (read-only loads).
+__global__ void __launch_bounds__(128) k15(const __half* __restrict__ in, __half* __restrict__ out,
+                                           long long* __restrict__ idx) {
+  int th, tw;
+  long long plane;
+  if (flat_tile(th, tw, plane)) tile_out(in, plane, th, tw, out, idx);
 }
 
 __global__ void flush(const float4* p, long long n, float* sink) {
@@ -265,6 +348,12 @@ int main(int argc, char** argv) {
       case 7: launch_k7<256, 4, 2>(1, in, out, idx); break;
       case 8: launch_k7<256, 2, 1>(2, in, out, idx); break;
       case 9: launch_k7<512, 4, 2>(1, in, out, idx); break;
+      case 10: k10<false, false><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 11: k10<false, true><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 12: k10<true, false><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 13: k10<true, true><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 14: k0<0, true><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 15: k15<<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
       default: CK(cudaMemcpyAsync(cp, static_cast<char*>(cp) + cpbytes, cpbytes, cudaMemcpyDeviceToDevice));
     }
   };
@@ -287,11 +376,13 @@ int main(int argc, char** argv) {
                          "k4 row pairs x7 staged (block 416)", "k5 = k0, loads .L2::128B",
                          "k6 = k0, loads .L2::256B", "k7 bulk planes, 256 + 32 threads, 4 in, 2 out",
                          "k8 bulk planes, 2 blocks an SM, 2 in, 1 out", "k9 bulk planes, 512 + 32 threads, 4 in, 2 out",
-                         "device copy of the same bytes"};
+                         "k10 patch once (the generator's)", "k11 = k10, stores .cs",
+                         "k12 = k10, pair + halo loads", "k13 = k12, stores .cs", "k14 = k0, pair + halo loads",
+                         "k15 = k0, restrict pointers", "device copy of the same bytes"};
   for (int round = 0; round < 2; ++round)
-    for (int k = 0; k <= 10; ++k) {
-      if (k >= 1 && k <= 6) continue;  // session 16's kernels: measured there
-      if (k < 10) {
+    for (int k = 0; k <= 16; ++k) {
+      if (k >= 1 && k <= 9) continue;  // sessions 16 and 20's kernels: measured there
+      if (k < 16) {
         CK(cudaMemset(out, 0xff, nout * 2));
         CK(cudaMemset(idx, 0xff, nout * 8));
         launch(k);
@@ -300,7 +391,7 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(goti.data(), idx, nout * 8, cudaMemcpyDeviceToHost));
       }
       size_t bad = 0;
-      for (size_t i = 0; k < 10 && i < nout; ++i)
+      for (size_t i = 0; k < 16 && i < nout; ++i)
         bad += memcmp(&ref[i], &got[i], 2) != 0 || refi[i] != goti[i];
       std::vector<float> t;
       for (int r = 0; r < 60; ++r) {
