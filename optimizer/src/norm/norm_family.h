@@ -330,6 +330,15 @@
 /// layer norm KernelBench **153.4 / 153.2 us** (1.22x the copy; was 165-167), layer norm [64,1048576] **139.6 /
 /// 140.8** (1.12x; was 150-151), group norm g8 **139.3 / 139.8** (1.11x; was 147-148). Better than predicted on
 /// the 4 MB rows, worse on the 16 MB ones. NormHeld 40 of 40 mode-8 variants verified.
+/// One pass (tried and removed, session 23). Mode 7 without rereads takes the block's statistics in two passes
+/// over registers (a block sum, the mean, a block sum of squared deviations: two block reductions, four barriers a
+/// row). Taking them as the rereads do (per-thread sums shifted by the thread's first element, read as the chunks
+/// arrive, one Welford block reduction, two barriers) was aimed at group norm bf16 [32,320,64,64] g32 (80 KB rows,
+/// one a block, ~8 rows a block: 49.6-49.8 us, 1.24x the copy), predicted 49.8 -> ~46-48 us. Measured (H200,
+/// 2026-12-01, docs/PERF.md "Session 23", run 9): wrong, its best mode-7 variant 50.7 us (cluster 2; cluster 1
+/// 51.2-51.4, against 48.8-49.7 for the two-pass ones in sessions 20-22), and the tuner kept mode 1 (49.7 us).
+/// Verified (NormHeld 50 of 50 mode 7, norm fuzz 784 of 784), but no faster: the row's reductions are not what
+/// holds it.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
