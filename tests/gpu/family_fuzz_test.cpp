@@ -113,8 +113,8 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
     ASSERT_TRUE(bound.ok()) << what << ": " << bound.status().to_string();
     const auto& op = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + j.problem.op).c_str(),
                                                                      j.problem.overload.c_str());
-    const Status st = optimizer::verify(j.problem, op, *bound.value(), 0, testing::kEveryScaleTrials, seed ^ verified,
-                                              nullptr);
+    const Status st =
+        optimizer::verify(j.problem, op, *bound.value(), 0, testing::kEveryScaleTrials, seed ^ verified, nullptr);
     if (st.ok()) {
       ++verified;
     } else if (st.code() == Code::kUnsupported) {

@@ -305,11 +305,11 @@
 /// for row r + 1's chunks in the ring (which holds a whole slice: tight = slice + 1 chunk), sum them from shared
 /// memory without freeing the slots (per-thread sums shifted by the thread's first element, Chan merges, as mode
 /// 7's rereads), publish r + 1's triple (thread 0: store, fence, atomicAdd) and only then write row r, moving r + 1
-/// into registers chunk by chunk as they free ("Interleaved", below). An exchange warp: for each row in turn it spins on the row's counter until GP blocks arrived,
-/// merges the GP triples (lane l takes l, l + 32, ... in order, then the warp's tree: the same bits in every
-/// block), writes mean and rstd (rank 0) and hands (mean, rstd) to the consumers in shared memory on a per-parity
-/// mbarrier (a parity's slot is rewritten two rows later, after the row between arrived everywhere, so after the
-/// consumers read it).
+/// into registers chunk by chunk as they free ("Interleaved", below). An exchange warp: for each row in turn it
+/// spins on the row's counter until GP blocks arrived, merges the GP triples (lane l takes l, l + 32, ... in order,
+/// then the warp's tree: the same bits in every block), writes mean and rstd (rank 0) and hands (mean, rstd) to the
+/// consumers in shared memory on a per-parity mbarrier (a parity's slot is rewritten two rows later, after the row
+/// between arrived everywhere, so after the consumers read it).
 /// Prediction (first version, statistics from registers and the wait in the consumers; HBM moves the copy's bytes,
 /// each exchange ~2-3 us hidden by the next row's loads): layer norm f32 [16,64,256,256] ~135-145 us, layer norm f32
 /// [64,1048576] ~135-145 us, group norm g8 ~140-150 us. Measured (H200, 2026-12-01, docs/PERF.md "Session 21"):
