@@ -101,6 +101,9 @@ __device__ __forceinline__ void tile_out(const __half* in, long long plane, int 
   }
 }
 
+/// Blocks of 128 threads the flat map launches (one thread a tile of two outputs).
+constexpr unsigned kFlatBlocks = (unsigned)((PLANES * (OH / 2) * OW + 127) / 128);
+
 /// The flat map (tw fastest, then th, then plane; blocks of 128): this thread's tile, false past the last one.
 __device__ __forceinline__ bool flat_tile(int& th, int& tw, long long& plane) {
   const long long t = (long long)blockIdx.x * 128 + threadIdx.x;
@@ -338,22 +341,22 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&cp, 2 * cpbytes));
   auto launch = [&](int k) {
     switch (k) {
-      case 0: k0<0><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 0: k0<0><<<kFlatBlocks, 128>>>(in, out, idx); break;
       case 1: k1<<<PLANES * 2 * ((OH / 2 + 3) / 4), 128>>>(in, out, idx); break;
       case 2: (k2<2, 128>)<<<PLANES * (OH / 2 / 2), 128>>>(in, out, idx); break;  // RP 2: 112 of 128 threads
       case 3: (k2<4, 256>)<<<PLANES * (OH / 2 / 4), 256>>>(in, out, idx); break;  // RP 4: 224 of 256
       case 4: (k2<7, 416>)<<<PLANES * (OH / 2 / 7), 416>>>(in, out, idx); break;  // RP 7: 392 of 416
-      case 5: k0<1><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
-      case 6: k0<2><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 5: k0<1><<<kFlatBlocks, 128>>>(in, out, idx); break;
+      case 6: k0<2><<<kFlatBlocks, 128>>>(in, out, idx); break;
       case 7: launch_k7<256, 4, 2>(1, in, out, idx); break;
       case 8: launch_k7<256, 2, 1>(2, in, out, idx); break;
       case 9: launch_k7<512, 4, 2>(1, in, out, idx); break;
-      case 10: k10<false, false><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
-      case 11: k10<false, true><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
-      case 12: k10<true, false><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
-      case 13: k10<true, true><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
-      case 14: k0<0, true><<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
-      case 15: k15<<<(PLANES * (OH / 2) * OW + 127) / 128, 128>>>(in, out, idx); break;
+      case 10: k10<false, false><<<kFlatBlocks, 128>>>(in, out, idx); break;
+      case 11: k10<false, true><<<kFlatBlocks, 128>>>(in, out, idx); break;
+      case 12: k10<true, false><<<kFlatBlocks, 128>>>(in, out, idx); break;
+      case 13: k10<true, true><<<kFlatBlocks, 128>>>(in, out, idx); break;
+      case 14: k0<0, true><<<kFlatBlocks, 128>>>(in, out, idx); break;
+      case 15: k15<<<kFlatBlocks, 128>>>(in, out, idx); break;
       default: CK(cudaMemcpyAsync(cp, static_cast<char*>(cp) + cpbytes, cpbytes, cudaMemcpyDeviceToDevice));
     }
   };
