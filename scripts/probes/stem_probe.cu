@@ -14,12 +14,17 @@
 //       stores with two bulk copies (whole lines, no thread stores at all).
 //   k10-k13 (session 23): the generator's patch loaded once; with evict-first stores; with pair + halo loads;
 //   k14, k15: k0 with pair + halo loads; with restrict pointers.
+//   k16, k17 (session 24): the stem's bytes as flat streams without windows (what HBM gives this traffic mix);
+//   k18: packed fp16 pairs, two outputs a lane compared as one half2 (became Note [Pooling packed pairs]).
+// Session 24's inputs hold NaN, +-Inf, a plane of -Inf, one of NaN and one constant; NaN outputs compare as equal.
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o stem_probe stem_probe.cu && ./stem_probe [kernel]
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 constexpr int N = 64, C = 64, H = 112, W = 112, OH = 56, OW = 56;
@@ -311,6 +316,95 @@ __global__ void __launch_bounds__(128) k15(const __half* __restrict__ in, __half
   if (flat_tile(th, tw, plane)) tile_out(in, plane, th, tw, out, idx);
 }
 
+
+// k16, k17 (session 24): the stem's bytes without windows, as flat streams (input read once, fp16 outputs and int64
+// indices written once, every access coalesced): what HBM gives this mix of one read and two write streams.
+// k16: a thread reads 8 bytes (4 inputs) and writes one fp16 and one int64; k17: 32 bytes in, 8 + 32 bytes out.
+__global__ void __launch_bounds__(256) k16(const uint2* __restrict__ in, unsigned short* __restrict__ out,
+                                           long long* __restrict__ idx, long long n) {
+  const long long i = blockIdx.x * 256ll + threadIdx.x;
+  if (i >= n) return;
+  const uint2 v = in[i];
+  out[i] = (unsigned short)max(v.x, v.y);
+  idx[i] = (long long)(v.x ^ v.y);
+}
+__global__ void __launch_bounds__(256) k17(const uint4* __restrict__ in, uint2* __restrict__ out,
+                                           longlong2* __restrict__ idx, long long n4) {
+  const long long i = blockIdx.x * 256ll + threadIdx.x;
+  if (i >= n4) return;
+  const uint4 a = in[2 * i], b = in[2 * i + 1];
+  out[i] = make_uint2(max(a.x, a.y) ^ b.z, max(a.z, a.w) ^ b.w);
+  idx[2 * i] = make_longlong2(a.x ^ b.x, a.y);
+  idx[2 * i + 1] = make_longlong2(a.z ^ b.y, a.w);
+}
+
+// k18 (session 24): packed fp16 pairs. A warp takes RS output rows of one plane; lane j < 28 owns output columns
+// 2 j and 2 j + 1, i.e. input columns 4 j - 1 .. 4 j + 3: one 8-byte load a row (columns 4 j .. 4 j + 3, whole
+// 224-byte rows a warp, each input row read once) and column 4 j - 1 from lane j - 1 by a shuffle. The window's
+// candidate (kh, kw) for both outputs is one half2 (columns 4 j - 1 + kw and 4 j + 1 + kw, made by one PRMT), and
+// ATen's `val > max || isnan(val)` is one mask for both: HSET2 gt | HSET2 neu(v, v), then the maximum and the
+// window-relative index (kh x W + kw, 16 bits a half) are selected by that mask (LOP3). All RS x 2 + 1 rows are
+// loaded before the first window. Padding (row -1, column -1) is -Inf, never chosen; the index starts at the first
+// element inside the plane, as ATen's.
+__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned s) {
+  unsigned d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+  return d;
+}
+__device__ __forceinline__ __half2 as_h2(unsigned u) { return *reinterpret_cast<__half2*>(&u); }
+template <int RS, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) k18(const __half* __restrict__ in, __half* __restrict__ out,
+                                             long long* __restrict__ idx) {
+  static_assert(OH % RS == 0, "whole segments");
+  constexpr int SEGS = OH / RS, NR = 2 * RS + 1;
+  constexpr unsigned NEG = 0xFC00FC00u;  // -Inf, -Inf
+  const int lane = threadIdx.x % 32;
+  const long long wid = (blockIdx.x * (long long)BLOCK + threadIdx.x) / 32;
+  if (wid >= PLANES * SEGS) return;
+  const long long plane = wid / SEGS;
+  const int seg = (int)(wid % SEGS), j = min(lane, 27), h0 = seg * RS * 2 - 1;
+  const __half* x = in + plane * H * W + 4 * j;
+  uint2 v[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r)
+    v[r] = h0 + r >= 0 ? __ldg(reinterpret_cast<const uint2*>(x + (h0 + r) * W)) : make_uint2(NEG, NEG);
+  unsigned c[NR][3];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    unsigned nb = __shfl_up_sync(~0u, v[r].y, 1);
+    if (lane == 0) nb = NEG;
+    c[r][0] = prmt(nb, v[r].x, 0x7632);
+    c[r][1] = prmt(v[r].x, v[r].y, 0x5410);
+    c[r][2] = prmt(v[r].x, v[r].y, 0x7632);
+  }
+#pragma unroll
+  for (int t = 0; t < RS; ++t) {
+    const int oh = seg * RS + t;
+    unsigned m = NEG, rel = (oh == 0 ? W * 0x10001u : 0u) + (lane == 0 ? 1u : 0u);
+#pragma unroll
+    for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+      for (int kw = 0; kw < 3; ++kw) {
+        const unsigned cv = c[2 * t + kh][kw];
+        const unsigned k = __hgt2_mask(as_h2(cv), as_h2(m)) | __hneu2_mask(as_h2(cv), as_h2(cv));
+        m = (cv & k) | (m & ~k);
+        rel = ((unsigned)(kh * W + kw) * 0x10001u & k) | (rel & ~k);
+      }
+    if (lane < 28) {
+      const long long o = plane * OH * OW + oh * OW + 2 * j;
+      *reinterpret_cast<unsigned*>(out + o) = m;
+      const unsigned base = (unsigned)((2 * oh - 1) * W + 4 * j - 1);
+      *reinterpret_cast<longlong2*>(idx + o) =
+          make_longlong2((long long)(base + (rel & 0xffffu)), (long long)(base + 2 + (rel >> 16)));
+    }
+  }
+}
+template <int RS, int BLOCK>
+void launch_k18(const __half* in, __half* out, long long* idx) {
+  const long long warps = PLANES * (OH / RS);
+  k18<RS, BLOCK><<<(unsigned)((warps * 32 + BLOCK - 1) / BLOCK), BLOCK>>>(in, out, idx);
+}
+
 __global__ void flush(const float4* p, long long n, float* sink) {
   float s = 0.f;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
@@ -329,6 +423,17 @@ int main(int argc, char** argv) {
   std::vector<__half> h(nin);
   srand(1);
   for (auto& v : h) v = __float2half((rand() % 20001 - 10000) / 1000.f);
+  // Special values (session 24): scattered NaN, -Inf, +Inf; plane 3 all -Inf, plane 9 all NaN, plane 11 all equal.
+  for (size_t i = 0; i < nin; ++i) {
+    if (i % 4999 == 0) h[i] = __float2half(NAN);
+    if (i % 5003 == 1) h[i] = __float2half(-INFINITY);
+    if (i % 7919 == 2) h[i] = __float2half(INFINITY);
+  }
+  for (size_t i = 0; i < (size_t)H * W; ++i) {
+    h[3 * H * W + i] = __float2half(-INFINITY);
+    h[9 * H * W + i] = __float2half(NAN);
+    h[11 * H * W + i] = __float2half(1.5f);
+  }
   CK(cudaMemcpy(in, h.data(), nin * 2, cudaMemcpyHostToDevice));
   const long long fl = 256ll << 20;
   float4* fb;
@@ -357,6 +462,16 @@ int main(int argc, char** argv) {
       case 13: k10<true, true><<<kFlatBlocks, 128>>>(in, out, idx); break;
       case 14: k0<0, true><<<kFlatBlocks, 128>>>(in, out, idx); break;
       case 15: k15<<<kFlatBlocks, 128>>>(in, out, idx); break;
+      case 16: k16<<<(unsigned)((nout + 255) / 256), 256>>>(reinterpret_cast<const uint2*>(in),
+                                                             reinterpret_cast<unsigned short*>(out), idx, nout); break;
+      case 17: k17<<<(unsigned)((nout / 4 + 255) / 256), 256>>>(reinterpret_cast<const uint4*>(in),
+                                                                 reinterpret_cast<uint2*>(out),
+                                                                 reinterpret_cast<longlong2*>(idx), nout / 4); break;
+      case 18: launch_k18<7, 128>(in, out, idx); break;
+      case 19: launch_k18<7, 256>(in, out, idx); break;
+      case 20: launch_k18<4, 128>(in, out, idx); break;
+      case 21: launch_k18<14, 128>(in, out, idx); break;
+      case 22: launch_k18<8, 128>(in, out, idx); break;
       default: CK(cudaMemcpyAsync(cp, static_cast<char*>(cp) + cpbytes, cpbytes, cudaMemcpyDeviceToDevice));
     }
   };
@@ -374,18 +489,21 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  const char* names[] = {"k0 flat opw1 oph2 block128 (generator's)", "k1 blocks 32x4 tiles",
-                         "k2 row pairs x2 staged (block 128)", "k3 row pairs x4 staged (block 256)",
-                         "k4 row pairs x7 staged (block 416)", "k5 = k0, loads .L2::128B",
-                         "k6 = k0, loads .L2::256B", "k7 bulk planes, 256 + 32 threads, 4 in, 2 out",
-                         "k8 bulk planes, 2 blocks an SM, 2 in, 1 out", "k9 bulk planes, 512 + 32 threads, 4 in, 2 out",
-                         "k10 patch once (the generator's)", "k11 = k10, stores .cs",
-                         "k12 = k10, pair + halo loads", "k13 = k12, stores .cs", "k14 = k0, pair + halo loads",
-                         "k15 = k0, restrict pointers", "device copy of the same bytes"};
+  const std::vector<std::pair<int, const char*>> kernels = {
+      {0, "k0 flat opw1 oph2 block128 (generator's)"},
+      {10, "k10 patch once (the generator's)"},
+      {16, "k16 flat stream 8 B in, 2 + 8 B out (bytes only)"},
+      {17, "k17 flat stream 32 B in, 8 + 32 B out (bytes only)"},
+      {18, "k18 packed pairs RS 7 block 128"},
+      {19, "k18 packed pairs RS 7 block 256"},
+      {20, "k18 packed pairs RS 4 block 128"},
+      {21, "k18 packed pairs RS 14 block 128"},
+      {22, "k18 packed pairs RS 8 block 128"},
+      {99, "device copy of the same bytes"}};
   for (int round = 0; round < 2; ++round)
-    for (int k = 0; k <= 16; ++k) {
-      if (k >= 1 && k <= 9) continue;  // sessions 16 and 20's kernels: measured there
-      if (k < 16) {
+    for (const auto& [k, name] : kernels) {
+      const bool check = k != 16 && k != 17 && k != 99;
+      if (check) {
         CK(cudaMemset(out, 0xff, nout * 2));
         CK(cudaMemset(idx, 0xff, nout * 8));
         launch(k);
@@ -394,8 +512,10 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(goti.data(), idx, nout * 8, cudaMemcpyDeviceToHost));
       }
       size_t bad = 0;
-      for (size_t i = 0; k < 16 && i < nout; ++i)
-        bad += memcmp(&ref[i], &got[i], 2) != 0 || refi[i] != goti[i];
+      for (size_t i = 0; check && i < nout; ++i) {
+        const bool both_nan = __hisnan(ref[i]) && __hisnan(got[i]);
+        bad += (!both_nan && memcmp(&ref[i], &got[i], 2) != 0) || refi[i] != goti[i];
+      }
       std::vector<float> t;
       for (int r = 0; r < 60; ++r) {
         flush<<<1056, 512>>>(fb, fl / 16, sink);
@@ -408,7 +528,7 @@ int main(int argc, char** argv) {
         t.push_back(ms * 1000.f);
       }
       std::sort(t.begin(), t.end());
-      std::printf("round %d  %-44s median %7.2f us  p10 %7.2f  mismatches %zu\n", round, names[k], t[30], t[6], bad);
+      std::printf("round %d  %-52s median %7.2f us  p10 %7.2f  mismatches %zu\n", round, name, t[30], t[6], bad);
     }
   return 0;
 }

@@ -246,11 +246,42 @@ Problem pool_adaptive_uniform(Rng& rng, int sm) {
   return testing::adaptive_avg_pool_problem(dt, sizes, {}, {oh, ow}, sm);
 }
 
+/// Pooling, the packed-pair class (Note [Pooling packed pairs]): 16-bit max_pool2d with or without indices, column
+/// stride 2, rows of 1 to 3 warps (W a multiple of 4), any row stride, padding and dilation, ceil mode; a quarter
+/// of the inputs sliced to a wider row pitch with an offset (an offset of one element leaves the 8-byte loads
+/// unaligned: the kernel declines that call).
+Problem pool_pairs(Rng& rng, int sm) {
+  const c10::ScalarType dt = rng() % 2 ? at::kHalf : at::kBFloat16;
+  std::vector<int64_t> sizes = {pick(rng, {1, 2, 3, 5, 8, 13}), pick(rng, {1, 2, 3, 5, 7, 8, 13, 28, 56, 112}),
+                                pick(rng, {4, 8, 12, 20, 28, 56, 112, 128, 132, 260})};
+  if (rng() % 3) sizes.insert(sizes.begin(), pick(rng, {1, 2, 3}));
+  const std::vector<int64_t> k = {pick(rng, {1, 2, 3, 3, 4, 5}), pick(rng, {2, 3, 3, 4})};
+  const std::vector<int64_t> stride = {pick(rng, {1, 2, 2, 3}), 2};
+  const std::vector<int64_t> pad = {std::min<int64_t>(pick(rng, {0, 1, 1, 2}), k[0] / 2),
+                                    std::min<int64_t>(pick(rng, {0, 1, 1, 2}), k[1] / 2)};
+  const std::vector<int64_t> dil = {pick(rng, {1, 1, 2, 3}), 1};
+  std::vector<int64_t> strides;
+  if (rng() % 4 == 0) {  // rows of a wider tensor
+    const int64_t pitch = sizes.back() + pick(rng, {4, 8, 12});
+    strides.assign(sizes.size(), 1);
+    int64_t step = pitch;
+    for (size_t d = sizes.size() - 1; d-- > 0;) {
+      strides[d] = step;
+      step *= sizes[d];
+    }
+  }
+  Problem p = testing::max_pool_problem(dt, sizes, strides, k, stride, pad, dil, rng() % 2, rng() % 2, sm);
+  if (!strides.empty()) p.args[0].tensor.storage_offset = pick(rng, {4, 8, 8, 1});
+  return p;
+}
+
 /// Pooling: every op, ranks 3-4 (2 and 5 sometimes, to be declined), NCHW, channels-last or random layouts,
 /// windows with padding, stride, dilation and ceil mode (sometimes invalid ones ATen rejects), every dtype;
-/// half the draws from the sliding-window class, an eighth from the channels-last runs class (which holds the
-/// channels-last walks, Note [Pooling channels-last walk]), a sixteenth from the staged adaptive class.
+/// a sixth of the draws from the packed-pair class, half the rest from the sliding-window class, an eighth
+/// from the channels-last runs class (which holds the channels-last walks, Note [Pooling channels-last walk]),
+/// a sixteenth from the staged adaptive class.
 Problem pool(Rng& rng, int sm) {
+  if (rng() % 6 == 0) return pool_pairs(rng, sm);
   if (rng() % 2) return pool_sliding(rng, sm);
   if (rng() % 4 == 0) return pool_channels_last_runs(rng, sm);
   if (rng() % 6 == 0) return pool_adaptive_uniform(rng, sm);
@@ -430,10 +461,11 @@ Problem binary(Rng& rng, int sm) {
 bool softmax_cluster_variant(const optimizer::Variant& v) { return v.get("cluster", 0) > 0; }
 
 /// Pool variants the fuzz favours: the sliding windows (Note [Pooling slide]), the channels-last runs (Note
-/// [Pooling exact division]) and walks (Note [Pooling channels-last walk]) and the staged adaptive pooling (Note
-/// [Pooling adaptive staging]), small parts of large spaces.
+/// [Pooling exact division]) and walks (Note [Pooling channels-last walk]), the staged adaptive pooling (Note
+/// [Pooling adaptive staging]) and the packed pairs (Note [Pooling packed pairs]), small parts of large spaces.
 bool pool_slide_variant(const optimizer::Variant& v) {
-  return v.get("slide", 0) > 0 || v.get("cpx", 1) > 1 || v.get("walk", 0) > 0 || v.get("flat", 0) > 0;
+  return v.get("slide", 0) > 0 || v.get("cpx", 1) > 1 || v.get("walk", 0) > 0 || v.get("flat", 0) > 0 ||
+         v.get("pair", 0) > 0;
 }
 
 /// Reduce variants the fuzz favours: the pipelined column tiles, their one-launch merge (Note [Column tiles in

@@ -254,11 +254,22 @@ TEST_P(CompileVariants, EveryPoolVariant) {
                               testing::adaptive_avg_pool_problem(at::kBFloat16, {3, 14, 12}, {}, {7, 4}, sm),
                               testing::adaptive_avg_pool_problem(at::kHalf, {1, 3, 9, 15}, {}, {3, 5}, sm)}))
     slides.push_back(std::move(w));
+  // The packed pairs (Note [Pooling packed pairs]): the fp16 stem's window with indices (left halo); bf16 rows of
+  // three warps with halos on both sides and dilated rows; fp16 2 x 2 windows (no halo); an odd OW (scalar stores).
+  for (auto& w : plan_all(f, {testing::max_pool_problem(at::kHalf, {2, 8, 20, 112}, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1},
+                                                       false, true, sm),
+                              testing::max_pool_problem(at::kBFloat16, {3, 10, 264}, {}, {3, 4}, {1, 2}, {1, 1},
+                                                       {2, 1}, true, false, sm),
+                              testing::max_pool_problem(at::kHalf, {1, 4, 9, 12}, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1},
+                                                       false, true, sm),
+                              testing::max_pool_problem(at::kBFloat16, {2, 3, 7, 20}, {}, {3, 3}, {3, 2}, {0, 0},
+                                                       {1, 1}, false, true, sm)}))
+    slides.push_back(std::move(w));
   for (auto& [plan, vs] : slides) {
     vs.erase(std::remove_if(vs.begin(), vs.end(),
                             [](const Variant& v) {
                               return v.get("slide") == 0 && v.get("cpx", 1) == 1 && v.get("walk", 0) == 0 &&
-                                     v.get("flat", 0) == 0;
+                                     v.get("flat", 0) == 0 && v.get("pair", 0) == 0;
                             }),
              vs.end());
     EXPECT_FALSE(vs.empty());

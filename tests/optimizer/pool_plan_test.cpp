@@ -448,5 +448,60 @@ TEST(PoolPlan, StagedAdaptiveForUniformWindowsOfDenseNchw) {
   EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 16, 8}, {}, {2, 1})).empty());
 }
 
+TEST(PoolPlan, PackedPairsForSixteenBitMaxAtColumnStrideTwo) {
+  // (pair, block) of the packed-pair variants; each source states its geometry.
+  auto pairs = [&](const Problem& p) {
+    std::multiset<std::pair<int, int>> out;
+    for (const auto& [v, code] : variants(p)) {
+      if (!v.get("pair", 0)) continue;
+      out.insert({v.get("pair", 0), v.get("block")});
+      EXPECT_TRUE(has(code, "#define RS " + std::to_string(v.get("pair", 0)))) << v.id();
+      EXPECT_EQ(v.get("slide") + v.get("smem") + v.get("px"), 0) << v.id();
+    }
+    return out;
+  };
+  // The fp16 ResNet stem: 28 lanes a row in one warp, segments of 4 or 8 of the 56 output rows, a left halo only.
+  const auto stem = max_pool_problem(at::kHalf, {64, 64, 112, 112}, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false);
+  EXPECT_EQ(pairs(stem), (std::multiset<std::pair<int, int>>{{4, 128}, {4, 256}, {8, 128}, {8, 256}}));
+  auto plan = family().plan(stem);
+  ASSERT_TRUE(plan.ok());
+  for (const auto& [v, code] : variants(stem))
+    if (v.get("pair", 0) == 8) {
+      EXPECT_EQ(plan.value()->stratum(v), 16) << v.id();
+      EXPECT_TRUE(has(code, "#define TWL 28") && has(code, "#define CHUNKS 1") && has(code, "#define SEGS 7") &&
+                  has(code, "#define NR 17") && has(code, "#define NEED_L 1") && has(code, "#define NEED_R 0"))
+          << v.id();
+      EXPECT_EQ(macro(code, "THREADS"), 64 * 64 * 7 * 32) << v.id();
+    }
+  // bf16 rows of 66 lanes (3 warps) with halos on both sides; a 3-row plane takes segments of 4 only.
+  for (const auto& [v, code] : variants(max_pool_problem(at::kBFloat16, {3, 10, 264}, {}, {3, 4}, {1, 2}, {1, 1},
+                                                          {2, 1}, true, false)))
+    if (v.get("pair", 0)) {
+      EXPECT_TRUE(has(code, "#define CHUNKS 3") && has(code, "#define NEED_L 1") && has(code, "#define NEED_R 1") &&
+                  has(code, "#define NEG2 0xFF80FF80u"))
+          << v.id();
+    }
+  const auto short_plane = max_pool_problem(at::kHalf, {1, 4, 5, 12}, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false);
+  EXPECT_EQ(pairs(short_plane), (std::multiset<std::pair<int, int>>{{4, 128}, {4, 256}}));
+  // None: fp32, avg, column stride 1 or 3, dilated columns, W not a multiple of 4, a row pitch off 8 bytes,
+  // channels-last, a left padding of 3 (k7), windows reaching past the right halo word, OW > W / 2.
+  const std::vector<int64_t> s = {2, 4, 32, 32};
+  EXPECT_TRUE(pairs(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)).empty());
+  EXPECT_TRUE(pairs(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {2, 2}, {1, 1}, false, true)).empty());
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, {}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, false)).empty());
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, {}, {3, 3}, {2, 3}, {1, 1}, {1, 1}, false)).empty());
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 2}, false)).empty());
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, {2, 4, 32, 30}, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)).empty());
+  const std::vector<int64_t> pitch34 = {4 * 32 * 34, 32 * 34, 34, 1}, pitch36 = {4 * 32 * 36, 32 * 36, 36, 1};
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, pitch34, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)).empty());
+  EXPECT_FALSE(pairs(max_pool_problem(at::kHalf, s, pitch36, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)).empty())
+      << "a row pitch of whole 8 bytes";
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)).empty());
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, {}, {7, 7}, {2, 2}, {3, 3}, {1, 1}, false)).empty());
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, {}, {5, 5}, {2, 2}, {0, 0}, {1, 1}, false)).empty());
+  EXPECT_TRUE(pairs(max_pool_problem(at::kHalf, s, {}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, false)).empty())
+      << "OW = 17 outputs from 8 lanes of 2";
+}
+
 }  // namespace
 }  // namespace cudal1::optimizer

@@ -46,6 +46,10 @@ int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
     return s.n * (s.c / k.opw / g.sg) * ((s.oh + g.py - 1) / g.py) * ((s.ow + k.px - 1) / k.px) * k.block;
   }
   if (k.flat) return flat_geometry(s, k).blocks * k.block;
+  if (k.pair) {
+    const PairGeometry g = pair_geometry(s, k);
+    return s.n * s.c * g.segments * g.chunks * 32;
+  }
   if (k.walk) return s.n * ((s.oh + walk_rows(s, k) - 1) / walk_rows(s, k)) * ((s.ow + k.cpx - 1) / k.cpx) * (s.c / k.opw);
   if (k.slide) {
     const SlideGeometry g = slide_geometry(s, k);
@@ -223,7 +227,9 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
-    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide << " seg=" << kn.seg << " cpx=" << kn.cpx << " walk=" << kn.walk << " flat=" << kn.flat << " sep=" << kn.sep << "\n";
+    << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide
+    << " seg=" << kn.seg << " cpx=" << kn.cpx << " walk=" << kn.walk << " flat=" << kn.flat << " sep=" << kn.sep
+    << " pair=" << kn.pair << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype) << exact_divide_source();
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
@@ -385,7 +391,9 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 KernelSource generate_pool(const PoolShape& s, const PoolKnobs& kn) {
   std::ostringstream k;
   emit_common(k, s, kn);
-  if (kn.flat)
+  if (kn.pair)
+    k << pair_kernel_source(s, kn);
+  else if (kn.flat)
     k << flat_kernel_source(s, kn);
   else if (kn.walk)
     k << walk_kernel_source(s, kn);

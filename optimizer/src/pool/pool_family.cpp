@@ -21,6 +21,7 @@ constexpr int kCpxs[] = {1, 2, 4};
 constexpr int kWalks[] = {0, 2, 3, 4};
 constexpr int kFlats[] = {0, 1, 2, 4};
 constexpr int kSeps[] = {0, 1};
+constexpr int kPairs[] = {0, 4, 8};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
@@ -53,6 +54,7 @@ class PoolPlan final : public Plan {
       Variant v{{{"opw", k.opw}, {"oph", k.oph}, {"block", k.block}, {"smem", k.smem}, {"px", k.px},
                  {"slide", k.slide}, {"seg", k.seg}, {"cpx", k.cpx}, {"walk", k.walk}, {"flat", k.flat}}};
       if (k.sep) v.knobs.push_back({"sep", k.sep});  // ids of the bit-identical variants stay as they were
+      if (k.pair) v.knobs.push_back({"pair", k.pair});  // and those of the variants before the packed pairs
       out.push_back(std::move(v));
     }
     return out;
@@ -71,6 +73,7 @@ class PoolPlan final : public Plan {
     for (int x : kWalks) knobs.push_back(v.get("walk", 0) == x);
     for (int x : kFlats) knobs.push_back(v.get("flat", 0) == x);
     for (int x : kSeps) knobs.push_back(v.get("sep", 0) == x);
+    for (int x : kPairs) knobs.push_back(v.get("pair", 0) == x);
     const std::vector<float> ctx = {1.f,
                                     s_.kind == PoolKind::kMax ? 1.f : 0.f,
                                     s_.kind == PoolKind::kAvg ? 1.f : 0.f,
@@ -89,6 +92,7 @@ class PoolPlan final : public Plan {
     // Channels-last walks (one stratum per length) and staged adaptive pooling: their own, for the same reason.
     if (v.get("walk", 0)) return 10 + v.get("walk");  // 12, 13, 14
     if (v.get("flat", 0)) return 15;
+    if (v.get("pair", 0)) return 16;  // packed pairs: their own, for the same reason
     if (v.get("cpx", 1) > 1) return 11;  // channels-last pixel runs: a stratum of their own, for the same reason
     return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
   }
@@ -166,6 +170,17 @@ class PoolPlan final : public Plan {
               }
           }
       }
+    // Note [Pooling packed pairs]: 16-bit NCHW max at column stride 2; segments of 4 or 8 output rows (a longer
+    // one only where the shorter does not already cover the plane), the lane's words within kMaxPairWords.
+    if (pair_fits(s_))
+      for (int pair : kPairs) {
+        PoolKnobs k{1, 1, 128, 0, 0, 0, 0, 1, 0, 0, 0, pair};
+        if (!pair || (pair > 4 && s_.oh <= 4) || pair_geometry(s_, k).words > kMaxPairWords) continue;
+        for (int block : {128, 256}) {
+          k.block = block;
+          out.push_back(k);
+        }
+      }
     // Note [Pooling adaptive staging]: uniform windows over a dense NCHW input, the block's rows within the
     // static shared-memory limit.
     if (flat_fits(s_))
@@ -191,11 +206,12 @@ class PoolPlan final : public Plan {
 
   Result<PoolKnobs> knobs_of(const Variant& v) const {
     const PoolKnobs k{v.get("opw"), v.get("oph"), v.get("block"), v.get("smem"), v.get("px"), v.get("slide"),
-                      v.get("seg"), v.get("cpx", 1), v.get("walk", 0), v.get("flat", 0), v.get("sep", 0)};
+                      v.get("seg"), v.get("cpx", 1), v.get("walk", 0), v.get("flat", 0), v.get("sep", 0),
+                      v.get("pair", 0)};
     for (const PoolKnobs& x : knob_space())
       if (x.opw == k.opw && x.oph == k.oph && x.block == k.block && x.smem == k.smem && x.px == k.px &&
           x.slide == k.slide && x.seg == k.seg && x.cpx == k.cpx && x.walk == k.walk && x.flat == k.flat &&
-          x.sep == k.sep)
+          x.sep == k.sep && x.pair == k.pair)
         return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
@@ -291,7 +307,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 7; }
+  int version() const override { return 8; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

@@ -27,6 +27,7 @@ class PoolKernel final : public BoundKernel {
       out_align_ = s_.ow % k_.slide == 0 ? k_.slide * es : es;
     }
     if (k_.flat) in_align_ = 16, out_align_ = es;  // Note [Pooling adaptive staging]: 16-byte staging loads
+    if (k_.pair) in_align_ = 8, out_align_ = s_.ow % 2 == 0 ? 4 : es;  // Note [Pooling packed pairs]
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
