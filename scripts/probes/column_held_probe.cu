@@ -1,0 +1,724 @@
+// Probe (session 24): log_softmax bf16 [32,32000,64] dim 1 (32 dense slabs of 32000 x 64, column statistics) with
+// each slab's parts held in shared memory by the bulk copy engine, after the packed-pair stem (docs/PERF.md session
+// 24): fewer, wider accesses and no data in registers across the wait. Against the kept pair tile (102 us) and a
+// copy of the same bytes (~62.5 us). Not part of the library.
+// A slab is cut into P parts of R = ceil(32000 / P) rows (R x 128 contiguous bytes). Items (slab, part) are dealt to
+// the G blocks of a cooperative grid (one an SM): block b takes items b, b + G, ... Each block keeps NB shared slots;
+// item t lands in slot t % NB by one bulk copy (cp.async.bulk, an mbarrier). Per item: each thread reads its rows'
+// 16-byte vectors from the slot once into registers, folds its 8 columns' maximum (packed bf16x2) and then the sum
+// of exp(x - max) (ex2.approx of an FFMA), lanes and warps merge, and the block publishes its 64 (max, sum) pairs and
+// counts itself on the slab's counter. Then, one item behind, it waits for the previous item's slab to be complete,
+// merges the slab's P pairs (every thread a run of parts, loaded at once; then the runs in order: every block the
+// same bits),
+// writes (x - max) - log(sum) in place in the slot (packed by cvt.rn.bf16x2) and stores the slot by one bulk copy;
+// once that copy has read the slot, the slot takes item t - 1 + NB. So a load is always in flight and no block
+// waits on a slab while it has nothing loading. Random normal input (no -Inf/NaN handling: a probe); checked
+// against a naive kernel (a thread a column, three passes, expf/logf): max |difference| printed.
+// Measured (H200, 2026-12-02, docs/PERF.md session 24, runs 3-7; copy kernel 65.3-65.7 us, the kept pair tile 102 us):
+// `held` 158-392 us (run 3), 127-249 us with the parts' pairs loaded at once (run 4); `held2` (a producer warp, a lag)
+// 125-240 us (run 5); `held3` (several blocks an SM, the last arriver merges) 130-280 us (run 6), 123.7 us with thread
+// stores (run 7). Always ~7-10 us an item, more with more parts, whatever the lag, the blocks an SM or the store path:
+// not under 102 us. Run 11 (held3, DIAG): without the wait for the slab 135.5 us (129.5 with it), without the
+// statistics' arithmetic as well 71.1-74.9 us: the data path alone is near the copy, and the statistics pass (not the
+// waits) adds ~55-60 us, unhidden behind the bulk copies. (Run 8's first diagnostic hung: its skip also skipped the
+// slot's release.)
+// Build and run on the GPU machine: nvcc -O3 -std=c++17 -arch=sm_90 -o column_held_probe column_held_probe.cu
+#include <cuda_bf16.h>
+
+#include "bulk_probe.cuh"
+
+constexpr int OUTER = 32, NROWS = 32000, INNER = 64;
+constexpr long long ELEMS = (long long)OUTER * NROWS * INNER;
+constexpr float L2E = 1.4426950408889634f;
+
+__device__ __forceinline__ float lo_f(unsigned u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float hi_f(unsigned u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ unsigned max2(unsigned a, unsigned b) {
+  unsigned d;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  unsigned d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ float ex2(float t) {
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(t));
+  return r;
+}
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+  if (m2 == -INFINITY) return;
+  if (m == -INFINITY) {
+    m = m2;
+    s = s2;
+    return;
+  }
+  const float mm = fmaxf(m, m2);
+  s = s * ex2((m - mm) * L2E) + s2 * ex2((m2 - mm) * L2E);
+  m = mm;
+}
+
+/// T threads (8 a row: 16 bytes each), P parts a slab, NB slots. ws: OUTER x P x 64 pairs; counters: OUTER (zeroed).
+template <int T, int P, int NB>
+__global__ void __launch_bounds__(T, 1) held(const __nv_bfloat16* __restrict__ in, __nv_bfloat16* __restrict__ out,
+                                             float2* ws, unsigned* counters) {
+  constexpr int R = (NROWS + P - 1) / P, SLOT = R * INNER * 2, W = T / 32, RPS = T / 8, NV = (R + RPS - 1) / RPS;
+  extern __shared__ __align__(128) unsigned char slots[];
+  __shared__ __align__(8) uint64_t full[NB];
+  __shared__ float2 red[W][INNER];
+  __shared__ float fin[INNER];
+  const int G = gridDim.x, items = OUTER * P, tid = threadIdx.x, g = tid % 8, lane = tid % 32, w = tid / 32;
+  const int my = blockIdx.x < items ? (items - blockIdx.x + G - 1) / G : 0;
+  if (tid == 0) {
+    for (int i = 0; i < NB; ++i) mbar_init(&full[i]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto rows_of = [&](int t, int& slab, int& r0, int& rows) {
+    const int k = blockIdx.x + t * G;
+    slab = k / P;
+    r0 = (k % P) * R;
+    rows = min(R, NROWS - r0);
+  };
+  auto issue = [&](int t) {  // thread 0
+    int slab, r0, rows;
+    rows_of(t, slab, r0, rows);
+    bulk_load(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2, &full[t % NB]);
+  };
+  if (tid == 0)
+    for (int t = 0; t < min(NB, my); ++t) issue(t);
+  for (int t = 0; t <= my; ++t) {
+    if (t < my) {  // statistics of item t
+      int slab, r0, rows;
+      rows_of(t, slab, r0, rows);
+      mbar_wait(&full[t % NB], (unsigned)((t / NB) & 1));
+      const uint4* s = reinterpret_cast<const uint4*>(slots + (t % NB) * SLOT);
+      uint4 v[NV];
+      uint4 bm = make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int r = tid / 8 + i * RPS;
+        v[i] = r < rows ? s[r * 8 + g] : make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+        bm.x = max2(bm.x, v[i].x);
+        bm.y = max2(bm.y, v[i].y);
+        bm.z = max2(bm.z, v[i].z);
+        bm.w = max2(bm.w, v[i].w);
+      }
+      const unsigned bw[4] = {bm.x, bm.y, bm.z, bm.w};
+      float m[8], sm[8], ml[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        m[2 * i] = lo_f(bw[i]);
+        m[2 * i + 1] = hi_f(bw[i]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        sm[e] = 0.f;
+        ml[e] = m[e] == -INFINITY ? 0.f : m[e] * L2E;
+      }
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const unsigned vw[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          sm[2 * q] += ex2(fmaf(lo_f(vw[q]), L2E, -ml[2 * q]));
+          sm[2 * q + 1] += ex2(fmaf(hi_f(vw[q]), L2E, -ml[2 * q + 1]));
+        }
+      }
+#pragma unroll
+      for (int o = 8; o < 32; o <<= 1)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float m2 = __shfl_xor_sync(~0u, m[e], o), s2 = __shfl_xor_sync(~0u, sm[e], o);
+          merge(m[e], sm[e], m2, s2);
+        }
+      if (lane < 8)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[w][lane * 8 + e] = make_float2(m[e], sm[e]);
+      __syncthreads();
+      if (tid < INNER) {
+        float2 a = red[0][tid];
+        for (int i = 1; i < W; ++i) merge(a.x, a.y, red[i][tid].x, red[i][tid].y);
+        ws[((long long)slab * P + (blockIdx.x + t * G) % P) * INNER + tid] = a;
+        __threadfence();
+      }
+      __syncthreads();
+      if (tid == 0) atomicAdd(counters + slab, 1u);
+    }
+    if (t >= 1) {  // output of item t - 1
+      const int u = t - 1;
+      int slab, r0, rows;
+      rows_of(u, slab, r0, rows);
+      if (tid == 0) {
+        while (*(volatile unsigned*)(counters + slab) < (unsigned)P) __nanosleep(32);
+        __threadfence();
+      }
+      __syncthreads();
+      {  // every thread loads its parts' pairs at once (one L2 round trip), merges them in part order; then
+         // 64 threads merge the T / 64 runs in order: the same bits in every block of the slab
+        constexpr int C = T / INNER, PC = (P + C - 1) / C;
+        const int col = tid % INNER, j = tid / INNER;
+        const float2* p = ws + (long long)slab * P * INNER + col;
+        float2 b[PC];
+#pragma unroll
+        for (int i = 0; i < PC; ++i)
+          b[i] = j * PC + i < P ? __ldcg(p + (j * PC + i) * INNER) : make_float2(-INFINITY, 0.f);
+        float2 a = b[0];
+#pragma unroll
+        for (int i = 1; i < PC; ++i) merge(a.x, a.y, b[i].x, b[i].y);
+        red[j][col] = a;
+        __syncthreads();
+        if (tid < INNER) {
+          float2 f = red[0][tid];
+          for (int i = 1; i < C; ++i) merge(f.x, f.y, red[i][tid].x, red[i][tid].y);
+          fin[tid] = f.x + logf(f.y);
+        }
+      }
+      __syncthreads();
+      float c[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) c[e] = fin[g * 8 + e];
+      uint4* s = reinterpret_cast<uint4*>(slots + (u % NB) * SLOT);
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int r = tid / 8 + i * RPS;
+        if (r < rows) {
+          const uint4 x = s[r * 8 + g];
+          const unsigned vw[4] = {x.x, x.y, x.z, x.w};
+          unsigned o[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) o[q] = pack2(lo_f(vw[q]) - c[2 * q], hi_f(vw[q]) - c[2 * q + 1]);
+          s[r * 8 + g] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncthreads();
+      if (tid == 0) {
+        bulk_store(out + ((long long)slab * NROWS + r0) * INNER, s, rows * INNER * 2);
+        if (u + NB < my) {
+          bulk_wait_read<0>();
+          issue(u + NB);
+        }
+      }
+    }
+  }
+  if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/// Version 2: CONS consumer threads and a producer warp. The producer issues every bulk load and store, so no
+/// consumer waits for a store to drain; consumers output item t - LAG after the statistics of item t, so the
+/// slab they wait for was usually completed a whole item earlier. A block publishes by one release (bar.sync,
+/// then thread 0 fences and counts). NB >= LAG + 2 slots keep a load ahead.
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(bar)) : "memory");
+}
+__device__ __forceinline__ void cons_sync(int n) { asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory"); }
+template <int CONS, int P, int NB, int LAG>
+__global__ void __launch_bounds__(CONS + 32, 1) held2(const __nv_bfloat16* __restrict__ in,
+                                                      __nv_bfloat16* __restrict__ out, float2* ws, unsigned* counters) {
+  static_assert(NB >= LAG + 2, "a load ahead");
+  constexpr int R = (NROWS + P - 1) / P, SLOT = R * INNER * 2, W = CONS / 32, RPS = CONS / 8,
+                NV = (R + RPS - 1) / RPS;
+  extern __shared__ __align__(128) unsigned char slots[];
+  __shared__ __align__(8) uint64_t full[NB], written[NB];
+  __shared__ float2 red[W][INNER];
+  __shared__ float fin[INNER];
+  const int G = gridDim.x, items = OUTER * P, tid = threadIdx.x, g = tid % 8, lane = tid % 32, w = tid / 32;
+  const int my = blockIdx.x < items ? (items - blockIdx.x + G - 1) / G : 0;
+  if (tid == 0) {
+    for (int i = 0; i < NB; ++i) mbar_init(&full[i]), mbar_init_n(&written[i], W);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto rows_of = [&](int t, int& slab, int& r0, int& rows) {
+    const int k = blockIdx.x + t * G;
+    slab = k / P;
+    r0 = (k % P) * R;
+    rows = min(R, NROWS - r0);
+  };
+  if (tid >= CONS) {  // the producer warp (lane 0)
+    if (tid == CONS) {
+      auto issue = [&](int t) {
+        int slab, r0, rows;
+        rows_of(t, slab, r0, rows);
+        bulk_load(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2,
+                  &full[t % NB]);
+      };
+      for (int t = 0; t < min(NB, my); ++t) issue(t);
+      for (int u = 0; u < my; ++u) {
+        int slab, r0, rows;
+        rows_of(u, slab, r0, rows);
+        mbar_wait(&written[u % NB], (unsigned)((u / NB) & 1));
+        bulk_store(out + ((long long)slab * NROWS + r0) * INNER, slots + (u % NB) * SLOT, rows * INNER * 2);
+        if (u + NB < my) {
+          bulk_wait_read<0>();
+          issue(u + NB);
+        }
+      }
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    }
+    return;
+  }
+  for (int t = 0; t < my + LAG; ++t) {
+    if (t < my) {  // statistics of item t
+      int slab, r0, rows;
+      rows_of(t, slab, r0, rows);
+      mbar_wait(&full[t % NB], (unsigned)((t / NB) & 1));
+      const uint4* s = reinterpret_cast<const uint4*>(slots + (t % NB) * SLOT);
+      uint4 v[NV];
+      uint4 bm = make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int r = tid / 8 + i * RPS;
+        v[i] = r < rows ? s[r * 8 + g] : make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+        bm.x = max2(bm.x, v[i].x);
+        bm.y = max2(bm.y, v[i].y);
+        bm.z = max2(bm.z, v[i].z);
+        bm.w = max2(bm.w, v[i].w);
+      }
+      const unsigned bw[4] = {bm.x, bm.y, bm.z, bm.w};
+      float m[8], sm[8], ml[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        m[2 * i] = lo_f(bw[i]);
+        m[2 * i + 1] = hi_f(bw[i]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        sm[e] = 0.f;
+        ml[e] = m[e] == -INFINITY ? 0.f : m[e] * L2E;
+      }
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const unsigned vw[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          sm[2 * q] += ex2(fmaf(lo_f(vw[q]), L2E, -ml[2 * q]));
+          sm[2 * q + 1] += ex2(fmaf(hi_f(vw[q]), L2E, -ml[2 * q + 1]));
+        }
+      }
+#pragma unroll
+      for (int o = 8; o < 32; o <<= 1)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float m2 = __shfl_xor_sync(~0u, m[e], o), s2 = __shfl_xor_sync(~0u, sm[e], o);
+          merge(m[e], sm[e], m2, s2);
+        }
+      if (lane < 8)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[w][lane * 8 + e] = make_float2(m[e], sm[e]);
+      cons_sync(CONS);
+      if (tid < INNER) {
+        float2 a = red[0][tid];
+        for (int i = 1; i < W; ++i) merge(a.x, a.y, red[i][tid].x, red[i][tid].y);
+        ws[((long long)slab * P + (blockIdx.x + t * G) % P) * INNER + tid] = a;
+      }
+      cons_sync(CONS);
+      if (tid == 0) {
+        __threadfence();
+        atomicAdd(counters + slab, 1u);
+      }
+    }
+    if (t >= LAG) {  // output of item t - LAG
+      const int u = t - LAG;
+      int slab, r0, rows;
+      rows_of(u, slab, r0, rows);
+      if (tid == 0) {
+        while (*(volatile unsigned*)(counters + slab) < (unsigned)P) __nanosleep(32);
+        __threadfence();
+      }
+      cons_sync(CONS);
+      {
+        constexpr int C = CONS / INNER, PC = (P + C - 1) / C;
+        const int col = tid % INNER, j = tid / INNER;
+        const float2* p = ws + (long long)slab * P * INNER + col;
+        float2 b[PC];
+#pragma unroll
+        for (int i = 0; i < PC; ++i)
+          b[i] = j * PC + i < P ? __ldcg(p + (j * PC + i) * INNER) : make_float2(-INFINITY, 0.f);
+        float2 a = b[0];
+#pragma unroll
+        for (int i = 1; i < PC; ++i) merge(a.x, a.y, b[i].x, b[i].y);
+        red[j][col] = a;
+        cons_sync(CONS);
+        if (tid < INNER) {
+          float2 f = red[0][tid];
+          for (int i = 1; i < C; ++i) merge(f.x, f.y, red[i][tid].x, red[i][tid].y);
+          fin[tid] = f.x + logf(f.y);
+        }
+      }
+      cons_sync(CONS);
+      float c[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) c[e] = fin[g * 8 + e];
+      uint4* s = reinterpret_cast<uint4*>(slots + (u % NB) * SLOT);
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int r = tid / 8 + i * RPS;
+        if (r < rows) {
+          const uint4 x = s[r * 8 + g];
+          const unsigned vw[4] = {x.x, x.y, x.z, x.w};
+          unsigned o[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) o[q] = pack2(lo_f(vw[q]) - c[2 * q], hi_f(vw[q]) - c[2 * q + 1]);
+          s[r * 8 + g] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&written[u % NB]);
+      cons_sync(CONS);  // fin and red are rewritten by the next item
+    }
+  }
+}
+
+/// Version 3 (run 6): held2 measured ~7-8 us an item whatever its bytes or lag, so the item's own chain (statistics,
+/// merges over warps and parts, barriers, the output pass) at one block an SM is what costs. Here NBLK blocks share
+/// an SM (smaller slots, more items), and only the last block to count itself on a slab merges its P pairs and
+/// publishes the final (max + log sum) of each column with a flag; the others wait for the flag and read their 8
+/// columns' finals (two 16-byte loads a thread, no merge, no barrier). ws: OUTER x P x 64 pairs, then OUTER x 64
+/// finals; counters: OUTER counts, OUTER flags (zeroed).
+template <int CONS, int P, int NB, int LAG, int NBLK, int TST, int DIAG>
+__global__ void __launch_bounds__(CONS + 32, NBLK) held3(const __nv_bfloat16* __restrict__ in,
+                                                         __nv_bfloat16* __restrict__ out, float2* ws,
+                                                         unsigned* counters) {
+  static_assert(NB >= LAG + 2, "a load ahead");
+  constexpr int R = (NROWS + P - 1) / P, SLOT = R * INNER * 2, W = CONS / 32, RPS = CONS / 8,
+                NV = (R + RPS - 1) / RPS;
+  extern __shared__ __align__(128) unsigned char slots[];
+  __shared__ __align__(8) uint64_t full[NB], written[NB];
+  __shared__ float2 red[W][INNER];
+  __shared__ int last;
+  float* const finals = reinterpret_cast<float*>(ws + (long long)OUTER * P * INNER);
+  unsigned* const flags = counters + OUTER;
+  const int G = gridDim.x, items = OUTER * P, tid = threadIdx.x, g = tid % 8, lane = tid % 32, w = tid / 32;
+  const int my = blockIdx.x < items ? (items - blockIdx.x + G - 1) / G : 0;
+  if (tid == 0) {
+    for (int i = 0; i < NB; ++i) mbar_init(&full[i]), mbar_init_n(&written[i], W);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto rows_of = [&](int t, int& slab, int& r0, int& rows) {
+    const int k = blockIdx.x + t * G;
+    slab = k / P;
+    r0 = (k % P) * R;
+    rows = min(R, NROWS - r0);
+  };
+  if (tid >= CONS) {  // the producer warp (lane 0)
+    if (tid == CONS) {
+      auto issue = [&](int t) {
+        int slab, r0, rows;
+        rows_of(t, slab, r0, rows);
+        bulk_load(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2,
+                  &full[t % NB]);
+      };
+      for (int t = 0; t < min(NB, my); ++t) issue(t);
+      for (int u = 0; u < my; ++u) {
+        int slab, r0, rows;
+        rows_of(u, slab, r0, rows);
+        mbar_wait(&written[u % NB], (unsigned)((u / NB) & 1));
+        if (!TST) bulk_store(out + ((long long)slab * NROWS + r0) * INNER, slots + (u % NB) * SLOT, rows * INNER * 2);
+        if (u + NB < my) {
+          if (!TST) bulk_wait_read<0>();
+          issue(u + NB);
+        }
+      }
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    }
+    return;
+  }
+  for (int t = 0; t < my + LAG; ++t) {
+    if (t < my && DIAG == 2) {  // DIAG 2 (timing only): the slot is waited for, no statistics are made
+      mbar_wait(&full[t % NB], (unsigned)((t / NB) & 1));
+    } else if (t < my) {  // statistics of item t
+      int slab, r0, rows;
+      rows_of(t, slab, r0, rows);
+      mbar_wait(&full[t % NB], (unsigned)((t / NB) & 1));
+      const uint4* s = reinterpret_cast<const uint4*>(slots + (t % NB) * SLOT);
+      uint4 v[NV];
+      uint4 bm = make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int r = tid / 8 + i * RPS;
+        v[i] = r < rows ? s[r * 8 + g] : make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+        bm.x = max2(bm.x, v[i].x);
+        bm.y = max2(bm.y, v[i].y);
+        bm.z = max2(bm.z, v[i].z);
+        bm.w = max2(bm.w, v[i].w);
+      }
+      // The warp's maximum of each column first (packed), so that every lane sums against the same maximum and
+      // the lanes' sums add without rescaling.
+#pragma unroll
+      for (int o = 8; o < 32; o <<= 1) {
+        bm.x = max2(bm.x, __shfl_xor_sync(~0u, bm.x, o));
+        bm.y = max2(bm.y, __shfl_xor_sync(~0u, bm.y, o));
+        bm.z = max2(bm.z, __shfl_xor_sync(~0u, bm.z, o));
+        bm.w = max2(bm.w, __shfl_xor_sync(~0u, bm.w, o));
+      }
+      const unsigned bw[4] = {bm.x, bm.y, bm.z, bm.w};
+      float m[8], sm[8], ml[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        m[2 * i] = lo_f(bw[i]);
+        m[2 * i + 1] = hi_f(bw[i]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        sm[e] = 0.f;
+        ml[e] = m[e] == -INFINITY ? 0.f : m[e] * L2E;
+      }
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const unsigned vw[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          sm[2 * q] += ex2(fmaf(lo_f(vw[q]), L2E, -ml[2 * q]));
+          sm[2 * q + 1] += ex2(fmaf(hi_f(vw[q]), L2E, -ml[2 * q + 1]));
+        }
+      }
+#pragma unroll
+      for (int o = 8; o < 32; o <<= 1)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sm[e] += __shfl_xor_sync(~0u, sm[e], o);
+      if (lane < 8)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) red[w][lane * 8 + e] = make_float2(m[e], sm[e]);
+      cons_sync(CONS);
+      if (tid < INNER) {
+        float2 a = red[0][tid];
+        for (int i = 1; i < W; ++i) merge(a.x, a.y, red[i][tid].x, red[i][tid].y);
+        ws[((long long)slab * P + (blockIdx.x + t * G) % P) * INNER + tid] = a;
+      }
+      cons_sync(CONS);
+      if (tid == 0) {
+        __threadfence();
+        last = atomicAdd(counters + slab, 1u) == (unsigned)(P - 1);
+        __threadfence();
+      }
+      cons_sync(CONS);
+      if (last) {  // every part is in: merge the slab's pairs in part order, publish the finals, raise the flag
+        constexpr int C = CONS / INNER, PC = (P + C - 1) / C;
+        const int col = tid % INNER, j = tid / INNER;
+        const float2* p = ws + (long long)slab * P * INNER + col;
+        float2 a = make_float2(-INFINITY, 0.f);
+        for (int i0 = 0; i0 < PC; i0 += 8) {  // 8 loads in flight, merged in part order
+          float2 b[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+            b[i] = i0 + i < PC && j * PC + i0 + i < P ? __ldcg(p + (j * PC + i0 + i) * INNER)
+                                                      : make_float2(-INFINITY, 0.f);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) merge(a.x, a.y, b[i].x, b[i].y);
+        }
+        red[j][col] = a;
+        cons_sync(CONS);
+        if (tid < INNER) {
+          float2 f = red[0][tid];
+          for (int i = 1; i < C; ++i) merge(f.x, f.y, red[i][tid].x, red[i][tid].y);
+          finals[slab * INNER + tid] = f.x + logf(f.y);
+        }
+        cons_sync(CONS);
+        if (tid == 0) {
+          __threadfence();
+          atomicExch(flags + slab, 1u);
+        }
+      }
+    }
+    if (t >= LAG) {  // output of item t - LAG
+      const int u = t - LAG;
+      int slab, r0, rows;
+      rows_of(u, slab, r0, rows);
+      if (tid == 0) {
+        while (DIAG == 0 && *(volatile unsigned*)(flags + slab) == 0u) __nanosleep(32);  // DIAG 1, 2: no wait
+        __threadfence();
+      }
+      cons_sync(CONS);
+      const float4 c0 = __ldcg(reinterpret_cast<const float4*>(finals + slab * INNER + g * 8));
+      const float4 c1 = __ldcg(reinterpret_cast<const float4*>(finals + slab * INNER + g * 8 + 4));
+      const float c[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+      uint4* s = reinterpret_cast<uint4*>(slots + (u % NB) * SLOT);
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const int r = tid / 8 + i * RPS;
+        if (r < rows) {
+          const uint4 x = s[r * 8 + g];
+          const unsigned vw[4] = {x.x, x.y, x.z, x.w};
+          unsigned o[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) o[q] = pack2(lo_f(vw[q]) - c[2 * q], hi_f(vw[q]) - c[2 * q + 1]);
+          if (TST)  // TST: stored by the threads (16 bytes each, a warp 512 contiguous bytes)
+            reinterpret_cast<uint4*>(out + ((long long)slab * NROWS + r0) * INNER)[r * 8 + g] =
+                make_uint4(o[0], o[1], o[2], o[3]);
+          else
+            s[r * 8 + g] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+      if (!TST) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&written[u % NB]);
+    }
+  }
+}
+
+/// A thread a column: max, sum of exp(x - max), (x - max) - log(sum), fp32, exact expf/logf.
+__global__ void naive(const __nv_bfloat16* __restrict__ in, __nv_bfloat16* __restrict__ out) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= OUTER * INNER) return;
+  const long long base = (long long)(col / INNER) * NROWS * INNER + col % INNER;
+  float m = -INFINITY, s = 0.f;
+  for (int r = 0; r < NROWS; ++r) m = fmaxf(m, __bfloat162float(in[base + (long long)r * INNER]));
+  for (int r = 0; r < NROWS; ++r) s += expf(__bfloat162float(in[base + (long long)r * INNER]) - m);
+  const float ls = logf(s);
+  for (int r = 0; r < NROWS; ++r)
+    out[base + (long long)r * INNER] = __float2bfloat16((__bfloat162float(in[base + (long long)r * INNER]) - m) - ls);
+}
+
+__global__ void max_diff(const __nv_bfloat16* a, const __nv_bfloat16* b, long long n, float* d) {
+  float mx = 0.f;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    mx = fmaxf(mx, fabsf(__bfloat162float(a[i]) - __bfloat162float(b[i])));
+  atomicMax(reinterpret_cast<int*>(d), __float_as_int(mx));  // non-negative floats order as ints
+}
+
+__global__ void fill(__nv_bfloat16* p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const unsigned h2 = h * 3266489917u ^ (h >> 16);
+    const float u1 = ((h & 0xffffff) + 1) / 16777217.f, u2 = (h2 & 0xffffff) / 16777216.f;
+    p[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));  // N(0, 1)
+  }
+}
+
+template <int T, int P, int NB>
+void run(const __nv_bfloat16* in, __nv_bfloat16* out, const __nv_bfloat16* ref, float2* ws, unsigned* counters,
+         float* d, float4* flush, float* sink, long long flush_n) {
+  auto kern = held<T, P, NB>;
+  constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2;
+  if (smem > 220 * 1024) {
+    std::printf("held T=%4d P=%3d NB=%d: %d bytes of slots do not fit\n", T, P, NB, smem);
+    return;
+  }
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0, sms = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, T, smem));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int grid = sms * per_sm;
+  if (grid < P) {
+    std::printf("held T=%4d P=%3d NB=%d: grid %d < P\n", T, P, NB, grid);
+    return;
+  }
+  void* args[] = {(void*)&in, (void*)&out, (void*)&ws, (void*)&counters};
+  auto zero = [&] { CK(cudaMemsetAsync(counters, 0, OUTER * sizeof(unsigned))); };
+  auto launch = [&] { CK(cudaLaunchCooperativeKernel((void*)kern, grid, T, args, smem, 0)); };
+  CK(cudaMemset(out, 0, ELEMS * 2));
+  zero();
+  launch();
+  CK(cudaGetLastError());
+  CK(cudaMemset(d, 0, 4));
+  max_diff<<<1024, 256>>>(out, ref, ELEMS, d);
+  float h = -1.f;
+  CK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+  const double us = median_us(flush, sink, flush_n, zero, launch);
+  std::printf("held T=%4d P=%3d NB=%d: %3d blocks (%d an SM), %3d KB slots, %7.1f us, max |diff| %.4f\n", T, P, NB,
+              grid, per_sm, smem / 1024, us, h);
+}
+
+template <int CONS, int P, int NB, int LAG>
+void run2(const __nv_bfloat16* in, __nv_bfloat16* out, const __nv_bfloat16* ref, float2* ws, unsigned* counters,
+          float* d, float4* flush, float* sink, long long flush_n) {
+  auto kern = held2<CONS, P, NB, LAG>;
+  constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2;
+  if (smem > 212 * 1024) {
+    std::printf("held2 CONS=%4d P=%3d NB=%d LAG=%d: %d bytes of slots do not fit\n", CONS, P, NB, LAG, smem);
+    return;
+  }
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0, sms = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, CONS + 32, smem));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int grid = sms * per_sm;
+  void* args[] = {(void*)&in, (void*)&out, (void*)&ws, (void*)&counters};
+  auto zero = [&] { CK(cudaMemsetAsync(counters, 0, OUTER * sizeof(unsigned))); };
+  auto launch = [&] { CK(cudaLaunchCooperativeKernel((void*)kern, grid, CONS + 32, args, smem, 0)); };
+  CK(cudaMemset(out, 0, ELEMS * 2));
+  zero();
+  launch();
+  CK(cudaGetLastError());
+  CK(cudaMemset(d, 0, 4));
+  max_diff<<<1024, 256>>>(out, ref, ELEMS, d);
+  float h = -1.f;
+  CK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+  const double us = median_us(flush, sink, flush_n, zero, launch);
+  std::printf("held2 CONS=%4d P=%3d NB=%d LAG=%d: %3d blocks (%d an SM), %3d KB slots, %7.1f us, max |diff| %.4f\n",
+              CONS, P, NB, LAG, grid, per_sm, smem / 1024, us, h);
+}
+
+template <int CONS, int P, int NB, int LAG, int NBLK, int TST = 0, int DIAG = 0>
+void run3(const __nv_bfloat16* in, __nv_bfloat16* out, const __nv_bfloat16* ref, float2* ws, unsigned* counters,
+          float* d, float4* flush, float* sink, long long flush_n) {
+  auto kern = held3<CONS, P, NB, LAG, NBLK, TST, DIAG>;
+  constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0, sms = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, CONS + 32, smem));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int grid = sms * std::min(per_sm, NBLK);
+  if (grid < P) {
+    std::printf("held3 CONS=%4d P=%3d NB=%d LAG=%d: grid %d < P\n", CONS, P, NB, LAG, grid);
+    return;
+  }
+  void* args[] = {(void*)&in, (void*)&out, (void*)&ws, (void*)&counters};
+  auto zero = [&] { CK(cudaMemsetAsync(counters, 0, 2 * OUTER * sizeof(unsigned))); };
+  auto launch = [&] { CK(cudaLaunchCooperativeKernel((void*)kern, grid, CONS + 32, args, smem, 0)); };
+  CK(cudaMemset(out, 0, ELEMS * 2));
+  zero();
+  launch();
+  CK(cudaGetLastError());
+  CK(cudaMemset(d, 0, 4));
+  max_diff<<<1024, 256>>>(out, ref, ELEMS, d);
+  float h = -1.f;
+  CK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+  const double us = median_us(flush, sink, flush_n, zero, launch);
+  std::printf("held3 DIAG=%d CONS=%4d P=%3d NB=%d LAG=%d TST=%d: %3d blocks (%d an SM), %3d KB slots, %7.1f us, max |diff| %.4f\n",
+              DIAG, CONS, P, NB, LAG, TST, grid, std::min(per_sm, NBLK), smem / 1024, us, h);
+  std::fflush(stdout);
+}
+
+int main() {
+  __nv_bfloat16 *in, *out, *ref;
+  float2* ws;
+  unsigned* counters;
+  float *d, *sink;
+  float4* flush;
+  const long long flush_n = (256ll << 20) / 16;
+  CK(cudaMalloc(&in, ELEMS * 2));
+  CK(cudaMalloc(&out, ELEMS * 2));
+  CK(cudaMalloc(&ref, ELEMS * 2));
+  CK(cudaMalloc(&ws, OUTER * 257 * INNER * sizeof(float2)));
+  CK(cudaMalloc(&counters, 2 * OUTER * sizeof(unsigned)));
+  CK(cudaMalloc(&d, 4));
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&flush, flush_n * 16));
+  CK(cudaMemset(flush, 0, flush_n * 16));
+  fill<<<1024, 256>>>(in, ELEMS, 12345u);
+  naive<<<(OUTER * INNER + 127) / 128, 128>>>(in, ref);
+  CK(cudaDeviceSynchronize());
+  const long long n4 = ELEMS * 2 / 16;
+  std::printf("copy of the same bytes: %.1f us\n",
+              median_us(flush, sink, flush_n, [] {}, [&] {
+                copy_kernel<<<264 * 4, 512>>>(reinterpret_cast<const float4*>(in), reinterpret_cast<float4*>(out), n4);
+              }));
+  std::fflush(stdout);
+  // Session 24 run 11: what the wait and the statistics cost (DIAG 1: no wait for the slab; 2: no statistics either).
+  run3<512, 64, 3, 1, 1, 1, 0>(in, out, ref, ws, counters, d, flush, sink, flush_n);
+  run3<512, 64, 3, 1, 1, 1, 1>(in, out, ref, ws, counters, d, flush, sink, flush_n);
+  run3<512, 64, 3, 1, 1, 1, 2>(in, out, ref, ws, counters, d, flush, sink, flush_n);
+  run3<512, 64, 3, 1, 1, 0, 2>(in, out, ref, ws, counters, d, flush, sink, flush_n);
+  run3<256, 128, 3, 1, 2, 1, 2>(in, out, ref, ws, counters, d, flush, sink, flush_n);
+  return 0;
+}
