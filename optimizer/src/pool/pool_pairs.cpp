@@ -8,6 +8,41 @@
 
 namespace cudal1::optimizer::pool {
 
+/// Note [Pooling packed pairs]
+/// Knob pair (RS = 4 or 8 output rows a warp; 0 off). Scope: max_pool2d with or without indices, fp16/bf16, NCHW,
+/// column stride 2, no column dilation, unit column stride, W and the row/plane/batch strides multiples of 4 (the
+/// data pointer's 8-byte alignment is checked at the launch), PW <= 2, KW - PW <= 4, OW <= W / 2; any rows (KH,
+/// DH, PH, dilation, ceil mode). Its own stratum (16).
+/// Why (H200, 2026-12-02, docs/PERF.md session 24, run 1; scripts/probes/stem_probe.cu k16-k18): the fp16 ResNet
+/// stem [64,64,112,112] k3 s2 p1 with indices stayed at ~70 us (1.28x the copy) through every tile, walk, staging
+/// and load-width variant of sessions 13-23, all at ~3.1 TB/s. A flat stream of the same bytes (8-byte loads, one
+/// fp16 and one int64 store a thread) ran 60 us, so the bytes allowed more. The register tile makes each output
+/// from 9 scalar loads (3 overlapping ones a row, ~58% L1 hits) and ~5 instructions a candidate in fp32.
+/// How: lane L of a warp owns input columns 4 jg .. 4 jg + 3 (jg = 32 x chunk + L) and outputs 2 jg, 2 jg + 1 of
+/// its segment's RS output rows: one 8-byte load a row (a warp reads whole rows, each once; all the segment's
+/// rows, (RS - 1) DH + (KH - 1) DLH + 1, are loaded before the first window), the 2-column halo word on the left
+/// (PW > 0) and on the right (KW - PW > 2) from the neighbouring lanes by shuffles, a chunk's edge lanes loading
+/// theirs. Window column kw of both outputs is one 16-bit pair (columns 4 jg - PW + kw and 4 jg + 2 - PW + kw: one
+/// PRMT of two words), and ATen's step "greater or NaN replaces" is one mask for both outputs (set.gt | set.neu
+/// on the pair: the comparison ATen makes in fp32, exact for 16-bit values), which selects the maximum and the
+/// window-relative index kh x DLH x W + kw (16 bits a half) by LOP3. The scan is ATen's (rows outer, columns
+/// inner); cells outside the image are -Inf pairs (never replace, as skipping them); the index starts at the
+/// window's first in-image position (first_in), as ATen's NCHW kernel. Values keep their bits, except that a
+/// NaN maximum is converted through fp32 as ATen stores it (canonical NaN). Pairs of fp16 values and 16-byte
+/// index pairs are stored as vectors where OW is even, else element by element. bf16 on sm_80 compares through
+/// fp32 (set.*.bf16x2 is sm_90+).
+/// Instructions: ~5 a candidate for two outputs (2 compares, 3 LOP3) against ~5 for one in the register tile; at
+/// row stride 2 a lane's two outputs of a row take 2 new 8-byte loads and 2 shuffles, where the tile's two outputs
+/// (a column, two rows) take 15 scalar loads. Registers: the stem at RS 8 keeps 17 rows x 3 words (64 registers,
+/// no spills; kMaxPairWords caps the words).
+/// Probe (run 1, outputs and indices bit for bit the generator tile's on inputs with NaN, +-Inf, a plane of -Inf,
+/// one of NaN and one constant): 57.2-58.4 us at RS 4, 7, 8, 14 (blocks 128 and 256) against 71.6 us for the
+/// tile and 54.8 us for a copy of the same bytes. Predicted for the table's row: 70.0 -> ~57-59 us (1.05-1.08x
+/// the copy).
+/// Measured (H200, 2026-12-02, docs/PERF.md session 24, run 2): the stem 70.0 -> 58.5 us (pair 4, block 128;
+/// 1.06x the copy, 1.07x the floor, 3.59x over ATen); every pair variant 58.3-58.9 us. Verified: the GPU sweep
+/// PoolPairs 22 of 22, pool fuzz 750 of 1000 (a packed-pair class of draws), 0 mismatches.
+
 PairGeometry pair_geometry(const PoolShape& s, const PoolKnobs& k) {
   PairGeometry g;
   if (k.pair <= 0) return g;
