@@ -20,6 +20,10 @@ struct Options {
   int device = 0;               ///< warm: CUDA device index
   double timeout_s = 3600;      ///< warm: for the whole list
   bool dry_run = false;         ///< warm: only check that each signature rebuilds to a call
+  std::vector<std::string> signatures;  ///< source: signature texts given as arguments
+  std::string variant;                  ///< source: this variant (empty: the first of the space)
+  int sm = 90;                          ///< source: plan for this compute capability
+  bool list_variants = false;           ///< source: list the variants instead of printing a source
 };
 
 /// The cache directory the commands use: `o.cache_dir`, else the configured one (CUDAL1_CACHE_DIR or its default).
@@ -40,5 +44,10 @@ Result<std::vector<std::string>> warm_signatures(const Options& o);
 /// libcudal1.so) on its standard input, with cudal1 on in tune mode and this cache directory. Returns only
 /// when that cannot be started (with the exit code to use); otherwise the process becomes `cudal1-warm`.
 int warm_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err);
+
+/// `cudal1 source`: hands the signatures to `cudal1-warm --source` (cudal1 off: nothing is tuned or cached),
+/// which prints each one's family, variants and generated CUDA source. Returns only when that cannot be started,
+/// or when `signatures` is empty (an error).
+int source_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err);
 
 }  // namespace cudal1::cli

@@ -1,4 +1,5 @@
-/// @brief The `cudal1` command line: inspect the kernel cache and run reports, show the configuration, pre-warm.
+/// @brief The `cudal1` command line: inspect the kernel cache and run reports, show the configuration, pre-warm,
+/// print generated kernel sources.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -44,12 +45,34 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   warm->add_flag("--dry-run", opts.dry_run, "only check that every signature rebuilds to a call");
 
+  auto* source = app.add_subcommand("source", "the CUDA source cudal1 generates for signatures (no GPU needed)");
+  source->add_option("signature", opts.signatures, "signature texts, as `cudal1 report` prints them");
+  auto* source_file = source->add_option("--signatures", opts.signatures_file,
+                                         "file of signatures (as for warm: text, a JSON array or a run report; "
+                                         "every signature of a report)");
+  source->add_option("--variant", opts.variant, "this variant of the family's space (default: the first)");
+  source->add_option("--sm", opts.sm, "plan for this compute capability (default 90)")->check(CLI::PositiveNumber);
+  source->add_flag("--list", opts.list_variants, "list the variants instead of printing a source");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (cache->got_subcommand(ls)) return cudal1::cli::cache_ls(opts, std::cout);
     if (cache->got_subcommand(clear)) return cudal1::cli::cache_clear(opts, std::cout);
     if (app.got_subcommand(report)) return cudal1::cli::report(opts, std::cout);
     if (app.got_subcommand("env")) return cudal1::cli::env(opts, std::cout);
+    if (app.got_subcommand(source)) {
+      std::vector<std::string> sigs = opts.signatures;
+      if (source_file->count() > 0) {
+        opts.all = true;
+        auto from = cudal1::cli::warm_signatures(opts);
+        if (!from.ok()) {
+          std::cerr << "cudal1 source: " << from.status().message() << "\n";
+          return 1;
+        }
+        sigs.insert(sigs.end(), from->begin(), from->end());
+      }
+      return cudal1::cli::source_exec(opts, sigs, std::cerr);
+    }
     if (app.got_subcommand(warm)) {
       auto sigs = cudal1::cli::warm_signatures(opts);
       if (!sigs.ok()) {

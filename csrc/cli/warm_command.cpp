@@ -1,4 +1,4 @@
-/// @brief `cudal1 warm`: collects the signatures to tune and starts `cudal1-warm` on them (Note [Pre-warming]
+/// @brief `cudal1 warm` and `cudal1 source`: collect the signatures and start `cudal1-warm` on them (Note [Pre-warming]
 /// in csrc/runtime/warm.cpp).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -96,7 +96,12 @@ Result<std::vector<std::string>> warm_signatures(const Options& o) {
   return sigs;
 }
 
-int warm_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err) {
+namespace {
+
+/// Starts `cudal1-warm` (beside this program) with `args` after `argv[0]`, the signatures on its standard input
+/// and cudal1 switched on (`enable`, tune mode, this cache directory) or off. Returns only on failure.
+int helper_exec(const Options& o, const std::vector<std::string>& signatures, const std::vector<std::string>& args,
+                bool enable, std::ostream& err) {
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {
@@ -120,20 +125,38 @@ int warm_exec(const Options& o, const std::vector<std::string>& signatures, std:
     err << "error: cannot hand the signatures over: " << std::strerror(errno) << "\n";
     return 1;
   }
-  // libcudal1.so reads its configuration when it loads, so it is set before the helper starts (a dry run
-  // needs cudal1 off: it only rebuilds calls on the meta device).
-  ::setenv("CUDAL1_ENABLE", o.dry_run ? "0" : "1", 1);
+  // libcudal1.so reads its configuration when it loads, so it is set before the helper starts.
+  ::setenv("CUDAL1_ENABLE", enable ? "1" : "0", 1);
   ::setenv("CUDAL1_MODE", "tune", 1);
   ::setenv("CUDAL1_CACHE_DIR", cache_dir(o).c_str(), 1);
-  std::vector<std::string> args = {"cudal1-warm", "--device", std::to_string(o.device), "--timeout",
-                                   fmt::format("{}", o.timeout_s)};
-  if (o.dry_run) args.push_back("--dry-run");
+  std::vector<std::string> all = {"cudal1-warm"};
+  all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
+  for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
   ::execv(helper.c_str(), argv.data());
   err << "error: cannot run " << helper << ": " << std::strerror(errno) << "\n";
   return 1;
+}
+
+}  // namespace
+
+int warm_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err) {
+  // A dry run needs cudal1 off: it only rebuilds calls on the meta device.
+  std::vector<std::string> args = {"--device", std::to_string(o.device), "--timeout", fmt::format("{}", o.timeout_s)};
+  if (o.dry_run) args.push_back("--dry-run");
+  return helper_exec(o, signatures, args, !o.dry_run, err);
+}
+
+int source_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err) {
+  if (signatures.empty()) {
+    err << "error: no signatures (give them as arguments or with --signatures FILE)\n";
+    return 1;
+  }
+  std::vector<std::string> args = {"--source", "--sm", std::to_string(o.sm)};
+  if (!o.variant.empty()) args.insert(args.end(), {"--variant", o.variant});
+  if (o.list_variants) args.push_back("--list");
+  return helper_exec(o, signatures, args, /*enable=*/false, err);
 }
 
 }  // namespace cudal1::cli

@@ -1,6 +1,7 @@
 /// @brief `cudal1-warm`: tunes the signatures on its standard input (one a line) with cudal1::warm and prints
-/// what happened to each. `cudal1 warm` starts it with cudal1 switched on; it links LibTorch and libcudal1.so,
-/// which the `cudal1` program itself does not need.
+/// what happened to each, or with --source prints their generated CUDA sources (cudal1::kernel_source).
+/// `cudal1 warm` and `cudal1 source` start it; it links LibTorch and libcudal1.so, which the `cudal1` program
+/// itself does not need.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -12,6 +13,32 @@
 
 #include "cudal1/cudal1.h"
 
+namespace {
+
+/// `cudal1 source`: each signature's family, variants and generated source (cudal1::kernel_source); 1 when
+/// any signature has none.
+int print_sources(const std::vector<std::string>& sigs, const std::string& variant, int sm, bool list) {
+  int errors = 0;
+  for (const auto& sig : sigs) {
+    const cudal1::KernelSourceResult r = cudal1::kernel_source(sig, variant, sm);
+    std::printf("// signature: %s\n", sig.c_str());
+    if (!r.variants.empty())
+      std::printf("// family: %s, %zu variants for sm_%d\n", r.family.c_str(), r.variants.size(), sm);
+    if (!r.error.empty()) {
+      std::printf("// error: %s\n", r.error.c_str());
+      ++errors;
+    } else if (list) {
+      for (const auto& v : r.variants) std::printf("%s\n", v.c_str());
+    } else {
+      std::printf("// variant: %s (entry point %s)\n%s\n", r.variant.c_str(), r.kernel_name.c_str(), r.code.c_str());
+    }
+    std::printf("\n");
+  }
+  return errors > 0 ? 1 : 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"cudal1-warm: tunes the signatures on standard input (one a line) on this GPU and caches the "
                "outcomes. Normally started by `cudal1 warm`, which switches cudal1 on (CUDAL1_ENABLE=1, "
@@ -20,6 +47,13 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   app.add_option("--timeout", o.timeout_s, "seconds for the whole list")->check(CLI::PositiveNumber);
   app.add_flag("--dry-run", o.dry_run, "only check that every signature rebuilds to a call");
+  bool source = false, list = false;
+  std::string variant;
+  int sm = 90;
+  app.add_flag("--source", source, "print each signature's generated CUDA source instead (`cudal1 source`)");
+  app.add_option("--variant", variant, "--source: this variant (default: the first of the space)");
+  app.add_option("--sm", sm, "--source: plan for this compute capability (default 90)")->check(CLI::PositiveNumber);
+  app.add_flag("--list", list, "--source: list the variants instead of printing a source");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::string> sigs;
@@ -30,6 +64,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cudal1 warm: no signatures on standard input\n");
     return 1;
   }
+  if (source) return print_sources(sigs, variant, sm, list);
   if (!o.dry_run && !cudal1::is_active()) {
     std::printf("cudal1 warm: cudal1 is %s: nothing warmed (%zu signatures; --dry-run checks them without a GPU)\n",
                 cudal1::status_line().c_str(), sigs.size());

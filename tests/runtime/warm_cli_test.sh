@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Host test of `cudal1 warm` (no GPU needed, and none used where there is one): where signatures come from (text, JSON report, JSON array, the
-# newest recorded run), the dry run's verdicts, and the clear errors: an unreadable file, no runs, bad JSON,
-# conflicting options, and cudal1 being off (no driver here, or a CPU-only LibTorch).
+# Host test of `cudal1 warm` and `cudal1 source` (no GPU needed, and none used where there is one): where
+# signatures come from (text, JSON report, JSON array, the newest recorded run), the dry run's verdicts, and the
+# clear errors: an unreadable file, no runs, bad JSON, conflicting options, and cudal1 being off (no driver here,
+# or a CPU-only LibTorch); the sources of a signature's variants and source's errors.
 set -u
 cli=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
@@ -72,4 +73,25 @@ else
     $c warm --signatures foreign.txt
 fi
 check "--help names the sources" 0 "a run report \(.cudal1 report --json.\)" $c warm --help
-[ "$fails" -eq 0 ] && echo "all warm CLI checks passed" || { echo "$fails warm CLI checks failed"; exit 1; }
+# `cudal1 source` (cudal1::kernel_source through cudal1-warm --source): planned on the meta device, no GPU used.
+stem="aten::max_pool2d_with_indices(f16[64,64,112,112]{802816,12544,112,1}, [3, 3], [2, 2], [1, 1], [1, 1], False)"
+pair4=opw1.oph1.block128.smem0.px0.slide0.seg0.cpx1.walk0.flat0.pair4
+check "source: the stem's space, packed pairs in it" 0 "^$pair4\$" $c source "$stem" --list
+check "source: the space's size and the family" 0 "^// family: pool, [0-9]+ variants for sm_90" $c source "$stem" --list
+check "source: a packed-pair variant's kernel" 0 "set\.gt\.u32\.f16x2" $c source "$stem" --variant $pair4
+check "source: the first variant by default" 0 "^extern \"C\" __global__ void __launch_bounds__" $c source "$stem"
+check "source: another compute capability" 0 "variants for sm_80" $c source "$stem" --sm 80 --list
+check "source: no such variant" 1 "error: no variant nope in its space for sm_90" $c source "$stem" --variant nope
+check "source: an op no family serves" 1 "error: no cudal1 family serves aten::mm" \
+  $c source 'aten::mm(f32[4,4]{4,1}, f32[4,4]{4,1})'
+check "source: a signature the family declines" 1 "declines this signature \(ATen keeps it\): dtype Double" \
+  $c source 'aten::relu(f64[8]{1})'
+check "source: malformed text" 1 "error: InvalidArgument: argument self: unknown dtype 'f33'" \
+  $c source 'aten::relu(f33[8]{1})'
+check "source: a not-a-capability" 1 "compute capability 7 is not one" $c source "$stem" --sm 7
+check "source: no signatures" 1 "no signatures \(give them as arguments" $c source
+check "source: from a file, each one (the repeat dropped)" 1 "^// family: softmax, [0-9]+ variants" \
+  $c source --signatures sigs.txt --list
+check "source: --help" 0 "the CUDA source cudal1 generates" $c source --help
+[ "$fails" -eq 0 ] && echo "all warm and source CLI checks passed" ||
+  { echo "$fails warm/source CLI checks failed"; exit 1; }

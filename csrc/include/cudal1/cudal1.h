@@ -81,6 +81,24 @@ struct WarmOptions {
 /// signatures are tuned too.
 CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const WarmOptions& options) noexcept;
 
+/// The CUDA source cudal1 generates for one signature (`cudal1 source`; Note [Kernel sources] in
+/// csrc/runtime/source.cpp).
+struct KernelSourceResult {
+  std::string family;                 ///< the family that plans the signature ("pool", ...); empty when none does
+  std::vector<std::string> variants;  ///< every variant of its technique space for the compute capability asked
+  std::string variant;                ///< the variant `code` belongs to
+  std::string kernel_name;            ///< its extern "C" entry point
+  std::string code;                   ///< CUDA C++ as handed to NVRTC; empty when `error` says why
+  std::string error;  ///< the text does not rebuild, no family serves the op, the family declines, no such variant
+};
+
+/// The generated source of `variant` (default: the first of the space) for the signature text `signature` (as
+/// the hook and `cudal1 report` write it) planned for compute capability `sm` (e.g. 90). Needs no GPU and works
+/// whether cudal1 is on or off: the call is rebuilt on the meta device and planned; nothing is compiled, run or
+/// cached. Which variant serves the signature on a GPU is the tuner's choice (`cudal1 cache ls`). Never throws.
+CUDAL1_API KernelSourceResult kernel_source(const std::string& signature, const std::string& variant,
+                                            int sm) noexcept;
+
 /// cudal1's version, e.g. "0.1.0".
 CUDAL1_API const char* version() noexcept;
 
