@@ -29,12 +29,8 @@ KernelSourceResult kernel_source(const std::string& signature, const std::string
       return r;
     }
     const auto& name = call->op.operator_name();
-    optimizer::Problem p;
-    p.op = name.name.rfind("aten::", 0) == 0 ? name.name.substr(6) : name.name;
-    p.overload = name.overload_name;
-    p.args = dispatcher::arg_specs(call->stack, call->stack.size());
-    p.sm = sm;
-    p.signature = signature;
+    const optimizer::Problem p =
+        optimizer::Problem::of_call(call->op, dispatcher::arg_specs(call->stack, call->stack.size()), sm, signature);
     const optimizer::Family* family = optimizer::family_for(p.op, p.overload);
     if (!family) {
       r.error = "no cudal1 family serves " + name.name + (p.overload.empty() ? "" : "." + p.overload) +

@@ -15,13 +15,18 @@
 namespace cudal1::optimizer {
 
 Problem Problem::from_record(const dispatcher::SigRecord& rec, int sm) {
+  return of_call(rec.op, rec.args, sm, rec.sig.text);
+}
+
+Problem Problem::of_call(const c10::OperatorHandle& op, std::vector<dispatcher::ArgSpec> args, int sm,
+                         std::string signature) {
   Problem p;
-  const auto& name = rec.op.operator_name();
+  const auto& name = op.operator_name();
   p.op = name.name.rfind("aten::", 0) == 0 ? name.name.substr(6) : name.name;
   p.overload = name.overload_name;
-  p.args = rec.args;
+  p.args = std::move(args);
   p.sm = sm;
-  p.signature = rec.sig.text;
+  p.signature = std::move(signature);
   return p;
 }
 

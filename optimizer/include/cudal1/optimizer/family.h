@@ -32,6 +32,9 @@ struct Problem {
 
   /// Builds the problem of a profiled signature for compute capability `sm`.
   static Problem from_record(const dispatcher::SigRecord& rec, int sm);
+  /// The same from the operator, its arguments as the hook reads them (dispatcher::arg_specs) and the text.
+  static Problem of_call(const c10::OperatorHandle& op, std::vector<dispatcher::ArgSpec> args, int sm,
+                         std::string signature);
 };
 
 /// A point of a family's technique space: named integer knobs, e.g. {vec:4, block:256, unroll:2, grid:1}.
