@@ -5,7 +5,8 @@
 # The example stage also records a profile run, pre-warms its signatures with `cudal1 warm` and serves them.
 # Usage: scripts/gpu_run.sh [all|build|test|bench|hook|kernels|example]...   (default: all; bench = hook + kernels)
 # BENCH_ONLY='softmax|pool' runs only the kernel-benchmark rows whose name contains one of the words;
-# BENCH_TIMEOUT (s, default 400) bounds that benchmark; CTEST_REGEX runs only the tests it matches.
+# BENCH_TIMEOUT (s, default 400) bounds that benchmark; CTEST_REGEX runs only the tests it matches, CTEST_EXCLUDE
+# leaves out those it matches (e.g. '^Archs': the NVRTC arch sweep, which CI runs on the CPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -43,7 +44,7 @@ fi
 if want test; then
   say "ctest"
   t0=$(date +%s)
-  timeout "${CTEST_TIMEOUT:-480}" ctest --test-dir $B -V -j 8 ${CTEST_REGEX:+-R "$CTEST_REGEX"} >"$OUT/ctest.log" 2>&1
+  timeout "${CTEST_TIMEOUT:-480}" ctest --test-dir $B -V -j 8 ${CTEST_REGEX:+-R "$CTEST_REGEX"} ${CTEST_EXCLUDE:+-E "$CTEST_EXCLUDE"} >"$OUT/ctest.log" 2>&1
   rc=$?
   summary+=("ctest: rc=$rc in $(( $(date +%s) - t0 )) s; $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
   grep -E "Failed|\*\*\*" "$OUT/ctest.log" | head -20 | tee -a "$LOG"

@@ -382,34 +382,43 @@ Result<Timing> time_against_aten(const Problem& p, const c10::OperatorHandle& op
       CUDAL1_RETURN_IF_ERROR(run_once(false, &f, &x));
       CUDAL1_RETURN_IF_ERROR(run_once(true, &f, &x));
     }
-    std::mt19937_64 rng(seed);
-    std::vector<double> ta, tk, ratio, xa, xk;
-    for (int r = 0; r < reps; ++r) {
-      double a_us = 0, k_us = 0, a_x = 0, k_x = 0;
-      if (rng() & 1) {
-        CUDAL1_RETURN_IF_ERROR(run_once(false, &a_us, &a_x));
-        CUDAL1_RETURN_IF_ERROR(run_once(true, &k_us, &k_x));
-      } else {
-        CUDAL1_RETURN_IF_ERROR(run_once(true, &k_us, &k_x));
-        CUDAL1_RETURN_IF_ERROR(run_once(false, &a_us, &a_x));
+    // One round of `reps` interleaved repetitions; its escape check is left to the caller.
+    auto round = [&](uint64_t round_seed, Timing* t, EscapeCheck* esc) -> Status {
+      std::mt19937_64 rng(round_seed);
+      std::vector<double> ta, tk, ratio, xa, xk;
+      for (int r = 0; r < reps; ++r) {
+        double a_us = 0, k_us = 0, a_x = 0, k_x = 0;
+        if (rng() & 1) {
+          CUDAL1_RETURN_IF_ERROR(run_once(false, &a_us, &a_x));
+          CUDAL1_RETURN_IF_ERROR(run_once(true, &k_us, &k_x));
+        } else {
+          CUDAL1_RETURN_IF_ERROR(run_once(true, &k_us, &k_x));
+          CUDAL1_RETURN_IF_ERROR(run_once(false, &a_us, &a_x));
+        }
+        ta.push_back(a_us);
+        tk.push_back(k_us);
+        xa.push_back(a_x);
+        xk.push_back(k_x);
+        ratio.push_back(a_us / std::max(k_us, 1e-3));
       }
-      ta.push_back(a_us);
-      tk.push_back(k_us);
-      xa.push_back(a_x);
-      xk.push_back(k_x);
-      ratio.push_back(a_us / std::max(k_us, 1e-3));
-    }
+      t->reps = reps;
+      t->aten_us = median(ta);
+      t->kernel_us = median(tk);
+      t->speedup = median(ratio);
+      t->speedup_p25 = quantile(ratio, 0.25);
+      *esc = check_escape(xk, xa);
+      t->escaped_us = esc->escaped_us;
+      return Status();
+    };
     Timing t;
-    t.reps = reps;
-    t.aten_us = median(ta);
-    t.kernel_us = median(tk);
-    t.speedup = median(ratio);
-    t.speedup_p25 = quantile(ratio, 0.25);
-    const EscapeCheck esc = check_escape(xk, xa);
-    t.escaped_us = esc.escaped_us;
+    EscapeCheck esc;
+    CUDAL1_RETURN_IF_ERROR(round(seed, &t, &esc));
+    // Note [Timing]: a second round before rejecting; other work on the device comes and goes, escaped work
+    // shows in every round.
+    if (esc.escaped) CUDAL1_RETURN_IF_ERROR(round(seed ^ 0x9e3779b97f4a7c15ull, &t, &esc));
     if (esc.escaped)
       return Status(Code::kVerifyFailed, "work escaped the stream: " + std::to_string(t.escaped_us) +
-                                             " us after the end event");
+                                             " us after the end event, in two rounds");
     return t;
   } catch (const std::exception& e) {
     return Status(Code::kInternal, std::string("timing raised: ") + e.what());
