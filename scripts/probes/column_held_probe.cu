@@ -126,15 +126,7 @@ __global__ void __launch_bounds__(CONS + 32, NBLK) held3(const __nv_bfloat16* __
         sm[e] = 0.f;
         ml[e] = m[e] == -INFINITY ? 0.f : m[e] * L2E;
       }
-#pragma unroll
-      for (int i = 0; i < NV; ++i) {
-        const unsigned vw[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          sm[2 * q] += ex2(fmaf(lo_f(vw[q]), L2E, -ml[2 * q]));
-          sm[2 * q + 1] += ex2(fmaf(hi_f(vw[q]), L2E, -ml[2 * q + 1]));
-        }
-      }
+      add_exp<NV>(v, ml, sm);
 #pragma unroll
       for (int o = 8; o < 32; o <<= 1)
 #pragma unroll
@@ -245,41 +237,23 @@ void run3(const __nv_bfloat16* in, __nv_bfloat16* out, const __nv_bfloat16* ref,
   float h = -1.f;
   CK(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
   const double us = median_us(flush, sink, flush_n, zero, launch);
-  std::printf("held3 DIAG=%d CONS=%4d P=%3d NB=%d LAG=%d TST=%d: %3d blocks (%d an SM), %3d KB slots, %7.1f us, max |diff| %.4f\n",
+  std::printf("held3 DIAG=%d CONS=%4d P=%3d NB=%d LAG=%d TST=%d: %3d blocks (%d an SM), %3d KB slots, %7.1f us, "
+              "max |diff| %.4f\n",
               DIAG, CONS, P, NB, LAG, TST, grid, std::min(per_sm, NBLK), smem / 1024, us, h);
   std::fflush(stdout);
 }
 
 int main() {
-  __nv_bfloat16 *in, *out, *ref;
+  ColumnBuffers b;
   float2* ws;
   unsigned* counters;
-  float *d, *sink;
-  float4* flush;
-  const long long flush_n = (256ll << 20) / 16;
-  CK(cudaMalloc(&in, ELEMS * 2));
-  CK(cudaMalloc(&out, ELEMS * 2));
-  CK(cudaMalloc(&ref, ELEMS * 2));
   CK(cudaMalloc(&ws, OUTER * 257 * INNER * sizeof(float2)));
   CK(cudaMalloc(&counters, 2 * OUTER * sizeof(unsigned)));
-  CK(cudaMalloc(&d, 4));
-  CK(cudaMalloc(&sink, 4));
-  CK(cudaMalloc(&flush, flush_n * 16));
-  CK(cudaMemset(flush, 0, flush_n * 16));
-  fill<<<1024, 256>>>(in, ELEMS, 12345u);
-  naive<<<(OUTER * INNER + 127) / 128, 128>>>(in, ref);
-  CK(cudaDeviceSynchronize());
-  const long long n4 = ELEMS * 2 / 16;
-  std::printf("copy of the same bytes: %.1f us\n",
-              median_us(flush, sink, flush_n, [] {}, [&] {
-                copy_kernel<<<264 * 4, 512>>>(reinterpret_cast<const float4*>(in), reinterpret_cast<float4*>(out), n4);
-              }));
-  std::fflush(stdout);
   // Session 24 run 11: what the wait and the statistics cost (DIAG 1: no wait for the slab; 2: no statistics either).
-  run3<512, 64, 3, 1, 1, 1, 0>(in, out, ref, ws, counters, d, flush, sink, flush_n);
-  run3<512, 64, 3, 1, 1, 1, 1>(in, out, ref, ws, counters, d, flush, sink, flush_n);
-  run3<512, 64, 3, 1, 1, 1, 2>(in, out, ref, ws, counters, d, flush, sink, flush_n);
-  run3<512, 64, 3, 1, 1, 0, 2>(in, out, ref, ws, counters, d, flush, sink, flush_n);
-  run3<256, 128, 3, 1, 2, 1, 2>(in, out, ref, ws, counters, d, flush, sink, flush_n);
+  run3<512, 64, 3, 1, 1, 1, 0>(b.in, b.out, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run3<512, 64, 3, 1, 1, 1, 1>(b.in, b.out, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run3<512, 64, 3, 1, 1, 1, 2>(b.in, b.out, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run3<512, 64, 3, 1, 1, 0, 2>(b.in, b.out, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run3<256, 128, 3, 1, 2, 1, 2>(b.in, b.out, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
   return 0;
 }

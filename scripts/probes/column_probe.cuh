@@ -1,9 +1,12 @@
-// Shared by the column log_softmax probes (column_wave_probe.cu, column_held_probe.cu): the problem, log_softmax bf16
-// [32,32000,64] dim 1; bf16 pair helpers; the (max, sum) merge; a naive reference kernel, the max |difference| and
-// the N(0, 1) fill. Not part of the library.
+// Shared by the column log_softmax probes (column_wave_probe.cu, column_held_probe.cu, column_pingpong_probe.cu):
+// the problem, log_softmax bf16 [32,32000,64] dim 1; bf16 pair helpers; the fast sum of exp; the (max, sum) merge; a
+// naive reference kernel, the max |difference| and the N(0, 1) fill; the buffers every probe's main sets up. Not
+// part of the library.
 #pragma once
 
 #include <cuda_bf16.h>
+
+#include "probe_timing.cuh"
 
 constexpr int OUTER = 32, NROWS = 32000, INNER = 64;
 constexpr long long ELEMS = (long long)OUTER * NROWS * INNER;
@@ -25,6 +28,32 @@ __device__ __forceinline__ float ex2(float t) {
   float r;
   asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(t));
   return r;
+}
+/// The bf16 halves as floats by PRMT: another expression than lo_f / hi_f, so that the compiler does not keep a
+/// statistics pass's unpacked values alive for a later output pass (128 registers instead of 64 packed ones).
+__device__ __forceinline__ float lo_p(unsigned u) {
+  unsigned d;
+  asm("prmt.b32 %0, 0, %1, 0x5400;" : "=r"(d) : "r"(u));
+  return __uint_as_float(d);
+}
+__device__ __forceinline__ float hi_p(unsigned u) {
+  unsigned d;
+  asm("prmt.b32 %0, 0, %1, 0x7600;" : "=r"(d) : "r"(u));
+  return __uint_as_float(d);
+}
+/// s[c] += 2^(x_c log2 e - ml[c]) over N 16-byte vectors of 8 bf16 columns c (the sum of Note [Softmax fast exp];
+/// ml = the maximum times log2 e). PRMT: unpack by lo_p / hi_p.
+template <int N, bool PRMT = false>
+__device__ __forceinline__ void add_exp(const uint4 (&v)[N], const float (&ml)[8], float (&s)[8]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const unsigned q[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      s[2 * k] += ex2(fmaf(PRMT ? lo_p(q[k]) : lo_f(q[k]), L2E, -ml[2 * k]));
+      s[2 * k + 1] += ex2(fmaf(PRMT ? hi_p(q[k]) : hi_f(q[k]), L2E, -ml[2 * k + 1]));
+    }
+  }
 }
 __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
   if (m2 == -INFINITY) return;  // an empty side
@@ -68,3 +97,31 @@ __global__ void fill(__nv_bfloat16* p, long long n, unsigned seed) {
     p[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));  // N(0, 1)
   }
 }
+
+/// The probes' buffers: the input (filled N(0, 1)), the output, the naive reference, a cell for max_diff and the L2
+/// flush of median_us. Set-up prints the time of a copy of the same bytes, the yardstick of every probe's table.
+struct ColumnBuffers {
+  static constexpr long long kFlushN = (256ll << 20) / 16;
+  __nv_bfloat16 *in = nullptr, *out = nullptr, *ref = nullptr;
+  float *d = nullptr, *sink = nullptr;
+  float4* flush = nullptr;
+  ColumnBuffers() {
+    CK(cudaMalloc(&in, ELEMS * 2));
+    CK(cudaMalloc(&out, ELEMS * 2));
+    CK(cudaMalloc(&ref, ELEMS * 2));
+    CK(cudaMalloc(&d, 4));
+    CK(cudaMalloc(&sink, 4));
+    CK(cudaMalloc(&flush, kFlushN * 16));
+    CK(cudaMemset(flush, 0, kFlushN * 16));
+    fill<<<1024, 256>>>(in, ELEMS, 12345u);
+    naive<<<(OUTER * INNER + 127) / 128, 128>>>(in, ref);
+    CK(cudaDeviceSynchronize());
+    const long long n4 = ELEMS * 2 / 16;
+    const __nv_bfloat16 *i = in;
+    __nv_bfloat16* o = out;
+    std::printf("copy of the same bytes: %.1f us\n", median_us(flush, sink, kFlushN, [] {}, [&] {
+                  copy_kernel<<<264 * 4, 512>>>(reinterpret_cast<const float4*>(i), reinterpret_cast<float4*>(o), n4);
+                }));
+    std::fflush(stdout);
+  }
+};

@@ -81,15 +81,7 @@ __device__ __forceinline__ void fold_part(const uint4* __restrict__ x, int r0, i
         ml[e] = m[e] * L2E;
       }
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const unsigned vw[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        s[2 * i] += ex2(fmaf(lo_f(vw[i]), L2E, -ml[2 * i]));
-        s[2 * i + 1] += ex2(fmaf(hi_f(vw[i]), L2E, -ml[2 * i + 1]));
-      }
-    }
+    add_exp<U>(v, ml, s);
   }
 #pragma unroll
   for (int o = 8; o < 32; o <<= 1)
@@ -315,48 +307,30 @@ void run_pipe(const uint4* in, uint4* out, const __nv_bfloat16* ref, float2* ws,
 }
 
 int main() {
-  __nv_bfloat16 *in, *out, *ref;
+  ColumnBuffers b;
   float2* ws;
   unsigned* counters;
-  float *d, *sink;
-  float4* flush;
-  const long long flush_n = (256ll << 20) / 16;
-  CK(cudaMalloc(&in, ELEMS * 2));
-  CK(cudaMalloc(&out, ELEMS * 2));
-  CK(cudaMalloc(&ref, ELEMS * 2));
   CK(cudaMalloc(&ws, OUTER * (528 + 1) * INNER * sizeof(float2)));
   CK(cudaMalloc(&counters, 2 * OUTER * sizeof(unsigned)));
-  CK(cudaMalloc(&d, 4));
-  CK(cudaMalloc(&sink, 4));
-  CK(cudaMalloc(&flush, flush_n * 16));
-  CK(cudaMemset(flush, 0, flush_n * 16));
-  fill<<<1024, 256>>>(in, ELEMS, 12345u);
-  naive<<<(OUTER * INNER + 127) / 128, 128>>>(in, ref);
-  CK(cudaDeviceSynchronize());
-  const long long n4 = ELEMS * 2 / 16;
-  std::printf("copy of the same bytes: %.1f us\n",
-              median_us(flush, sink, flush_n, [] {}, [&] {
-                copy_kernel<<<264 * 4, 512>>>(reinterpret_cast<const float4*>(in), reinterpret_cast<float4*>(out), n4);
-              }));
-  const uint4* i4 = reinterpret_cast<const uint4*>(in);
-  uint4* o4 = reinterpret_cast<uint4*>(out);
+  const uint4* i4 = reinterpret_cast<const uint4*>(b.in);
+  uint4* o4 = reinterpret_cast<uint4*>(b.out);
 #ifndef PIPE_ONLY
-  run<256, 16, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<256, 32, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<256, 64, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<128, 16, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<128, 32, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<256, 32, 2>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<256, 32, 8>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<512, 16, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run<512, 32, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run<256, 16, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<256, 32, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<256, 64, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<128, 16, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<128, 32, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<256, 32, 2>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<256, 32, 8>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<512, 16, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run<512, 32, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
 #endif
 #ifndef PIPE_ONE
-  run_pipe<256, 8, 66, 4, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run_pipe<256, 16, 33, 4, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run_pipe<256, 32, 16, 4, 4>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
-  run_pipe<512, 4, 66, 4, 2>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run_pipe<256, 8, 66, 4, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run_pipe<256, 16, 33, 4, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run_pipe<256, 32, 16, 4, 4>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
+  run_pipe<512, 4, 66, 4, 2>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
 #endif
-  run_pipe<1024, 2, 66, 4, 1>(i4, o4, ref, ws, counters, d, flush, sink, flush_n);
+  run_pipe<1024, 2, 66, 4, 1>(i4, o4, b.ref, ws, counters, b.d, b.flush, b.sink, b.kFlushN);
   return 0;
 }
