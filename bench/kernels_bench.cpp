@@ -1,4 +1,5 @@
-/// @brief Kernel benchmark on the GPU (every generator family): for each signature, the tuner searches the technique space
+/// @brief Kernel benchmark on the GPU (every generator family):
+/// for each signature, the tuner searches the technique space
 /// (verification included) and the table shows ATen's and cudal1's best kernel time (medians of interleaved,
 /// L2-flushed repetitions in the same run), the speedup, the memory floor (bytes read + written, in whole
 /// 32-byte sectors, over the device-to-device copy bandwidth measured first in this run) and each one's ratio to
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
   const auto bf16 = f32.dtype(at::kBFloat16), f16 = f32.dtype(at::kHalf);
   std::vector<Row> rows = {
       {"relu f32 [16384,4096]", [&] { return at::randn({16384, 4096}, f32); }, [](auto& x) { return at::relu(x); }},
-      {"gelu-tanh bf16 [8192,8192]", [&] { return at::randn({8192, 8192}, bf16); }, [](auto& x) { return at::gelu(x, "tanh"); }},
+      {"gelu-tanh bf16 [8192,8192]", [&] { return at::randn({8192, 8192}, bf16); },
+       [](auto& x) { return at::gelu(x, "tanh"); }},
       {"gelu f16 [4096,11008]", [&] { return at::randn({4096, 11008}, f16); }, [](auto& x) { return at::gelu(x); }},
       {"silu bf16 gate half [8192,2x4096]", [&] { return at::randn({8192, 8192}, bf16).narrow(1, 4096, 4096); },
        [](auto& x) { return at::silu(x); }},

@@ -99,7 +99,8 @@ int report(const Options& o, std::ostream& out) {
       const auto j = nlohmann::json::parse(r.json, nullptr, false);
       if (j.is_discarded()) continue;
       size_t replaced = 0;
-      for (const auto& s : j.value("signatures", nlohmann::json::array())) replaced += s.value("state", "") == "replaced";
+      for (const auto& s : j.value("signatures", nlohmann::json::array()))
+        replaced += s.value("state", "") == "replaced";
       const std::string mode = j.value("mode", "?") + (j.value("warm", false) ? "/warm" : "");
       out << fmt::format("{:<24} {:<10} {:>12} {:>10} {:>9}\n", r.run_id, mode,
                          j["counters"].value("hooked_calls", 0), j["counters"].value("signatures", 0), replaced);

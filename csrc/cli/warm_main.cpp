@@ -85,10 +85,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   const auto results = cudal1::warm(sigs, o);
-  std::printf("%zu signatures (%zu outcomes): %d kernels, %d stay on ATen, %d already cached, %d checked, %d skipped, %d errors, "
-              "%d timed out\n",
-              sigs.size(), results.size(), count["kernel"], count["aten"], count["cached"], count["checked"], count["skipped"],
-              count["error"], count["timeout"]);
+  std::printf("%zu signatures (%zu outcomes): %d kernels, %d stay on ATen, %d already cached, %d checked, %d skipped, "
+              "%d errors, %d timed out\n",
+              sigs.size(), results.size(), count["kernel"], count["aten"], count["cached"], count["checked"],
+              count["skipped"], count["error"], count["timeout"]);
   if (!o.dry_run) std::printf("%s\n", cudal1::status_line().c_str());
   return count["error"] + count["timeout"] > 0 ? 1 : 0;
 }

@@ -109,7 +109,8 @@ void load_cache(int device) {
   if (!r.cache) return;
   auto fp = optimizer::fingerprint_for(device);
   if (!fp.ok()) {
-    CUDAL1_LOG(kWarn, "device " << device << ": no fingerprint (" << fp.status().to_string() << "); the cache is not used");
+    CUDAL1_LOG(kWarn,
+               "device " << device << ": no fingerprint (" << fp.status().to_string() << "); the cache is not used");
     return;
   }
   std::vector<std::string> rejected;
@@ -124,8 +125,8 @@ void load_cache(int device) {
   std::lock_guard<std::mutex> lock(r.cached_mu);
   auto& m = r.cached[device];
   for (auto& e : entries.value()) m.emplace(e.signature, std::move(e));
-  CUDAL1_LOG(kInfo, "device " << device << " (" << fp->gpu_name << "): " << m.size() << " cached outcomes for fingerprint "
-                                  << fp->key());
+  CUDAL1_LOG(kInfo, "device " << device << " (" << fp->gpu_name << "): " << m.size()
+                              << " cached outcomes for fingerprint " << fp->key());
 }
 
 /// A new signature: serve it from the cache if an entry exists.
@@ -191,7 +192,8 @@ void start() {
     t.verify_trials = r.cfg.verify_trials;
     t.timing_reps = r.cfg.timing_reps;
     t.min_speedup = r.cfg.min_speedup;
-    t.seed = r.cfg.seed ? r.cfg.seed : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    t.seed =
+        r.cfg.seed ? r.cfg.seed : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     r.tuner = std::make_unique<optimizer::Tuner>(t, r.cache.get());
   }
   dispatcher::HookOptions h;
@@ -211,8 +213,8 @@ void start() {
   }
   if (r.tuner) r.tuner->start(tick);
   r.active = true;
-  CUDAL1_LOG(kInfo, "on: mode " << mode_name(r.cfg.mode) << ", " << dispatcher::hooked_ops().size() << " ops hooked, cache "
-                                    << r.cfg.cache_dir);
+  CUDAL1_LOG(kInfo, "on: mode " << mode_name(r.cfg.mode) << ", " << dispatcher::hooked_ops().size()
+                                << " ops hooked, cache " << r.cfg.cache_dir);
 }
 
 }  // namespace
@@ -245,7 +247,8 @@ Status check_cached(int device, const std::string& signature) {
   auto fp = optimizer::fingerprint_for(device);
   if (!fp.ok()) return fp.status();
   auto e = r.cache->get(fp.value(), signature);
-  return e.ok() ? Status() : Status(e.status().code(), "not in the cache at " + r.cache->dir() + ": " + e.status().message());
+  return e.ok() ? Status()
+                : Status(e.status().code(), "not in the cache at " + r.cache->dir() + ": " + e.status().message());
 }
 
 std::string report_json() {

@@ -109,7 +109,8 @@ Result<at::Tensor> parse_tensor(const std::string& tok, c10::Device device, bool
       rc < lc)
     return bad("not a tensor: '" + tok + "'");
   if (rc + 1 != tok.size()) {
-    if (tok[rc + 1] == '@') return Status(Code::kUnsupported, "a " + tok.substr(rc + 2) + " tensor: only CUDA signatures are rebuilt");
+    if (tok[rc + 1] == '@')
+      return Status(Code::kUnsupported, "a " + tok.substr(rc + 2) + " tensor: only CUDA signatures are rebuilt");
     return bad("trailing text after the tensor '" + tok + "'");
   }
   const auto dtype = parse_dtype(tok.substr(0, lb));

@@ -92,7 +92,8 @@ std::vector<std::string> all_family_ops() {
 
 std::string generators_fingerprint() {
   std::string s;
-  for (const Family* f : families()) s += (s.empty() ? "" : ",") + std::string(f->name()) + ":" + std::to_string(f->version());
+  for (const Family* f : families())
+    s += (s.empty() ? "" : ",") + std::string(f->name()) + ":" + std::to_string(f->version());
   return s;
 }
 

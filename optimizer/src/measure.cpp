@@ -62,6 +62,11 @@ namespace {
 
 constexpr int64_t kGuard = 256;  // elements of guard before and after each candidate output
 
+/// Tensor options of `dtype` on CUDA device `device`.
+at::TensorOptions on_device(c10::ScalarType dtype, int device) {
+  return at::TensorOptions().dtype(dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+}
+
 /// Inputs for one call: tensor arguments as views of fresh random storage, other arguments as recorded.
 struct CallArgs {
   std::vector<c10::IValue> values;
@@ -99,7 +104,7 @@ CallArgs make_inputs(const Problem& p, const c10::OperatorHandle& op, int device
       continue;
     }
     const auto& t = arg.tensor;
-    const auto opts = at::TensorOptions().dtype(t.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    const auto opts = on_device(t.dtype, device);
     at::Tensor base = at::empty({std::max<int64_t>(storage_extent(t), 1)}, opts);
     if (c10::isIntegralType(t.dtype, /*includeBool=*/true)) {  // bool masks, wrapped ints: no normal_ or NaN
       base.random_(t.dtype == c10::ScalarType::Bool ? 0 : -100, t.dtype == c10::ScalarType::Bool ? 2 : 100, gen);
@@ -150,7 +155,7 @@ GuardedOutput make_output(const OutputSpec& s, int device, int trial) {
   int64_t extent = 1;
   for (size_t d = 0; d < s.sizes.size(); ++d) extent += (s.sizes[d] - 1) * s.strides[d];
   g.storage = extent;
-  const auto opts = at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+  const auto opts = on_device(s.dtype, device);
   g.buffer = at::empty({extent + 2 * kGuard}, opts);
   g.buffer.fill_(poison_value(s.dtype, trial));
   g.view = g.buffer.as_strided(s.sizes, s.strides, kGuard);
@@ -274,8 +279,7 @@ struct L2Flush {
   at::Tensor buffer;
   L2FlushKind kind;
   explicit L2Flush(int device)
-      : buffer(at::zeros({static_cast<int64_t>(kBytes / 4)},
-                         at::TensorOptions().dtype(at::kInt).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))))),
+      : buffer(at::zeros({static_cast<int64_t>(kBytes / 4)}, on_device(at::kInt, device))),
         kind(config().l2_flush) {}
   Status issue(const DriverApi* api, CUstream stream) const {
     if (kind == L2FlushKind::kWrite) {
@@ -326,7 +330,8 @@ Status verify(const Problem& p, const c10::OperatorHandle& op, BoundKernel& kern
         const std::string diff =
             compare(outs[i].view, ref[i], atol_i, tol, &local.max_abs_error);
         if (!diff.empty())
-          return Status(Code::kVerifyFailed, "trial " + std::to_string(trial) + ", output " + std::to_string(i) + ": " + diff);
+          return Status(Code::kVerifyFailed,
+                        "trial " + std::to_string(trial) + ", output " + std::to_string(i) + ": " + diff);
         if (!guards_intact(outs[i], kernel.outputs()[i], trial))
           return Status(Code::kVerifyFailed, "trial " + std::to_string(trial) + ": wrote outside its output");
       }
@@ -352,8 +357,7 @@ Result<Timing> time_against_aten(const Problem& p, const c10::OperatorHandle& op
     CallArgs args = make_inputs(p, op, device, /*trial=*/0, gen);
     std::vector<at::Tensor> outs;
     for (const auto& s : kernel.outputs())
-      outs.push_back(at::empty_strided(s.sizes, s.strides,
-                                       at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)))));
+      outs.push_back(at::empty_strided(s.sizes, s.strides, on_device(s.dtype, device)));
     const L2Flush flush(device);
 
     EventTriple ev(api);
@@ -433,7 +437,7 @@ Result<double> time_device_copy(int64_t bytes, int device, int reps) {
     CUDAL1_RETURN_IF_ERROR(ctx.status());
     CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
     const CUstream stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-    const auto opts = at::TensorOptions().dtype(at::kByte).device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    const auto opts = on_device(at::kByte, device);
     at::Tensor src = at::ones({bytes / 2}, opts), dst = at::empty({bytes / 2}, opts);
     const L2Flush flush(device);
     EventTriple ev(api);

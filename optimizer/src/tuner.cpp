@@ -203,7 +203,8 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
       if (!builds[j].has_source) continue;
       auto& compiled = builds[j].kernel;
       if (!compiled.ok()) {
-        CUDAL1_LOG(kWarn, rec.sig.text << ": variant " << v.id() << " did not compile: " << compiled.status().to_string());
+        CUDAL1_LOG(kWarn,
+                   rec.sig.text << ": variant " << v.id() << " did not compile: " << compiled.status().to_string());
         continue;
       }
       ++result.compiled;
@@ -274,8 +275,8 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     rec.install(std::make_unique<KernelReplacement>(std::move(best->bound), device,
                                                     std::string(family->name()) + " " + result.best_variant),
                 outcome);
-    CUDAL1_LOG(kInfo, rec.sig.text << ": replaced by " << result.best_variant << " (" << result.speedup << "x over ATen, "
-                                    << result.aten_us << " -> " << result.kernel_us << " us)");
+    CUDAL1_LOG(kInfo, rec.sig.text << ": replaced by " << result.best_variant << " (" << result.speedup
+                                   << "x over ATen, " << result.aten_us << " -> " << result.kernel_us << " us)");
   } else {
     result.note = best ? "no variant beat ATen by the margin" : "no variant passed verification";
     outcome.note = result.note;

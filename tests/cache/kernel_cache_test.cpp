@@ -99,8 +99,10 @@ TEST_F(CacheTest, CorruptAndMismatchedRecordsAreRejectedNotUsed) {
     flipped.back() ^= 0x55;
     db->Put(rocksdb::WriteOptions(), KernelCache::entry_key(fp(), "flipped"), flipped);
     GpuFingerprint foreign = fp("NVIDIA A100-SXM4-80GB");
-    db->Put(rocksdb::WriteOptions(), KernelCache::entry_key(fp(), "foreign"), KernelCache::encode(foreign, entry("foreign")));
-    db->Put(rocksdb::WriteOptions(), KernelCache::entry_key(fp(), "moved"), KernelCache::encode(fp(), entry("elsewhere")));
+    db->Put(rocksdb::WriteOptions(), KernelCache::entry_key(fp(), "foreign"),
+            KernelCache::encode(foreign, entry("foreign")));
+    db->Put(rocksdb::WriteOptions(), KernelCache::entry_key(fp(), "moved"),
+            KernelCache::encode(fp(), entry("elsewhere")));
     db->Put(rocksdb::WriteOptions(), KernelCache::entry_key(fp(), "garbage"), "not a record");
     std::string old_format = KernelCache::encode(fp(), entry("old"));
     old_format[4] = static_cast<char>(kCacheFormatVersion + 1);

@@ -51,7 +51,8 @@ std::vector<Case> family_calls() {
   c.push_back({op("aten::_log_softmax", ""), {h, 1, false}});
   c.push_back({op("aten::native_layer_norm", ""),
                {x, std::vector<int64_t>{6}, at::randn({6}), c10::IValue(), 1e-5}});
-  c.push_back({op("aten::native_group_norm", ""), {h.to(at::kFloat), at::randn({3}), at::randn({3}), 2, 3, 64, 3, 1e-6}});
+  c.push_back(
+      {op("aten::native_group_norm", ""), {h.to(at::kFloat), at::randn({3}), at::randn({3}), 2, 3, 64, 3, 1e-6}});
   c.push_back({op("aten::sum", "dim_IntList"), {x, std::vector<int64_t>{1}, true, c10::IValue()}});
   c.push_back({op("aten::sum", "dim_IntList"), {x, std::vector<int64_t>{0}, false, static_cast<int64_t>(at::kDouble)}});
   c.push_back({op("aten::max_pool2d_with_indices", ""),

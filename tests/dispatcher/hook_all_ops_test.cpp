@@ -45,7 +45,9 @@ TEST(HookAllOps, RegistersEveryFunctionalOpAndNoViewOrInPlace) {
   for (const auto& p : net->parameters()) EXPECT_TRUE(p.grad().defined());
   EXPECT_GT(hook_counters().hooked_calls, 5u);
   bool saw_view = false;
-  for_each_record([&](SigRecord& r) { saw_view |= r.sig.text.rfind("aten::view(", 0) == 0 || r.sig.text.rfind("aten::t(", 0) == 0; });
+  for_each_record([&](SigRecord& r) {
+    saw_view |= r.sig.text.rfind("aten::view(", 0) == 0 || r.sig.text.rfind("aten::t(", 0) == 0;
+  });
   EXPECT_FALSE(saw_view);
 }
 

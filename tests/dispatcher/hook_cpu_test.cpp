@@ -232,10 +232,12 @@ TEST(HookCpu, TypedCarrierKeysEveryArgumentKindAndServesTuples) {
     EXPECT_TRUE(at::equal(std::get<0>(at::native_layer_norm(x, {8}, w, {}, 1e-5)),
                           aten_only([&] { return std::get<0>(at::native_layer_norm(x, {8}, w, {}, 1e-5)); })));
     EXPECT_TRUE(at::equal(at::cumsum(x, 1, at::kDouble), aten_only([&] { return at::cumsum(x, 1, at::kDouble); })));
-    EXPECT_TRUE(at::equal(at::var(x, at::IntArrayRef{0}, 0, true), aten_only([&] { return at::var(x, at::IntArrayRef{0}, 0, true); })));
+    EXPECT_TRUE(at::equal(at::var(x, at::IntArrayRef{0}, 0, true),
+                          aten_only([&] { return at::var(x, at::IntArrayRef{0}, 0, true); })));
     EXPECT_TRUE(at::equal(at::sum(x, at::IntArrayRef{1}), aten_only([&] { return at::sum(x, at::IntArrayRef{1}); })));
   }
-  EXPECT_EQ(calls_of("aten::native_layer_norm(f32[4,8]{8,1}@cpu, [8], f32[8]{1}@cpu, None, 1.0000000000000001e-05)"), 2u);
+  EXPECT_EQ(calls_of("aten::native_layer_norm(f32[4,8]{8,1}@cpu, [8], f32[8]{1}@cpu, None, 1.0000000000000001e-05)"),
+            2u);
   EXPECT_EQ(calls_of("aten::cumsum(f32[4,8]{8,1}@cpu, 1, dtype=7)"), 2u);
   EXPECT_EQ(calls_of("aten::var.correction(f32[4,8]{8,1}@cpu, [0], correction=0, keepdim=True)"), 2u);
   EXPECT_EQ(calls_of("aten::sum.dim_IntList(f32[4,8]{8,1}@cpu, [1], False, dtype=None)"), 2u);
@@ -305,7 +307,8 @@ TEST(HookCpu, OnlyFunctionalOpsAreCandidates) {
   // The batch-norm family's ops (several outputs, optional tensors) are candidates like the others.
   EXPECT_TRUE(is_functional(schema("aten::cudnn_batch_norm", "")));
   EXPECT_TRUE(is_functional(schema("aten::native_batch_norm", "")));
-  EXPECT_FALSE(d.findSchemaOrThrow("aten::cudnn_batch_norm", "").hasKernelForDispatchKey(c10::DispatchKey::BackendSelect));
+  EXPECT_FALSE(
+      d.findSchemaOrThrow("aten::cudnn_batch_norm", "").hasKernelForDispatchKey(c10::DispatchKey::BackendSelect));
 }
 
 TEST(HookCpu, BatchNormWithOptionalTensorsPassesThroughTheBoxedHook) {

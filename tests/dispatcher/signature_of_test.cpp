@@ -23,7 +23,8 @@ TEST(SignatureOf, TextNamesKwargsAndKeepsDoublesExact) {
   // An integral double keeps its ".0": the text (a cache key) tells it from the int of the same value, as the
   // in-process words do.
   const at::Tensor h = at::empty({2}, at::kHalf);
-  EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, 1}, 3), "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=1)");
+  EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, 1}, 3),
+            "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=1)");
   EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, 1.0}, 3),
             "aten::add.Tensor(f16[2]{1}@cpu, f16[2]{1}@cpu, alpha=1.0)");
   EXPECT_EQ(describe_call(add, torch::jit::Stack{h, h, -3e20}, 3),
@@ -66,7 +67,8 @@ TEST(SignatureOf, DirectKeysEqualBoxedKeys) {
     EXPECT_EQ(words([&](SigKey* k) { return key_add(dims, k); }),
               words([&](SigKey* k) { return key_add(c10::IValue(dims), k); }));
   for (const c10::optional<at::Tensor>& t :
-       {c10::optional<at::Tensor>(), c10::optional<at::Tensor>(at::empty({2, 3})), c10::optional<at::Tensor>(at::Tensor())})
+       {c10::optional<at::Tensor>(), c10::optional<at::Tensor>(at::empty({2, 3})),
+        c10::optional<at::Tensor>(at::Tensor())})
     EXPECT_EQ(words([&](SigKey* k) { return key_add(t, k); }),
               words([&](SigKey* k) { return key_add(c10::IValue(t), k); }));
 }

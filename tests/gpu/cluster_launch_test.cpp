@@ -46,7 +46,8 @@ TEST(Clusters, SixteenBlocksShareSharedMemory) {
   CUDAL1_REQUIRE_GPU();
   auto info = device_info(0);
   ASSERT_TRUE(info.ok()) << info.status().to_string();
-  if (info.value().sm < 90) GTEST_SKIP() << "thread-block clusters need compute capability 9.0 (device: sm_" << info.value().sm << ")";
+  if (info.value().sm < 90)
+    GTEST_SKIP() << "thread-block clusters need compute capability 9.0 (device: sm_" << info.value().sm << ")";
   auto k = compile(KernelSource{kSource, "probe"}, info.value().sm);
   ASSERT_TRUE(k.ok()) << k.status().to_string();
   auto m = LoadedModule::load(0, k.value().cubin, "probe");

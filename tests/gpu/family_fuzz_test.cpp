@@ -91,7 +91,8 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
     threads.emplace_back([&] {
       for (size_t i; (i = next++) < jobs.size();) {
         auto src = jobs[i].plan->source(jobs[i].variant);
-        jobs[i].compiled = src.ok() ? optimizer::compile(src.value(), info->sm) : Result<optimizer::CompiledKernel>(src.status());
+        jobs[i].compiled =
+            src.ok() ? optimizer::compile(src.value(), info->sm) : Result<optimizer::CompiledKernel>(src.status());
       }
     });
   for (auto& t : threads) t.join();
@@ -130,7 +131,8 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
   std::string reached;
   for (const auto& [kv, n] : knobs_drawn) reached += " " + kv + ":" + std::to_string(n);
   std::printf("[fuzz %s] knob values drawn:%s\n", family->name(), reached.c_str());
-  for (const auto& [why, n] : declined) std::printf("[fuzz %s]   declined by the planner %4d x %s\n", family->name(), n, why.c_str());
+  for (const auto& [why, n] : declined)
+    std::printf("[fuzz %s]   declined by the planner %4d x %s\n", family->name(), n, why.c_str());
   for (const auto& [why, n] : call_reasons)
     std::printf("[fuzz %s]   declined at the call %4d x %s\n", family->name(), n, why.c_str());
   EXPECT_EQ(mismatches, 0);

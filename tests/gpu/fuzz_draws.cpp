@@ -69,12 +69,14 @@ void draw_layout(Rng& rng, const std::vector<int64_t>& sizes, int kinds, std::ve
   *offset = 0;
   for (int d = 0; d < rank; ++d) {
     if (d == step_dim) (*strides)[d] *= 2;
-    if (alloc[d] > sizes[d] && d != step_dim) *offset += static_cast<int64_t>(rng() % (alloc[d] - sizes[d] + 1)) * base[d];
+    if (alloc[d] > sizes[d] && d != step_dim)
+      *offset += static_cast<int64_t>(rng() % (alloc[d] - sizes[d] + 1)) * base[d];
   }
 }
 
 c10::ScalarType draw_dtype(Rng& rng) {
-  const c10::ScalarType all[] = {at::kFloat, at::kHalf, at::kBFloat16, at::kFloat, at::kHalf, at::kBFloat16, at::kDouble};
+  const c10::ScalarType all[] = {at::kFloat, at::kHalf, at::kBFloat16, at::kFloat, at::kHalf, at::kBFloat16,
+                                 at::kDouble};
   return all[rng() % 7];
 }
 
@@ -224,8 +226,8 @@ Problem pool_sliding(Rng& rng, int sm) {
 /// column stride 1, channels a multiple of 8 (16-byte vectors), images from one pixel to wider than a run.
 Problem pool_channels_last_runs(Rng& rng, int sm) {
   const c10::ScalarType dt = draw_dtype(rng);
-  const std::vector<int64_t> sizes = {pick(rng, {1, 2, 3}), pick(rng, {8, 16, 24, 64}), pick(rng, {1, 2, 3, 5, 7, 13, 28}),
-                                      pick(rng, {1, 2, 3, 4, 5, 7, 8, 13, 28, 31})};
+  const std::vector<int64_t> sizes = {pick(rng, {1, 2, 3}), pick(rng, {8, 16, 24, 64}),
+                                      pick(rng, {1, 2, 3, 5, 7, 13, 28}), pick(rng, {1, 2, 3, 4, 5, 7, 8, 13, 28, 31})};
   const std::vector<int64_t> k = {pick(rng, {1, 2, 3, 3, 5}), pick(rng, {2, 3, 3, 4, 5})};
   const std::vector<int64_t> stride = {pick(rng, {1, 1, 2}), 1};
   const std::vector<int64_t> pad = {std::min<int64_t>(pick(rng, {0, 1, 1, 2}), k[0] / 2),
@@ -241,7 +243,8 @@ Problem pool_channels_last_runs(Rng& rng, int sm) {
 Problem pool_adaptive_uniform(Rng& rng, int sm) {
   const c10::ScalarType dt = draw_dtype(rng);
   const int64_t oh = pick(rng, {1, 2, 3, 7}), ow = pick(rng, {1, 2, 4, 5, 7});
-  std::vector<int64_t> sizes = {pick(rng, {1, 2, 3, 8, 64}), oh * pick(rng, {1, 2, 3, 4}), ow * pick(rng, {1, 2, 3, 5})};
+  std::vector<int64_t> sizes = {pick(rng, {1, 2, 3, 8, 64}), oh * pick(rng, {1, 2, 3, 4}),
+                                ow * pick(rng, {1, 2, 3, 5})};
   if (rng() % 3) sizes.insert(sizes.begin(), pick(rng, {1, 2, 5}));
   return testing::adaptive_avg_pool_problem(dt, sizes, {}, {oh, ow}, sm);
 }
@@ -304,7 +307,8 @@ Problem pool(Rng& rng, int sm) {
   const int kind = static_cast<int>(rng() % 6);
   Problem p;
   if (kind == 5) {
-    p = testing::adaptive_avg_pool_problem(dt, sizes, {}, {pick(rng, {1, 2, 3, 5, 7, 14, 64}), pick(rng, {1, 2, 4, 7, 9, 30})}, sm);
+    p = testing::adaptive_avg_pool_problem(dt, sizes, {},
+                                           {pick(rng, {1, 2, 3, 5, 7, 14, 64}), pick(rng, {1, 2, 4, 7, 9, 30})}, sm);
   } else {
     const auto k = pair({1, 2, 2, 3, 3, 4, 5, 7});
     const auto stride = rng() % 4 == 0 ? std::vector<int64_t>{} : pair({1, 2, 2, 3});

@@ -98,9 +98,10 @@ void check_swap(const Case& c, const at::Tensor& x, double row_atol = 0) {
   EXPECT_EQ(ours.scalar_type(), ref.scalar_type());
   const auto [rtol, atol] = optimizer::tolerance(ref.scalar_type());
   const at::Tensor r64 = ref.to(at::kDouble);
-  const double extra = row_atol > 0 ? row_atol * 1.1920928955078125e-7 *
-                                          at::where(at::isfinite(r64), r64.abs(), at::zeros_like(r64)).max().item<double>()
-                                    : 0.0;
+  const double extra = row_atol > 0
+                           ? row_atol * 1.1920928955078125e-7 *
+                                 at::where(at::isfinite(r64), r64.abs(), at::zeros_like(r64)).max().item<double>()
+                           : 0.0;
   EXPECT_TRUE(at::allclose(ours.to(at::kDouble), ref.to(at::kDouble), rtol, atol + extra, /*equal_nan=*/true))
       << "max abs diff " << (ours.to(at::kDouble) - ref.to(at::kDouble)).abs().max().item<double>();
 }
@@ -129,7 +130,9 @@ TEST(GpuPipeline, StridedLayoutsAndOddSizes) {
       [&](at::ScalarType dt, int k) { return at::randn({1, 5 + k, 1}, opts.dtype(dt)); },
       [&](at::ScalarType dt, int k) { return at::randn({1000003 + k}, opts.dtype(dt)); },
       [&](at::ScalarType dt, int k) { return at::randn({31 + k, 7, 3}, opts.dtype(dt)).select(1, 2); },
-      [&](at::ScalarType dt, int k) { return at::randn({2, 3, 8, 9 + k}, opts.dtype(dt)).contiguous(at::MemoryFormat::ChannelsLast); },
+      [&](at::ScalarType dt, int k) {
+        return at::randn({2, 3, 8, 9 + k}, opts.dtype(dt)).contiguous(at::MemoryFormat::ChannelsLast);
+      },
       [&](at::ScalarType dt, int k) { return at::randn({4096 + 2 * k}, opts.dtype(dt)).narrow(0, 1, 4095); },
   };
   int k = 0;
@@ -144,7 +147,8 @@ TEST(GpuPipeline, SoftmaxAndLogSoftmaxRowsDtypesAndSlices) {
   CUDAL1_REQUIRE_GPU();
   const auto opts = at::TensorOptions().device(at::kCUDA);
   const Case softmax{"softmax", "aten::_softmax", [](const at::Tensor& x) { return at::softmax(x, -1); }};
-  const Case log_softmax{"log_softmax", "aten::_log_softmax", [](const at::Tensor& x) { return at::log_softmax(x, -1); }};
+  const Case log_softmax{"log_softmax", "aten::_log_softmax",
+                         [](const at::Tensor& x) { return at::log_softmax(x, -1); }};
   std::vector<std::function<at::Tensor(at::ScalarType)>> shapes = {
       [&](at::ScalarType dt) { return at::randn({64, 32000}, opts.dtype(dt)); },
       [&](at::ScalarType dt) { return at::randn({16, 32768}, opts.dtype(dt)); },

@@ -75,7 +75,8 @@ TEST(BatchNormPlan, DeclinesWhatItCannotDoExactly) {
   // Dense but not contiguous in its suggested format: ATen's cudnn_batch_norm throws.
   EXPECT_EQ(code(batch_norm_problem("cudnn_batch_norm", at::kFloat, at::kFloat, {4, 8, 5}, {5, 20, 1})),
             Code::kUnsupported);
-  EXPECT_TRUE(family().plan(batch_norm_problem("native_batch_norm", at::kFloat, at::kFloat, {4, 8, 5}, {5, 20, 1})).ok());
+  EXPECT_TRUE(
+      family().plan(batch_norm_problem("native_batch_norm", at::kFloat, at::kFloat, {4, 8, 5}, {5, 20, 1})).ok());
 }
 
 TEST(BatchNormPlan, OutputsAsAtenAllocatesThem) {

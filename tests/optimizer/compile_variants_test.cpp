@@ -1,4 +1,5 @@
-/// @brief NVRTC compiles every variant of the unary, softmax, norm, reduce, binary and batch-norm technique spaces, for every dtype
+/// @brief NVRTC compiles every variant of the unary, softmax, norm, reduce, binary and batch-norm technique spaces,
+/// for every dtype
 /// and layout class, for sm_80 and sm_90, and every op for every dtype. Host-only: needs NVRTC, not a GPU.
 #include <gtest/gtest.h>
 
@@ -106,7 +107,8 @@ TEST_P(CompileVariants, EveryVariantOfEveryLayoutClassAndDtype) {
     // linear (with a tail: 1000003 is prime), strided with vectorisable rows, strided gather, 64-bit indexing,
     // every second column (picked vectors, Note [Unary picked vectors]).
     for (auto [sizes, strides] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
-             {{1000003}, {1}}, {{512, 256}, {512, 1}}, {{300, 77}, {1, 301}}, {{3, int64_t{1} << 30}, {int64_t{1} << 30, 1}},
+             {{1000003}, {1}}, {{512, 256}, {512, 1}}, {{300, 77}, {1, 301}},
+             {{3, int64_t{1} << 30}, {int64_t{1} << 30, 1}},
              {{512, 128}, {512, 2}}}) {
       auto plan = f.plan(problem(ops[i++ % 3], dt, sizes, strides, sm));
       ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -205,7 +207,8 @@ TEST_P(CompileVariants, EveryBatchNormVariant) {
       // planes + flat, one channel per vector, fp32 with fp32 parameters, no saved statistics
       testing::batch_norm_problem("cudnn_batch_norm", at::kFloat, at::kFloat, img, {}, true, sm),
       // columns + flat over channel vectors, fp16 input with fp32 parameters, channels-last
-      testing::batch_norm_problem("cudnn_batch_norm", at::kHalf, at::kFloat, img, testing::channels_last(img), true, sm),
+      testing::batch_norm_problem("cudnn_batch_norm", at::kHalf, at::kFloat, img, testing::channels_last(img), true,
+                                  sm),
       // saved statistics, bf16 parameters, no affine, [N, C] rows
       testing::batch_norm_problem("native_batch_norm", at::kBFloat16, at::kBFloat16, {64, 40}, {}, false, sm),
       // fp16 parameters, odd planes of a 5-d input (vec 1 only)
@@ -234,11 +237,13 @@ TEST_P(CompileVariants, EveryPoolVariant) {
   // Only the sliding-window variants of these: 16-bit VEC 4 and 8 with vector stores; OW = W + 1 with scalar
   // stores and no right halo; a 5x5 window with halos on both sides and a divisor.
   auto slides = plan_all(
-      f, {testing::avg_pool_problem(at::kHalf, {2, 8, 13, 24}, {}, {3, 3}, {1, 1}, {1, 1}, false, false, c10::IValue(), sm),
+      f, {testing::avg_pool_problem(at::kHalf, {2, 8, 13, 24}, {}, {3, 3}, {1, 1}, {1, 1}, false, false, c10::IValue(),
+                                    sm),
           testing::max_pool_problem(at::kBFloat16, {2, 3, 9, 16}, {}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false, true, sm),
           testing::avg_pool_problem(at::kFloat, {3, 20, 12}, {}, {5, 5}, {1, 1}, {2, 2}, true, true, 7, sm)});
   // The channels-last runs (Note [Pooling exact division]): bf16 count_include_pad=False, fp32 with a divisor.
-  for (auto& w : plan_all(f, {testing::avg_pool_problem(at::kBFloat16, {2, 64, 9, 13}, testing::channels_last({2, 64, 9, 13}),
+  for (auto& w : plan_all(f, {testing::avg_pool_problem(at::kBFloat16, {2, 64, 9, 13},
+                                                       testing::channels_last({2, 64, 9, 13}),
                                                        {3, 3}, {1, 1}, {1, 1}, false, false, c10::IValue(), sm),
                               testing::avg_pool_problem(at::kFloat, {2, 8, 7, 6}, testing::channels_last({2, 8, 7, 6}),
                                                        {2, 3}, {2, 1}, {1, 1}, true, true, 5, sm)}))
@@ -369,14 +374,16 @@ TEST_P(CompileVariants, EveryBinaryVariant) {
   // Shape classes: same shape, row and column broadcast, scalar and 0-dim operands, mixed dtypes, strided and
   // transposed inputs, where.self with a broadcast mask, pow, maximum, and a CPU-scalar divisor.
   std::vector<Problem> problems = {
-      binary_problem("add", "Tensor", {dense(at::kFloat, {256, 512}), dense(at::kFloat, {256, 512}), value_arg(one)}, sm),
-      binary_problem("add", "Tensor", {dense(at::kBFloat16, {64, 4096}), dense(at::kBFloat16, {4096}), value_arg(one)}, sm),
+      binary_problem("add", "Tensor", {dense(at::kFloat, {256, 512}), dense(at::kFloat, {256, 512}), value_arg(one)},
+                     sm),
+      binary_problem("add", "Tensor", {dense(at::kBFloat16, {64, 4096}), dense(at::kBFloat16, {4096}), value_arg(one)},
+                     sm),
       binary_problem("sub", "Tensor", {dense(at::kHalf, {64, 96}), dense(at::kHalf, {64, 1}), value_arg(2.0)}, sm),
       binary_problem("mul", "Scalar", {dense(at::kHalf, {1000, 8}), value_arg(0.5)}, sm),
       binary_problem("mul", "Tensor", {dense(at::kFloat, {8, 64, 7, 7}), dense(at::kFloat, {8, 64, 1, 1})}, sm),
       binary_problem("add", "Tensor", {dense(at::kHalf, {128, 64}), dense(at::kFloat, {128, 64}), value_arg(one)}, sm),
-      binary_problem("add", "Tensor", {dense(at::kBFloat16, {33, 17}), testing::zero_dim_arg(at::kDouble), value_arg(one)},
-                     sm),
+      binary_problem("add", "Tensor",
+                     {dense(at::kBFloat16, {33, 17}), testing::zero_dim_arg(at::kDouble), value_arg(one)}, sm),
       binary_problem("div", "Tensor", {tensor_arg(at::kFloat, {64, 32}, {1, 64}), dense(at::kBFloat16, {32})}, sm),
       binary_problem("div", "Scalar", {tensor_arg(at::kHalf, {16, 40}, {80, 2}), value_arg(4.0)}, sm),
       binary_problem("maximum", "", {dense(at::kBFloat16, {50, 64}), testing::zero_dim_arg(at::kFloat)}, sm),

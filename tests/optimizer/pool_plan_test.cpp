@@ -200,7 +200,8 @@ TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {
   EXPECT_EQ(seen.count({8, 4}), 1u);
   // Odd channel counts give one group per slice; windows that do not overlap and NCHW inputs get no tiles.
   const std::vector<int64_t> odd = {3, 7, 13, 5};
-  const auto o = tiled(max_pool_problem(at::kHalf, odd, channels_last(odd), {3, 3}, {1, 2}, {1, 1}, {2, 1}, true, true));
+  const auto o =
+      tiled(max_pool_problem(at::kHalf, odd, channels_last(odd), {3, 3}, {1, 2}, {1, 1}, {2, 1}, true, true));
   ASSERT_FALSE(o.empty());
   for (const auto& [v, code] : o) EXPECT_EQ(macro(code, "SG"), 1) << v.id();
   for (const auto& [v, code] : o) EXPECT_LT(v.get("px"), 2 * 3) << v.id() << ": OW is 3 (ceil mode)";
@@ -259,7 +260,8 @@ TEST(PoolPlan, ChannelsLastRunsForAvgWithStrideOneColumnsAndWholeVectors) {
   for (const auto& x : runs(avg_pool_problem(at::kFloat, s, channels_last(s), {3, 3}, {2, 1}, {1, 1}, true, true)))
     EXPECT_EQ(x.second, 4);
   // None: max, NCHW, column stride 2, a one-column window, channels that take no 16-byte vector.
-  EXPECT_TRUE(runs(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false)).empty());
+  EXPECT_TRUE(
+      runs(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false)).empty());
   EXPECT_TRUE(runs(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
   EXPECT_TRUE(runs(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 2}, {1, 1}, false, true)).empty());
   EXPECT_TRUE(runs(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 1}, {1, 1}, {1, 0}, false, true)).empty());
@@ -297,16 +299,19 @@ TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
   // fp16 avg k3 s1 p1: VEC 4 and 8, vector stores (OW = W); a 5-row plane gets only whole-plane walks.
   const auto h = slides(avg_pool_problem(at::kHalf, {2, 8, 56, 56}, {}, {3, 3}, {1, 1}, {1, 1}, false, true));
   EXPECT_EQ(h.size(), 18u);
-  const auto short_plane = slides(avg_pool_problem(at::kBFloat16, {3, 5, 16}, {}, {3, 3}, {1, 1}, {1, 1}, true, false, 3));
+  const auto short_plane =
+      slides(avg_pool_problem(at::kBFloat16, {3, 5, 16}, {}, {3, 3}, {1, 1}, {1, 1}, true, false, 3));
   EXPECT_EQ(short_plane.size(), 6u);
   EXPECT_EQ(short_plane.count({8, 0}), 3u);
-  for (const auto& [v, code] : variants(avg_pool_problem(at::kHalf, {2, 8, 56, 56}, {}, {3, 3}, {1, 1}, {1, 1}, false, true)))
+  for (const auto& [v, code] :
+       variants(avg_pool_problem(at::kHalf, {2, 8, 56, 56}, {}, {3, 3}, {1, 1}, {1, 1}, false, true)))
     if (v.get("slide") == 8) {
       EXPECT_TRUE(has(code, "#define CW 7") && has(code, "#define STORE_VEC 1")) << v.id();
     }
   // Even kernel with pad k/2: OW = W + 1, one more chunk; fp16 max k4 with indices: VEC 8 would keep
   // 4 x 8 x 2 + 11 = 75 floats, over kMaxPatch, so VEC 4 only.
-  for (const auto& [v, code] : variants(max_pool_problem(at::kFloat, {1, 2, 8, 64}, {}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false)))
+  for (const auto& [v, code] :
+       variants(max_pool_problem(at::kFloat, {1, 2, 8, 64}, {}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false)))
     if (v.get("slide")) {
       EXPECT_TRUE(has(code, "#define OW 65") && has(code, "#define CW 17")) << v.id();
     }
@@ -322,10 +327,12 @@ TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
   EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false)).empty());
   EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {}, {3, 3}, {1, 1}, {1, 1}, {2, 2}, false)).empty());
   EXPECT_TRUE(slides(max_pool_problem(at::kFloat, {2, 4, 32, 30}, {}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false)).empty());
-  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {4 * 32 * 34, 32 * 34, 34, 1}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false))
-                  .empty());
-  EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {4 * 32 * 32, 1, 4 * 32, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false))
-                  .empty());
+  EXPECT_TRUE(
+      slides(max_pool_problem(at::kFloat, s, {4 * 32 * 34, 32 * 34, 34, 1}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false))
+          .empty());
+  EXPECT_TRUE(
+      slides(max_pool_problem(at::kFloat, s, {4 * 32 * 32, 1, 4 * 32, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false))
+          .empty());
   EXPECT_TRUE(slides(avg_pool_problem(at::kFloat, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
   EXPECT_TRUE(slides(adaptive_avg_pool_problem(at::kFloat, s, {}, {30, 30})).empty());
   EXPECT_TRUE(slides(max_pool_problem(at::kFloat, s, {}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false)).empty());
@@ -404,7 +411,8 @@ TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
     EXPECT_EQ(cpx, 1);
   }
   // None: max, NCHW, stride 2 down the rows or across, a one-row window, channels taking no 8-byte vector.
-  EXPECT_TRUE(walks(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false)).empty());
+  EXPECT_TRUE(
+      walks(max_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false)).empty());
   EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
   EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {2, 1}, {1, 1}, false, true)).empty());
   EXPECT_TRUE(walks(avg_pool_problem(at::kHalf, s, channels_last(s), {3, 3}, {1, 2}, {1, 1}, false, true)).empty());
@@ -442,7 +450,8 @@ TEST(PoolPlan, StagedAdaptiveForUniformWindowsOfDenseNchw) {
   EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kHalf, {1, 3, 4, 4}, {7, 16, 4, 1}, {2, 2})).empty());
   // None: windows of unequal sizes, a row pitch or plane stride that is not dense, windows over 64 elements.
   EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {}, {4, 7})).empty());
-  EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {8 * 14 * 16, 14 * 16, 16, 1}, {7, 7})).empty());
+  EXPECT_TRUE(
+      staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {8 * 14 * 16, 14 * 16, 16, 1}, {7, 7})).empty());
   EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {2, 8, 14, 14}, {8 * 200, 200, 14, 1}, {7, 7})).empty());
   EXPECT_TRUE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 16, 8}, {}, {1, 1})).empty());
   EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kFloat, {1, 2, 16, 8}, {}, {2, 1})).empty());

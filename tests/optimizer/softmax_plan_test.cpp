@@ -87,7 +87,8 @@ TEST(SoftmaxPlan, RowHeadsVectoriseRowsOfAnyWidthWhoseInputAndOutputShareAlignme
   EXPECT_NE(src->code.find("#define HEAD 1"), std::string::npos);
   EXPECT_NE(src->code.find("D = 50257"), std::string::npos);
   // Head variants only above the plain width; a plain variant cannot take the head's width.
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 1}, {"block", 1024}, {"warp", 0}, {"cache", 1}, {"head", 1}}}).ok());
+  EXPECT_FALSE(
+      plan.value()->source(Variant{{{"vec", 1}, {"block", 1024}, {"warp", 0}, {"cache", 1}, {"head", 1}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"warp", 0}, {"cache", 1}}}).ok());
   EXPECT_EQ(plan.value()->features(v).size(),
             plan.value()->features(Variant{{{"vec", 1}, {"block", 1024}, {"warp", 0}, {"cache", 1}}}).size());
@@ -405,20 +406,23 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
   EXPECT_NE(src->code.find("IV = 1024, TILES = 32;"), std::string::npos);
   EXPECT_NE(src->code.find("#define CLUSTER 4"), std::string::npos);
   EXPECT_EQ(plan.value()->stratum(v), 16);  // 68.5 KB: three blocks an SM
-  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}), 14);
+  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}),
+            14);
   EXPECT_EQ(plan.value()->features(v).size(),
             plan.value()->features(Variant{{{"vec", 1}, {"block", 128}, {"split", 1}, {"cache", 0}}}).size());
-  auto keep_src =
-      plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}, {"async", 1}}});
+  auto keep_src = plan.value()->source(
+      Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}, {"async", 1}}});
   ASSERT_TRUE(keep_src.ok()) << keep_src.status().to_string();
   EXPECT_NE(keep_src->code.find("#define KEEP 20"), std::string::npos) << keep_src->code;
   // Keeping needs at least twice the kept rows (20 x 16 warps) in each block: 512 rows at a cluster of 4 are not.
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
+  EXPECT_FALSE(
+      plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
   // Outside the space: a cluster of 3, block 512 without keep (or keep without it), block x vec above 2048,
   // 512-byte rows, a missing knob.
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 3}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
+  EXPECT_FALSE(
+      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"tile", 2}, {"cluster", 8}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 2}, {"cluster", 16}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}}}).ok());
@@ -443,8 +447,11 @@ TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
   EXPECT_NE(src->code.find("ex2.approx.ftz.f32"), std::string::npos);
   EXPECT_NE(src->code.find("#define DIV_SUM(a, sum, r) ((a) * (r))"), std::string::npos);
   EXPECT_FALSE(
-      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 2}, {"async", 1}}}).ok());
-  auto online_src = plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}});
+      plan.value()
+          ->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 2}, {"async", 1}}})
+          .ok());
+  auto online_src =
+      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}});
   ASSERT_TRUE(online_src.ok());
   EXPECT_NE(online_src->code.find("#define TWO 0"), std::string::npos);
   EXPECT_EQ(online_src->code.find("ex2.approx"), std::string::npos);
@@ -554,9 +561,10 @@ TEST(SoftmaxPlan, FastTilesFoldBatchesOf16BitRows) {
   EXPECT_NE(src->code.find("#define FAST 1"), std::string::npos);
   EXPECT_NE(src->code.find("#define UNROLL 8"), std::string::npos);
   EXPECT_NE(src->code.find("ex2.approx.f32"), std::string::npos);
-  EXPECT_FALSE(plan.value()
-                   ->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 1}, {"chunks", 1}, {"cache", 1}, {"fast", 1}}})
-                   .ok());  // cached rows are not batched
+  EXPECT_FALSE(
+      plan.value()
+          ->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 1}, {"chunks", 1}, {"cache", 1}, {"fast", 1}}})
+          .ok());  // cached rows are not batched
 }
 
 TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
@@ -571,7 +579,8 @@ TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
   EXPECT_EQ(clusters, (std::set<int>{2, 4, 8, 16}));
   // Short rows: clusters while each block gets two vectors; none before sm_90.
   std::set<int> short_clusters;
-  for (const auto& v : with_knob(over_at(at::kHalf, {5, 40}, 1, 90), "cluster")) short_clusters.insert(v.get("cluster"));
+  for (const auto& v : with_knob(over_at(at::kHalf, {5, 40}, 1, 90), "cluster"))
+    short_clusters.insert(v.get("cluster"));
   EXPECT_EQ(short_clusters, (std::set<int>{1, 2}));  // 5 vectors of 8; 1: one block holds the row
   EXPECT_TRUE(with_knob(over_at(at::kFloat, {4096, 65536}, 1, 80), "cluster").empty());
 

@@ -79,7 +79,8 @@ struct WarmOptions {
 /// an input that tuned nothing; repeated inputs are dropped. Blocks; never throws. Meant for a process of its
 /// own (`cudal1 warm`): calls other threads make meanwhile count as reached by the rebuilt call, so their
 /// signatures are tuned too.
-CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const WarmOptions& options) noexcept;
+CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatures,
+                                        const WarmOptions& options) noexcept;
 
 /// The CUDA source cudal1 generates for one signature (`cudal1 source`; Note [Kernel sources] in
 /// csrc/runtime/source.cpp).

@@ -26,11 +26,14 @@ std::string math_expr(const BinaryShape& s, const std::string& a, const std::str
   if (s.math == "add") return a + " + alpha * " + b;
   if (s.math == "mul") return a + " * " + b;
   if (s.math == "div")
-    return s.ins[1].kind == OperandKind::kTensor ? a + " / " + b : "(recip ? " + a + " * " + b + " : " + a + " / " + b + ")";
+    return s.ins[1].kind == OperandKind::kTensor ? a + " / " + b
+                                                 : "(recip ? " + a + " * " + b + " : " + a + " / " + b + ")";
   if (s.math == "maximum")
-    return "((" + a + " != " + a + ") ? " + a + " : ((" + b + " != " + b + ") ? " + b + " : fmaxf(" + a + ", " + b + ")))";
+    return "((" + a + " != " + a + ") ? " + a + " : ((" + b + " != " + b + ") ? " + b + " : fmaxf(" + a + ", " + b +
+           ")))";
   if (s.math == "minimum")
-    return "((" + a + " != " + a + ") ? " + a + " : ((" + b + " != " + b + ") ? " + b + " : fminf(" + a + ", " + b + ")))";
+    return "((" + a + " != " + a + ") ? " + a + " : ((" + b + " != " + b + ") ? " + b + " : fminf(" + a + ", " + b +
+           ")))";
   if (s.math == "pow") return "powf(" + a + ", " + b + ")";
   return "(" + c + " != 0.f ? " + a + " : " + b + ")";  // where
 }
@@ -87,8 +90,9 @@ KernelSource generate_binary(const BinaryShape& s, int vec, int block, int unrol
     const bool cond = s.math == "where" && i == 0;
     k << "  float s" << is << " = v" << is << ";\n";
     if (o.kind == OperandKind::kZeroDim)
-      k << "  if (p" << is << ") s" << is << " = " << (cond ? "" : "to_common(") << "cvt_" << dispatcher::dtype_short_name(o.dtype)
-        << "(*(const " << mixed_storage_type(o.dtype) << "*)p" << is << ")" << (cond ? "" : ")") << ";\n";
+      k << "  if (p" << is << ") s" << is << " = " << (cond ? "" : "to_common(") << "cvt_"
+        << dispatcher::dtype_short_name(o.dtype) << "(*(const " << mixed_storage_type(o.dtype) << "*)p" << is << ")"
+        << (cond ? "" : ")") << ";\n";
   }
   if (s.math == "div" && s.ins[1].kind != OperandKind::kTensor) k << "  const bool recip = p1 == 0;\n";
   const bool where = s.math == "where";
@@ -106,7 +110,8 @@ KernelSource generate_binary(const BinaryShape& s, int vec, int block, int unrol
   for (size_t t = 0; t < tensors.size(); ++t) {
     const size_t i = tensors[t];
     const auto& op = s.ins[i];
-    const std::string is = std::to_string(i), tag = dispatcher::dtype_short_name(op.dtype), st = mixed_storage_type(op.dtype);
+    const std::string is = std::to_string(i), tag = dispatcher::dtype_short_name(op.dtype),
+                      st = mixed_storage_type(op.dtype);
     const std::string at = "q" + is + "[o[" + std::to_string(t) + "]";
     if (vec > 1 && vector_readable(s, i, vec)) {
       k << "      { const pack_t<" << st << ", VEC> r = *reinterpret_cast<const pack_t<" << st << ", VEC>*>(&" << at

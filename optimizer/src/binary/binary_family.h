@@ -15,7 +15,8 @@
 ///   the common dtype (scalar_value) or not (original_scalar_value, newer torch); calls whose CPU scalar or
 ///   alpha is not exactly representable in the common dtype are therefore declined at plan time, so both
 ///   readings agree. A 0-dim CPU tensor operand is declined at launch: its value is not in the signature and
-///   verification draws 0-dim operands on the GPU, so that path would run unverified. pow with a 0-dim operand is declined
+///   verification draws 0-dim operands on the GPU, so that path would run unverified.
+///   pow with a 0-dim operand is declined
 ///   (ATen's pow_tensor_scalar special-cases exponents).
 /// - Output layout: TensorIterator's (broadcast_output_strides in layout.h, over the inputs in argument order;
 ///   a 0-dim operand counts as an operand of another shape). where.self casts a mismatched value operand with

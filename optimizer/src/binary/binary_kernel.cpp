@@ -1,5 +1,6 @@
 /// @brief The BoundKernel of the binary family: reads the call's tensors and scalars, checks that each one
-/// matches the plan (layout, dtype, device, alignment, exact Scalar arguments; CPU 0-dim operands go to ATen) and launches.
+/// matches the plan (layout, dtype, device, alignment, exact Scalar arguments; CPU 0-dim operands go to ATen)
+/// and launches.
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>

@@ -431,7 +431,8 @@ KernelSource generate_norm(const NormShape& s, const NormKnobs& k) {
     if (k.mode == 8) o << "#define GP " << k.cluster << "\n";
     o << "#define CL " << (k.mode == 8 ? 1 : k.cluster) << "\n#define SV ((index_t)" << held_slice_vectors(s, k)
       << "LL)\n#define CPT " << cpt << "\n#define CH " << held_chunks(s, k) << "\n#define KEEP "
-      << held_kept_chunks(s, k) << "\n#define DROP (CH - KEEP)\n#define HELD (KEEP * CPT)\n#define NSLOT " << held_slots(s, k)
+      << held_kept_chunks(s, k) << "\n#define DROP (CH - KEEP)\n#define HELD (KEEP * CPT)"
+                                   "\n#define NSLOT " << held_slots(s, k)
       << "\n#define NSLOTB " << held_reread_slots(s, k) << "\n";
   }
   if (k.mode >= 7)  // named barrier 1 over the consumers: the producer warps take no part in the reductions

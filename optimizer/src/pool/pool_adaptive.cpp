@@ -91,7 +91,8 @@ std::string flat_kernel_source(const PoolShape& s, const PoolKnobs& k) {
   const FlatGeometry g = flat_geometry(s, k);
   std::ostringstream o;
   o << "#define AKH " << s.h / s.oh << "\n#define AKW " << s.w / s.ow << "\n#define RE " << g.row_elems
-    << "\n#define RB " << g.rows << "\n#define VE " << 16 / elem_size(s.dtype) << "\n#define CHUNK (RB * RE)\n#define NV ((CHUNK / VE + BLOCK - 1) / BLOCK)"
+    << "\n#define RB " << g.rows << "\n#define VE " << 16 / elem_size(s.dtype)
+    << "\n#define CHUNK (RB * RE)\n#define NV ((CHUNK / VE + BLOCK - 1) / BLOCK)"
     << "\n#define ROWS " << s.n * s.c * s.oh << "LL\n#define TOTAL " << s.n * s.c * s.h * s.w << "LL\n"
     << kStaged;
   return o.str();

@@ -11,7 +11,8 @@ namespace {
 
 /// Channels-last avg, stride-1 columns (knob cpx, Note [Pooling exact division]): a thread takes OPW channels of
 /// CPX adjacent output pixels of one row; it loads each of the KH x (CPX + KW - 1) input pixels once (a 16-byte
-/// vector, unpacked once) and adds it to the outputs whose window holds it: per output the additions run in ATen's order (rows outer, columns inner), as column j reaches
+/// vector, unpacked once) and adds it to the outputs whose window holds it:
+/// per output the additions run in ATen's order (rows outer, columns inner), as column j reaches
 /// output p at window column j - p. Pixels outside the image read +0 (one test per input pixel, not per cell).
 constexpr const char* kChannelsLastRuns = R"(#define OWR ((OW + CPX - 1) / CPX)
 extern "C" __global__ void __launch_bounds__(BLOCK)

@@ -50,7 +50,8 @@ int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
     const PairGeometry g = pair_geometry(s, k);
     return s.n * s.c * g.segments * g.chunks * 32;
   }
-  if (k.walk) return s.n * ((s.oh + walk_rows(s, k) - 1) / walk_rows(s, k)) * ((s.ow + k.cpx - 1) / k.cpx) * (s.c / k.opw);
+  if (k.walk)
+    return s.n * ((s.oh + walk_rows(s, k) - 1) / walk_rows(s, k)) * ((s.ow + k.cpx - 1) / k.cpx) * (s.c / k.opw);
   if (k.slide) {
     const SlideGeometry g = slide_geometry(s, k);
     return s.n * s.c * g.segments * g.chunks;
@@ -236,8 +237,10 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn)
     << "LL\n#define SH " << s.sh << "LL\n#define SW " << s.sw << "LL\n#define KH " << s.kh << "\n#define KW " << s.kw
     << "\n#define DH " << s.dh << "\n#define DW " << s.dw << "\n#define PH " << s.ph << "\n#define PW " << s.pw
     << "\n#define DLH " << s.dil_h << "\n#define DLW " << s.dil_w << "\n#define DIVISOR " << s.divisor
-    << "\n#define CONST_DIV " << const_divisor(s) << "\n#define INNER_DIV " << (s.divisor ? s.divisor : int64_t{s.kh} * s.kw)
-    << "\n#define STORAGE_BITS " << 8 * elem_size(s.dtype) << "\n#define STORAGE_BF16 " << (s.dtype == c10::ScalarType::BFloat16)
+    << "\n#define CONST_DIV " << const_divisor(s)
+    << "\n#define INNER_DIV " << (s.divisor ? s.divisor : int64_t{s.kh} * s.kw)
+    << "\n#define STORAGE_BITS " << 8 * elem_size(s.dtype)
+    << "\n#define STORAGE_BF16 " << (s.dtype == c10::ScalarType::BFloat16)
     << "\n#define COUNT_PAD " << (s.count_include_pad ? 1 : 0) << "\n#define INDICES " << (s.indices ? 1 : 0)
     << "\n#define CL_INIT_ZERO " << (s.channels_last ? 1 : 0) << "\n#define OPW " << kn.opw << "\n#define OPH "
     << kn.oph << "\n#define BLOCK " << kn.block << "\n#define THREADS " << pool_threads(s, kn) << "LL\n#define KIND "
@@ -255,8 +258,10 @@ void emit_nchw(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
   if (patch) k << "#define PR " << patch_rows(s, kn) << "\n#define PC " << patch_cols(s, kn) << "\n";
   if (kn.smem) {
     const SmemTile g = smem_tile(s, kn);
-    k << "#define BX " << g.bx << "\n#define BY " << g.by << "\n#define BTW ((TW + BX - 1) / BX)\n#define BTH ((TH + BY - 1) / BY)"
-      << "\n#define IR " << g.rows << "\n#define IC " << g.cols << "\n#define PITCH " << g.pitch << "\n#define VEC " << g.vec
+    k << "#define BX " << g.bx << "\n#define BY " << g.by
+      << "\n#define BTW ((TW + BX - 1) / BX)\n#define BTH ((TH + BY - 1) / BY)"
+      << "\n#define IR " << g.rows << "\n#define IC " << g.cols << "\n#define PITCH " << g.pitch
+      << "\n#define VEC " << g.vec
       << "\n#define PCV ((PC + VEC - 1) / VEC)\n"
       << "struct __align__(VEC * sizeof(float)) svec_t { float v[VEC]; };\n";
   }

@@ -26,7 +26,8 @@ constexpr int64_t kInt32 = int64_t{1} << 31;
 
 /// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
 /// meaning "the kernel size". nullopt where ATen raises.
-std::optional<std::pair<int64_t, int64_t>> pair_arg(const c10::IValue& v, std::optional<std::pair<int64_t, int64_t>> empty) {
+std::optional<std::pair<int64_t, int64_t>> pair_arg(const c10::IValue& v,
+                                                    std::optional<std::pair<int64_t, int64_t>> empty) {
   const auto l = int_list(v);
   if (!l) return std::nullopt;
   if (l->empty()) return empty;
@@ -201,7 +202,8 @@ class PoolPlan final : public Plan {
   }
 
   bool overlap() const {
-    return static_cast<int64_t>(s_.kh - 1) * s_.dil_h + 1 > s_.dh || static_cast<int64_t>(s_.kw - 1) * s_.dil_w + 1 > s_.dw;
+    return static_cast<int64_t>(s_.kh - 1) * s_.dil_h + 1 > s_.dh ||
+           static_cast<int64_t>(s_.kw - 1) * s_.dil_w + 1 > s_.dw;
   }
 
   Result<PoolKnobs> knobs_of(const Variant& v) const {
@@ -275,9 +277,11 @@ Status read_window(const Problem& p, PoolShape* s) {
   if (!k) return Status(Code::kUnsupported, "kernel_size");
   const auto st = pair_arg(p.args[2].value, k);
   const auto pad = pair_arg(p.args[3].value, std::nullopt);
-  const auto dil = avg ? std::make_optional(std::make_pair(int64_t{1}, int64_t{1})) : pair_arg(p.args[4].value, std::nullopt);
+  const auto dil =
+      avg ? std::make_optional(std::make_pair(int64_t{1}, int64_t{1})) : pair_arg(p.args[4].value, std::nullopt);
   const auto& ceil_v = p.args[avg ? 4 : 5].value;
-  if (!st || !pad || !dil || !ceil_v.isBool()) return Status(Code::kUnsupported, "stride, padding, dilation or ceil_mode");
+  if (!st || !pad || !dil || !ceil_v.isBool())
+    return Status(Code::kUnsupported, "stride, padding, dilation or ceil_mode");
   if (k->first <= 0 || k->second <= 0 || st->first <= 0 || st->second <= 0 || dil->first <= 0 || dil->second <= 0 ||
       pad->first < 0 || pad->second < 0 || k->first / 2 < pad->first || k->second / 2 < pad->second)
     return Status(Code::kUnsupported, "window arguments ATen rejects");
@@ -313,7 +317,8 @@ class PoolFamily final : public Family {
   }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
-    if (!p.overload.empty()) return Status(Code::kUnsupported, "op " + p.op + "." + p.overload + " is not in this family");
+    if (!p.overload.empty())
+      return Status(Code::kUnsupported, "op " + p.op + "." + p.overload + " is not in this family");
     PoolShape s;
     if (p.op == "max_pool2d" || p.op == "max_pool2d_with_indices") {
       s.kind = PoolKind::kMax;

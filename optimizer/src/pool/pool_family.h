@@ -377,9 +377,12 @@ struct PoolKnobs {
   int px = 0;     ///< channels-last: 0 channel-fastest order, else blocks of PY x px output pixels (Note below)
   int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
   int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
-  int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread (Note [Pooling exact division])
-  int walk = 0;   ///< channels-last avg, stride 1: 0 off, else steps of KH input rows a thread walks (Note [Pooling channels-last walk])
-  int flat = 0;   ///< adaptive avg, uniform windows: 0 off, else 16-byte vectors a thread stages (Note [Pooling adaptive staging])
+  int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread
+                  ///< (Note [Pooling exact division])
+  int walk = 0;   ///< channels-last avg, stride 1: 0 off, else steps of KH input rows a thread walks
+                  ///< (Note [Pooling channels-last walk])
+  int flat = 0;   ///< adaptive avg, uniform windows: 0 off, else 16-byte vectors a thread stages
+                  ///< (Note [Pooling adaptive staging])
   int sep = 0;    ///< walk: 1 sums rows then columns and multiplies by 1/divisor (Note [Pooling separable sums])
   int pair = 0;   ///< NCHW 16-bit max, column stride 2: 0 off, else output rows a warp (Note [Pooling packed pairs])
 };

@@ -194,7 +194,8 @@ std::string walk_kernel_source(const PoolShape& s, const PoolKnobs& k) {
   std::ostringstream o;
   o << "#define CG (C / OPW)\n#define CPX " << k.cpx << "\n#define WALK " << walk_rows(s, k)
     << "\n#define RC (CPX + KW - 1)\n#define NSEG ((OH + WALK - 1) / WALK)\n#define OWR ((OW + CPX - 1) / CPX)"
-    << "\n#define WPV (OPW * STORAGE_BITS / 32)\n#define SEP " << k.sep << "\n#define MINB " << std::max(1, 65536 / (k.block * 128)) << "\n"
+    << "\n#define WPV (OPW * STORAGE_BITS / 32)\n#define SEP " << k.sep
+    << "\n#define MINB " << std::max(1, 65536 / (k.block * 128)) << "\n"
     << kWalk;
   return o.str();
 }

@@ -42,7 +42,8 @@ class ReduceKernel final : public BoundKernel {
     // order, and by a random walk of ~eps sqrt(K) / 6 of itself for a serial chain of K (partial sums i/K of the
     // total, each rounded by up to u), so min(K, 4 sqrt(K)) + 16 eps (~24 standard deviations of the longest,
     // fully serial chain; both sides' trees have far shorter chains) bounds both sides' difference relative to
-    // the sum, tight enough that losing 0.2% of a 2^26-element reduction (or one element of a 2^14 one) shows; sqrtf halves it, powf(s, 1/p) scales it
+    // the sum, tight enough that losing 0.2% of a 2^26-element reduction (or one element of a 2^14 one) shows;
+    // sqrtf halves it, powf(s, 1/p) scales it
     // by 1/|p| and adds a few ulp of powf on each side (the per-element powf terms too, if the two libdevice
     // builds differ). Ord 0 counts exactly (planned below 2^24), inf/-inf pick an element: no extra tolerance.
     OutputTolerance t;
@@ -75,7 +76,8 @@ class ReduceKernel final : public BoundKernel {
       const void* xp = x.data_ptr();
       void* yp = s_.has_values() ? outs[0].data_ptr() : nullptr;
       void* ip = s_.has_indices() ? outs[s_.has_values() ? 1 : 0].data_ptr() : nullptr;
-      if (reinterpret_cast<uintptr_t>(xp) % align_) return Status(Code::kUnsupported, "input not aligned for the vector width");
+      if (reinterpret_cast<uintptr_t>(xp) % align_)
+        return Status(Code::kUnsupported, "input not aligned for the vector width");
       if (k_.cluster > 0) return launch_cluster_tiles(xp, yp, ip, stream);
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
       const int64_t o = s_.outputs;

@@ -21,7 +21,8 @@ struct OpInfo {
 // Argument order as in native_functions.yaml (keyword-only arguments follow on the stack in order):
 //   sum.dim_IntList / mean.dim (self, int[1]? dim, bool keepdim, *, ScalarType? dtype)
 //   amax / amin (self, int[1] dim, bool keepdim); max.dim / min.dim (self, int dim, bool keepdim)
-//   argmax / argmin (self, int? dim, bool keepdim); var/std.correction (self, int[1]? dim, *, Scalar? correction, bool keepdim)
+//   argmax / argmin (self, int? dim, bool keepdim);
+//   var/std.correction (self, int[1]? dim, *, Scalar? correction, bool keepdim)
 //   linalg_vector_norm (self, Scalar ord, int[1]? dim, bool keepdim, *, ScalarType? dtype)
 constexpr OpInfo kOps[] = {
     {"sum.dim_IntList", Reduction::kSum, 4}, {"mean.dim", Reduction::kMean, 4},  {"amax", Reduction::kAmax, 3},

@@ -16,9 +16,11 @@ std::string in_base_source(const ScanShape& s) {
   k << "__device__ __forceinline__ index_t in_base(index_t o, index_t i) {\n  index_t off = 0;\n";
   const int64_t nd = static_cast<int64_t>(s.sizes.size());
   for (int64_t d = nd - 1; d > s.dim; --d)
-    if (s.sizes[d] > 1) k << "  off += (i % " << s.sizes[d] << ") * " << s.in_strides[d] << "; i /= " << s.sizes[d] << ";\n";
+    if (s.sizes[d] > 1)
+      k << "  off += (i % " << s.sizes[d] << ") * " << s.in_strides[d] << "; i /= " << s.sizes[d] << ";\n";
   for (int64_t d = s.dim - 1; d >= 0; --d)
-    if (s.sizes[d] > 1) k << "  off += (o % " << s.sizes[d] << ") * " << s.in_strides[d] << "; o /= " << s.sizes[d] << ";\n";
+    if (s.sizes[d] > 1)
+      k << "  off += (o % " << s.sizes[d] << ") * " << s.in_strides[d] << "; o /= " << s.sizes[d] << ";\n";
   k << "  return off;\n}\n";
   return k.str();
 }
@@ -236,7 +238,8 @@ const char* column_body() {
 std::string combine_source(const ScanShape& s, bool native) {
   std::ostringstream c;
   c << dtype_prelude(s.dtype) << "#define FULL 0xffffffffu\n";
-  c << (s.prod ? "#define OP(a, b) ((a) * (b))\n#define IDENT 1.f\n" : "#define OP(a, b) ((a) + (b))\n#define IDENT 0.f\n");
+  c << (s.prod ? "#define OP(a, b) ((a) * (b))\n#define IDENT 1.f\n"
+               : "#define OP(a, b) ((a) + (b))\n#define IDENT 0.f\n");
   c << "#define RND(v) to_float(to_storage(v))\n";
   if (!native) {
     c << "typedef float lv_t;\n#define LV_IDENT IDENT\n"

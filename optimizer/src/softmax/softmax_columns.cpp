@@ -36,7 +36,8 @@ int64_t tile_rows(const ColumnShape& c, int chunks) { return (c.n + chunks - 1) 
 /// Elements one thread of a cached tile keeps: at most 64, 32 at block 1024 (64 registers per thread there).
 bool tile_cache_fits(const ColumnShape& c, int vec, int block, int chunks) {
   const int w = block / 32;
-  return chunks == 1 && (tile_rows(c, chunks) + w - 1) / w * vec <= std::min<int64_t>(kMaxCachedElements, 32768 / block);
+  return chunks == 1 &&
+         (tile_rows(c, chunks) + w - 1) / w * vec <= std::min<int64_t>(kMaxCachedElements, 32768 / block);
 }
 
 class ColumnPlan final : public Plan {
@@ -129,7 +130,8 @@ class ColumnPlan final : public Plan {
                                          two == 1, async == 1, pair == 1);
     }
     if (v.get("tile", 0)) {
-      const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0), cache = v.get("cache", -1);
+      const int vec = v.get("vec", 0), block = v.get("block", 0), chunks = v.get("chunks", 0),
+                cache = v.get("cache", -1);
       const int fast = v.get("fast", 0);
       if (v.get("tile") != 1 || v.knobs.size() != 5u + (fast ? 1 : 0) || !tile_ok(vec, block, chunks, cache) ||
           fast < 0 || fast > 1 || (fast && !fast_ok(cache)))

@@ -57,7 +57,8 @@ class SoftmaxPlan final : public Plan {
   }
 
   /// warp x 2 + cache, + 20 for the widest vectors (so every mapping is tried with them: issue-bound short rows
-  /// are decided by it, and 24 sampled trials missed the best one); cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), disjoint from the column
+  /// are decided by it, and 24 sampled trials missed the best one);
+  /// cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), disjoint from the column
   /// plan's 4..16.
   int stratum(const Variant& v) const override {
     if (const int cluster = v.get("cluster", 0))

@@ -82,7 +82,8 @@ KernelSource generate_unary(const UnaryShape& s, int vec, int block, int unroll,
        "  }\n";
   // Tail (only possible when VEC does not divide N, i.e. the linear layout): block 0 finishes it.
   k << "  if (N % VEC != 0 && blockIdx.x == 0)\n"
-       "    for (index_t j = NV * VEC + threadIdx.x; j < N; j += BLOCK) out[j] = to_storage(op(to_float(in[in_offset(j)])));\n"
+       "    for (index_t j = NV * VEC + threadIdx.x; j < N; j += BLOCK)"
+       " out[j] = to_storage(op(to_float(in[in_offset(j)])));\n"
        "}\n";
   return KernelSource{k.str(), "cudal1_unary"};
 }

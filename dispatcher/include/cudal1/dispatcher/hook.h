@@ -9,7 +9,8 @@
 /// derivative formula. Everything not replaced is redispatched with `ks & FULL_AFTER(BackendSelect)`, which
 /// is exactly the kernel ATen would have run. The families' ops get typed (unboxed) kernels, their C++ signature
 /// taken from each op's generated schema, so that a cold call pays no boxing; arguments are keyed through the
-/// same IValue conversions as the boxed form. Every other op (profile mode) gets one boxed kernel. A TLS-included mode key (seen only by threads that opt in) and
+/// same IValue conversions as the boxed form. Every other op (profile mode) gets one boxed kernel.
+/// A TLS-included mode key (seen only by threads that opt in) and
 /// overriding the CUDA kernel (no way to reach the previous kernel on 1.13) were rejected.
 ///
 /// Note [Hook firewall]

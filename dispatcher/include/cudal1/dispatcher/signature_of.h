@@ -32,7 +32,8 @@ bool key_add(const at::Tensor& t, SigKey* key);
 bool key_add(c10::string_view s, SigKey* key);
 bool key_add(int64_t v, SigKey* key);
 bool key_add(bool v, SigKey* key);
-/// Int lists, optional int lists and optional tensors without building an IValue (no allocation): the same words as key_add of the
+/// Int lists, optional int lists and optional tensors without building an IValue (no allocation):
+/// the same words as key_add of the
 /// IValue the dispatcher would box them into. A list holding a symbolic SymInt cannot be keyed (false).
 bool key_add(c10::IntArrayRef v, SigKey* key);
 bool key_add(c10::SymIntArrayRef v, SigKey* key);

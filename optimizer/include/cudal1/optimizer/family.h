@@ -90,7 +90,8 @@ class LoadedModule {
   /// Unsupported saying which step failed (the call then stays on ATen). Thread-safe.
   Status prepare_clusters(unsigned block, unsigned cluster, unsigned dynamic_smem) const;
   /// Once per module: opts the kernel in to `dynamic_smem` bytes of dynamic shared memory per block (any nonzero
-  /// amount: the default 48 KB limit counts static memory too; no clusters, so any compute capability). Later calls return the first answer. Ok, or
+  /// amount: the default 48 KB limit counts static memory too; no clusters, so any compute capability).
+  /// Later calls return the first answer. Ok, or
   /// Unsupported with the driver's error (more than this device lets a block have). Thread-safe.
   Status prepare_shared_memory(unsigned dynamic_smem) const;
   /// Launches `grid` blocks of `block` threads in clusters of `cluster` consecutive blocks along x (`grid` a

@@ -104,7 +104,8 @@ struct SimilarityModel {
 /// Up to `k` indices of `space` not in `tried`, in pick order: each the lowest bound mu - beta x sigma of the
 /// Gaussian process (Note [Similarity model]) fitted to the trials and to the round's earlier picks at their
 /// predicted means. `tried` holds indices of `space` (any out of range: empty result); `speedups[i]` is the
-/// measured speedup of variant `tried[i]` (<= 0 or not finite: it failed); the sizes must match. Returns an empty vector when no
+/// measured speedup of variant `tried[i]` (<= 0 or not finite: it failed); the sizes must match.
+/// Returns an empty vector when no
 /// trial has a speedup > 0 (nothing to fit); fewer than `k` when fewer are untried. Deterministic.
 std::vector<size_t> similarity_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
                                            const std::vector<double>& speedups, size_t k,
