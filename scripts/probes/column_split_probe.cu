@@ -486,6 +486,7 @@ int main() {
   run<8, 6, 2, 6, 132, 7>(b, ws, counters);
   run<8, 6, 1, 6, 132, 7>(b, ws, counters);
   run<6, 8, 2, 6, 132, 7>(b, ws, counters);
+  run<8, 8, 2, 8, 132, 7>(b, ws, counters);
 #endif
   return 0;
 }

@@ -115,7 +115,8 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
 #pragma unroll
   for (int e = 0; e < NE; ++e)
     if (m[e] == NEG_INF) s[e] = QNAN;  // every element -Inf or NaN: the two-pass sum is NaN too
-)" + epilogue_prep_source("NE") + R"(  FOR_EACH_PAIR(pair_t o2; _Pragma("unroll") for (int q = 0; q < VEC; ++q) o2.u[q] =
+)" + epilogue_prep_source("NE") +
+       R"(  FOR_EACH_PAIR(pair_t o2; _Pragma("unroll") for (int q = 0; q < VEC; ++q) o2.u[q] =
                     pack2(EPILOGUE(lo_f(t.u[q]), 2 * q), EPILOGUE(hi_f(t.u[q]), 2 * q + 1));
                 y[(index_t)j * (IV / 2)] = o2;)
 #if CLUSTER > 1
