@@ -1,7 +1,7 @@
-// Shared by the column log_softmax probes (column_wave_probe.cu, column_held_probe.cu, column_pingpong_probe.cu):
-// the problem, log_softmax bf16 [32,32000,64] dim 1; bf16 pair helpers; the fast sum of exp; the (max, sum) merge; a
-// naive reference kernel, the max |difference| and the N(0, 1) fill; the buffers every probe's main sets up. Not
-// part of the library.
+// Shared by the column log_softmax probes (column_wave_probe.cu, column_held_probe.cu, column_pingpong_probe.cu,
+// column_split_probe.cu): the problem, log_softmax bf16 [32,32000,64] dim 1; bf16 pair helpers; the fast sum of
+// exp; the (max, sum) merge; a naive reference kernel, the max |difference| and the N(0, 1) fill; the buffers every
+// probe's main sets up. Not part of the library.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -7,10 +7,12 @@
 // the bytes. Against the kept pair tile (102 us) and a copy of the same bytes (~65.5 us). Not part of the library.
 // A slab is cut into P parts of R = ceil(32000 / P) rows; items (slab, part) are dealt to the G blocks of a
 // cooperative grid (block b: items b, b + G, ...). Item t lands in slot t % NB by one bulk copy (mbarrier full).
-// Version 1 (run 3, replaced by `split` below, see its comment): 103.6-280 us. Version 2: 83.7-84.6 us (runs 5-7).
-// TAG (run 6, tried): pairs and finals carrying the launch's tag in the same 8-byte word, spun on by every lane
-// instead of counters and flags: 112-123 us (every lane's spinning loads load L2). Run 8: a trace of each item's
-// steps (%globaltimer, -DTRACE; the marks' checks cost ~18 us themselves, so the trace build is not timed).
+// Version 1 (run 3, replaced by `split` below, see its comment): 103.6-280 us. Version 2: 83.7-86.1 us (runs 5-7, 9).
+// TAG (run 6, tried; its code is in commit a5eb6c3): pairs and finals carrying the launch's tag in the same 8-byte
+// word, spun on by every lane instead of counters and flags: 112-123 us (every lane's spinning loads load L2).
+// Run 8: a trace of each item's steps (%globaltimer, -DTRACE; the marks' checks cost ~18 us themselves, so the trace
+// build is not timed): an item's slot cycle ~19 us against the ~15 us of reads the 7 slots hold. Run 9 (main
+// below): more output warps, fewer mergers: 86.1-99.3 us (the merge doubled). Not built (docs/PERF.md session 26).
 // Random normal input (no -Inf/NaN handling: a probe); checked against a naive kernel (a thread a column, expf/logf).
 // Build and run on the GPU machine: nvcc -O3 -std=c++17 -arch=sm_90 -o column_split_probe column_split_probe.cu
 #include "bulk_probe.cuh"
@@ -27,21 +29,6 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
-}
-__device__ __forceinline__ unsigned long long ld_relaxed_u64(const void* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_u64(void* p, unsigned long long v) {
-  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-/// A (max, sum) pair whose max is a bf16 value, with the launch's tag in the max's low 16 bits (single-copy atomic).
-__device__ __forceinline__ unsigned long long tagged(float2 a, unsigned ep) {
-  return ((unsigned long long)__float_as_uint(a.y) << 32) | (__float_as_uint(a.x) & 0xffff0000u) | (ep & 0xffffu);
-}
-__device__ __forceinline__ float2 untag(unsigned long long x) {
-  return make_float2(__uint_as_float((unsigned)x & 0xffff0000u), __uint_as_float((unsigned)(x >> 32)));
 }
 __device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -99,14 +86,14 @@ __device__ __forceinline__ void fold(const float2 (&b)[N], float2& a) {
 /// - O output warps in OG groups (items alternate): wait for the slot and the flag, load the finals, write the output.
 /// DIAG 1: only the data path and the output pass (the output is wrong). DIAG 2: statistics made and published, no
 /// merges, and the output warps follow the local stats warps instead of flags (their pace; the output is wrong).
-template <int S, int O, int OG, int M, int P, int NB, int K, int TST, int DIAG, int TAG>
+template <int S, int O, int OG, int M, int P, int NB, int K, int TST, int DIAG>
 __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_bfloat16* __restrict__ in,
                                                                     __nv_bfloat16* __restrict__ out, float2* ws,
-                                                                    unsigned* counters, unsigned ep) {
+                                                                    unsigned* counters) {
   static_assert(NB >= 2 && O % OG == 0 && M * 32 >= INNER && K >= 2, "shape");
   constexpr int R = (NROWS + P - 1) / P, SLOT = R * INNER * 2, ST = S * 32, RPS = ST / 8, NV = (R + RPS - 1) / RPS,
                 OW = O / OG, ORPS = OW * 4, ONV = (R + ORPS - 1) / ORPS, MT = M * 32, C = MT / INNER,
-                PC = (P + C - 1) / C, CHM = TAG ? 17 : 36, CH = PC < CHM ? PC : CHM;
+                PC = (P + C - 1) / C, CH = PC < 36 ? PC : 36;
   extern __shared__ __align__(128) unsigned char slots[];
   float2(*red)[S][INNER] = reinterpret_cast<float2(*)[S][INNER]>(slots + NB * SLOT);  // [K][S][INNER]
   __shared__ __align__(8) uint64_t full[NB], written[NB], statted[K], taken[K];
@@ -228,11 +215,6 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
       __syncwarp();
       if (lane == 0) mbar_arrive(&taken[t % K]);
       float2* const dst = ws + ((long long)slab * P + (blockIdx.x + t * G) % P) * INNER;
-      if (TAG) {  // the maximum is a bf16 value: its low 16 bits carry the launch's tag
-        st_relaxed_u64(dst + lane, tagged(a[0], ep));
-        st_relaxed_u64(dst + lane + 32, tagged(a[1], ep));
-        continue;
-      }
       dst[lane] = a[0];
       dst[lane + 32] = a[1];
       __syncwarp();
@@ -244,40 +226,22 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
     if (DIAG != 0) return;
     const int mt = tid - (S + O + 2) * 32, col = mt % INNER, j = mt / INNER;
     for (int slab = blockIdx.x; slab < OUTER; slab += G) {
-      if (mt == 0 && !TAG) {
+      if (mt == 0) {
         while (ld_acquire(counters + slab) != (unsigned)P) __nanosleep(MERGE_POLL_NS);
 #ifdef TRACE
         if (g_merge_trace) g_merge_trace[slab * 2] = now();
 #endif
       }
-      if (!TAG) merge_sync(MT);
+      merge_sync(MT);
       float2 a = make_float2(-INFINITY, 0.f);
       if (j < C) {
         const float2* p = ws + (long long)slab * P * INNER + col;
         for (int i0 = 0; i0 < PC; i0 += CH) {  // CH loads in flight, folded in part order
-          if (TAG) {  // every pair of this launch's tag, reloaded until they all are (padding: (-inf, 0))
-            const unsigned want = ep & 0xffffu;
-            unsigned long long x[CH];
-            for (bool done = false; !done;) {
-#pragma unroll
-              for (int i = 0; i < CH; ++i)
-                x[i] = i0 + i < PC && j * PC + i0 + i < P ? ld_relaxed_u64(p + (j * PC + i0 + i) * INNER)
-                                                          : (unsigned long long)(0xff800000u | want);
-              done = true;
-#pragma unroll
-              for (int i = 0; i < CH; ++i) done &= ((unsigned)x[i] & 0xffffu) == want;
-              if (!done) __nanosleep(32);
-            }
-            fold_by<CH>([&](int i) { return untag(x[i]); }, a);
-            continue;
-          }
           float2 b[CH];
-          {
 #pragma unroll
-            for (int i = 0; i < CH; ++i)
-              b[i] = i0 + i < PC && j * PC + i0 + i < P ? __ldcg(p + (j * PC + i0 + i) * INNER)
-                                                        : make_float2(-INFINITY, 0.f);
-          }
+          for (int i = 0; i < CH; ++i)
+            b[i] = i0 + i < PC && j * PC + i0 + i < P ? __ldcg(p + (j * PC + i0 + i) * INNER)
+                                                      : make_float2(-INFINITY, 0.f);
           fold<CH>(b, a);
         }
         ored[j][col] = a;
@@ -287,14 +251,10 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
         float2 f = ored[0][mt];
 #pragma unroll
         for (int i = 1; i < C; ++i) merge(f.x, f.y, ored[i][mt].x, ored[i][mt].y);
-        if (TAG)  // (final, tag) in one 8-byte store: the output warps take it when the tag is this launch's
-          st_relaxed_u64(finals + 2 * (slab * INNER + mt),
-                         ((unsigned long long)ep << 32) | __float_as_uint(f.x + logf(f.y)));
-        else
-          finals[slab * INNER + mt] = f.x + logf(f.y);
+        finals[slab * INNER + mt] = f.x + logf(f.y);
       }
       merge_sync(MT);
-      if (mt == 0 && !TAG) {
+      if (mt == 0) {
         st_release(flags + slab, 1u);
 #ifdef TRACE
         if (g_merge_trace) g_merge_trace[slab * 2 + 1] = now();
@@ -309,31 +269,16 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
     int slab, r0, rows;
     rows_of(u, slab, r0, rows);
     mbar_wait(&full[u % NB], (unsigned)((u / NB) & 1));
-    if (lane == 0 && DIAG == 0 && !TAG)
+    if (lane == 0 && DIAG == 0)
       while (ld_acquire(flags + slab) == 0u) __nanosleep(OUT_POLL_NS);
     if (ot == 0) mark(u, kFlagSeen);
     if (lane == 0 && DIAG == 2)
       for (int i = 0; i < S; ++i)
         while (*(volatile int*)&prog[i] <= u) __nanosleep(32);
     __syncwarp();
-    float c[8];
-    if (TAG && DIAG == 0) {  // each lane its 8 columns' (final, tag), reloaded until all are this launch's
-      unsigned long long x[8];
-      for (bool done = false; !done;) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) x[e] = ld_relaxed_u64(finals + 2 * (slab * INNER + g * 8 + e));
-        done = true;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) done &= (unsigned)(x[e] >> 32) == ep;
-        if (!done) __nanosleep(32);
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) c[e] = __uint_as_float((unsigned)x[e]);
-    } else {
-      const float4 c0 = __ldcg(reinterpret_cast<const float4*>(finals + slab * INNER + g * 8));
-      const float4 c1 = __ldcg(reinterpret_cast<const float4*>(finals + slab * INNER + g * 8 + 4));
-      c[0] = c0.x, c[1] = c0.y, c[2] = c0.z, c[3] = c0.w, c[4] = c1.x, c[5] = c1.y, c[6] = c1.z, c[7] = c1.w;
-    }
+    const float4 c0 = __ldcg(reinterpret_cast<const float4*>(finals + slab * INNER + g * 8));
+    const float4 c1 = __ldcg(reinterpret_cast<const float4*>(finals + slab * INNER + g * 8 + 4));
+    const float c[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
     uint4* s = reinterpret_cast<uint4*>(slots + (u % NB) * SLOT);
 #pragma unroll
     for (int i = 0; i < ONV; ++i) {
@@ -358,9 +303,9 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
   }
 }
 
-template <int S, int O, int OG, int M, int P, int NB, int K = 2, int TST = 1, int DIAG = 0, int TAG = 0>
+template <int S, int O, int OG, int M, int P, int NB, int K = 2, int TST = 1, int DIAG = 0>
 void run(ColumnBuffers& b, float2* ws, unsigned* counters) {
-  auto kern = split<S, O, OG, M, P, NB, K, TST, DIAG, TAG>;
+  auto kern = split<S, O, OG, M, P, NB, K, TST, DIAG>;
   constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2 + K * S * INNER * 8,
                 threads = (S + O + 2 + M + 1) * 32;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -372,12 +317,8 @@ void run(ColumnBuffers& b, float2* ws, unsigned* counters) {
     std::printf("split S=%d O=%d P=%d NB=%d: grid %d\n", S, O, P, NB, grid);
     return;
   }
-  static unsigned ep = 0;  // TAG: a launch's tag, never 0 (nor 0 in its low 16 bits); the workspace is never cleared
-  void* args[] = {(void*)&b.in, (void*)&b.out, (void*)&ws, (void*)&counters, (void*)&ep};
-  auto zero = [&] {
-    ep = ep % 60000 + 1;
-    if (!TAG) CK(cudaMemsetAsync(counters, 0, 2 * OUTER * sizeof(unsigned)));
-  };
+  void* args[] = {(void*)&b.in, (void*)&b.out, (void*)&ws, (void*)&counters};
+  auto zero = [&] { CK(cudaMemsetAsync(counters, 0, 2 * OUTER * sizeof(unsigned))); };
   auto launch = [&] { CK(cudaLaunchCooperativeKernel((void*)kern, grid, threads, args, smem, 0)); };
   CK(cudaMemset(b.out, 0, ELEMS * 2));
   zero();
@@ -389,16 +330,16 @@ void run(ColumnBuffers& b, float2* ws, unsigned* counters) {
   float h = -1.f;
   CK(cudaMemcpy(&h, b.d, 4, cudaMemcpyDeviceToHost));
   const double us = median_us(b.flush, b.sink, b.kFlushN, zero, launch);
-  std::printf("split2 TAG=%d DIAG=%d S=%2d O=%2d/%d M=%d P=%3d NB=%d K=%d TST=%d: %3d threads, %3d KB, %7.1f us, "
+  std::printf("split2 DIAG=%d S=%2d O=%2d/%d M=%d P=%3d NB=%d K=%d TST=%d: %3d threads, %3d KB, %7.1f us, "
               "max |diff| %.4f\n",
-              TAG, DIAG, S, O, OG, M, P, NB, K, TST, threads, smem / 1024, us, h);
+              DIAG, S, O, OG, M, P, NB, K, TST, threads, smem / 1024, us, h);
   std::fflush(stdout);
 }
 
 /// One traced launch of the configuration: the medians of each step's time over (block, item), and the tail.
 template <int S, int O, int OG, int M, int P, int NB>
 void trace(ColumnBuffers& b, float2* ws, unsigned* counters) {
-  auto kern = split<S, O, OG, M, P, NB, 2, 1, 0, 0>;
+  auto kern = split<S, O, OG, M, P, NB, 2, 1, 0>;
   constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2 + 2 * S * INNER * 8,
                 threads = (S + O + 2 + M + 1) * 32;
   int sms = 0;
@@ -411,8 +352,7 @@ void trace(ColumnBuffers& b, float2* ws, unsigned* counters) {
   CK(cudaMemset(tr, 0, n * 8));
   CK(cudaMemcpyToSymbol(g_trace, &tr, sizeof(tr)));
   CK(cudaMemcpyToSymbol(g_merge_trace, &mt, sizeof(mt)));
-  unsigned ep = 1;
-  void* args[] = {(void*)&b.in, (void*)&b.out, (void*)&ws, (void*)&counters, (void*)&ep};
+  void* args[] = {(void*)&b.in, (void*)&b.out, (void*)&ws, (void*)&counters};
   for (int rep = 0; rep < 3; ++rep) {  // the last launch's trace is read
     CK(cudaMemset(counters, 0, 2 * OUTER * sizeof(unsigned)));
     CK(cudaLaunchCooperativeKernel((void*)kern, sms, threads, args, smem, 0));
