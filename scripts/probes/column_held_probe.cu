@@ -94,43 +94,8 @@ __global__ void __launch_bounds__(CONS + 32, NBLK) held3(const __nv_bfloat16* __
       rows_of(t, slab, r0, rows);
       mbar_wait(&full[t % NB], (unsigned)((t / NB) & 1));
       const uint4* s = reinterpret_cast<const uint4*>(slots + (t % NB) * SLOT);
-      uint4 v[NV];
-      uint4 bm = make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
-#pragma unroll
-      for (int i = 0; i < NV; ++i) {
-        const int r = tid / 8 + i * RPS;
-        v[i] = r < rows ? s[r * 8 + g] : make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
-        bm.x = max2(bm.x, v[i].x);
-        bm.y = max2(bm.y, v[i].y);
-        bm.z = max2(bm.z, v[i].z);
-        bm.w = max2(bm.w, v[i].w);
-      }
-      // The warp's maximum of each column first (packed), so that every lane sums against the same maximum and
-      // the lanes' sums add without rescaling.
-#pragma unroll
-      for (int o = 8; o < 32; o <<= 1) {
-        bm.x = max2(bm.x, __shfl_xor_sync(~0u, bm.x, o));
-        bm.y = max2(bm.y, __shfl_xor_sync(~0u, bm.y, o));
-        bm.z = max2(bm.z, __shfl_xor_sync(~0u, bm.z, o));
-        bm.w = max2(bm.w, __shfl_xor_sync(~0u, bm.w, o));
-      }
-      const unsigned bw[4] = {bm.x, bm.y, bm.z, bm.w};
-      float m[8], sm[8], ml[8];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        m[2 * i] = lo_f(bw[i]);
-        m[2 * i + 1] = hi_f(bw[i]);
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        sm[e] = 0.f;
-        ml[e] = m[e] == -INFINITY ? 0.f : m[e] * L2E;
-      }
-      add_exp<NV>(v, ml, sm);
-#pragma unroll
-      for (int o = 8; o < 32; o <<= 1)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sm[e] += __shfl_xor_sync(~0u, sm[e], o);
+      float m[8], sm[8];
+      warp_column_stats<NV, RPS>(s, rows, tid, m, sm);
       if (lane < 8)
 #pragma unroll
         for (int e = 0; e < 8; ++e) red[w][lane * 8 + e] = make_float2(m[e], sm[e]);

@@ -1,7 +1,7 @@
 // Shared by the column log_softmax probes (column_wave_probe.cu, column_held_probe.cu, column_pingpong_probe.cu,
 // column_split_probe.cu): the problem, log_softmax bf16 [32,32000,64] dim 1; bf16 pair helpers; the fast sum of
-// exp; the (max, sum) merge; a naive reference kernel, the max |difference| and the N(0, 1) fill; the buffers every
-// probe's main sets up. Not part of the library.
+// exp; a warp's column statistics of an item in shared memory; the (max, sum) merge; a naive reference kernel, the
+// max |difference| and the N(0, 1) fill; the buffers every probe's main sets up. Not part of the library.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -54,6 +54,50 @@ __device__ __forceinline__ void add_exp(const uint4 (&v)[N], const float (&ml)[8
       s[2 * k + 1] += ex2(fmaf(PRMT ? hi_p(q[k]) : hi_f(q[k]), L2E, -ml[2 * k + 1]));
     }
   }
+}
+/// A warp's statistics of its 8 columns (16-byte group g = tid % 8) over an item in shared memory s (rows x 8
+/// vectors): thread tid reads rows tid / 8 + i * RPS (i < NV; those >= rows count as -Inf). The warp's maximum of
+/// each column first (packed), so that every lane sums against the same maximum and the lanes' sums add without
+/// rescaling; m[c] is that maximum and sm[c] the warp's sum of exp(x - m[c]) (every lane of group g holds both).
+template <int NV, int RPS>
+__device__ __forceinline__ void warp_column_stats(const uint4* s, int rows, int tid, float (&m)[8], float (&sm)[8]) {
+  constexpr unsigned kNegInf2 = 0xff80ff80u;
+  const int g = tid % 8;
+  uint4 v[NV];
+  uint4 bm = make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int r = tid / 8 + i * RPS;
+    v[i] = r < rows ? s[r * 8 + g] : make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
+    bm.x = max2(bm.x, v[i].x);
+    bm.y = max2(bm.y, v[i].y);
+    bm.z = max2(bm.z, v[i].z);
+    bm.w = max2(bm.w, v[i].w);
+  }
+#pragma unroll
+  for (int o = 8; o < 32; o <<= 1) {
+    bm.x = max2(bm.x, __shfl_xor_sync(~0u, bm.x, o));
+    bm.y = max2(bm.y, __shfl_xor_sync(~0u, bm.y, o));
+    bm.z = max2(bm.z, __shfl_xor_sync(~0u, bm.z, o));
+    bm.w = max2(bm.w, __shfl_xor_sync(~0u, bm.w, o));
+  }
+  const unsigned bw[4] = {bm.x, bm.y, bm.z, bm.w};
+  float ml[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m[2 * i] = lo_f(bw[i]);
+    m[2 * i + 1] = hi_f(bw[i]);
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    sm[e] = 0.f;
+    ml[e] = m[e] == -INFINITY ? 0.f : m[e] * L2E;
+  }
+  add_exp<NV>(v, ml, sm);
+#pragma unroll
+  for (int o = 8; o < 32; o <<= 1)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sm[e] += __shfl_xor_sync(~0u, sm[e], o);
 }
 __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
   if (m2 == -INFINITY) return;  // an empty side

@@ -33,10 +33,9 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 __device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-constexpr unsigned kNegInf2 = 0xff80ff80u;
 /// Trace (run 8): when set, %globaltimer of each item's events, [block][item][event] (kEvents a slot, kMaxItems items
 /// a block), and of each slab's merge, [slab][2]: when the counter was seen full and when the flag was raised.
-constexpr int kEvents = 8, kMaxItems = 64;
+[[maybe_unused]] constexpr int kEvents = 8, kMaxItems = 64;
 enum Ev { kIssued, kLanded, kPublished, kFlagSeen, kWritten, kStart, kEnd };
 __device__ unsigned long long* g_trace = nullptr;
 __device__ unsigned long long* g_merge_trace = nullptr;
@@ -150,41 +149,8 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
       mbar_wait(&full[t % NB], (unsigned)((t / NB) & 1));
       if (tid == 0) mark(t, kLanded);
       const uint4* s = reinterpret_cast<const uint4*>(slots + (t % NB) * SLOT);
-      uint4 v[NV];
-      uint4 bm = make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
-#pragma unroll
-      for (int i = 0; i < NV; ++i) {
-        const int r = tid / 8 + i * RPS;
-        v[i] = r < rows ? s[r * 8 + g] : make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
-        bm.x = max2(bm.x, v[i].x);
-        bm.y = max2(bm.y, v[i].y);
-        bm.z = max2(bm.z, v[i].z);
-        bm.w = max2(bm.w, v[i].w);
-      }
-#pragma unroll
-      for (int o = 8; o < 32; o <<= 1) {
-        bm.x = max2(bm.x, __shfl_xor_sync(~0u, bm.x, o));
-        bm.y = max2(bm.y, __shfl_xor_sync(~0u, bm.y, o));
-        bm.z = max2(bm.z, __shfl_xor_sync(~0u, bm.z, o));
-        bm.w = max2(bm.w, __shfl_xor_sync(~0u, bm.w, o));
-      }
-      const unsigned bw[4] = {bm.x, bm.y, bm.z, bm.w};
-      float m[8], sm[8], ml[8];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        m[2 * i] = lo_f(bw[i]);
-        m[2 * i + 1] = hi_f(bw[i]);
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        sm[e] = 0.f;
-        ml[e] = m[e] == -INFINITY ? 0.f : m[e] * L2E;
-      }
-      add_exp<NV>(v, ml, sm);
-#pragma unroll
-      for (int o = 8; o < 32; o <<= 1)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sm[e] += __shfl_xor_sync(~0u, sm[e], o);
+      float m[8], sm[8];
+      warp_column_stats<NV, RPS>(s, rows, tid, m, sm);
       if (t >= K) mbar_wait(&taken[t % K], (unsigned)((t / K - 1) & 1));
       if (lane < 8)
 #pragma unroll
