@@ -11,8 +11,13 @@
 // TAG (run 6, tried; its code is in commit a5eb6c3): pairs and finals carrying the launch's tag in the same 8-byte
 // word, spun on by every lane instead of counters and flags: 112-123 us (every lane's spinning loads load L2).
 // Run 8: a trace of each item's steps (%globaltimer, -DTRACE; the marks' checks cost ~18 us themselves, so the trace
-// build is not timed): an item's slot cycle ~19 us against the ~15 us of reads the 7 slots hold. Run 9 (main
-// below): more output warps, fewer mergers: 86.1-99.3 us (the merge doubled). Not built (docs/PERF.md session 26).
+// build is not timed): an item's slot cycle ~19 us against the ~15 us of reads the 7 slots hold. Run 9: more output
+// warps, fewer mergers: 86.1-99.3 us (the merge doubled). Not built (docs/PERF.md session 26).
+// Session 27 (docs/PERF.md session 27): PF, each item's bytes prefetched into L2 (cp.async.bulk.prefetch.L2) PF items
+// before its bulk load: 82.9-101 us, no help beyond PF 1-2. GM, GM blocks of the grid that only merge (every thread
+// of the block; the data blocks have no merger warps, P = the data blocks) with all output warps in one group (OG 1):
+// **74.8-76.2 us** (GM 2-4, S 6-8, O 4-8), 1.14-1.17x the copy; the data path and output alone 66.5, without the
+// cross-grid wait 71.8.
 // Random normal input (no -Inf/NaN handling: a probe); checked against a naive kernel (a thread a column, expf/logf).
 // Build and run on the GPU machine: nvcc -O3 -std=c++17 -arch=sm_90 -o column_split_probe column_split_probe.cu
 #include "bulk_probe.cuh"
@@ -73,6 +78,41 @@ __device__ __forceinline__ void fold(const float2 (&b)[N], float2& a) {
   fold_by<N>([&](int i) { return b[i]; }, a);
 }
 
+__device__ __forceinline__ float* finals_of(float2* ws, int p) {
+  return reinterpret_cast<float*>(ws + (long long)OUTER * p * INNER);
+}
+/// A merging block (session 27, GM > 0): slabs s = block, block + GM, ...; all T threads wait for the slab's P parts,
+/// fold them in part order (chunk j of MC takes parts j x PCM ..., then the MC chunks in order) and raise the flag.
+template <int P, int T>
+__device__ void merge_block(const float2* ws, const unsigned* counters, float* finals, unsigned* flags, int gm,
+                            float2* red) {
+  constexpr int MC = T / INNER, PCM = (P + MC - 1) / MC;
+  const int tid = threadIdx.x, col = tid % INNER, j = tid / INNER;
+  for (int slab = blockIdx.x; slab < OUTER; slab += gm) {
+    if (tid == 0)
+      while (ld_acquire(counters + slab) != (unsigned)P) __nanosleep(MERGE_POLL_NS);
+    __syncthreads();
+    if (j < MC) {
+      const float2* p = ws + (long long)slab * P * INNER + col;
+      float2 b[PCM];
+#pragma unroll
+      for (int i = 0; i < PCM; ++i)
+        b[i] = j * PCM + i < P ? __ldcg(p + (j * PCM + i) * INNER) : make_float2(-INFINITY, 0.f);
+      float2 a = make_float2(-INFINITY, 0.f);
+      fold<PCM>(b, a);
+      red[j * INNER + col] = a;
+    }
+    __syncthreads();
+    if (tid < INNER) {
+      float2 a = make_float2(-INFINITY, 0.f);
+      fold_by<MC>([&](int i) { return red[i * INNER + tid]; }, a);
+      finals[slab * INNER + tid] = a.x + logf(a.y);
+    }
+    __syncthreads();
+    if (tid == 0) st_release(flags + slab, 1u);
+  }
+}
+
 /// Version 2 (run 4). Version 1 (run 3: a stats barrier an item, the stats warps' publisher fenced and counted, the
 /// output warps of the slab's block merged its pairs) ran 103.6-280 us: the merge sat in the output warps' serial path
 /// (flag s needed the merger's output warps at item s, after flag s - 1) and the fences in the stats warps'.
@@ -85,23 +125,31 @@ __device__ __forceinline__ void fold(const float2 (&b)[N], float2& a) {
 /// - O output warps in OG groups (items alternate): wait for the slot and the flag, load the finals, write the output.
 /// DIAG 1: only the data path and the output pass (the output is wrong). DIAG 2: statistics made and published, no
 /// merges, and the output warps follow the local stats warps instead of flags (their pace; the output is wrong).
-template <int S, int O, int OG, int M, int P, int NB, int K, int TST, int DIAG>
+template <int S, int O, int OG, int M, int P, int NB, int K, int TST, int DIAG, int PF, int HINT, int GM>
 __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_bfloat16* __restrict__ in,
                                                                     __nv_bfloat16* __restrict__ out, float2* ws,
                                                                     unsigned* counters) {
-  static_assert(NB >= 2 && O % OG == 0 && M * 32 >= INNER && K >= 2, "shape");
+  static_assert(NB >= 2 && O % OG == 0 && (GM > 0 ? M == 0 : M * 32 >= INNER) && K >= 2, "shape");
   constexpr int R = (NROWS + P - 1) / P, SLOT = R * INNER * 2, ST = S * 32, RPS = ST / 8, NV = (R + RPS - 1) / RPS,
-                OW = O / OG, ORPS = OW * 4, ONV = (R + ORPS - 1) / ORPS, MT = M * 32, C = MT / INNER,
+                OW = O / OG, ORPS = OW * 4, ONV = (R + ORPS - 1) / ORPS, MT = M * 32, C = MT >= INNER ? MT / INNER : 1,
                 PC = (P + C - 1) / C, CH = PC < 36 ? PC : 36;
   extern __shared__ __align__(128) unsigned char slots[];
   float2(*red)[S][INNER] = reinterpret_cast<float2(*)[S][INNER]>(slots + NB * SLOT);  // [K][S][INNER]
   __shared__ __align__(8) uint64_t full[NB], written[NB], statted[K], taken[K];
-  __shared__ float2 ored[C][INNER];
+  float2(*ored)[INNER] = reinterpret_cast<float2(*)[INNER]>(slots + NB * SLOT + K * S * INNER * 8);  // [C], GM == 0
   __shared__ int prog[S];
-  float* const finals = reinterpret_cast<float*>(ws + (long long)OUTER * P * INNER);
+  float* const finals = finals_of(ws, P);
   unsigned* const flags = counters + OUTER;
-  const int G = gridDim.x, items = OUTER * P, tid = threadIdx.x, lane = tid % 32, g = lane % 8, w = tid / 32;
-  const int my = blockIdx.x < items ? (items - blockIdx.x + G - 1) / G : 0;
+  // GM > 0 (session 27): blocks 0 .. GM - 1 only merge (every thread), the G data blocks after them hold items
+  const int G = gridDim.x - GM, bd = (int)blockIdx.x - GM, items = OUTER * P, tid = threadIdx.x, lane = tid % 32,
+            g = lane % 8, w = tid / 32;
+  if (GM > 0 && bd < 0) {
+    if (DIAG != 1)  // DIAG 1 publishes nothing: the merging blocks would wait for ever (run 3 hung so)
+      merge_block<P, (S + O + 2 + M + 1) * 32>(ws, counters, finals_of(ws, P), counters + OUTER, GM,
+                                              reinterpret_cast<float2*>(slots));
+    return;
+  }
+  const int my = bd < items ? (items - bd + G - 1) / G : 0;
   if (tid == 0) {
     for (int i = 0; i < NB; ++i) mbar_init(&full[i]), mbar_init_n(&written[i], OW);
     for (int i = 0; i < K; ++i) mbar_init_n(&statted[i], S), mbar_init(&taken[i]);
@@ -111,20 +159,41 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
   __syncthreads();
   if (tid == 0) mark(0, kStart);
   auto rows_of = [&](int t, int& slab, int& r0, int& rows) {
-    const int k = blockIdx.x + t * G;
+    const int k = bd + t * G;
     slab = k / P;
     r0 = (k % P) * R;
     rows = min(R, NROWS - r0);
   };
   if (w == S + O + 2 + M) {  // the producer warp (lane 0)
     if (lane == 0) {
+      uint64_t keep = 0, drop = 0;
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(drop));
+      auto prefetch = [&](int t) {  // item t into L2, PF items before its bulk load (session 27)
+        if (PF == 0 || t >= my) return;
+        int slab, r0, rows;
+        rows_of(t, slab, r0, rows);
+        const void* src = in + ((long long)slab * NROWS + r0) * INNER;
+        if (HINT)
+          asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(src),
+                       "r"(rows * INNER * 2), "l"(keep)
+                       : "memory");
+        else
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(rows * INNER * 2) : "memory");
+      };
       auto issue = [&](int t) {
         int slab, r0, rows;
         rows_of(t, slab, r0, rows);
         mark(t, kIssued);
-        bulk_load(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2,
-                  &full[t % NB]);
+        if (HINT == 2)
+          bulk_load_hint(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2,
+                         &full[t % NB], drop);
+        else
+          bulk_load(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2,
+                    &full[t % NB]);
+        if (t + PF >= NB) prefetch(t + PF);  // items below NB are loaded at once
       };
+      for (int t = NB; t < min(PF, my); ++t) prefetch(t);  // what the first NB issues do not reach
       for (int t = 0; t < min(NB, my); ++t) issue(t);
       for (int u = 0; u < my; ++u) {
         int slab, r0, rows;
@@ -180,7 +249,7 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(&taken[t % K]);
-      float2* const dst = ws + ((long long)slab * P + (blockIdx.x + t * G) % P) * INNER;
+      float2* const dst = ws + ((long long)slab * P + (bd + t * G) % P) * INNER;
       dst[lane] = a[0];
       dst[lane + 32] = a[1];
       __syncwarp();
@@ -269,10 +338,11 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
   }
 }
 
-template <int S, int O, int OG, int M, int P, int NB, int K = 2, int TST = 1, int DIAG = 0>
+template <int S, int O, int OG, int M, int P, int NB, int PF = 0, int HINT = 0, int GM = 0, int K = 2, int TST = 1,
+          int DIAG = 0>
 void run(ColumnBuffers& b, float2* ws, unsigned* counters) {
-  auto kern = split<S, O, OG, M, P, NB, K, TST, DIAG>;
-  constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2 + K * S * INNER * 8,
+  auto kern = split<S, O, OG, M, P, NB, K, TST, DIAG, PF, HINT, GM>;
+  constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2 + K * S * INNER * 8 + (GM ? 0 : M * 32 * 8),
                 threads = (S + O + 2 + M + 1) * 32;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0, sms = 0;
@@ -296,17 +366,17 @@ void run(ColumnBuffers& b, float2* ws, unsigned* counters) {
   float h = -1.f;
   CK(cudaMemcpy(&h, b.d, 4, cudaMemcpyDeviceToHost));
   const double us = median_us(b.flush, b.sink, b.kFlushN, zero, launch);
-  std::printf("split2 DIAG=%d S=%2d O=%2d/%d M=%d P=%3d NB=%d K=%d TST=%d: %3d threads, %3d KB, %7.1f us, "
-              "max |diff| %.4f\n",
-              DIAG, S, O, OG, M, P, NB, K, TST, threads, smem / 1024, us, h);
+  std::printf("split2 DIAG=%d S=%2d O=%2d/%d M=%d GM=%d P=%3d NB=%d PF=%2d HINT=%d K=%d TST=%d: %3d threads, %3d KB, "
+              "%7.1f us, max |diff| %.4f\n",
+              DIAG, S, O, OG, M, GM, P, NB, PF, HINT, K, TST, threads, smem / 1024, us, h);
   std::fflush(stdout);
 }
 
 /// One traced launch of the configuration: the medians of each step's time over (block, item), and the tail.
-template <int S, int O, int OG, int M, int P, int NB>
+template <int S, int O, int OG, int M, int P, int NB, int PF = 0, int HINT = 0, int GM = 0>
 void trace(ColumnBuffers& b, float2* ws, unsigned* counters) {
-  auto kern = split<S, O, OG, M, P, NB, 2, 1, 0>;
-  constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2 + 2 * S * INNER * 8,
+  auto kern = split<S, O, OG, M, P, NB, 2, 1, 0, PF, HINT, GM>;
+  constexpr int R = (NROWS + P - 1) / P, smem = NB * R * INNER * 2 + 2 * S * INNER * 8 + (GM ? 0 : M * 32 * 8),
                 threads = (S + O + 2 + M + 1) * 32;
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -363,11 +433,11 @@ void trace(ColumnBuffers& b, float2* ws, unsigned* counters) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() * 9 / 10] / 1e3;
   };
-  std::printf("trace S=%d O=%d/%d M=%d P=%d NB=%d: span %.1f us; median (p90) us: issue->landed %.2f (%.2f), "
+  std::printf("trace S=%d O=%d/%d M=%d P=%d NB=%d PF=%d HINT=%d: span %.1f us; median (p90) us: issue->landed %.2f (%.2f), "
               "landed->published %.2f (%.2f), published->flag seen %.2f (%.2f), flag seen->written %.2f (%.2f), "
               "slot cycle (issue t - NB -> issue t) %.2f (%.2f); last published->counter seen %.2f (%.2f), "
               "counter seen->flag raised %.2f (%.2f); last landed->end %.2f (%.2f)\n",
-              S, O, OG, M, P, NB, (t1 - t0) / 1e3, med(land), p90(land), med(pub), p90(pub), med(flag), p90(flag),
+              S, O, OG, M, P, NB, PF, HINT, (t1 - t0) / 1e3, med(land), p90(land), med(pub), p90(pub), med(flag), p90(flag),
               med(out), p90(out), med(cyc), p90(cyc), med(slab_lag), p90(slab_lag), med(merge_lag), p90(merge_lag),
               med(last_land), p90(last_land));
   std::fflush(stdout);
@@ -383,16 +453,23 @@ int main() {
   CK(cudaMalloc(&counters, 2 * OUTER * sizeof(unsigned)));
 #ifdef TRACE
   trace<8, 4, 2, 8, 132, 7>(b, ws, counters);
-  trace<8, 8, 2, 4, 132, 7>(b, ws, counters);
-  trace<8, 8, 1, 4, 132, 7>(b, ws, counters);
+  trace<8, 4, 2, 8, 132, 7, 4, 1>(b, ws, counters);
 #else
-  run<8, 4, 2, 8, 132, 7>(b, ws, counters);
-  run<8, 8, 2, 4, 132, 7>(b, ws, counters);
-  run<8, 8, 1, 4, 132, 7>(b, ws, counters);
-  run<8, 6, 2, 6, 132, 7>(b, ws, counters);
-  run<8, 6, 1, 6, 132, 7>(b, ws, counters);
-  run<6, 8, 2, 6, 132, 7>(b, ws, counters);
-  run<8, 8, 2, 8, 132, 7>(b, ws, counters);
+  run<8, 4, 2, 8, 132, 7>(b, ws, counters);  // session 26's best
+  run<8, 8, 1, 0, 128, 7, 0, 0, 4>(b, ws, counters);  // GM merging blocks, one output group (runs 3-4)
+  run<8, 8, 1, 0, 128, 7, 1, 0, 4>(b, ws, counters);
+  run<8, 6, 1, 0, 128, 7, 1, 0, 4>(b, ws, counters);
+  run<8, 10, 1, 0, 128, 7, 0, 0, 4>(b, ws, counters);
+  run<8, 4, 1, 0, 128, 7, 0, 0, 4>(b, ws, counters);
+  run<6, 8, 1, 0, 128, 7, 0, 0, 4>(b, ws, counters);
+  run<8, 8, 1, 0, 130, 7, 0, 0, 2>(b, ws, counters);
+  run<8, 8, 1, 0, 130, 7, 1, 0, 2>(b, ws, counters);
+  run<8, 8, 1, 0, 126, 6, 0, 0, 6>(b, ws, counters);  // 7 slots of 254 rows do not fit (run 4)
+  run<8, 8, 1, 0, 132, 7, 0, 0, 4>(b, ws, counters);  // P != data blocks
+  run<8, 8, 1, 0, 128, 7, 0, 0, 4>(b, ws, counters);  // repeats
+  run<8, 8, 1, 0, 128, 7, 1, 0, 4>(b, ws, counters);
+  run<8, 8, 1, 0, 128, 7, 0, 0, 4, 2, 1, 2>(b, ws, counters);  // DIAG 2: no cross-grid wait (timing only)
+  run<8, 8, 1, 0, 128, 7, 0, 0, 4, 2, 1, 1>(b, ws, counters);  // DIAG 1: the data path and output pass alone
 #endif
   return 0;
 }
