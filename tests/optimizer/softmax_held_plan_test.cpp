@@ -15,6 +15,7 @@ using softmax::ColumnShape;
 using softmax::HeldGrid;
 using softmax::HeldKnobs;
 using softmax::held_grid;
+using softmax::held_max_rows;
 using softmax::kHeldMaxSlots;
 
 std::vector<Variant> held_of(const Problem& p) {
@@ -68,7 +69,9 @@ TEST(SoftmaxHeldPlan, LaunchSizesPartsAndSlotsForTheDevice) {
   EXPECT_EQ(pcie.rows, 291);
   EXPECT_EQ(pcie.parts, 110);
   EXPECT_EQ(pcie.slots, 6);
-  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 4).ok);  // no data block
+  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 4).ok);    // no data block
+  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 100).ok);  // parts longer than the source was compiled for
+  EXPECT_EQ(held_max_rows(c, HeldKnobs{8, 8, 4, 0}), 291);    // 32000 rows over 114 - 4 data blocks
   c.n = 4000000;                                             // a part of 3.8 MB
   EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 132).ok);
   c.n = 130;  // fewer rows than data blocks: a row a part, no empty part

@@ -34,10 +34,10 @@ constexpr int64_t kMaxSmemBlockVec = 2048;
 
 /// Held slabs (Note [Softmax held slabs]): the four variants (stats, out, merge, prefetch); a slab of at least
 /// kMinHeldSlab bytes; at most kMaxHeldColumns columns (the workspace: outer x parts x inner pairs, parts <= SMs);
-/// slots sized for kPlannedSms SMs (an sm_90 part has 114-132; the launch sizes them for its own device).
+/// slots sized for kHeldMinSms SMs (the launch sizes them for its own device); a statistics thread keeps at most
+/// kMaxHeldVectors 16-byte vectors of an item in registers.
 constexpr HeldKnobs kHeldVariants[] = {{8, 8, 4, 0}, {8, 8, 2, 1}, {8, 4, 4, 0}, {6, 8, 4, 0}};
-constexpr int64_t kMinHeldSlab = 512 * 1024, kMaxHeldColumns = 32768;
-constexpr int kPlannedSms = 114;
+constexpr int64_t kMinHeldSlab = 512 * 1024, kMaxHeldColumns = 32768, kMaxHeldVectors = 16;
 
 int64_t tile_rows(const ColumnShape& c, int chunks) { return (c.n + chunks - 1) / chunks; }
 
@@ -244,7 +244,9 @@ class ColumnPlan final : public Plan {
         c_.n * c_.inner * 2 < kMinHeldSlab || c_.outer * c_.inner > kMaxHeldColumns ||
         c_.outer * c_.n * c_.inner >= (int64_t{1} << 31))
       return false;
-    return held_grid(c_, k, kPlannedSms).ok;
+    const int64_t rows_a_pass = int64_t{k.stats} * 32 / (c_.inner / 8);
+    return (held_max_rows(c_, k) + rows_a_pass - 1) / rows_a_pass <= kMaxHeldVectors &&
+           held_grid(c_, k, kHeldMinSms).ok;
   }
 
   Result<HeldKnobs> held_knobs(const Variant& v) const {

@@ -386,12 +386,17 @@ struct HeldKnobs {
 };
 /// The most slots a data block of a held-slab kernel keeps (its mbarriers are static shared memory).
 constexpr int kHeldMaxSlots = 8;
+/// The fewest SMs a held-slab kernel is compiled for (an sm_90 part has 114-132): its rows a part are at most
+/// held_max_rows, a compile-time bound of its register arrays; a device of fewer SMs declines the call.
+constexpr int kHeldMinSms = 114;
+int64_t held_max_rows(const ColumnShape& c, const HeldKnobs& k);
 /// Threads a block of a held-slab kernel: the statistics and output warps, two publishers and the producer.
 int held_threads(const HeldKnobs& k);
 /// Dynamic shared memory of the statistics warps' double-buffered pairs.
 int64_t held_red_bytes(const ColumnShape& c, const HeldKnobs& k);
 /// A held-slab launch on a device of `sm_count` SMs: grid (a block an SM), parts a slab, rows a part, slots a data
-/// block and dynamic shared memory; ok false when the device leaves fewer than two slots (or no data block).
+/// block and dynamic shared memory; ok false when the device leaves fewer than two slots, no data block, or more
+/// rows a part than held_max_rows (fewer than kHeldMinSms SMs).
 struct HeldGrid {
   bool ok = false;
   int64_t grid = 1, parts = 1, rows = 1, slots = 0, smem = 0;

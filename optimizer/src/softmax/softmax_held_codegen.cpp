@@ -74,8 +74,7 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
     for (int slab = blockIdx.x; slab < OUTER; slab += GM) {
       if (tid == 0)
         while (ld_acquire(counters + slab) != (unsigned)P) __nanosleep(32);
-      __syncthreads();
-      (void)ld_acquire(counters + slab);  // every thread's own acquire of the published pairs
+      __syncthreads();  // thread 0's acquire orders the pairs' loads (L2, __ldcg) of every thread after it
       if (j < MC) {
         const float2* p = ws + (index_t)slab * P * INNER + col;
         const int lo = min(P, j * pc), hi = min(P, lo + pc);
@@ -93,10 +92,12 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
         float2 f = fold_pairs<MC>(make_float2(NEG_INF, 0.f), [&](int i) { return red[i * INNER + tid]; });
         if (f.x == NEG_INF) f.y = QNAN;  // every element -Inf or NaN: as the two-pass tiles
         finals[slab * INNER + tid] = f;
-        __threadfence();
       }
       __syncthreads();
-      if (tid == 0) st_release(flags + slab, 1u);
+      if (tid == 0) {  // as a grid barrier: the block's stores, a fence, then the release
+        __threadfence();
+        st_release(flags + slab, 1u);
+      }
     }
     return;
   }
@@ -149,19 +150,22 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
   }
   if (w < S) {  // statistics warps: a warp's (max, sum) of each column over its rows of item t into red[t % 2]
     const int g = tid % LPR;
-    constexpr int RPS = S * 32 / LPR;  // rows a pass of the S warps
+    constexpr int RPS = S * 32 / LPR, NV = (RMAX + RPS - 1) / RPS;  // rows a pass of the S warps, passes
     for (int t = 0; t < my; ++t) {
       int slab, r0, rows;
       rows_of(t, slab, r0, rows);
       mbar_wait(&full[t % NB], (unsigned)((t / NB) & 1));
       const uint4* s = slots + (size_t)(t % NB) * slot_vecs;
-      uint4 bm = make_uint4(PACKED_NEG_INF, PACKED_NEG_INF, PACKED_NEG_INF, PACKED_NEG_INF);
-      for (int r = tid / LPR; r < rows; r += RPS) {  // the maximum on packed pairs (exact, NaN skipped)
-        const uint4 v = s[r * LPR + g];
-        bm.x = max2(bm.x, v.x);
-        bm.y = max2(bm.y, v.y);
-        bm.z = max2(bm.z, v.z);
-        bm.w = max2(bm.w, v.w);
+      const uint4 ninf = make_uint4(PACKED_NEG_INF, PACKED_NEG_INF, PACKED_NEG_INF, PACKED_NEG_INF);
+      uint4 v[NV], bm = ninf;
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {  // the thread's rows in registers; the maximum on packed pairs (NaN skipped)
+        const int r = tid / LPR + i * RPS;
+        v[i] = r < rows ? s[r * LPR + g] : ninf;
+        bm.x = max2(bm.x, v[i].x);
+        bm.y = max2(bm.y, v[i].y);
+        bm.z = max2(bm.z, v[i].z);
+        bm.w = max2(bm.w, v[i].w);
       }
 #pragma unroll
       for (int o = LPR; o < 32; o <<= 1) {
@@ -182,9 +186,9 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
         mr[e] = m[e] == NEG_INF ? 0.f : m[e];  // -Inf adds 0, NaN poisons, as the two-pass tiles
         sm[e] = 0.f;
       }
-      for (int r = tid / LPR; r < rows; r += RPS) {
-        const uint4 v = s[r * LPR + g];
-        const unsigned q4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {  // rows past the item hold -Inf: they add 0
+        const unsigned q4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           sm[2 * q] += EXP_SUB(lo_f(q4[q]), mr[2 * q]);
@@ -219,23 +223,24 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
       float2* const dst = ws + ((index_t)slab * P + (bd + t * GD) % P) * INNER;
 #pragma unroll
       for (int h = 0; h < INNER / 32; ++h) dst[lane + 32 * h] = a[h];
-      __threadfence();
       __syncwarp();
-      if (lane == 0) red_release_add(counters + slab, 1u);
+      if (lane == 0) {
+        __threadfence();
+        red_release_add(counters + slab, 1u);
+      }
     }
     return;
   }
   // Output warps: item u once its slab's flag is up: EPILOGUE of every element from the slot, stored to global.
   const int ot = tid - S * 32, g = lane % LPR;
-  constexpr int ORPS = O * 32 / LPR;
+  constexpr int ORPS = O * 32 / LPR, ONV = (RMAX + ORPS - 1) / ORPS;
   for (int u = 0; u < my; ++u) {
     int slab, r0, rows;
     rows_of(u, slab, r0, rows);
     mbar_wait(&full[u % NB], (unsigned)((u / NB) & 1));
     if (lane == 0)
       while (ld_acquire(flags + slab) == 0u) __nanosleep(32);
-    __syncwarp();
-    (void)ld_acquire(flags + slab);  // every lane's own acquire of the finals
+    __syncwarp();  // lane 0's acquire orders the finals' loads (L2, __ldcg) of every lane after it
     float m[8], s[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -250,16 +255,19 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
 const char* held_output_source() {
   return R"(    const uint4* sl = slots + (size_t)(u % NB) * slot_vecs;
     uint4* y = out + ((index_t)slab * N + r0) * LPR;
-    for (int r = ot / LPR; r < rows; r += ORPS) {
-      const uint4 v = sl[r * LPR + g];
-      const unsigned q4[4] = {v.x, v.y, v.z, v.w};
-      unsigned o4[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) o4[q] = pack2(EPILOGUE(lo_f(q4[q]), 2 * q), EPILOGUE(hi_f(q4[q]), 2 * q + 1));
-      y[r * LPR + g] = make_uint4(o4[0], o4[1], o4[2], o4[3]);
+    for (int i = 0; i < ONV; ++i) {
+      const int r = ot / LPR + i * ORPS;
+      if (r < rows) {
+        const uint4 v = sl[r * LPR + g];
+        const unsigned q4[4] = {v.x, v.y, v.z, v.w};
+        unsigned o4[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) o4[q] = pack2(EPILOGUE(lo_f(q4[q]), 2 * q), EPILOGUE(hi_f(q4[q]), 2 * q + 1));
+        y[r * LPR + g] = make_uint4(o4[0], o4[1], o4[2], o4[3]);
+      }
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the slot's reads before its next bulk load
-    __syncwarp();
+    __syncwarp();  // the slot's reads are done (no proxy fence: reads before a bulk copy's write, as CUTLASS's pipelines)
     if (lane == 0) mbar_arrive(&written[u % NB]);
   }
 }
@@ -284,7 +292,8 @@ KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k) {
     << k.merge << "  // merging blocks\n#define PF " << k.prefetch << "  // items prefetched into L2 ahead\n"
     << "#define THREADS " << held_threads(k) << "\n#define MAX_SLOTS " << kHeldMaxSlots << "\n";
   s << "static constexpr int N = " << c.n << ", INNER = " << c.inner << ", LPR = " << c.inner / 8
-    << ";  // lanes a row: 16 bytes each\nstatic constexpr int OUTER = " << c.outer << ";\n";
+    << ";  // lanes a row: 16 bytes each\nstatic constexpr int OUTER = " << c.outer << ", RMAX = " << held_max_rows(c, k)
+    << ";  // rows a part at most (the launch checks)\n";
   s << held_primitives_source() << held_kernel_source() << epilogue_prep_source("NE") << held_output_source();
   return KernelSource{s.str(), "cudal1_softmax"};
 }

@@ -81,6 +81,11 @@ class HeldKernel final : public BoundKernel {
 
 }  // namespace
 
+int64_t held_max_rows(const ColumnShape& c, const HeldKnobs& k) {
+  const int64_t data_blocks = kHeldMinSms - k.merge;
+  return (c.n + data_blocks - 1) / data_blocks;
+}
+
 HeldGrid held_grid(const ColumnShape& c, const HeldKnobs& k, int sm_count) {
   HeldGrid g;
   g.grid = sm_count;
@@ -91,7 +96,8 @@ HeldGrid held_grid(const ColumnShape& c, const HeldKnobs& k, int sm_count) {
   const int64_t slot = g.rows * c.inner * 2, red = held_red_bytes(c, k);
   g.slots = std::min<int64_t>(kHeldMaxSlots, (kMaxBlockSmem - kHeldStaticSmem - red) / slot);
   g.smem = g.slots * slot + red;
-  g.ok = g.slots >= 2 && g.smem >= int64_t{held_threads(k)} * 8;  // the merging blocks' chunks fit too
+  g.ok = g.slots >= 2 && g.smem >= int64_t{held_threads(k)} * 8 &&  // the merging blocks' chunks fit too
+         g.rows <= held_max_rows(c, k);
   return g;
 }
 
