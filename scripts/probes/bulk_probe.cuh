@@ -157,13 +157,3 @@ double time_clusters(Kern kern, int cl, int threads, int smem, int rows, long lo
   return cluster_median_us(b.flush, b.sink, Buffers::kFlushN, kern, cl, threads, smem, rows, clusters,
                            (const float*)b.in, b.out, rows, cols, 1e-5f);
 }
-/// bulk_load with an L2 cache policy (createpolicy) on the global reads.
-__device__ __forceinline__ void bulk_load_hint(void* dst, const void* src, unsigned bytes, uint64_t* bar,
-                                               uint64_t policy) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(bar)), "r"(bytes) : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          sa(dst)),
-      "l"(src), "r"(bytes), "r"(sa(bar)), "l"(policy)
-      : "memory");
-}

@@ -433,13 +433,14 @@ void trace(ColumnBuffers& b, float2* ws, unsigned* counters) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() * 9 / 10] / 1e3;
   };
-  std::printf("trace S=%d O=%d/%d M=%d P=%d NB=%d PF=%d HINT=%d: span %.1f us; median (p90) us: issue->landed %.2f (%.2f), "
-              "landed->published %.2f (%.2f), published->flag seen %.2f (%.2f), flag seen->written %.2f (%.2f), "
+  std::printf("trace S=%d O=%d/%d M=%d P=%d NB=%d PF=%d HINT=%d: span %.1f us; median (p90) us: "
+              "issue->landed %.2f (%.2f), landed->published %.2f (%.2f), published->flag seen %.2f (%.2f), "
+              "flag seen->written %.2f (%.2f), "
               "slot cycle (issue t - NB -> issue t) %.2f (%.2f); last published->counter seen %.2f (%.2f), "
               "counter seen->flag raised %.2f (%.2f); last landed->end %.2f (%.2f)\n",
-              S, O, OG, M, P, NB, PF, HINT, (t1 - t0) / 1e3, med(land), p90(land), med(pub), p90(pub), med(flag), p90(flag),
-              med(out), p90(out), med(cyc), p90(cyc), med(slab_lag), p90(slab_lag), med(merge_lag), p90(merge_lag),
-              med(last_land), p90(last_land));
+              S, O, OG, M, P, NB, PF, HINT, (t1 - t0) / 1e3, med(land), p90(land), med(pub), p90(pub), med(flag),
+              p90(flag), med(out), p90(out), med(cyc), p90(cyc), med(slab_lag), p90(slab_lag), med(merge_lag),
+              p90(merge_lag), med(last_land), p90(last_land));
   std::fflush(stdout);
   CK(cudaFree(tr));
   CK(cudaFree(mt));

@@ -227,6 +227,16 @@
 /// mbarrier (the first had lane 0 arrive for the warp's stores) and passed every check, but the first failure was not
 /// explained. The opposite trade, two reads a slab with nothing held on chip and 16-32 warps an SM
 /// (scripts/probes/column_wave_probe.cu, not built), ran 113.9 us at best: not under 102 us either.
+///
+/// Note [Softmax held slabs] (tried and removed, session 27, H200, 2026-12-02; the code is commits 22ddbab and 6976a4d)
+/// Why: the pair tiles read the row above twice (102 us, 1.64x the copy); the split probe (scripts/probes/
+/// column_split_probe.cu) holds every slab's parts over the grid's SMs in shared-memory slots, with the statistics,
+/// publishing, output and bulk loads on warps of their own and the cross-grid merge on blocks that only merge: 74.8-
+/// 76.2 us there. What: that design as `tile` 3 (four variants; sm_90+, 16-bit, dense slabs of 512 KB or more).
+/// Measured (docs/PERF.md session 27, runs 7-9): every variant verified (24 of 24, fuzz 0 mismatches), but 120-195 us
+/// in the tuner's timing: slower than the pair tile, so removed. The cause of the gap to the probe was not found
+/// (no device time left); the suspects are listed in PERF, branch held-slabs-v3 drops the fence.sc.gpu before its
+/// releases, and scripts/probes/held_cubin_probe.cu times the library's cubin with the probe's harness.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
