@@ -166,9 +166,7 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
   };
   if (w == S + O + 2 + M) {  // the producer warp (lane 0)
     if (lane == 0) {
-      uint64_t keep = 0, drop = 0;
-      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
-      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(drop));
+      const unsigned long long keep = l2_policy(true), drop = l2_policy(false);
       auto prefetch = [&](int t) {  // item t into L2, PF items before its bulk load (session 27)
         if (PF == 0 || t >= my) return;
         int slab, r0, rows;
@@ -185,12 +183,11 @@ __global__ void __launch_bounds__((S + O + 2 + M + 1) * 32, 1) split(const __nv_
         int slab, r0, rows;
         rows_of(t, slab, r0, rows);
         mark(t, kIssued);
+        const __nv_bfloat16* src = in + ((long long)slab * NROWS + r0) * INNER;
         if (HINT == 2)
-          bulk_load_hint(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2,
-                         &full[t % NB], drop);
+          bulk_load_hint(slots + (t % NB) * SLOT, src, rows * INNER * 2, &full[t % NB], drop);
         else
-          bulk_load(slots + (t % NB) * SLOT, in + ((long long)slab * NROWS + r0) * INNER, rows * INNER * 2,
-                    &full[t % NB]);
+          bulk_load(slots + (t % NB) * SLOT, src, rows * INNER * 2, &full[t % NB]);
         if (t + PF >= NB) prefetch(t + PF);  // items below NB are loaded at once
       };
       for (int t = NB; t < min(PF, my); ++t) prefetch(t);  // what the first NB issues do not reach
