@@ -156,11 +156,12 @@ TEST_P(CompileVariants, EverySoftmaxVariant) {
     }
   // Rows above include odd widths (3 x 7, the 50257 vocabulary): head variants (Note [Softmax row heads]).
   // Columns (softmax over an outer dim): small n with wide inner (every split caches), large n with small
-  // inner (no caching; chunked tiles), odd inner (vec 1), n below every split, dim 0, n = 1; in every dtype.
+  // inner (no caching; chunked tiles), odd inner (vec 1), n below every split, dim 0, n = 1; in every dtype. Held
+  // slabs (Note [Softmax held slabs]) of 16-bit rows of 128, 512 and 64 bytes: [32,32000,64], [4,4096,256], [2,16384,32].
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16})
     for (auto [sizes, dim] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
              {{4, 16, 3136}, 1}, {{32, 32000, 64}, 1}, {{5, 100, 7}, -2}, {{2, 3, 4096}, 1}, {{2048, 8, 16}, 0},
-             {{8, 1, 16}, 1}}) {
+             {{8, 1, 16}, 1}, {{4, 4096, 256}, 1}, {{2, 16384, 32}, 1}}) {
       const Problem p = testing::softmax_problem(i++ % 2 ? "_log_softmax" : "_softmax", dt, sizes,
                                                  testing::contiguous(sizes), dim, false, sm);
       auto plan = f.plan(p);

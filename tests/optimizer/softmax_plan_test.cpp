@@ -275,8 +275,8 @@ TEST(SoftmaxPlan, RowAndColumnPlansShareOneFeatureLengthAndDistinctStrata) {
   // 17..19: cluster rows; 20..23: the mappings at the widest vector
   for (int s : row_strata) EXPECT_TRUE((s >= 0 && s < 4) || (s >= 17 && s <= 23)) << s;
   for (int s = 20; s < 24; ++s) EXPECT_EQ(row_strata.count(s), 1u) << s;
-  // 13: fast tiles; 14..16, 24..26 and 27..29: shared tiles, online, in two passes, and pair tiles
-  for (int s : col_strata) EXPECT_TRUE((s >= 4 && s <= 16) || (s >= 24 && s <= 29)) << s;
+  // 13: fast tiles; 14..16, 24..26 and 27..29: shared tiles, online, in two passes, and pair tiles; 30: held slabs
+  for (int s : col_strata) EXPECT_TRUE((s >= 4 && s <= 16) || (s >= 24 && s <= 30)) << s;
   EXPECT_EQ(col_strata.count(13), 1u);  // bf16 [4,16,3136]
   EXPECT_TRUE(col_strata.count(27) + col_strata.count(28) + col_strata.count(29) > 0);  // bf16 [4,16,3136]
   EXPECT_GE(col_strata.size(), 4u);  // split 1 / 4 / 32, cached or not

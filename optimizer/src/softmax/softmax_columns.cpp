@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "codegen_common.h"
+#include "cudal1/optimizer/layout.h"
 #include "simple_kernel.h"
 #include "softmax_family.h"
 
@@ -30,6 +31,13 @@ constexpr int64_t kMaxWorkspaceFloats = int64_t{1} << 24;
 constexpr int kSmemBlocks[] = {256, 512, 1024};
 constexpr int kClusters[] = {1, 2, 4, 8, 16};
 constexpr int64_t kMaxSmemBlockVec = 2048;
+
+/// Held slabs (Note [Softmax held slabs]): the four variants (stats, out, merge, prefetch); a slab of at least
+/// kMinHeldSlab bytes; at most kMaxHeldColumns columns (the workspace: outer x parts x inner pairs, parts <= SMs);
+/// slots sized for kHeldMinSms SMs (the launch sizes them for its own device); a statistics thread keeps at most
+/// kMaxHeldVectors 16-byte vectors of an item in registers.
+constexpr HeldKnobs kHeldVariants[] = {{8, 8, 4, 0}, {8, 8, 2, 1}, {8, 4, 4, 0}, {6, 8, 4, 0}};
+constexpr int64_t kMinHeldSlab = 512 * 1024, kMaxHeldColumns = 32768, kMaxHeldVectors = 16;
 
 int64_t tile_rows(const ColumnShape& c, int chunks) { return (c.n + chunks - 1) / chunks; }
 
@@ -88,6 +96,10 @@ class ColumnPlan final : public Plan {
             }
           }
         }
+    for (const HeldKnobs& k : kHeldVariants)
+      if (held_ok(k))
+        out.push_back(Variant{{{"tile", 3}, {"stats", k.stats}, {"out", k.out}, {"merge", k.merge},
+                               {"pf", k.prefetch}}});
     return out;
   }
 
@@ -106,6 +118,7 @@ class ColumnPlan final : public Plan {
   /// 14..16 (online pairs), 24..26 (two passes) and 27..29 (pair tiles) by the blocks an SM holds (1, 2, 3+: what
   /// sets how well reads overlap the merges): disjoint from rows' 0..3 and 17..23.
   int stratum(const Variant& v) const override {
+    if (v.get("tile", 0) == 3) return 30;  // held slabs
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const bool pair = v.get("pair", 0) == 1;
@@ -119,6 +132,10 @@ class ColumnPlan final : public Plan {
   }
 
   Result<KernelSource> source(const Variant& v) const override {
+    if (v.get("tile", 0) == 3) {
+      CUDAL1_ASSIGN_OR_RETURN(const HeldKnobs k, held_knobs(v));
+      return generate_softmax_held(c_, k);
+    }
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
       const int keep = v.get("keep", 0), two = v.get("two", 0), async = v.get("async", 0), pair = v.get("pair", 0);
@@ -150,6 +167,7 @@ class ColumnPlan final : public Plan {
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
     CUDAL1_RETURN_IF_ERROR(source(v));
+    if (v.get("tile", 0) == 3) return make_held_kernel(c_, held_knobs(v).value(), std::move(m));
     if (v.get("tile", 0) == 2) {
       const int vec = v.get("vec"), block = v.get("block"), cluster = v.get("cluster");
       const bool pair = v.get("pair", 0) == 1;
@@ -215,6 +233,29 @@ class ColumnPlan final : public Plan {
     const int kept = keep ? keep_rows(c_, vec, true) : 0;
     if (keep && (c_.n + cluster - 1) / cluster < 4 * int64_t{kept} * (block / 32)) return false;
     return smem_tile_bytes(c_, vec, block, cluster, kept, true) <= kMaxBlockSmem;
+  }
+
+  /// Note [Softmax held slabs]: sm_90+, a 16-bit dtype, input and output dense [outer, n, inner] on 16 bytes, inner
+  /// 32-256 (whole 16-byte lane vectors, a power of two), slabs of kMinHeldSlab bytes or more, and slots for `k`.
+  bool held_ok(const HeldKnobs& k) const {
+    const bool inner_ok = c_.inner == 32 || c_.inner == 64 || c_.inner == 128 || c_.inner == 256;
+    if (c_.sm < 90 || elem_size(c_.dtype) != 2 || !inner_ok || !c_.aligned16 || c_.n_stride != c_.inner ||
+        c_.outer_stride != c_.n * c_.inner || c_.out_strides != contiguous_strides(c_.sizes) ||
+        c_.n * c_.inner * 2 < kMinHeldSlab || c_.outer * c_.inner > kMaxHeldColumns ||
+        c_.outer * c_.n * c_.inner >= (int64_t{1} << 31))
+      return false;
+    const int64_t rows_a_pass = int64_t{k.stats} * 32 / (c_.inner / 8);
+    return (held_max_rows(c_, k) + rows_a_pass - 1) / rows_a_pass <= kMaxHeldVectors &&
+           held_grid(c_, k, kHeldMinSms).ok;
+  }
+
+  Result<HeldKnobs> held_knobs(const Variant& v) const {
+    const HeldKnobs k{v.get("stats"), v.get("out"), v.get("merge"), v.get("pf", -1)};
+    for (const HeldKnobs& h : kHeldVariants)
+      if (v.knobs.size() == 5 && h.stats == k.stats && h.out == k.out && h.merge == k.merge &&
+          h.prefetch == k.prefetch && held_ok(k))
+        return k;
+    return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
   ColumnShape c_;

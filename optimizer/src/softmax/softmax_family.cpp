@@ -29,6 +29,7 @@ std::vector<float> softmax_features(const SoftmaxClass& c, const Variant& v) {
   knobs.push_back(v.get("two", 0) == 1);  // two passes on chip (Note [Softmax fast exp])
   knobs.push_back(v.get("pair", 0) == 1);  // Note [Softmax pair tiles]
   knobs.push_back(v.get("fast", 0) == 1);  // Note [Softmax fast tiles]
+  knobs.push_back(v.get("tile", 0) == 3);  // Note [Softmax held slabs]
   auto f = [](bool b) { return b ? 1.f : 0.f; };
   const std::vector<float> ctx = {1.f,
                                   f(c.n <= 1024),
@@ -134,8 +135,9 @@ class SoftmaxFamily final : public Family {
   // 7: merge_warps and cached_rows_source shared by the tile kernels (same arithmetic);
   // 8: two-pass shared tiles (Note [Softmax fast exp]), cp.async shared tiles (Note [Softmax async tiles]);
   // 9: cp.async from codegen_common (Note [Async copies]), the two merges as one two_pass_merge (same cubins);
-  // 10: cluster merges by warp 0 with every rank's load in flight (Note [Softmax cluster merge])
-  int version() const override { return 10; }
+  // 10: cluster merges by warp 0 with every rank's load in flight (Note [Softmax cluster merge]);
+  // 11: held slabs (Note [Softmax held slabs])
+  int version() const override { return 11; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

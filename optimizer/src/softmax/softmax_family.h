@@ -228,15 +228,36 @@
 /// explained. The opposite trade, two reads a slab with nothing held on chip and 16-32 warps an SM
 /// (scripts/probes/column_wave_probe.cu, not built), ran 113.9 us at best: not under 102 us either.
 ///
-/// Note [Softmax held slabs] (tried and removed, session 27, H200, 2026-12-02; the code is commits 22ddbab and 6976a4d)
-/// Why: the pair tiles read the row above twice (102 us, 1.64x the copy); the split probe (scripts/probes/
-/// column_split_probe.cu) holds every slab's parts over the grid's SMs in shared-memory slots, with the statistics,
-/// publishing, output and bulk loads on warps of their own and the cross-grid merge on blocks that only merge: 74.8-
-/// 76.2 us there. What: that design as `tile` 3 (four variants; sm_90+, 16-bit, dense slabs of 512 KB or more).
-/// Measured (docs/PERF.md session 27, runs 7-9): every variant verified (24 of 24, fuzz 0 mismatches), but 120-195 us
-/// in the tuner's timing: slower than the pair tile, so removed. The cause of the gap to the probe was not found
-/// (no device time left); the suspects are listed in PERF, branch held-slabs-v3 drops the fence.sc.gpu before its
-/// releases, and scripts/probes/held_cubin_probe.cu times the library's cubin with the probe's harness.
+/// Note [Softmax held slabs]
+/// Why: log_softmax bf16 [32,32000,64] dim 1 (32 dense slabs of 4 MB) ran 102 us with the pair tiles, 1.64x a copy
+/// of its bytes: they read it twice (a cluster of 16 holds half rows of a slab, a slab does not fit one cluster's
+/// shared memory). The probes of sessions 22-27 (scripts/probes/column_split_probe.cu, docs/PERF.md) found what
+/// holds a slab on chip at HBM pace: parts of whole rows over every SM, each chain on warps of its own, and the
+/// cross-grid merge on blocks that do nothing else (74.8-76.2 us there against a 65.4 us copy).
+/// What (`tile` = 3; sm_90+, 16-bit dtypes, contiguous [outer, n, inner] with inner 32, 64, 128 or 256, so a row
+/// is 64-512 whole bytes; slabs of 512 KB or more): one cooperative launch of a block per SM. GM blocks merge; the
+/// GD = SMs - GM data blocks each take part p = bd of every slab (R = ceil(n / GD) rows, P = ceil(n / R) parts),
+/// items k = bd + t GD in turn. A data block has NB slots (as many as 227 KB hold, at most kHeldMaxSlots) and:
+/// - a producer warp: bulk copies (cp.async.bulk, an mbarrier a slot) of item t + NB once item t is written, and
+///   with `pf` > 0 an L2 prefetch (cp.async.bulk.prefetch.L2) of the item pf ahead of each bulk copy;
+/// - S statistics warps: per warp and column the maximum on packed pairs (exact, NaN skipped), then the sum of
+///   EXP_SUB(x, max) (Note [Softmax fast exp]) over the warp's rows, into a double-buffered array (mbarriers
+///   statted / taken, no block barrier);
+/// - two publisher warps (items alternate): the S pairs of each column folded (two passes: the maximum of all,
+///   then the sums rescaled by ex2), stored to the workspace, counted on the slab's counter (red.release.gpu);
+/// - O output warps: wait for the slab's flag (ld.acquire), read the slab's final pairs and write ATen's epilogue
+///   of every element of the slot to global memory, then free the slot.
+/// A merging block takes slabs b, b + GM, ...: waits for the counter to reach P, folds the P pairs of each column
+/// in part order (8 loads in flight a thread, MC = threads / inner chunks, then the chunks in order), stores the
+/// final (max, sum) and raises the flag (st.release.gpu). Pairs are folded as the two-pass tiles treat elements: a
+/// pair whose maximum is -Inf contributes its sum x 0 (0, or a NaN that is kept), a final maximum of -Inf makes the
+/// sum NaN, +Inf poisons the sum through Inf - Inf; so special values come out as the pair tiles' and ATen's.
+/// No deadlock: loading item t waits for item t - NB's output, which waits only for parts of earlier items of every
+/// block (each slab's parts are items of one or two consecutive t), and NB >= 2; the launch is cooperative, so every
+/// block is resident (else Unsupported, as a captured stream is: ATen serves the call). Workspace per call: OUTER x
+/// P x inner pairs, OUTER x inner finals, 2 x OUTER counters and flags zeroed by a memset on the stream.
+/// Knobs: stats S, out O, merge GM, pf; four variants, the probe's best (S 8 O 8 GM 4, S 8 O 8 GM 2 pf 1, S 8 O 4
+/// GM 4, S 6 O 8 GM 4), one stratum.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -357,6 +378,35 @@ constexpr int64_t kMaxBlockSmem = 227 * 1024;
 /// 2 x `vec` elements with `pair`).
 constexpr int kKeptRegisters = 20;
 int keep_rows(const ColumnShape& c, int vec, bool pair);
+
+/// Knobs of a held-slab variant (Note [Softmax held slabs]): statistics warps, output warps, merging blocks and items
+/// prefetched into L2 ahead of their bulk copies.
+struct HeldKnobs {
+  int stats = 8, out = 8, merge = 4, prefetch = 0;
+};
+/// The most slots a data block of a held-slab kernel keeps (its mbarriers are static shared memory).
+constexpr int kHeldMaxSlots = 8;
+/// The fewest SMs a held-slab kernel is compiled for (an sm_90 part has 114-132): its rows a part are at most
+/// held_max_rows, a compile-time bound of its register arrays; a device of fewer SMs declines the call.
+constexpr int kHeldMinSms = 114;
+int64_t held_max_rows(const ColumnShape& c, const HeldKnobs& k);
+/// Threads a block of a held-slab kernel: the statistics and output warps, two publishers and the producer.
+int held_threads(const HeldKnobs& k);
+/// Dynamic shared memory of the statistics warps' double-buffered pairs.
+int64_t held_red_bytes(const ColumnShape& c, const HeldKnobs& k);
+/// A held-slab launch on a device of `sm_count` SMs: grid (a block an SM), parts a slab, rows a part, slots a data
+/// block and dynamic shared memory; ok false when the device leaves fewer than two slots, no data block, or more
+/// rows a part than held_max_rows (fewer than kHeldMinSms SMs).
+struct HeldGrid {
+  bool ok = false;
+  int64_t grid = 1, parts = 1, rows = 1, slots = 0, smem = 0;
+};
+HeldGrid held_grid(const ColumnShape& c, const HeldKnobs& k, int sm_count);
+/// CUDA source of a held-slab variant of `c`: cudal1_softmax(in, out, ws, P, R, NB) (Note [Softmax held slabs]).
+KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k);
+/// Its bound kernel: held_grid for the module's device, the workspace per call, one cooperative launch.
+std::unique_ptr<BoundKernel> make_held_kernel(const ColumnShape& c, const HeldKnobs& k,
+                                              std::shared_ptr<LoadedModule> m);
 
 /// CUDA source of a shared column tile of `c` (Note [Softmax shared tiles]): kernel(in, out), `cluster` blocks
 /// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory;

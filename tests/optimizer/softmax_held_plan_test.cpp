@@ -1,0 +1,100 @@
+/// @brief The softmax family's held slabs (Note [Softmax held slabs]): where they are offered, how a launch sizes its
+/// parts and slots for a device, and what their source asks of the device.
+#include <gtest/gtest.h>
+
+#include "cudal1/optimizer/family.h"
+#include "optimizer/problems.h"
+#include "softmax/softmax_family.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+using testing::contiguous;
+using testing::softmax_problem;
+using softmax::ColumnShape;
+using softmax::HeldGrid;
+using softmax::HeldKnobs;
+using softmax::held_grid;
+using softmax::held_max_rows;
+using softmax::kHeldMaxSlots;
+
+std::vector<Variant> held_of(const Problem& p) {
+  auto plan = family_for(p.op, "")->plan(p);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  std::vector<Variant> out;
+  if (!plan.ok()) return out;
+  for (const auto& v : plan.value()->space())
+    if (v.get("tile") == 3) out.push_back(v);
+  return out;
+}
+
+Problem column(c10::ScalarType dt, std::vector<int64_t> sizes, int sm = 90, const char* op = "_log_softmax") {
+  const auto strides = contiguous(sizes);
+  return softmax_problem(op, dt, std::move(sizes), strides, 1, false, sm);
+}
+
+TEST(SoftmaxHeldPlan, OfferedForLarge16BitDenseSlabsOnSm90) {
+  const auto bench = held_of(column(at::kBFloat16, {32, 32000, 64}));
+  ASSERT_EQ(bench.size(), 4u);
+  EXPECT_EQ(bench[0].id(), "tile3.stats8.out8.merge4.pf0");
+  EXPECT_EQ(held_of(column(at::kHalf, {4, 4096, 256}, 90, "_softmax")).size(), 4u);  // 512-byte rows
+  EXPECT_EQ(held_of(column(at::kBFloat16, {2, 16384, 32})).size(), 4u);               // 64-byte rows
+}
+
+TEST(SoftmaxHeldPlan, DeclinedWhereTheDesignDoesNotHold) {
+  EXPECT_TRUE(held_of(column(at::kBFloat16, {32, 32000, 64}, 80)).empty());  // no bulk copies before sm_90
+  EXPECT_TRUE(held_of(column(at::kFloat, {32, 32000, 64})).empty());         // 16-bit only
+  EXPECT_TRUE(held_of(column(at::kBFloat16, {32, 1000, 64})).empty());       // 128 KB slabs
+  EXPECT_TRUE(held_of(column(at::kBFloat16, {32, 32000, 96})).empty());      // rows of 192 bytes
+  EXPECT_TRUE(held_of(column(at::kBFloat16, {1024, 4096, 64})).empty());     // 65536 columns: the workspace
+  // Rows padded to 68 elements: the slab is not dense.
+  EXPECT_TRUE(held_of(softmax_problem("_softmax", at::kHalf, {4, 8192, 64}, {8192 * 68, 68, 1}, 1)).empty());
+}
+
+TEST(SoftmaxHeldPlan, LaunchSizesPartsAndSlotsForTheDevice) {
+  ColumnShape c;
+  c.dtype = at::kBFloat16;
+  c.outer = 32;
+  c.n = 32000;
+  c.inner = 64;
+  const HeldGrid h200 = held_grid(c, HeldKnobs{8, 8, 4, 0}, 132);  // the probe's best: 128 parts, 7 slots
+  EXPECT_TRUE(h200.ok);
+  EXPECT_EQ(h200.grid, 132);
+  EXPECT_EQ(h200.rows, 250);
+  EXPECT_EQ(h200.parts, 128);
+  EXPECT_EQ(h200.slots, 7);
+  EXPECT_EQ(h200.smem, 7 * 32000 + 2 * 8 * 64 * 8);
+  const HeldGrid pcie = held_grid(c, HeldKnobs{8, 8, 4, 0}, 114);  // 110 data blocks: rows 291, the last part 281
+  EXPECT_TRUE(pcie.ok);
+  EXPECT_EQ(pcie.rows, 291);
+  EXPECT_EQ(pcie.parts, 110);
+  EXPECT_EQ(pcie.slots, 6);
+  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 4).ok);    // no data block
+  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 100).ok);  // parts longer than the source was compiled for
+  EXPECT_EQ(held_max_rows(c, HeldKnobs{8, 8, 4, 0}), 291);    // 32000 rows over 114 - 4 data blocks
+  c.n = 4000000;                                             // a part of 3.8 MB
+  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 132).ok);
+  c.n = 130;  // fewer rows than data blocks: a row a part, no empty part
+  const HeldGrid tiny = held_grid(c, HeldKnobs{8, 8, 2, 1}, 132);
+  EXPECT_EQ(tiny.rows, 1);
+  EXPECT_EQ(tiny.parts, 130);
+  EXPECT_EQ(tiny.slots, kHeldMaxSlots);
+}
+
+TEST(SoftmaxHeldPlan, SourceUsesBulkCopiesPackedMaximaAndOnlyItsOwnVariants) {
+  auto plan = family_for("_log_softmax", "")->plan(column(at::kBFloat16, {32, 32000, 64}));
+  ASSERT_TRUE(plan.ok());
+  const Variant v{{{"tile", 3}, {"stats", 8}, {"out", 8}, {"merge", 2}, {"pf", 1}}};
+  auto src = plan.value()->source(v);
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  for (const char* needle : {"cp.async.bulk.shared::cluster.global", "cp.async.bulk.prefetch.L2", "max.bf16x2",
+                             "red.release.gpu", "st.release.gpu", "#define GM 2", "#define THREADS 608", "LPR = 8"})
+    EXPECT_NE(src->code.find(needle), std::string::npos) << needle;
+  EXPECT_EQ(plan.value()->stratum(v), 30);
+  Variant odd = v;
+  odd.knobs[1].second = 7;  // seven statistics warps: not one of the four
+  EXPECT_FALSE(plan.value()->source(odd).ok());
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
