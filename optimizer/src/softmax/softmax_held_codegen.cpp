@@ -93,11 +93,8 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
         if (f.x == NEG_INF) f.y = QNAN;  // every element -Inf or NaN: as the two-pass tiles
         finals[slab * INNER + tid] = f;
       }
-      __syncthreads();
-      if (tid == 0) {  // as a grid barrier: the block's stores, a fence, then the release
-        __threadfence();
-        st_release(flags + slab, 1u);
-      }
+      __syncthreads();  // the block's stores, then thread 0's release (cumulative: no fence.sc, as CUTLASS's barriers)
+      if (tid == 0) st_release(flags + slab, 1u);
     }
     return;
   }
@@ -223,11 +220,8 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
       float2* const dst = ws + ((index_t)slab * P + (bd + t * GD) % P) * INNER;
 #pragma unroll
       for (int h = 0; h < INNER / 32; ++h) dst[lane + 32 * h] = a[h];
-      __syncwarp();
-      if (lane == 0) {
-        __threadfence();
-        red_release_add(counters + slab, 1u);
-      }
+      __syncwarp();  // the warp's stores, then lane 0's release (cumulative)
+      if (lane == 0) red_release_add(counters + slab, 1u);
     }
     return;
   }
