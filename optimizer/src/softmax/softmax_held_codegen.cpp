@@ -91,6 +91,7 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
       if (tid < INNER) {
         float2 f = fold_pairs<MC>(make_float2(NEG_INF, 0.f), [&](int i) { return red[i * INNER + tid]; });
         if (f.x == NEG_INF) f.y = QNAN;  // every element -Inf or NaN: as the two-pass tiles
+        f.y = LOG ? logf(f.y) : 1.f / f.y;  // the epilogue's constant, made once here (as the tiles' prep)
         finals[slab * INNER + tid] = f;
       }
       __syncthreads();  // the block's stores, then thread 0's release (cumulative: no fence.sc, as CUTLASS's barriers)
@@ -232,9 +233,9 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
     int slab, r0, rows;
     rows_of(u, slab, r0, rows);
     mbar_wait(&full[u % NB], (unsigned)((u / NB) & 1));
-    if (lane == 0)
+    if (ot == 0)  // one poller a block: every poll of every block loads the flags' one L2 line
       while (ld_acquire(flags + slab) == 0u) __nanosleep(32);
-    __syncwarp();  // lane 0's acquire orders the finals' loads (L2, __ldcg) of every lane after it
+    asm volatile("bar.sync 1, %0;" ::"r"(O * 32) : "memory");  // its acquire orders the output warps' finals loads
     // Every output warp of every block reads the slab's finals as soon as its flag rises: one 16-byte load a lane
     // (float4 k < 4 of group g by lane g + LPR (k % LG)), then shuffles. Eight 8-byte loads a lane (four lines a
     // load) made the finals' L2 lines a hot spot: 152 us against 77 (Note [Softmax held slabs]).
@@ -246,17 +247,21 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
       const int k = lane / LPR + q * LG;
       fq[q] = k < 4 ? __ldcg(fs + k) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    float m[8], s[8];
+    float m[8], c[8];  // the maximum and the epilogue's constant: log(sum) or 1 / sum
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const float4 f = fq[k / LG];
       const int src = g + LPR * (k % LG);
       m[2 * k] = __shfl_sync(0xffffffffu, f.x, src);
-      s[2 * k] = __shfl_sync(0xffffffffu, f.y, src);
+      c[2 * k] = __shfl_sync(0xffffffffu, f.y, src);
       m[2 * k + 1] = __shfl_sync(0xffffffffu, f.z, src);
-      s[2 * k + 1] = __shfl_sync(0xffffffffu, f.w, src);
+      c[2 * k + 1] = __shfl_sync(0xffffffffu, f.w, src);
     }
-)" R"(#define NE 8
+)" R"(#if LOG
+#define EPILOGUE(v, e) (((v) - m[e]) - c[e])  // LogSoftMaxForwardEpilogue
+#else
+#define EPILOGUE(v, e) (EXP_SUB(v, m[e]) * c[e])  // SoftMaxForwardEpilogue: 16-bit, so DIV_SUM's fast form
+#endif
 )";
 }
 
@@ -302,7 +307,7 @@ KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k) {
   s << "static constexpr int N = " << c.n << ", INNER = " << c.inner << ", LPR = " << c.inner / 8
     << ";  // lanes a row: 16 bytes each\nstatic constexpr int OUTER = " << c.outer << ", RMAX = " << held_max_rows(c, k)
     << ";  // rows a part at most (the launch checks)\n";
-  s << held_primitives_source() << held_kernel_source() << epilogue_prep_source("NE") << held_output_source();
+  s << held_primitives_source() << held_kernel_source() << held_output_source();
   return KernelSource{s.str(), "cudal1_softmax"};
 }
 
