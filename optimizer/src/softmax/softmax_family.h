@@ -245,11 +245,15 @@
 ///   statted / taken, no block barrier);
 /// - two publisher warps (items alternate): the S pairs of each column folded (two passes: the maximum of all,
 ///   then the sums rescaled by ex2), stored to the workspace, counted on the slab's counter (red.release.gpu);
-/// - O output warps: wait for the slab's flag (ld.acquire), read the slab's final pairs and write ATen's epilogue
-///   of every element of the slot to global memory, then free the slot.
+/// - O output warps: one lane of the first polls the slab's flag (ld.acquire) and a named barrier holds the others,
+///   each warp reads the slab's finals as one 16-byte load a lane and shuffles them to the lanes of each column,
+///   writes ATen's epilogue of every element of the slot to global memory, then frees the slot.
 /// A merging block takes slabs b, b + GM, ...: waits for the counter to reach P, folds the P pairs of each column
 /// in part order (8 loads in flight a thread, MC = threads / inner chunks, then the chunks in order), stores the
-/// final (max, sum) and raises the flag (st.release.gpu). Pairs are folded as the two-pass tiles treat elements: a
+/// final (max, log(sum)) or (max, 1 / sum) and raises the flag (st.release.gpu). Every output warp of the grid
+/// reads a slab's finals and polls its flag at about the same moment, so those L2 lines are hot spots: eight 8-byte
+/// loads a lane and a poller a warp ran 152 us (Nsight Compute: the output warps waiting on the finals' loads,
+/// docs/PERF.md session 28). Pairs are folded as the two-pass tiles treat elements: a
 /// pair whose maximum is -Inf contributes its sum x 0 (0, or a NaN that is kept), a final maximum of -Inf makes the
 /// sum NaN, +Inf poisons the sum through Inf - Inf; so special values come out as the pair tiles' and ATen's.
 /// No deadlock: loading item t waits for item t - NB's output, which waits only for parts of earlier items of every
