@@ -1,13 +1,13 @@
-// Probe (session 27, not yet run: no device time was left): the library's held-slab kernel (Note [Softmax held
-// slabs], commit 6976a4d) timed by the probes' harness instead of the tuner's, to tell the kernel from the harness.
-// In the library it ran 120-195 us on log_softmax bf16 [32,32000,64] dim 1 (docs/PERF.md session 27, runs 7-9),
-// where column_split_probe.cu's same design ran 74.8-76.2 us. Not part of the library.
-// Usage on the GPU machine (a 132-SM H200; P, R and NB below are held_grid's for it), from a checkout of 6976a4d:
+// Probe (session 28): the library's held-slab kernel (Note [Softmax held slabs]) timed by the probes' harness instead
+// of the tuner's, to tell the kernel from the harness. Session 28 (docs/PERF.md): session 27's kernel ran as slowly
+// here as in the tuner (152-190 us against the split probe's 75-77), which pointed at the kernel: Nsight Compute then
+// found the finals' L2 lines a hot spot (v4: 87 us here). Not part of the library.
+// Usage on the GPU machine (a 132-SM H200; P, R and NB below are held_grid's for it with merge 4), from a checkout:
 //   cudal1 source 'aten::_log_softmax(bf16[32,32000,64]{2048000,64,1}, 1, False)' \
 //     --variant tile3.stats8.out8.merge4.pf0 --sm 90 > held8.cu
 //   nvcc -arch=sm_90 -cubin -o held8.cubin held8.cu
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o held_cubin_probe held_cubin_probe.cu -lcuda
-//   ./held_cubin_probe held8.cubin 608 [more.cubin threads ...]
+//   ./held_cubin_probe held8.cubin 608 [more.cubin threads ...]   (threads: (stats + out + 3) x 32)
 #include <cuda.h>
 
 #include "column_probe.cuh"

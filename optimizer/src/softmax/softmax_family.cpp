@@ -136,8 +136,9 @@ class SoftmaxFamily final : public Family {
   // 8: two-pass shared tiles (Note [Softmax fast exp]), cp.async shared tiles (Note [Softmax async tiles]);
   // 9: cp.async from codegen_common (Note [Async copies]), the two merges as one two_pass_merge (same cubins);
   // 10: cluster merges by warp 0 with every rank's load in flight (Note [Softmax cluster merge]);
-  // 11: held slabs (Note [Softmax held slabs])
-  int version() const override { return 11; }
+  // 11: held slabs (Note [Softmax held slabs]); 12: the held slabs' releases without fence.sc, finals as float4
+  // loads with the epilogue's constant made by the merging block, one flag poller a block
+  int version() const override { return 12; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

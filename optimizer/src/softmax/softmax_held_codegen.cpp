@@ -40,8 +40,8 @@ __device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
 
 /// The (max, sum of exp(x - max)) pairs' merge, and the kernel.
 const char* held_kernel_source() {
-  return R"(/// Folds acc and NN pairs b(i) in two passes: the maximum of all, then each sum rescaled to it. A pair whose
-/// maximum is -Inf saw only -Inf and NaN: its sum (0 or NaN) is kept as sum x 0, so a NaN is never lost.
+  return R"(/// Folds acc and NN pairs b(i) in two passes: the maximum of all, then each sum rescaled to it. A pair
+/// whose maximum is -Inf saw only -Inf and NaN: its sum (0 or NaN) is kept as sum x 0, so a NaN is never lost.
 template <int NN, class Get>
 __device__ __forceinline__ float2 fold_pairs(float2 acc, Get b) {
   float mm = acc.x;
@@ -82,7 +82,8 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
         for (int i0 = lo; i0 < hi; i0 += 8) {  // eight loads in flight, folded in part order
           float2 b[8];
 #pragma unroll
-          for (int i = 0; i < 8; ++i) b[i] = i0 + i < hi ? __ldcg(p + (index_t)(i0 + i) * INNER) : make_float2(NEG_INF, 0.f);
+          for (int i = 0; i < 8; ++i)
+            b[i] = i0 + i < hi ? __ldcg(p + (index_t)(i0 + i) * INNER) : make_float2(NEG_INF, 0.f);
           acc = fold_pairs<8>(acc, [&](int i) { return b[i]; });
         }
         red[j * INNER + col] = acc;
@@ -280,7 +281,7 @@ const char* held_output_source() {
         y[r * LPR + g] = make_uint4(o4[0], o4[1], o4[2], o4[3]);
       }
     }
-    __syncwarp();  // the slot's reads are done (no proxy fence: reads before a bulk copy's write, as CUTLASS's pipelines)
+    __syncwarp();  // the slot's reads are done (no proxy fence: reads before a bulk copy's write, as CUTLASS's)
     if (lane == 0) mbar_arrive(&written[u % NB]);
   }
 }
@@ -305,7 +306,8 @@ KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k) {
     << k.merge << "  // merging blocks\n#define PF " << k.prefetch << "  // items prefetched into L2 ahead\n"
     << "#define THREADS " << held_threads(k) << "\n#define MAX_SLOTS " << kHeldMaxSlots << "\n";
   s << "static constexpr int N = " << c.n << ", INNER = " << c.inner << ", LPR = " << c.inner / 8
-    << ";  // lanes a row: 16 bytes each\nstatic constexpr int OUTER = " << c.outer << ", RMAX = " << held_max_rows(c, k)
+    << ";  // lanes a row: 16 bytes each\nstatic constexpr int OUTER = " << c.outer
+    << ", RMAX = " << held_max_rows(c, k)
     << ";  // rows a part at most (the launch checks)\n";
   s << held_primitives_source() << held_kernel_source() << held_output_source();
   return KernelSource{s.str(), "cudal1_softmax"};
