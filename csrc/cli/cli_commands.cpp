@@ -57,9 +57,10 @@ int cache_ls(const Options& o, std::ostream& out) {
     out << "\nfingerprint " << l.key << ": ";
     if (l.fingerprint.ok()) {
       const auto& f = l.fingerprint.value();
-      out << f.gpu_name << " sm_" << f.sm << ", driver " << f.driver_version << ", CUDA runtime "
-          << f.cuda_runtime_version << ", NVRTC " << f.nvrtc_version << ", torch " << f.torch_version << ", cudal1 "
-          << f.cudal1_version << ", generators " << f.generators << ", format " << f.format_version << "\n";
+      out << f.gpu_name << " sm_" << f.sm << " (" << f.sm_count << " SMs), driver " << f.driver_version
+          << ", CUDA runtime " << f.cuda_runtime_version << ", NVRTC " << f.nvrtc_version << ", torch "
+          << f.torch_version << ", cudal1 " << f.cudal1_version << ", generators " << f.generators << ", format "
+          << f.format_version << "\n";
     } else {
       out << l.fingerprint.status().to_string() << "\n";
     }

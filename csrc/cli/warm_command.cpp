@@ -153,7 +153,8 @@ int source_exec(const Options& o, const std::vector<std::string>& signatures, st
     err << "error: no signatures (give them as arguments or with --signatures FILE)\n";
     return 1;
   }
-  std::vector<std::string> args = {"--source", "--sm", std::to_string(o.sm)};
+  std::vector<std::string> args = {"--source", "--sm", std::to_string(o.sm), "--sms",
+                                   std::to_string(o.sm_count)};
   if (!o.variant.empty()) args.insert(args.end(), {"--variant", o.variant});
   if (o.list_variants) args.push_back("--list");
   return helper_exec(o, signatures, args, /*enable=*/false, err);

@@ -17,13 +17,15 @@ namespace {
 
 /// `cudal1 source`: each signature's family, variants and generated source (cudal1::kernel_source); 1 when
 /// any signature has none.
-int print_sources(const std::vector<std::string>& sigs, const std::string& variant, int sm, bool list) {
+int print_sources(const std::vector<std::string>& sigs, const std::string& variant, int sm, int sm_count,
+                  bool list) {
   int errors = 0;
   for (const auto& sig : sigs) {
-    const cudal1::KernelSourceResult r = cudal1::kernel_source(sig, variant, sm);
+    const cudal1::KernelSourceResult r = cudal1::kernel_source(sig, variant, sm, sm_count);
     std::printf("// signature: %s\n", sig.c_str());
     if (!r.variants.empty())
-      std::printf("// family: %s, %zu variants for sm_%d\n", r.family.c_str(), r.variants.size(), sm);
+      std::printf("// family: %s, %zu variants for sm_%d (%d SMs)\n", r.family.c_str(), r.variants.size(), sm,
+                  sm_count);
     if (!r.error.empty()) {
       std::printf("// error: %s\n", r.error.c_str());
       ++errors;
@@ -49,10 +51,12 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", o.dry_run, "only check that every signature rebuilds to a call");
   bool source = false, list = false;
   std::string variant;
-  int sm = 90;
+  int sm = 90, sm_count = 132;
   app.add_flag("--source", source, "print each signature's generated CUDA source instead (`cudal1 source`)");
   app.add_option("--variant", variant, "--source: this variant (default: the first of the space)");
   app.add_option("--sm", sm, "--source: plan for this compute capability (default 90)")->check(CLI::PositiveNumber);
+  app.add_option("--sms", sm_count, "--source: ... on a device of this many SMs (default 132)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--list", list, "--source: list the variants instead of printing a source");
   CLI11_PARSE(app, argc, argv);
 
@@ -64,7 +68,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cudal1 warm: no signatures on standard input\n");
     return 1;
   }
-  if (source) return print_sources(sigs, variant, sm, list);
+  if (source) return print_sources(sigs, variant, sm, sm_count, list);
   if (!o.dry_run && !cudal1::is_active()) {
     std::printf("cudal1 warm: cudal1 is %s: nothing warmed (%zu signatures; --dry-run checks them without a GPU)\n",
                 cudal1::status_line().c_str(), sigs.size());

@@ -11,6 +11,7 @@ std::string GpuFingerprint::canonical() const {
   std::string s;
   s += "gpu_name=" + gpu_name + "\n";
   s += "sm=" + std::to_string(sm) + "\n";
+  s += "sm_count=" + std::to_string(sm_count) + "\n";
   s += "driver=" + std::to_string(driver_version) + "\n";
   s += "cuda_runtime=" + std::to_string(cuda_runtime_version) + "\n";
   s += "nvrtc=" + nvrtc_version + "\n";
@@ -27,8 +28,11 @@ std::string GpuFingerprint::key() const {
 }
 
 std::string GpuFingerprint::to_json() const {
-  nlohmann::json j = {{"gpu_name", gpu_name},         {"sm", sm},
-                      {"driver_version", driver_version}, {"cuda_runtime_version", cuda_runtime_version},
+  nlohmann::json j = {{"gpu_name", gpu_name},
+                      {"sm", sm},
+                      {"sm_count", sm_count},
+                      {"driver_version", driver_version},
+                      {"cuda_runtime_version", cuda_runtime_version},
                       {"nvrtc_version", nvrtc_version}, {"torch_version", torch_version},
                       {"cudal1_version", cudal1_version}, {"generators", generators},
                       {"format_version", format_version}};
@@ -42,6 +46,7 @@ Result<GpuFingerprint> GpuFingerprint::from_json(const std::string& text) {
     GpuFingerprint f;
     f.gpu_name = j.at("gpu_name").get<std::string>();
     f.sm = j.at("sm").get<int>();
+    f.sm_count = j.value("sm_count", 0);  // records written before it (their keys differ: never used)
     f.driver_version = j.at("driver_version").get<int>();
     f.cuda_runtime_version = j.at("cuda_runtime_version").get<int>();
     f.nvrtc_version = j.at("nvrtc_version").get<std::string>();

@@ -16,11 +16,16 @@
 
 namespace cudal1 {
 
-KernelSourceResult kernel_source(const std::string& signature, const std::string& variant, int sm) noexcept {
+KernelSourceResult kernel_source(const std::string& signature, const std::string& variant, int sm,
+                                 int sm_count) noexcept {
   KernelSourceResult r;
   try {
     if (sm < 10 || sm > 200) {
       r.error = "compute capability " + std::to_string(sm) + " is not one (e.g. 80 for sm_80, 90 for sm_90)";
+      return r;
+    }
+    if (sm_count < 1 || sm_count > 1024) {
+      r.error = std::to_string(sm_count) + " SMs is not a device's count (e.g. 132 for an H100 SXM or H200)";
       return r;
     }
     auto call = dispatcher::rebuild_call(signature, c10::Device(c10::DeviceType::Meta), /*fill=*/false);
@@ -30,7 +35,8 @@ KernelSourceResult kernel_source(const std::string& signature, const std::string
     }
     const auto& name = call->op.operator_name();
     const optimizer::Problem p =
-        optimizer::Problem::of_call(call->op, dispatcher::arg_specs(call->stack, call->stack.size()), sm, signature);
+        optimizer::Problem::of_call(call->op, dispatcher::arg_specs(call->stack, call->stack.size()), sm, sm_count,
+                                     signature);
     const optimizer::Family* family = optimizer::family_for(p.op, p.overload);
     if (!family) {
       r.error = "no cudal1 family serves " + name.name + (p.overload.empty() ? "" : "." + p.overload) +

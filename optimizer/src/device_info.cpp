@@ -56,6 +56,7 @@ Result<GpuFingerprint> fingerprint_for(int device) {
   GpuFingerprint f;
   f.gpu_name = info.name;
   f.sm = info.sm;
+  f.sm_count = info.sm_count;
   f.driver_version = api->driver_version;
   f.cuda_runtime_version = dispatcher::cuda_runtime_version();
   f.nvrtc_version = nvrtc_version();

@@ -14,11 +14,11 @@
 
 namespace cudal1::optimizer {
 
-Problem Problem::from_record(const dispatcher::SigRecord& rec, int sm) {
-  return of_call(rec.op, rec.args, sm, rec.sig.text);
+Problem Problem::from_record(const dispatcher::SigRecord& rec, int sm, int sm_count) {
+  return of_call(rec.op, rec.args, sm, sm_count, rec.sig.text);
 }
 
-Problem Problem::of_call(const c10::OperatorHandle& op, std::vector<dispatcher::ArgSpec> args, int sm,
+Problem Problem::of_call(const c10::OperatorHandle& op, std::vector<dispatcher::ArgSpec> args, int sm, int sm_count,
                          std::string signature) {
   Problem p;
   const auto& name = op.operator_name();
@@ -26,6 +26,7 @@ Problem Problem::of_call(const c10::OperatorHandle& op, std::vector<dispatcher::
   p.overload = name.overload_name;
   p.args = std::move(args);
   p.sm = sm;
+  p.sm_count = sm_count;
   p.signature = std::move(signature);
   return p;
 }

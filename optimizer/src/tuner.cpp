@@ -156,7 +156,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   const std::string op = name.name.substr(name.name.rfind("::") + 2);
   const Family* family = family_for(op, name.overload_name);
   if (!family) return Status(Code::kUnsupported, "no generator family for " + name.name);
-  const Problem problem = Problem::from_record(rec, info.sm);
+  const Problem problem = Problem::from_record(rec, info.sm, info.sm_count);
   CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(problem));
 
   std::vector<Variant> space = plan->space();
@@ -363,7 +363,7 @@ Status attach_cached(SigRecord& rec, const cache::KernelEntry& e) {
   const std::string op = name.name.substr(name.name.rfind("::") + 2);
   const Family* family = family_for(op, name.overload_name);
   if (!family || e.family != family->name()) return Status(Code::kMismatch, "entry is from another family");
-  CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(Problem::from_record(rec, info.sm)));
+  CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(Problem::from_record(rec, info.sm, info.sm_count)));
   CUDAL1_ASSIGN_OR_RETURN(Variant v, Variant::from_json(e.launch_json));
   CUDAL1_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModule> module, LoadedModule::load(device, e.cubin, e.kernel_name));
   CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<BoundKernel> bound, plan->bind(v, std::move(module)));

@@ -13,6 +13,7 @@ GpuFingerprint base() {
   GpuFingerprint f;
   f.gpu_name = "NVIDIA H200";
   f.sm = 90;
+  f.sm_count = 132;
   f.driver_version = 13000;
   f.cuda_runtime_version = 13000;
   f.nvrtc_version = "13.0";
@@ -27,6 +28,7 @@ TEST(Fingerprint, EveryFieldChangesTheKey) {
   const std::vector<std::function<void(GpuFingerprint&)>> changes = {
       [](GpuFingerprint& f) { f.gpu_name = "NVIDIA H100 80GB HBM3"; },
       [](GpuFingerprint& f) { f.sm = 80; },
+      [](GpuFingerprint& f) { f.sm_count = 114; },
       [](GpuFingerprint& f) { f.driver_version = 12080; },
       [](GpuFingerprint& f) { f.cuda_runtime_version = 12080; },
       [](GpuFingerprint& f) { f.nvrtc_version = "12.8"; },

@@ -64,6 +64,7 @@ void fuzz(const std::string& family_op, Problem (*draw)(Rng&, int), uint64_t see
   for (int i = 0; i < kSignatures; ++i) {
     Job j;
     j.problem = draw(rng, info->sm);
+    j.problem.sm_count = info->sm_count;
     layout_missing_strides(rng, &j.problem);
     j.problem.signature = family_op + " #" + std::to_string(i);
     auto plan = optimizer::family_for(j.problem.op, j.problem.overload)->plan(j.problem);

@@ -19,10 +19,22 @@ int device_sm() {
   return info.value().sm;
 }
 
+namespace {
+
+/// `p` planned for device 0's SM count (held slabs size their grid in the source for it).
+optimizer::Problem on_device(optimizer::Problem p) {
+  auto info = optimizer::device_info(0);
+  if (info.ok()) p.sm_count = info.value().sm_count;
+  return p;
+}
+
+}  // namespace
+
 int count_variants(const std::vector<optimizer::Problem>& problems,
                    const std::function<bool(const optimizer::Variant&)>& pick) {
   int offered = 0;
-  for (const auto& p : problems) {
+  for (const auto& q : problems) {
+    const optimizer::Problem p = on_device(q);
     const optimizer::Family* family = optimizer::family_for(p.op, p.overload);
     if (family == nullptr) {
       ADD_FAILURE() << p.signature << ": no family";
@@ -42,7 +54,8 @@ int verify_variants(const std::vector<optimizer::Problem>& problems,
                     const std::function<bool(const optimizer::Variant&)>& pick) {
   using namespace cudal1::optimizer;
   int verified = 0;
-  for (const auto& p : problems) {
+  for (const auto& q : problems) {
+    const Problem p = on_device(q);
     const Family* family = family_for(p.op, p.overload);
     if (family == nullptr) {
       ADD_FAILURE() << p.signature << ": no family";

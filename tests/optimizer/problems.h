@@ -36,10 +36,15 @@ inline dispatcher::ArgSpec value_arg(c10::IValue v) {
   return a;
 }
 
+/// The SM count the CPU tests plan for: an H100 SXM's or an H200's (the GPU tests plan for their device's).
+constexpr int kTestSmCount = 132;
+
+/// A problem of `op` for compute capability `sm` on a kTestSmCount-SM device.
 inline optimizer::Problem problem(const std::string& op, int sm, std::vector<dispatcher::ArgSpec> args) {
   optimizer::Problem p;
   p.op = op;
   p.sm = sm;
+  p.sm_count = kTestSmCount;
   p.args = std::move(args);
   return p;
 }

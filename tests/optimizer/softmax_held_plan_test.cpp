@@ -15,7 +15,6 @@ using softmax::ColumnShape;
 using softmax::HeldGrid;
 using softmax::HeldKnobs;
 using softmax::held_grid;
-using softmax::held_max_rows;
 using softmax::kHeldMaxSlots;
 
 std::vector<Variant> held_of(const Problem& p) {
@@ -43,6 +42,9 @@ TEST(SoftmaxHeldPlan, OfferedForLarge16BitDenseSlabsOnSm90) {
 
 TEST(SoftmaxHeldPlan, DeclinedWhereTheDesignDoesNotHold) {
   EXPECT_TRUE(held_of(column(at::kBFloat16, {32, 32000, 64}, 80)).empty());  // no bulk copies before sm_90
+  Problem unknown = column(at::kBFloat16, {32, 32000, 64});
+  unknown.sm_count = 0;  // the grid is sized for the device in the source: none without it
+  EXPECT_TRUE(held_of(unknown).empty());
   EXPECT_TRUE(held_of(column(at::kFloat, {32, 32000, 64})).empty());         // 16-bit only
   EXPECT_TRUE(held_of(column(at::kBFloat16, {32, 1000, 64})).empty());       // 128 KB slabs
   EXPECT_TRUE(held_of(column(at::kBFloat16, {32, 32000, 96})).empty());      // rows of 192 bytes
@@ -69,10 +71,9 @@ TEST(SoftmaxHeldPlan, LaunchSizesPartsAndSlotsForTheDevice) {
   EXPECT_EQ(pcie.rows, 291);
   EXPECT_EQ(pcie.parts, 110);
   EXPECT_EQ(pcie.slots, 6);
-  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 4).ok);    // no data block
-  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 100).ok);  // parts longer than the source was compiled for
-  EXPECT_EQ(held_max_rows(c, HeldKnobs{8, 8, 4, 0}), 291);    // 32000 rows over 114 - 4 data blocks
-  c.n = 4000000;                                             // a part of 3.8 MB
+  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 4).ok);  // no data block
+  EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 0).ok);  // no device known
+  c.n = 4000000;                                           // a part of 3.8 MB
   EXPECT_FALSE(held_grid(c, HeldKnobs{8, 8, 4, 0}, 132).ok);
   c.n = 130;  // fewer rows than data blocks: a row a part, no empty part
   const HeldGrid tiny = held_grid(c, HeldKnobs{8, 8, 2, 1}, 132);
@@ -94,6 +95,22 @@ TEST(SoftmaxHeldPlan, SourceUsesBulkCopiesPackedMaximaAndOnlyItsOwnVariants) {
   Variant odd = v;
   odd.knobs[1].second = 7;  // seven statistics warps: not one of the four
   EXPECT_FALSE(plan.value()->source(odd).ok());
+}
+
+TEST(SoftmaxHeldPlan, SourceHoldsTheGridOfThePlansDevice) {
+  const Variant v{{{"tile", 3}, {"stats", 8}, {"out", 8}, {"merge", 4}, {"pf", 0}}};
+  const auto source_for = [&](int sm_count) {
+    Problem p = column(at::kBFloat16, {32, 32000, 64});
+    p.sm_count = sm_count;
+    auto plan = family_for(p.op, "")->plan(p);
+    EXPECT_TRUE(plan.ok());
+    auto src = plan.ok() ? plan.value()->source(v) : Result<KernelSource>(Status(Code::kInternal, "no plan"));
+    EXPECT_TRUE(src.ok()) << src.status().to_string();
+    return src.ok() ? src->code : std::string();
+  };
+  EXPECT_NE(source_for(132).find("P = 128, R = 250, NB = 7;"), std::string::npos);  // held_grid's above
+  EXPECT_NE(source_for(114).find("P = 110, R = 291, NB = 6;"), std::string::npos);
+  EXPECT_NE(source_for(132), source_for(114));
 }
 
 }  // namespace

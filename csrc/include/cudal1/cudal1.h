@@ -86,7 +86,7 @@ CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatur
 /// csrc/runtime/source.cpp).
 struct KernelSourceResult {
   std::string family;                 ///< the family that plans the signature ("pool", ...); empty when none does
-  std::vector<std::string> variants;  ///< every variant of its technique space for the compute capability asked
+  std::vector<std::string> variants;  ///< every variant of its technique space for the device asked
   std::string variant;                ///< the variant `code` belongs to
   std::string kernel_name;            ///< its extern "C" entry point
   std::string code;                   ///< CUDA C++ as handed to NVRTC; empty when `error` says why
@@ -94,11 +94,12 @@ struct KernelSourceResult {
 };
 
 /// The generated source of `variant` (default: the first of the space) for the signature text `signature` (as
-/// the hook and `cudal1 report` write it) planned for compute capability `sm` (e.g. 90). Needs no GPU and works
+/// the hook and `cudal1 report` write it) planned for compute capability `sm` (e.g. 90) on a device of `sm_count`
+/// SMs (e.g. 132 for an H100 SXM or H200; some variants size their grid in the source). Needs no GPU and works
 /// whether cudal1 is on or off: the call is rebuilt on the meta device and planned; nothing is compiled, run or
 /// cached. Which variant serves the signature on a GPU is the tuner's choice (`cudal1 cache ls`). Never throws.
-CUDAL1_API KernelSourceResult kernel_source(const std::string& signature, const std::string& variant,
-                                            int sm) noexcept;
+CUDAL1_API KernelSourceResult kernel_source(const std::string& signature, const std::string& variant, int sm,
+                                            int sm_count) noexcept;
 
 /// cudal1's version, e.g. "0.1.0".
 CUDAL1_API const char* version() noexcept;

@@ -34,7 +34,7 @@ constexpr int64_t kMaxSmemBlockVec = 2048;
 
 /// Held slabs (Note [Softmax held slabs]): the four variants (stats, out, merge, prefetch); a slab of at least
 /// kMinHeldSlab bytes; at most kMaxHeldColumns columns (the workspace: outer x parts x inner pairs, parts <= SMs);
-/// slots sized for kHeldMinSms SMs (the launch sizes them for its own device); a statistics thread keeps at most
+/// parts and slots sized for the plan's device (Problem::sm_count); a statistics thread keeps at most
 /// kMaxHeldVectors 16-byte vectors of an item in registers.
 constexpr HeldKnobs kHeldVariants[] = {{8, 8, 4, 0}, {8, 8, 2, 1}, {8, 4, 4, 0}, {6, 8, 4, 0}};
 constexpr int64_t kMinHeldSlab = 512 * 1024, kMaxHeldColumns = 32768, kMaxHeldVectors = 16;
@@ -236,7 +236,8 @@ class ColumnPlan final : public Plan {
   }
 
   /// Note [Softmax held slabs]: sm_90+, a 16-bit dtype, input and output dense [outer, n, inner] on 16 bytes, inner
-  /// 32-256 (whole 16-byte lane vectors, a power of two), slabs of kMinHeldSlab bytes or more, and slots for `k`.
+  /// 32-256 (whole 16-byte lane vectors, a power of two), slabs of kMinHeldSlab bytes or more, and a known device
+  /// whose SMs leave `k` slots (held_grid).
   bool held_ok(const HeldKnobs& k) const {
     const bool inner_ok = c_.inner == 32 || c_.inner == 64 || c_.inner == 128 || c_.inner == 256;
     if (c_.sm < 90 || elem_size(c_.dtype) != 2 || !inner_ok || !c_.aligned16 || c_.n_stride != c_.inner ||
@@ -244,9 +245,9 @@ class ColumnPlan final : public Plan {
         c_.n * c_.inner * 2 < kMinHeldSlab || c_.outer * c_.inner > kMaxHeldColumns ||
         c_.outer * c_.n * c_.inner >= (int64_t{1} << 31))
       return false;
+    const HeldGrid g = held_grid(c_, k, c_.sm_count);
     const int64_t rows_a_pass = int64_t{k.stats} * 32 / (c_.inner / 8);
-    return (held_max_rows(c_, k) + rows_a_pass - 1) / rows_a_pass <= kMaxHeldVectors &&
-           held_grid(c_, k, kHeldMinSms).ok;
+    return g.ok && (g.rows + rows_a_pass - 1) / rows_a_pass <= kMaxHeldVectors;
   }
 
   Result<HeldKnobs> held_knobs(const Variant& v) const {

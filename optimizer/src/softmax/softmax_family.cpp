@@ -137,8 +137,9 @@ class SoftmaxFamily final : public Family {
   // 9: cp.async from codegen_common (Note [Async copies]), the two merges as one two_pass_merge (same cubins);
   // 10: cluster merges by warp 0 with every rank's load in flight (Note [Softmax cluster merge]);
   // 11: held slabs (Note [Softmax held slabs]); 12: the held slabs' releases without fence.sc, finals as float4
-  // loads with the epilogue's constant made by the merging block, one flag poller a block
-  int version() const override { return 12; }
+  // loads with the epilogue's constant made by the merging block, one flag poller a block; 13: the held slabs'
+  // grid (parts, rows, slots) compiled in for the plan's SM count
+  int version() const override { return 13; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -173,6 +174,7 @@ class SoftmaxFamily final : public Family {
     c.log = log;
     c.dtype = t.dtype;
     c.sm = p.sm;
+    c.sm_count = p.sm_count;
     return plan_columns(t, dim, std::move(c));
   }
 };

@@ -237,7 +237,10 @@
 /// What (`tile` = 3; sm_90+, 16-bit dtypes, contiguous [outer, n, inner] with inner 32, 64, 128 or 256, so a row
 /// is 64-512 whole bytes; slabs of 512 KB or more): one cooperative launch of a block per SM. GM blocks merge; the
 /// GD = SMs - GM data blocks each take part p = bd of every slab (R = ceil(n / GD) rows, P = ceil(n / R) parts),
-/// items k = bd + t GD in turn. A data block has NB slots (as many as 227 KB hold, at most kHeldMaxSlots) and:
+/// items k = bd + t GD in turn. The plan's device SM count (Problem::sm_count, also in the cache key's fingerprint)
+/// sizes R, P and the slots NB in the source: as compile-time constants the kernel ran 1-2 us faster than with them
+/// as arguments (docs/PERF.md session 29), and a device of another SM count declines the call. A data block has NB
+/// slots (as many as 227 KB hold, at most kHeldMaxSlots) and:
 /// - a producer warp: bulk copies (cp.async.bulk, an mbarrier a slot) of item t + NB once item t is written, and
 ///   with `pf` > 0 an L2 prefetch (cp.async.bulk.prefetch.L2) of the item pf ahead of each bulk copy;
 /// - S statistics warps: per warp and column the maximum on packed pairs (exact, NaN skipped), then the sum of
@@ -292,6 +295,7 @@ struct ColumnShape {
   int max_vec = 1;                     ///< widest vector along inner the layout allows
   bool aligned16 = false;  ///< offset and strides of n and outer are whole 16 bytes (Note [Softmax async tiles])
   int sm = 0;                          ///< target compute capability: shared tiles from 90
+  int sm_count = 0;                    ///< SMs of the target device: held slabs are sized for it (0: none)
 };
 
 /// The number of vectors one thread keeps in registers when the row is cached; above kMaxCachedElements per
@@ -390,25 +394,22 @@ struct HeldKnobs {
 };
 /// The most slots a data block of a held-slab kernel keeps (its mbarriers are static shared memory).
 constexpr int kHeldMaxSlots = 8;
-/// The fewest SMs a held-slab kernel is compiled for (an sm_90 part has 114-132): its rows a part are at most
-/// held_max_rows, a compile-time bound of its register arrays; a device of fewer SMs declines the call.
-constexpr int kHeldMinSms = 114;
-int64_t held_max_rows(const ColumnShape& c, const HeldKnobs& k);
 /// Threads a block of a held-slab kernel: the statistics and output warps, two publishers and the producer.
 int held_threads(const HeldKnobs& k);
 /// Dynamic shared memory of the statistics warps' double-buffered pairs.
 int64_t held_red_bytes(const ColumnShape& c, const HeldKnobs& k);
 /// A held-slab launch on a device of `sm_count` SMs: grid (a block an SM), parts a slab, rows a part, slots a data
-/// block and dynamic shared memory; ok false when the device leaves fewer than two slots, no data block, or more
-/// rows a part than held_max_rows (fewer than kHeldMinSms SMs).
+/// block and dynamic shared memory; ok false when the device leaves no data block or fewer than two slots.
 struct HeldGrid {
   bool ok = false;
   int64_t grid = 1, parts = 1, rows = 1, slots = 0, smem = 0;
 };
 HeldGrid held_grid(const ColumnShape& c, const HeldKnobs& k, int sm_count);
-/// CUDA source of a held-slab variant of `c`: cudal1_softmax(in, out, ws, P, R, NB) (Note [Softmax held slabs]).
+/// CUDA source of a held-slab variant of `c`: cudal1_softmax(in, out, ws), its grid (held_grid for c.sm_count)
+/// compiled in (Note [Softmax held slabs]). Requires held_grid(c, k, c.sm_count).ok.
 KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k);
-/// Its bound kernel: held_grid for the module's device, the workspace per call, one cooperative launch.
+/// Its bound kernel: the workspace per call, one cooperative launch; declines (Unsupported) every call on a device
+/// whose SM count is not c.sm_count, the one its source was sized for.
 std::unique_ptr<BoundKernel> make_held_kernel(const ColumnShape& c, const HeldKnobs& k,
                                               std::shared_ptr<LoadedModule> m);
 

@@ -60,7 +60,7 @@ __device__ __forceinline__ float2 fold_pairs(float2 acc, Get b) {
 /// is rows [p R, min(N, p R + R)). Workspace: OUTER x P x INNER pairs, OUTER x INNER final pairs, then OUTER
 /// counters and OUTER flags (zeroed by the launch).
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __restrict__ ws, int P, int R, int NB) {
+cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __restrict__ ws) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) unsigned long long full[MAX_SLOTS], written[MAX_SLOTS], statted[2], taken[2];
   float2* const finals = ws + (index_t)OUTER * P * INNER;
@@ -149,7 +149,7 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
   }
   if (w < S) {  // statistics warps: a warp's (max, sum) of each column over its rows of item t into red[t % 2]
     const int g = tid % LPR;
-    constexpr int RPS = S * 32 / LPR, NV = (RMAX + RPS - 1) / RPS;  // rows a pass of the S warps, passes
+    constexpr int RPS = S * 32 / LPR, NV = (R + RPS - 1) / RPS;  // rows a pass of the S warps, passes
     for (int t = 0; t < my; ++t) {
       int slab, r0, rows;
       rows_of(t, slab, r0, rows);
@@ -229,7 +229,7 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
   }
   // Output warps: item u once its slab's flag is up: EPILOGUE of every element from the slot, stored to global.
   const int ot = tid - S * 32, g = lane % LPR;
-  constexpr int ORPS = O * 32 / LPR, ONV = (RMAX + ORPS - 1) / ORPS;
+  constexpr int ORPS = O * 32 / LPR, ONV = (R + ORPS - 1) / ORPS;
   for (int u = 0; u < my; ++u) {
     int slab, r0, rows;
     rows_of(u, slab, r0, rows);
@@ -305,10 +305,11 @@ KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k) {
   s << "#define S " << k.stats << "  // statistics warps\n#define O " << k.out << "  // output warps\n#define GM "
     << k.merge << "  // merging blocks\n#define PF " << k.prefetch << "  // items prefetched into L2 ahead\n"
     << "#define THREADS " << held_threads(k) << "\n#define MAX_SLOTS " << kHeldMaxSlots << "\n";
+  const HeldGrid g = held_grid(c, k, c.sm_count);
   s << "static constexpr int N = " << c.n << ", INNER = " << c.inner << ", LPR = " << c.inner / 8
-    << ";  // lanes a row: 16 bytes each\nstatic constexpr int OUTER = " << c.outer
-    << ", RMAX = " << held_max_rows(c, k)
-    << ";  // rows a part at most (the launch checks)\n";
+    << ";  // lanes a row: 16 bytes each\nstatic constexpr int OUTER = " << c.outer << ", P = " << g.parts
+    << ", R = " << g.rows << ", NB = " << g.slots << ";  // parts a slab, rows a part, slots: held_grid for "
+    << c.sm_count << " SMs\n";
   s << held_primitives_source() << held_kernel_source() << held_output_source();
   return KernelSource{s.str(), "cudal1_softmax"};
 }

@@ -1,5 +1,6 @@
-/// @brief The bound kernel of the softmax family's held slabs (Note [Softmax held slabs]): sizes the parts and slots
-/// for this device's SMs, zeroes the counters and flags, and makes one cooperative launch on the call's stream.
+/// @brief The bound kernel of the softmax family's held slabs (Note [Softmax held slabs]): checks the device has the
+/// SM count its source was sized for, zeroes the counters and flags, and makes one cooperative launch on the call's
+/// stream.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -21,12 +22,10 @@ class HeldKernel final : public BoundKernel {
   HeldKernel(const ColumnShape& c, const HeldKnobs& k, std::shared_ptr<LoadedModule> m)
       : c_(c), k_(k), module_(std::move(m)) {
     outputs_.push_back(OutputSpec{c_.dtype, c_.sizes, c_.out_strides});
-    const HeldGrid g = held_grid(c_, k_, module_->sm_count());
-    ready_ = g.ok;
+    const HeldGrid g = held_grid(c_, k_, c_.sm_count);  // the grid its source was compiled for
+    ready_ = g.ok && module_->sm_count() == c_.sm_count;
     grid_ = static_cast<unsigned>(g.grid);
     parts_ = g.parts;
-    rows_ = g.rows;
-    slots_ = g.slots;
     smem_ = g.smem;
     ws_floats_ = 2 * c_.outer * parts_ * c_.inner + 2 * c_.outer * c_.inner + 2 * c_.outer;
   }
@@ -37,8 +36,9 @@ class HeldKernel final : public BoundKernel {
   Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
     try {
       if (!ready_)
-        return Status(Code::kUnsupported, "held slabs: " + std::to_string(module_->sm_count()) +
-                                              " SMs leave fewer than two slots a block for this shape");
+        return Status(Code::kUnsupported, "held slabs compiled for " + std::to_string(c_.sm_count) +
+                                              " SMs cannot run on this device's " +
+                                              std::to_string(module_->sm_count()));
       CUDAL1_RETURN_IF_ERROR(check_column_call(c_, 16, args, nargs, outs));
       auto d = driver();
       if (!d.ok()) return d.status();
@@ -55,8 +55,7 @@ class HeldKernel final : public BoundKernel {
                                           static_cast<size_t>(2 * c_.outer), stream));
       const void* src = x.data_ptr();
       void* dst = outs[0].data_ptr();
-      int parts = static_cast<int>(parts_), rows = static_cast<int>(rows_), slots = static_cast<int>(slots_);
-      void* params[] = {&src, &dst, &wsp, &parts, &rows, &slots};
+      void* params[] = {&src, &dst, &wsp};
       const CUresult r =
           api->cuLaunchCooperativeKernel(module_->function(), grid_, 1, 1, static_cast<unsigned>(held_threads(k_)), 1,
                                          1, static_cast<unsigned>(smem_), stream, params);
@@ -76,15 +75,10 @@ class HeldKernel final : public BoundKernel {
   std::vector<OutputSpec> outputs_;
   bool ready_ = false;
   unsigned grid_ = 1;
-  int64_t parts_ = 1, rows_ = 1, slots_ = 2, smem_ = 0, ws_floats_ = 0;
+  int64_t parts_ = 1, smem_ = 0, ws_floats_ = 0;
 };
 
 }  // namespace
-
-int64_t held_max_rows(const ColumnShape& c, const HeldKnobs& k) {
-  const int64_t data_blocks = kHeldMinSms - k.merge;
-  return (c.n + data_blocks - 1) / data_blocks;
-}
 
 HeldGrid held_grid(const ColumnShape& c, const HeldKnobs& k, int sm_count) {
   HeldGrid g;
@@ -96,8 +90,7 @@ HeldGrid held_grid(const ColumnShape& c, const HeldKnobs& k, int sm_count) {
   const int64_t slot = g.rows * c.inner * 2, red = held_red_bytes(c, k);
   g.slots = std::min<int64_t>(kHeldMaxSlots, (kMaxBlockSmem - kHeldStaticSmem - red) / slot);
   g.smem = g.slots * slot + red;
-  g.ok = g.slots >= 2 && g.smem >= int64_t{held_threads(k)} * 8 &&  // the merging blocks' chunks fit too
-         g.rows <= held_max_rows(c, k);
+  g.ok = g.slots >= 2 && g.smem >= int64_t{held_threads(k)} * 8;  // the merging blocks' chunks fit too
   return g;
 }
 

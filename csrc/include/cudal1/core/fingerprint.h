@@ -1,6 +1,6 @@
 /// @brief GpuFingerprint: everything that makes a compiled, verified kernel valid, and its hash, the prefix of
-/// every cache key. A different card, driver, CUDA runtime, NVRTC, torch, cudal1, generator or format version
-/// gives a different key, so a stale entry is never found, let alone used.
+/// every cache key. A different card (name, compute capability or SM count), driver, CUDA runtime, NVRTC, torch,
+/// cudal1, generator or format version gives a different key, so a stale entry is never found, let alone used.
 #pragma once
 
 #include <string>
@@ -12,6 +12,7 @@ namespace cudal1 {
 struct GpuFingerprint {
   std::string gpu_name;          ///< e.g. "NVIDIA H200"
   int sm = 0;                    ///< compute capability as 10*major+minor, e.g. 90
+  int sm_count = 0;              ///< SMs: some kernels size their grid in the source (Note [Softmax held slabs])
   int driver_version = 0;        ///< cuDriverGetVersion
   int cuda_runtime_version = 0;  ///< the CUDA runtime torch was built with (0 for CPU-only torch)
   std::string nvrtc_version;     ///< "13.0"

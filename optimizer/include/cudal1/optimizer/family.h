@@ -28,12 +28,14 @@ struct Problem {
   std::string overload;  ///< "" or e.g. "Tensor"
   std::vector<dispatcher::ArgSpec> args;
   int sm = 0;            ///< target compute capability, 10*major+minor
+  int sm_count = 0;      ///< SMs of the target device; 0 unknown (a family that sizes its grid in the source
+                         ///< for the device, e.g. Note [Softmax held slabs], then offers no such variant)
   std::string signature; ///< readable text, for messages
 
-  /// Builds the problem of a profiled signature for compute capability `sm`.
-  static Problem from_record(const dispatcher::SigRecord& rec, int sm);
+  /// Builds the problem of a profiled signature for compute capability `sm` on a device of `sm_count` SMs.
+  static Problem from_record(const dispatcher::SigRecord& rec, int sm, int sm_count);
   /// The same from the operator, its arguments as the hook reads them (dispatcher::arg_specs) and the text.
-  static Problem of_call(const c10::OperatorHandle& op, std::vector<dispatcher::ArgSpec> args, int sm,
+  static Problem of_call(const c10::OperatorHandle& op, std::vector<dispatcher::ArgSpec> args, int sm, int sm_count,
                          std::string signature);
 };
 
