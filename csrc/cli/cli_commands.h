@@ -23,7 +23,7 @@ struct Options {
   std::vector<std::string> signatures;  ///< source: signature texts given as arguments
   std::string variant;                  ///< source: this variant (empty: the first of the space)
   int sm = 90;                          ///< source: plan for this compute capability
-  int sm_count = 132;                   ///< source: ... on a device of this many SMs (an H100 SXM, an H200)
+  int sm_count = 132;                   ///< source: plan for a device of this many SMs (an H100 SXM, an H200)
   bool list_variants = false;           ///< source: list the variants instead of printing a source
 };
 

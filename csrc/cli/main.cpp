@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
                                          "every signature of a report)");
   source->add_option("--variant", opts.variant, "this variant of the family's space (default: the first)");
   source->add_option("--sm", opts.sm, "plan for this compute capability (default 90)")->check(CLI::PositiveNumber);
-  source->add_option("--sms", opts.sm_count, "... on a device of this many SMs (default 132: an H100 SXM, an H200)")
+  source->add_option("--sms", opts.sm_count, "plan for a device of this many SMs (default 132: an H100 SXM, an H200)")
       ->check(CLI::PositiveNumber);
   source->add_flag("--list", opts.list_variants, "list the variants instead of printing a source");
 

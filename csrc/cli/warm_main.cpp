@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   app.add_flag("--source", source, "print each signature's generated CUDA source instead (`cudal1 source`)");
   app.add_option("--variant", variant, "--source: this variant (default: the first of the space)");
   app.add_option("--sm", sm, "--source: plan for this compute capability (default 90)")->check(CLI::PositiveNumber);
-  app.add_option("--sms", sm_count, "--source: ... on a device of this many SMs (default 132)")
+  app.add_option("--sms", sm_count, "--source: plan for a device of this many SMs (default 132)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--list", list, "--source: list the variants instead of printing a source");
   CLI11_PARSE(app, argc, argv);
