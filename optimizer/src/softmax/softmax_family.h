@@ -265,6 +265,10 @@
 /// P x inner pairs, OUTER x inner finals, 2 x OUTER counters and flags zeroed by a memset on the stream.
 /// Knobs: stats S, out O, merge GM, pf; four variants, the probe's best (S 8 O 8 GM 4, S 8 O 8 GM 2 pf 1, S 8 O 4
 /// GM 4, S 6 O 8 GM 4), one stratum.
+/// Tried on the benchmark row and not kept (docs/PERF.md sessions 29-30, scripts/probes/held_edits.py): the sums'
+/// exp as one FFMA with a per-column correction, the log epilogue as one FADD, a lead on the first load, parts of
+/// 84-500 rows (250 is a sharp optimum: ~0.37 us of fixed cost an item), a finals fetcher warp (6 us slower: it
+/// polls the flags' line ahead of need). None moved the kernel by more than the run-to-run spread (~1 us).
 #pragma once
 
 #include "cudal1/optimizer/family.h"
