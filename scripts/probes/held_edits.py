@@ -2,7 +2,7 @@
 # Probe (session 30, docs/PERF.md "Session 30"): text edits of the library's held-slab source (softmax 13, `cudal1
 # source ... --variant tile3...`), each a change tried against the column log_softmax's last ~1 us, timed by
 # held_cubin_probe.cu in the same run as the unedited source. Not part of the library; none of them was kept.
-# Usage: held_edits.py in.cu out.cu [--ffma] [--sum-epilogue] [--lead L] [--grid R P NB] [--fetcher FB]
+# Usage: held_edits.py in.cu out.cu [--ffma] [--sum-epilogue] [--lead L] [--grid R P NB] [--fetcher FB [--poll-ns N] [--out-barrier]]
 #   --ffma          the statistics' sums as ex2(fma(x, log2 e, -mL)), mL = fl(m log2 e), each warp's sum multiplied
 #                   once a column by 2^-d, d = fma(m, log2 e, -mL) (exact); warps with a |max| > 2^22 keep the
 #                   exact form (tests/gpu/softmax_held_test.cpp's LargeColumnMaximaMatchAten is the check)
@@ -10,7 +10,8 @@
 #   --lead L        the producer waits for item 0 to land after issuing L items (the start's bubble)
 #   --grid R P NB   rows a part, parts a slab and slots (held_grid's are 250, 128, 7 for 132 SMs, merge 4)
 #   --fetcher FB    one more warp polls each item's flag and copies its finals into shared memory FB items ahead of
-#                   the output warps, which wait on an mbarrier instead of polling (threads + 32)
+#                   the output warps, which wait on an mbarrier instead of polling (threads + 32); --poll-ns its
+#                   sleep between polls (32); --out-barrier keeps the output warps' barrier after that wait
 import argparse
 
 FFMA_OLD = """#pragma unroll
@@ -68,7 +69,7 @@ FETCH = """  if (w == S + O + 3) {  // the finals fetcher: item u's slab flag, t
       rows_of(u, slab, r0, rows);
       if (u >= FB) mbar_wait(&ffree[u % FB], (unsigned)((u / FB - 1) & 1));
       if (lane == 0)
-        while (ld_acquire(flags + slab) == 0u) __nanosleep(32);
+        while (ld_acquire(flags + slab) == 0u) __nanosleep(POLL_NS);
       __syncwarp();
       const float4* fs = reinterpret_cast<const float4*>(finals + slab * INNER);
       for (int i = lane; i < INNER / 2; i += 32) fin[u % FB][i] = __ldcg(fs + i);
@@ -102,6 +103,8 @@ def main():
     ap.add_argument("--lead", type=int, default=0)
     ap.add_argument("--grid", type=int, nargs=3, metavar=("R", "P", "NB"))
     ap.add_argument("--fetcher", type=int, default=0)
+    ap.add_argument("--poll-ns", type=int, default=32)
+    ap.add_argument("--out-barrier", action="store_true")
     a = ap.parse_args()
     s = open(a.src).read()
 
@@ -127,7 +130,8 @@ def main():
         rep("#define MAX_SLOTS 8\n", "#define MAX_SLOTS %d\n" % max(8, nb))
     if a.fetcher:
         th = int(s.split("#define THREADS ")[1].split("\n")[0])
-        rep("#define THREADS %d\n" % th, "#define THREADS %d\n#define FB %d\n" % (th + 32, a.fetcher))
+        rep("#define THREADS %d\n" % th,
+            "#define THREADS %d\n#define FB %d\n#define POLL_NS %d\n" % (th + 32, a.fetcher, a.poll_ns))
         rep("statted[2], taken[2];",
             "statted[2], taken[2], ffull[FB], ffree[FB];\n  __shared__ __align__(16) float4 fin[FB][INNER / 2];")
         rep("    for (int i = 0; i < 2; ++i) mbar_init(&statted[i], S), mbar_init(&taken[i], 1);\n",
@@ -136,7 +140,8 @@ def main():
         rep("  if (w >= S + O) {  // two publisher warps", FETCH + "  if (w >= S + O) {  // two publisher warps")
         i = s.index("    if (ot == 0)  // one poller a block")
         j = s.index("#if LOG\n#define EPILOGUE")
-        s = s[:i] + FETCH_OUT + s[j:]
+        bar = '    asm volatile("bar.sync 1, %0;" ::"r"(O * 32) : "memory");\n' if a.out_barrier else ""
+        s = s[:i] + FETCH_OUT.replace("\n", "\n" + bar, 1) + s[j:]
     open(a.out, "w").write(s)
 
 
