@@ -269,7 +269,9 @@
 /// exp as one FFMA with a per-column correction, the log epilogue as one FADD, a lead on the first load, parts of
 /// 84-500 rows (250 is a sharp optimum: ~0.37 us of fixed cost an item), a warp that fetches each slab's finals
 /// into shared memory ahead of the output warps (5-6 us slower, however often it polls), 4-7 statistics and 6-8
-/// output warps (S 6 O 8 or O 7 best). None beat the kernel by more than the run-to-run spread (~1 us).
+/// output warps (S 6 O 8 or O 7 best). None beat the kernel by more than the run-to-run spread (~1 us). Nsight
+/// Compute (session 30): the output warps' wait for the finals is the wait for the slab's flag (as long with the
+/// fetcher), so what binds is the chain across the grid (slowest block's load, statistics, merge) against the slots.
 #pragma once
 
 #include "cudal1/optimizer/family.h"
