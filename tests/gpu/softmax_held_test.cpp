@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "cudal1/dispatcher/cuda_glue.h"
-#include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/device_info.h"
 #include "gpu/gpu_env.h"
 #include "gpu/variant_sweep.h"
@@ -61,13 +60,7 @@ TEST(SoftmaxHeld, KernelSizedForAnotherSmCountDeclines) {
   auto plan = family_for(p.op, "")->plan(p);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const Variant v{{{"tile", 3}, {"stats", 8}, {"out", 8}, {"merge", 4}, {"pf", 0}}};
-  auto src = plan.value()->source(v);
-  ASSERT_TRUE(src.ok()) << src.status().to_string();
-  auto compiled = compile(src.value(), info->sm);
-  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
-  auto module = LoadedModule::load(0, compiled->cubin, compiled->kernel_name);
-  ASSERT_TRUE(module.ok()) << module.status().to_string();
-  auto bound = plan.value()->bind(v, module.value());
+  auto bound = testing::build_variant(*plan.value(), v, info->sm);
   ASSERT_TRUE(bound.ok()) << bound.status().to_string();
   auto stream = dispatcher::current_stream(0);
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
@@ -105,16 +98,7 @@ std::unique_ptr<BoundKernel> bind_held(Problem p, const DeviceInfo& info) {
   EXPECT_TRUE(plan.ok()) << plan.status().to_string();
   if (!plan.ok()) return nullptr;
   const Variant v{{{"tile", 3}, {"stats", 6}, {"out", 8}, {"merge", 4}, {"pf", 0}}};
-  auto src = plan.value()->source(v);
-  EXPECT_TRUE(src.ok()) << src.status().to_string();
-  if (!src.ok()) return nullptr;
-  auto compiled = compile(src.value(), info.sm);
-  EXPECT_TRUE(compiled.ok()) << compiled.status().to_string();
-  if (!compiled.ok()) return nullptr;
-  auto module = LoadedModule::load(0, compiled->cubin, compiled->kernel_name);
-  EXPECT_TRUE(module.ok()) << module.status().to_string();
-  if (!module.ok()) return nullptr;
-  auto bound = plan.value()->bind(v, module.value());
+  auto bound = testing::build_variant(*plan.value(), v, info.sm);
   EXPECT_TRUE(bound.ok()) << bound.status().to_string();
   return bound.ok() ? std::move(bound.value()) : nullptr;
 }

@@ -16,7 +16,6 @@
 
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
-#include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
 #include "cudal1/optimizer/measure.h"
 #include "gpu/gpu_env.h"
@@ -80,13 +79,7 @@ TEST(UnaryExhaustive, EverySixteenBitInputMatchesAten) {
         if (v.get("block") != 256 || v.get("unroll") != 1 || v.get("grid") != 0) continue;
         if (!vecs_done.insert(v.get("vec")).second) continue;
         SCOPED_TRACE(v.id());
-        auto src = plan.value()->source(v);
-        ASSERT_TRUE(src.ok()) << src.status().to_string();
-        auto compiled = compile(src.value(), sm);
-        ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
-        auto module = LoadedModule::load(0, compiled->cubin, compiled->kernel_name);
-        ASSERT_TRUE(module.ok()) << module.status().to_string();
-        auto bound = plan.value()->bind(v, module.value());
+        auto bound = testing::build_variant(*plan.value(), v, sm);
         ASSERT_TRUE(bound.ok()) << bound.status().to_string();
         at::Tensor out = at::full({65536}, std::numeric_limits<double>::quiet_NaN(), x.options());
         std::vector<c10::IValue> args = {x};

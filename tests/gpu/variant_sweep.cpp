@@ -13,6 +13,14 @@
 
 namespace cudal1::testing {
 
+Result<std::unique_ptr<optimizer::BoundKernel>> build_variant(const optimizer::Plan& plan, const optimizer::Variant& v,
+                                                              int sm) {
+  CUDAL1_ASSIGN_OR_RETURN(const auto src, plan.source(v));
+  CUDAL1_ASSIGN_OR_RETURN(const auto compiled, optimizer::compile(src, sm));
+  CUDAL1_ASSIGN_OR_RETURN(auto module, optimizer::LoadedModule::load(0, compiled.cubin, compiled.kernel_name));
+  return plan.bind(v, std::move(module));
+}
+
 int device_sm() {
   auto info = optimizer::device_info(0);
   if (!info.ok()) return ADD_FAILURE() << info.status().to_string(), 0;
@@ -70,13 +78,7 @@ int verify_variants(const std::vector<optimizer::Problem>& problems,
     for (const Variant& v : plan.value()->space()) {
       if (!pick(v)) continue;
       const std::string what = p.signature + " " + v.id();
-      auto src = plan.value()->source(v);
-      if (!src.ok()) return ADD_FAILURE() << what << ": " << src.status().to_string(), verified;
-      auto compiled = compile(src.value(), p.sm);
-      if (!compiled.ok()) return ADD_FAILURE() << what << ": " << compiled.status().to_string(), verified;
-      auto module = LoadedModule::load(0, compiled->cubin, compiled->kernel_name);
-      if (!module.ok()) return ADD_FAILURE() << what << ": " << module.status().to_string(), verified;
-      auto bound = plan.value()->bind(v, module.value());
+      auto bound = build_variant(*plan.value(), v, p.sm);
       if (!bound.ok()) return ADD_FAILURE() << what << ": " << bound.status().to_string(), verified;
       const Status st = verify(p, op, *bound.value(), 0, kEveryScaleTrials, 4242 + verified, nullptr);
       if (!st.ok()) return ADD_FAILURE() << what << ": " << st.to_string(), verified;

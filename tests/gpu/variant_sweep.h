@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "cudal1/optimizer/family.h"
@@ -11,6 +12,11 @@ namespace cudal1::testing {
 
 /// Compute capability x 10 of device 0; 0 (and a gtest failure naming why) when it cannot be read.
 int device_sm();
+
+/// The kernel of variant `v` of `plan`: its source compiled for compute capability `sm`, loaded on device 0 and
+/// bound to the plan's signature; or the status of the first step that failed (source, compile, load, bind).
+Result<std::unique_ptr<optimizer::BoundKernel>> build_variant(const optimizer::Plan& plan, const optimizer::Variant& v,
+                                                              int sm);
 
 /// Number of variants `pick` accepts in the plans of `problems` (a gtest failure for a problem no family plans).
 int count_variants(const std::vector<optimizer::Problem>& problems,
