@@ -2,7 +2,10 @@
 # Probe (session 30, docs/PERF.md "Session 30"): text edits of the library's held-slab source (softmax 13, `cudal1
 # source ... --variant tile3...`), each a change tried against the column log_softmax's last ~1 us, timed by
 # held_cubin_probe.cu in the same run as the unedited source. Not part of the library; none of them was kept.
+# Session 31: --regs K (the output warps holding K items in registers, a slot freed once read) ran 74.7-76.3 us
+# against 78.1-79.4 and became the library's `hold` knob (softmax 14; removed here); --warps stayed.
 # Usage: held_edits.py in.cu out.cu [--ffma] [--sum-epilogue] [--lead L] [--grid R P NB] [--fetcher FB [--poll-ns N] [--out-barrier]]
+#        [--warps S O]
 #   --ffma          the statistics' sums as ex2(fma(x, log2 e, -mL)), mL = fl(m log2 e), each warp's sum multiplied
 #                   once a column by 2^-d, d = fma(m, log2 e, -mL) (exact); warps with a |max| > 2^22 keep the
 #                   exact form (tests/gpu/softmax_held_test.cpp's LargeColumnMaximaMatchAten is the check)
@@ -12,6 +15,7 @@
 #   --fetcher FB    one more warp polls each item's flag and copies its finals into shared memory FB items ahead of
 #                   the output warps, which wait on an mbarrier instead of polling (threads + 32); --poll-ns its
 #                   sleep between polls (32); --out-barrier keeps the output warps' barrier after that wait
+#   --warps S O     statistics and output warps (threads (S + O + 3) x 32, shared memory 224000 + 2 x S x 512)
 import argparse
 
 FFMA_OLD = """#pragma unroll
@@ -105,6 +109,7 @@ def main():
     ap.add_argument("--fetcher", type=int, default=0)
     ap.add_argument("--poll-ns", type=int, default=32)
     ap.add_argument("--out-barrier", action="store_true")
+    ap.add_argument("--warps", type=int, nargs=2, metavar=("S", "O"))
     a = ap.parse_args()
     s = open(a.src).read()
 
@@ -142,6 +147,14 @@ def main():
         j = s.index("#if LOG\n#define EPILOGUE")
         bar = '    asm volatile("bar.sync 1, %0;" ::"r"(O * 32) : "memory");\n' if a.out_barrier else ""
         s = s[:i] + FETCH_OUT.replace("\n", "\n" + bar, 1) + s[j:]
+    if a.warps:
+        ws, wo = a.warps
+        s0 = int(s.split("#define S ")[1].split(" ")[0])
+        o0 = int(s.split("#define O ")[1].split(" ")[0])
+        th = int(s.split("#define THREADS ")[1].split("\n")[0])
+        rep("#define S %d " % s0, "#define S %d " % ws)
+        rep("#define O %d " % o0, "#define O %d " % wo)
+        rep("#define THREADS %d\n" % th, "#define THREADS %d\n" % ((ws + wo + 3) * 32))
     open(a.out, "w").write(s)
 
 

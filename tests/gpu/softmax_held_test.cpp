@@ -45,7 +45,7 @@ TEST(SoftmaxHeld, EveryHeldVariantMatchesAten) {
   const int verified = testing::verify_variants(problems, is_held);
   std::printf("[softmax held] %d of %d held-slab variants verified\n", verified, offered);
   EXPECT_EQ(verified, offered);
-  EXPECT_EQ(offered, 24);  // four variants of each of the six signatures
+  EXPECT_EQ(offered, 28);  // five variants of each of the six signatures, three of 40000 rows (held_ok)
 }
 
 TEST(SoftmaxHeld, KernelSizedForAnotherSmCountDeclines) {
@@ -59,7 +59,7 @@ TEST(SoftmaxHeld, KernelSizedForAnotherSmCountDeclines) {
   p.sm_count = info->sm_count + 1;
   auto plan = family_for(p.op, "")->plan(p);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-  const Variant v{{{"tile", 3}, {"stats", 8}, {"out", 8}, {"merge", 4}, {"pf", 0}}};
+  const Variant v{{{"tile", 3}, {"stats", 8}, {"out", 8}, {"merge", 4}, {"pf", 0}, {"hold", 0}}};
   auto bound = testing::build_variant(*plan.value(), v, info->sm);
   ASSERT_TRUE(bound.ok()) << bound.status().to_string();
   auto stream = dispatcher::current_stream(0);
@@ -91,16 +91,20 @@ double worst_rounded_max(double lo, double ulp, int count) {
   return best;
 }
 
-/// The held kernel S 6 O 8 GM 4 compiled for this device, bound to `p` (gtest failures on the way: nullptr).
-std::unique_ptr<BoundKernel> bind_held(Problem p, const DeviceInfo& info) {
+/// Every held variant of `p` compiled for this device and bound to it (gtest failures on the way: none).
+std::vector<std::pair<std::string, std::unique_ptr<BoundKernel>>> bind_held(Problem p, const DeviceInfo& info) {
   p.sm_count = info.sm_count;
   auto plan = family_for(p.op, "")->plan(p);
   EXPECT_TRUE(plan.ok()) << plan.status().to_string();
-  if (!plan.ok()) return nullptr;
-  const Variant v{{{"tile", 3}, {"stats", 6}, {"out", 8}, {"merge", 4}, {"pf", 0}}};
-  auto bound = testing::build_variant(*plan.value(), v, info.sm);
-  EXPECT_TRUE(bound.ok()) << bound.status().to_string();
-  return bound.ok() ? std::move(bound.value()) : nullptr;
+  std::vector<std::pair<std::string, std::unique_ptr<BoundKernel>>> out;
+  if (!plan.ok()) return out;
+  for (const Variant& v : plan.value()->space()) {
+    if (v.get("tile", 0) != 3) continue;
+    auto bound = testing::build_variant(*plan.value(), v, info.sm);
+    EXPECT_TRUE(bound.ok()) << v.id() << ": " << bound.status().to_string();
+    if (bound.ok()) out.emplace_back(v.id(), std::move(bound.value()));
+  }
+  return out;
 }
 
 TEST(SoftmaxHeld, LargeColumnMaximaMatchAten) {
@@ -146,21 +150,25 @@ TEST(SoftmaxHeld, LargeColumnMaximaMatchAten) {
     ASSERT_TRUE(x.to(at::kDouble).eq(exact).all().item<bool>()) << "inputs not representable in " << c.dtype;
     for (const std::string op : {"_softmax", "_log_softmax"}) {
       SCOPED_TRACE(op + " " + c10::toString(c.dtype));
-      auto bound = bind_held(testing::softmax_problem(op, c.dtype, sizes, testing::contiguous(sizes), 1, false,
-                                                      info->sm),
-                             info.value());
-      ASSERT_NE(bound, nullptr);
-      at::Tensor out = at::full_like(x, 7.0);
-      const std::vector<c10::IValue> args = {x, int64_t{1}, false};
-      const Status st = bound->launch(args.data(), args.size(), &out, stream.value());
-      ASSERT_TRUE(st.ok()) << st.to_string();  // ATen's work below runs after it on the same stream
+      const auto bound = bind_held(testing::softmax_problem(op, c.dtype, sizes, testing::contiguous(sizes), 1,
+                                                            false, info->sm),
+                                   info.value());
+      EXPECT_EQ(bound.size(), 5u);  // every held variant of the shape
       const at::Tensor ref = op == "_softmax" ? at::_softmax(x, 1, false) : at::_log_softmax(x, 1, false);
-      const at::Tensor o = out.to(at::kDouble), r = ref.to(at::kDouble);
-      const at::Tensor close = at::isclose(o, r, c.rtol, 1e-5, /*equal_nan=*/true);
-      for (int64_t s = 0; s < slabs; ++s)
-        EXPECT_TRUE(close[s].all().item<bool>())
-            << "slab " << s << " (max " << c.maxima[s] << "): " << (~close[s]).sum().item<int64_t>()
-            << " outputs differ, largest |diff| " << (o[s] - r[s]).abs().max().item<double>();
+      const at::Tensor r = ref.to(at::kDouble);
+      for (const auto& [id, kernel] : bound) {
+        SCOPED_TRACE(id);
+        at::Tensor out = at::full_like(x, 7.0);
+        const std::vector<c10::IValue> args = {x, int64_t{1}, false};
+        const Status st = kernel->launch(args.data(), args.size(), &out, stream.value());
+        ASSERT_TRUE(st.ok()) << st.to_string();  // the comparison below runs after it on the same stream
+        const at::Tensor o = out.to(at::kDouble);
+        const at::Tensor close = at::isclose(o, r, c.rtol, 1e-5, /*equal_nan=*/true);
+        for (int64_t s = 0; s < slabs; ++s)
+          EXPECT_TRUE(close[s].all().item<bool>())
+              << "slab " << s << " (max " << c.maxima[s] << "): " << (~close[s]).sum().item<int64_t>()
+              << " outputs differ, largest |diff| " << (o[s] - r[s]).abs().max().item<double>();
+      }
     }
   }
 }

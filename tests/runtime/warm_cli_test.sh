@@ -91,9 +91,9 @@ check "source: malformed text" 1 "error: InvalidArgument: argument self: unknown
 check "source: a not-a-capability" 1 "compute capability 7 is not one" $c source "$stem" --sm 7
 held='aten::_log_softmax(bf16[32,32000,64]{2048000,64,1}, 1, False)'
 check "source: held slabs sized for 132 SMs by default" 0 "P = 128, R = 250, NB = 7;" \
-  $c source "$held" --variant tile3.stats8.out8.merge4.pf0
+  $c source "$held" --variant tile3.stats8.out8.merge4.pf0.hold0
 check "source: held slabs sized for --sms" 0 "P = 110, R = 291, NB = 6;" \
-  $c source "$held" --variant tile3.stats8.out8.merge4.pf0 --sms 114
+  $c source "$held" --variant tile3.stats8.out8.merge4.pf0.hold0 --sms 114
 check "source: a not-an-SM-count" 1 "2000 SMs is not a device's count" $c source "$stem" --sms 2000
 check "source: no signatures" 1 "no signatures \(give them as arguments" $c source
 check "source: from a file, each one (the repeat dropped)" 1 "^// family: softmax, [0-9]+ variants" \

@@ -32,11 +32,13 @@ constexpr int kSmemBlocks[] = {256, 512, 1024};
 constexpr int kClusters[] = {1, 2, 4, 8, 16};
 constexpr int64_t kMaxSmemBlockVec = 2048;
 
-/// Held slabs (Note [Softmax held slabs]): the four variants (stats, out, merge, prefetch); a slab of at least
+/// Held slabs (Note [Softmax held slabs]): the five variants (stats, out, merge, prefetch, hold); a slab of at least
 /// kMinHeldSlab bytes; at most kMaxHeldColumns columns (the workspace: outer x parts x inner pairs, parts <= SMs);
 /// parts and slots sized for the plan's device (Problem::sm_count); a statistics thread keeps at most
-/// kMaxHeldVectors 16-byte vectors of an item in registers.
-constexpr HeldKnobs kHeldVariants[] = {{8, 8, 4, 0}, {8, 8, 2, 1}, {8, 4, 4, 0}, {6, 8, 4, 0}};
+/// kMaxHeldVectors 16-byte vectors of an item in registers, an output thread as many of its `hold` items (at most 16
+/// warps a block, 4 a scheduler: 128 registers a thread), half as many above 16 warps (96 registers).
+constexpr HeldKnobs kHeldVariants[] = {{8, 8, 4, 0, 0}, {8, 8, 2, 1, 0}, {6, 8, 4, 0, 1}, {5, 8, 4, 0, 1},
+                                       {5, 8, 4, 0, 2}};
 constexpr int64_t kMinHeldSlab = 512 * 1024, kMaxHeldColumns = 32768, kMaxHeldVectors = 16;
 
 int64_t tile_rows(const ColumnShape& c, int chunks) { return (c.n + chunks - 1) / chunks; }
@@ -99,7 +101,7 @@ class ColumnPlan final : public Plan {
     for (const HeldKnobs& k : kHeldVariants)
       if (held_ok(k))
         out.push_back(Variant{{{"tile", 3}, {"stats", k.stats}, {"out", k.out}, {"merge", k.merge},
-                               {"pf", k.prefetch}}});
+                               {"pf", k.prefetch}, {"hold", k.hold}}});
     return out;
   }
 
@@ -246,15 +248,18 @@ class ColumnPlan final : public Plan {
         c_.outer * c_.n * c_.inner >= (int64_t{1} << 31))
       return false;
     const HeldGrid g = held_grid(c_, k, c_.sm_count);
-    const int64_t rows_a_pass = int64_t{k.stats} * 32 / (c_.inner / 8);
-    return g.ok && (g.rows + rows_a_pass - 1) / rows_a_pass <= kMaxHeldVectors;
+    const int64_t rows_a_pass = int64_t{k.stats} * 32 / (c_.inner / 8), out_rows = int64_t{k.out} * 32 / (c_.inner / 8);
+    const int64_t out_vectors = k.hold * ((g.rows + out_rows - 1) / out_rows);
+    const bool wide_block = held_threads(k) > 16 * 32;
+    return g.ok && (g.rows + rows_a_pass - 1) / rows_a_pass <= kMaxHeldVectors &&
+           out_vectors <= (wide_block ? kMaxHeldVectors / 2 : kMaxHeldVectors);
   }
 
   Result<HeldKnobs> held_knobs(const Variant& v) const {
-    const HeldKnobs k{v.get("stats"), v.get("out"), v.get("merge"), v.get("pf", -1)};
+    const HeldKnobs k{v.get("stats"), v.get("out"), v.get("merge"), v.get("pf", -1), v.get("hold", -1)};
     for (const HeldKnobs& h : kHeldVariants)
-      if (v.knobs.size() == 5 && h.stats == k.stats && h.out == k.out && h.merge == k.merge &&
-          h.prefetch == k.prefetch && held_ok(k))
+      if (v.knobs.size() == 6 && h.stats == k.stats && h.out == k.out && h.merge == k.merge &&
+          h.prefetch == k.prefetch && h.hold == k.hold && held_ok(k))
         return k;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }

@@ -250,7 +250,10 @@
 ///   then the sums rescaled by ex2), stored to the workspace, counted on the slab's counter (red.release.gpu);
 /// - O output warps: one lane of the first polls the slab's flag (ld.acquire) and a named barrier holds the others,
 ///   each warp reads the slab's finals as one 16-byte load a lane and shuffles them to the lanes of each column,
-///   writes ATen's epilogue of every element of the slot to global memory, then frees the slot.
+///   writes ATen's epilogue of every element of the item to global memory. With `hold` 0 they read the item from
+///   its slot and free it after; with `hold` H > 0 they copy an item into registers as soon as it lands and free
+///   the slot then (it frees once the statistics warps have read it too), holding H items (H = 2: item u + 1 is
+///   copied before item u is written), so a slot is no longer held while its slab waits for its flag.
 /// A merging block takes slabs b, b + GM, ...: waits for the counter to reach P, folds the P pairs of each column
 /// in part order (8 loads in flight a thread, MC = threads / inner chunks, then the chunks in order), stores the
 /// final (max, log(sum)) or (max, 1 / sum) and raises the flag (st.release.gpu). Every output warp of the grid
@@ -263,8 +266,13 @@
 /// block (each slab's parts are items of one or two consecutive t), and NB >= 2; the launch is cooperative, so every
 /// block is resident (else Unsupported, as a captured stream is: ATen serves the call). Workspace per call: OUTER x
 /// P x inner pairs, OUTER x inner finals, 2 x OUTER counters and flags zeroed by a memset on the stream.
-/// Knobs: stats S, out O, merge GM, pf; four variants, the probe's best (S 8 O 8 GM 4, S 8 O 8 GM 2 pf 1, S 8 O 4
-/// GM 4, S 6 O 8 GM 4), one stratum.
+/// Knobs: stats S, out O, merge GM, pf, hold; five variants (S 8 O 8 GM 4, S 8 O 8 GM 2 pf 1, S 6 O 8 GM 4 hold 1,
+/// S 5 O 8 GM 4 hold 1 and hold 2), one stratum. Registers bound `hold`: a block of at most 16 warps (4 a
+/// scheduler) gives a thread 128 registers, one of 17-19 warps 96; a held item takes an output thread item / (O x
+/// 32 x 16) vectors, at most 16 in all (8 above 16 warps), which compiles without spills (SoftmaxHeldPlan test).
+/// Why holding: the kernel was bound by the slots (session 26: 7 -> 6 slots cost 14%), each taken from its load
+/// to its item's write, i.e. across the whole chain; registers add an item or two of depth (docs/PERF.md session
+/// 31: 78.5-79.4 -> 74.7-75.1 us at S 5 O 8 hold 2, 75.6-76.3 at S 6 O 8 hold 1).
 /// Tried on the benchmark row and not kept (docs/PERF.md sessions 29-30, scripts/probes/held_edits.py): the sums'
 /// exp as one FFMA with a per-column correction, the log epilogue as one FADD, a lead on the first load, parts of
 /// 84-500 rows (250 is a sharp optimum: ~0.37 us of fixed cost an item), a warp that fetches each slab's finals
@@ -394,10 +402,11 @@ constexpr int64_t kMaxBlockSmem = 227 * 1024;
 constexpr int kKeptRegisters = 20;
 int keep_rows(const ColumnShape& c, int vec, bool pair);
 
-/// Knobs of a held-slab variant (Note [Softmax held slabs]): statistics warps, output warps, merging blocks and items
-/// prefetched into L2 ahead of their bulk copies.
+/// Knobs of a held-slab variant (Note [Softmax held slabs]): statistics warps, output warps, merging blocks, items
+/// prefetched into L2 ahead of their bulk copies, and items the output warps hold in registers (0: the slot stays
+/// taken until its item is written; 1 or 2: it frees once copied, before the slab's flag is up).
 struct HeldKnobs {
-  int stats = 8, out = 8, merge = 4, prefetch = 0;
+  int stats = 8, out = 8, merge = 4, prefetch = 0, hold = 0;
 };
 /// The most slots a data block of a held-slab kernel keeps (its mbarriers are static shared memory).
 constexpr int kHeldMaxSlots = 8;

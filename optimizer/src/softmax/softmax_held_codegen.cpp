@@ -106,7 +106,7 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
   uint4* const slots = reinterpret_cast<uint4*>(smem);
   float2* const red = reinterpret_cast<float2*>(smem + (size_t)NB * slot_vecs * 16);  // [2][S][INNER]
   if (tid == 0) {
-    for (int i = 0; i < NB; ++i) mbar_init(&full[i], 1), mbar_init(&written[i], O);
+    for (int i = 0; i < NB; ++i) mbar_init(&full[i], 1), mbar_init(&written[i], HOLD > 0 ? O + S : O);
     for (int i = 0; i < 2; ++i) mbar_init(&statted[i], S), mbar_init(&taken[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -166,6 +166,10 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
         bm.z = max2(bm.z, v[i].z);
         bm.w = max2(bm.w, v[i].w);
       }
+#if HOLD > 0
+      __syncwarp();  // the warp's reads of the slot are done: it frees once the output warps have copied it too
+      if (lane == 0) mbar_arrive(&written[t % NB]);
+#endif
 #pragma unroll
       for (int o = LPR; o < 32; o <<= 1) {
         bm.x = max2(bm.x, __shfl_xor_sync(0xffffffffu, bm.x, o));
@@ -227,13 +231,29 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
     }
     return;
   }
-  // Output warps: item u once its slab's flag is up: EPILOGUE of every element from the slot, stored to global.
+  // Output warps: fetch waits for item u to land and, with HOLD > 0, copies the thread's vectors of it into
+  // registers and frees its slot (HOLD items held: the next one is copied before this one is written); emit writes
+  // EPILOGUE of each once the slab's flag is up, from the registers or (HOLD 0) from the slot, freed after.
   const int ot = tid - S * 32, g = lane % LPR;
   constexpr int ORPS = O * 32 / LPR, ONV = (R + ORPS - 1) / ORPS;
-  for (int u = 0; u < my; ++u) {
+  auto fetch = [&](int u, uint4 (&va)[ONV]) {
     int slab, r0, rows;
     rows_of(u, slab, r0, rows);
     mbar_wait(&full[u % NB], (unsigned)((u / NB) & 1));
+#if HOLD > 0
+    const uint4* sl = slots + (size_t)(u % NB) * slot_vecs;
+#pragma unroll
+    for (int i = 0; i < ONV; ++i) {
+      const int r = ot / LPR + i * ORPS;
+      va[i] = r < rows ? sl[r * LPR + g] : make_uint4(0u, 0u, 0u, 0u);
+    }
+    __syncwarp();  // the slot's reads are done (no proxy fence: reads before a bulk copy's write, as CUTLASS's)
+    if (lane == 0) mbar_arrive(&written[u % NB]);
+#endif
+  };
+  auto emit = [&](int u, const uint4 (&va)[ONV]) {
+    int slab, r0, rows;
+    rows_of(u, slab, r0, rows);
     if (ot == 0)  // one poller a block: every poll of every block loads the flags' one L2 line
       while (ld_acquire(flags + slab) == 0u) __nanosleep(32);
     asm volatile("bar.sync 1, %0;" ::"r"(O * 32) : "memory");  // its acquire orders the output warps' finals loads
@@ -273,7 +293,7 @@ const char* held_output_source() {
     for (int i = 0; i < ONV; ++i) {
       const int r = ot / LPR + i * ORPS;
       if (r < rows) {
-        const uint4 v = sl[r * LPR + g];
+        const uint4 v = HOLD > 0 ? va[i] : sl[r * LPR + g];
         const unsigned q4[4] = {v.x, v.y, v.z, v.w};
         unsigned o4[4];
 #pragma unroll
@@ -281,9 +301,29 @@ const char* held_output_source() {
         y[r * LPR + g] = make_uint4(o4[0], o4[1], o4[2], o4[3]);
       }
     }
+  };
+#if HOLD == 2
+  uint4 va[ONV], vb[ONV];
+  if (my > 0) fetch(0, va);
+  for (int u = 0; u < my; u += 2) {
+    if (u + 1 < my) fetch(u + 1, vb);
+    emit(u, va);
+    if (u + 1 < my) {
+      if (u + 2 < my) fetch(u + 2, va);
+      emit(u + 1, vb);
+    }
+  }
+#else
+  for (int u = 0; u < my; ++u) {
+    uint4 va[ONV];
+    fetch(u, va);
+    emit(u, va);
+#if HOLD == 0
     __syncwarp();  // the slot's reads are done (no proxy fence: reads before a bulk copy's write, as CUTLASS's)
     if (lane == 0) mbar_arrive(&written[u % NB]);
+#endif
   }
+#endif
 }
 )";
 }
@@ -298,12 +338,13 @@ KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k) {
   std::ostringstream s;
   s << "// cudal1 softmax held slabs: log=" << c.log << " " << c10::toString(c.dtype) << " outer=" << c.outer
     << " n=" << c.n << " inner=" << c.inner << " stats=" << k.stats << " out=" << k.out << " gm=" << k.merge
-    << " pf=" << k.prefetch << "\n";
+    << " pf=" << k.prefetch << " hold=" << k.hold << "\n";
   s << "typedef long long index_t;\n#define VEC 4\n" << packed_pair_source(c.dtype) << fast_exp_source(c.dtype, true);
   s << "#define NEG_INF __int_as_float(0xff800000u)\n#define QNAN __int_as_float(0x7fffffffu)\n"
     << "#define L2E 1.4426950408889634f\n#define LOG " << (c.log ? 1 : 0) << "\n";
   s << "#define S " << k.stats << "  // statistics warps\n#define O " << k.out << "  // output warps\n#define GM "
     << k.merge << "  // merging blocks\n#define PF " << k.prefetch << "  // items prefetched into L2 ahead\n"
+    << "#define HOLD " << k.hold << "  // items the output warps hold in registers\n"
     << "#define THREADS " << held_threads(k) << "\n#define MAX_SLOTS " << kHeldMaxSlots << "\n";
   const HeldGrid g = held_grid(c, k, c.sm_count);
   s << "static constexpr int N = " << c.n << ", INNER = " << c.inner << ", LPR = " << c.inner / 8
