@@ -45,7 +45,7 @@ TEST(SoftmaxHeld, EveryHeldVariantMatchesAten) {
   const int verified = testing::verify_variants(problems, is_held);
   std::printf("[softmax held] %d of %d held-slab variants verified\n", verified, offered);
   EXPECT_EQ(verified, offered);
-  EXPECT_EQ(offered, 28);  // five variants of each of the six signatures, three of 40000 rows (held_ok)
+  EXPECT_EQ(offered, 28);  // five variants of each of five signatures, three of the 40000-row one (held_ok)
 }
 
 TEST(SoftmaxHeld, KernelSizedForAnotherSmCountDeclines) {
