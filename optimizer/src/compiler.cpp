@@ -35,15 +35,16 @@ std::string program_log(const NvrtcApi* api, nvrtcProgram p) {
 
 }  // namespace
 
-Result<CompiledKernel> compile(const KernelSource& src, int sm) {
+Result<CompiledKernel> compile(const KernelSource& src, int sm, const std::vector<std::string>& extra_options) {
   CUDAL1_ASSIGN_OR_RETURN(const NvrtcApi* api, nvrtc());
   if (sm < 50 || sm > 200) return Status(Code::kInvalidArgument, "bad target sm " + std::to_string(sm));
   nvrtcProgram raw = nullptr;
   CUDAL1_NVRTC_TRY(api, api->nvrtcCreateProgram(&raw, src.code.c_str(), "cudal1_kernel.cu", 0, nullptr, nullptr));
   Program prog(api, raw);
   const std::string arch = "-arch=sm_" + std::to_string(sm);
-  const char* opts[] = {arch.c_str(), "-std=c++17", "--fmad=true"};
-  const nvrtcResult r = api->nvrtcCompileProgram(prog.get(), 3, opts);
+  std::vector<const char*> opts = {arch.c_str(), "-std=c++17", "--fmad=true"};
+  for (const std::string& o : extra_options) opts.push_back(o.c_str());
+  const nvrtcResult r = api->nvrtcCompileProgram(prog.get(), static_cast<int>(opts.size()), opts.data());
   CompiledKernel out;
   out.log = program_log(api, prog.get());
   if (r != NVRTC_SUCCESS)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cudal1/core/nvrtc.h"
+#include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
 #include "optimizer/problems.h"
 #include "softmax/softmax_family.h"
@@ -60,9 +61,7 @@ TEST(SoftmaxHeldPlan, ItemsHeldInRegistersOnlyWhereTheyFit) {
 /// Every held variant of a few shapes compiles for sm_90 without spilling: the variants' register bounds
 /// (held_ok) are what keeps a held item in registers rather than in local memory.
 TEST(SoftmaxHeldPlan, HeldVariantsCompileWithoutSpills) {
-  auto api = nvrtc();
-  if (!api.ok()) GTEST_SKIP() << "NVRTC not installed here: " << api.status().message();
-  const NvrtcApi* n = api.value();
+  if (auto api = nvrtc(); !api.ok()) GTEST_SKIP() << "NVRTC not installed here: " << api.status().message();
   const std::vector<std::vector<int64_t>> shapes = {
       {32, 32000, 64}, {3, 40000, 64}, {4, 4096, 256}, {2, 16384, 32}, {8, 32000, 128}};
   int compiled = 0;
@@ -73,16 +72,9 @@ TEST(SoftmaxHeldPlan, HeldVariantsCompileWithoutSpills) {
     for (const auto& v : held_of(p)) {
       auto src = plan.value()->source(v);
       ASSERT_TRUE(src.ok()) << src.status().to_string();
-      nvrtcProgram prog = nullptr;
-      ASSERT_EQ(n->nvrtcCreateProgram(&prog, src->code.c_str(), "held.cu", 0, nullptr, nullptr), NVRTC_SUCCESS);
-      const char* opts[] = {"-arch=sm_90", "-std=c++17", "--fmad=true", "--ptxas-options=-v"};
-      const nvrtcResult r = n->nvrtcCompileProgram(prog, 4, opts);
-      size_t size = 0;
-      n->nvrtcGetProgramLogSize(prog, &size);
-      std::string log(size, '\0');
-      n->nvrtcGetProgramLog(prog, log.data());
-      n->nvrtcDestroyProgram(&prog);
-      ASSERT_EQ(r, NVRTC_SUCCESS) << v.id() << ": " << log;
+      auto k = compile(src.value(), 90, {"--ptxas-options=-v"});
+      ASSERT_TRUE(k.ok()) << v.id() << ": " << k.status().to_string();
+      const std::string& log = k->log;
       SCOPED_TRACE(v.id() + " of [" + std::to_string(sizes[0]) + "," + std::to_string(sizes[1]) + "," +
                    std::to_string(sizes[2]) + "]: " + log);
       EXPECT_NE(log.find("Used "), std::string::npos);  // ptxas reported
@@ -143,7 +135,8 @@ TEST(SoftmaxHeldPlan, SourceUsesBulkCopiesPackedMaximaAndOnlyItsOwnVariants) {
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   for (const char* needle : {"cp.async.bulk.shared::cluster.global", "cp.async.bulk.prefetch.L2", "max.bf16x2",
-                             "red.release.gpu", "st.release.gpu", "#define GM 2", "#define THREADS 608", "#define HOLD 0", "LPR = 8"})
+                             "red.release.gpu", "st.release.gpu", "#define GM 2", "#define THREADS 608",
+                             "#define HOLD 0", "LPR = 8"})
     EXPECT_NE(src->code.find(needle), std::string::npos) << needle;
   EXPECT_EQ(plan.value()->stratum(v), 30);
   Variant odd = v;

@@ -117,6 +117,12 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
     r0 = (k % P) * R;
     rows = min(R, N - r0);
   };
+  // A warp is done reading item t's slot (no proxy fence: reads before a bulk copy's write, as CUTLASS's); the slot
+  // is refilled once all its readers have arrived (O warps, and with HOLD > 0 the S statistics warps too).
+  auto free_slot = [&](int t) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&written[t % NB]);
+  };
   if (w == S + O + 2) {  // the producer warp (lane 0): bulk loads into the slots, PF items prefetched into L2 first
     if (lane == 0) {
       auto at = [&](int t, unsigned& bytes) {
@@ -167,8 +173,7 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
         bm.w = max2(bm.w, v[i].w);
       }
 #if HOLD > 0
-      __syncwarp();  // the warp's reads of the slot are done: it frees once the output warps have copied it too
-      if (lane == 0) mbar_arrive(&written[t % NB]);
+      free_slot(t);  // the output warps copy the item too before the slot is refilled
 #endif
 #pragma unroll
       for (int o = LPR; o < 32; o <<= 1) {
@@ -247,8 +252,7 @@ cudal1_softmax(const uint4* __restrict__ in, uint4* __restrict__ out, float2* __
       const int r = ot / LPR + i * ORPS;
       va[i] = r < rows ? sl[r * LPR + g] : make_uint4(0u, 0u, 0u, 0u);
     }
-    __syncwarp();  // the slot's reads are done (no proxy fence: reads before a bulk copy's write, as CUTLASS's)
-    if (lane == 0) mbar_arrive(&written[u % NB]);
+    free_slot(u);
 #endif
   };
   auto emit = [&](int u, const uint4 (&va)[ONV]) {
@@ -319,8 +323,7 @@ const char* held_output_source() {
     fetch(u, va);
     emit(u, va);
 #if HOLD == 0
-    __syncwarp();  // the slot's reads are done (no proxy fence: reads before a bulk copy's write, as CUTLASS's)
-    if (lane == 0) mbar_arrive(&written[u % NB]);
+    free_slot(u);
 #endif
   }
 #endif

@@ -18,9 +18,10 @@ struct CompiledKernel {
   int sm = 0;
 };
 
-/// Compiles `src` with NVRTC for `-arch=sm_<sm>` (no fast-math: results must match ATen). Thread-safe.
+/// Compiles `src` with NVRTC for `-arch=sm_<sm>` (no fast-math: results must match ATen), with `extra_options`
+/// after the library's own (e.g. "--ptxas-options=-v", whose report lands in the log). Thread-safe.
 /// Returns Unavailable without NVRTC and CompileError with the full log when NVRTC rejects the source.
-Result<CompiledKernel> compile(const KernelSource& src, int sm);
+Result<CompiledKernel> compile(const KernelSource& src, int sm, const std::vector<std::string>& extra_options = {});
 
 /// One job of compile_concurrently: its source, or why it has none (then nothing is compiled).
 struct VariantBuild {
