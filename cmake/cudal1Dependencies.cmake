@@ -2,7 +2,7 @@
 #
 # Note [CUDA at run time]
 # cudal1 never links libcuda or libnvrtc: it includes their headers for types and opens the libraries with
-# dlopen at run time (csrc/core/cuda_driver.cpp, nvrtc.cpp). A host without a driver or toolkit therefore loads
+# dlopen at run time (csrc/core/src/cuda_driver.cpp, nvrtc.cpp). A host without a driver or toolkit therefore loads
 # libcudal1.so, and cudal1 turns itself off with one log line. Only the headers are needed to build.
 
 find_package(Torch REQUIRED)

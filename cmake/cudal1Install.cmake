@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 install(TARGETS cudal1_shared EXPORT cudal1Targets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS cudal1_cli cudal1_warm RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(FILES csrc/include/cudal1/cudal1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cudal1)
+install(FILES csrc/runtime/include/cudal1/cudal1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cudal1)
 install(EXPORT cudal1Targets NAMESPACE cudal1:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cudal1)
 configure_package_config_file(cmake/cudal1Config.cmake.in
   "${CMAKE_CURRENT_BINARY_DIR}/cudal1Config.cmake"

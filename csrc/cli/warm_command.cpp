@@ -1,5 +1,5 @@
 /// @brief `cudal1 warm` and `cudal1 source`: collect the signatures and start `cudal1-warm` on them (Note [Pre-warming]
-/// in csrc/runtime/warm.cpp).
+/// in csrc/runtime/src/warm.cpp).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>

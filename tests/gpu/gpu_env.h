@@ -11,7 +11,7 @@ namespace cudal1::testing {
 bool gpu_available(std::string* why);
 
 /// Verification trials of the GPU sweeps and fuzz tests: one for each of make_inputs' six input scales (1, 4,
-/// 0.01, 30, 1000, 0.5; optimizer/src/measure.cpp), one more than the tuner's default 5, so a test sees every
+/// 0.01, 30, 1000, 0.5; optimizer/framework/measure.cpp), one more than the tuner's default 5, so a test sees every
 /// scale the tuner does.
 inline constexpr int kEveryScaleTrials = 6;
 

@@ -1,5 +1,5 @@
 /// @brief Rebuilding a call from its signature text (the inverse of describe_call), so that a signature seen
-/// in one process can be tuned in another (`cudal1 warm`, Note [Pre-warming] in csrc/runtime/warm.cpp).
+/// in one process can be tuned in another (`cudal1 warm`, Note [Pre-warming] in csrc/runtime/src/warm.cpp).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

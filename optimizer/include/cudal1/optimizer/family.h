@@ -1,5 +1,12 @@
-/// @brief The generator interface every kernel family implements (CUTLASS-style: plan = can_implement,
+/// @brief The plug-in interface every kernel family implements (CUTLASS-style: plan = can_implement,
 /// source/bind = initialize, BoundKernel::launch = run), and the family registry.
+///
+/// A family's life: Family::plan(Problem) accepts or declines a signature -> Plan::space() lists its variants
+/// (Plan::features and Plan::stratum guide the search) -> Plan::source(Variant) is the CUDA C++ NVRTC compiles ->
+/// Plan::bind(Variant, LoadedModule) binds the loaded module -> BoundKernel::launch runs it, and verification
+/// asks BoundKernel::outputs, output_tolerance and input_scaled_atol. Families live in
+/// optimizer/families/<name>/ and are registered by one line in optimizer/families/CMakeLists.txt
+/// (Note [Family plug-ins]); families() is generated from those lines.
 ///
 /// Note [Family contract]
 /// A family plans a signature only when it can reproduce ATen's result exactly in layout and dtype and
@@ -179,7 +186,7 @@ class Family {
   virtual Result<std::unique_ptr<Plan>> plan(const Problem& p) const = 0;
 };
 
-/// Every family, in registration order.
+/// Every family, in registration order (generated: optimizer/families/CMakeLists.txt).
 const std::vector<const Family*>& families();
 /// The family serving `op` ("gelu", "add.Tensor"), or null.
 const Family* family_for(const std::string& op, const std::string& overload);

@@ -1,0 +1,523 @@
+/// @brief Private: the normalisation family (native_layer_norm and native_group_norm, forward, with their
+/// mean/rstd outputs; fp32/fp16/bf16 with fp32 statistics; contiguous input, weight and bias of the input's dtype).
+///
+/// Note [Norm rows]
+/// Both ops normalise "rows" of a contiguous tensor: layer norm has rows = prod(leading dims) of length
+/// prod(normalized_shape) with the affine parameters indexed by the column; group norm has rows = N * groups of
+/// length (C / groups) * HxW, with the affine parameters indexed by channel = (row % groups) * (C / groups) +
+/// column / HxW. One generator serves both; the shape says which indexing the code uses.
+///
+/// Modes. 0: a warp per row; 1: a block per row (both may keep the row in registers, `cache`, so the input is
+/// read once); 2: long rows split over `splits` blocks in two launches (partial Welford triples, then merge and
+/// normalise), so the input is read twice; 3: the same split in one cooperative launch over groups of rows sized
+/// for L2, so the second read hits L2 (Note [Norm groups]); 4: a row split over a thread-block cluster that
+/// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+); 7: the same with the slices held
+/// in registers and fed by bulk copies (Note [Norm held], sm_90+); 8: mode 7 over a row's blocks of a cooperative
+/// grid, for rows up to 16 MB (Note [Norm held], mode 8); 5: steps of whole rows dealt
+/// over a persistent cooperative grid whose blocks keep their parts in a shared-memory ring that loads the
+/// next steps while one is reduced, so the input is read once (Note [Norm ring], sm_80 and sm_90+).
+///
+/// Bytes, at the H200's ~4.15 TB/s (floor = input read once + output written once; mean/rstd, the affine
+/// parameters and the workspace are < 0.1%). Mode 2 moves 3 tensor-sizes where the floor moves 2: 1.5x the floor
+/// before any launch cost, measured 1.64-1.68x (layer norm f32 [16,64,256,256]: 217 us against 129 us). Only the
+/// last ~50 MB of the first pass can still be in L2 when the second starts (`rev` reuses those, ~1%).
+///
+/// Note [Norm groups]
+/// Mode 3 walks the rows in groups of ~`chunk_mb` MB (whole rows; one row when a row is larger): every block
+/// of a persistent grid computes Welford triples of its parts of group g, arrives on group g's counter, waits
+/// until all blocks have arrived, then merges the row's triples and normalises its parts. A group is reread
+/// while it is still in L2, so HBM moves the floor's bytes; the cost is one grid-wide wait per group.
+/// Co-residency, without which the wait deadlocks, comes from cuLaunchCooperativeKernel (the launch fails
+/// instead of hanging when the grid cannot be resident: the call then stays on ATen); the grid is at most
+/// sm_count x max_blocks_per_sm and the parts of a group are dealt evenly over it. Counters are zeroed by a
+/// cuMemsetD32Async on the call's stream; partials written by other blocks are read with ld.global.cg (L1 is
+/// not coherent). Every block merges a row's triples in the same order, so all parts use the same statistics,
+/// and the statistics are mode 2's (fp32 Welford per thread, Chan merges). Each part rereads its row's
+/// `splits` triples (12 x splits bytes, 3 KB at 256), so splits stay <= 256, and a group must have >= 128
+/// parts (one row of 16 MB: splits 256 only), else SMs sit idle. Streams being captured into a graph are
+/// declined at the call (no cooperative graph nodes).
+/// `ahead` reads group g + 1 before waiting on group g: the wait is then almost always over when reached
+/// (no drain at the barrier), but L2 must hold two groups of input plus the output in flight, so it suits
+/// `chunk_mb` = 8 (~24 MB live), not rows of 16 MB (~48 MB live: the reread misses).
+/// Prediction (per-group wait ~1.5 us: drain, atomics, ramp-up; memset + launch ~3 us):
+/// - layer norm f32 [16,64,256,256]: rows of 16 MB, 16 groups, no ahead: 129 + 16 x 1.5 + 3 = ~156 us, 1.21x
+///   (mode 2: 1.68x);
+/// - layer norm f32 [64,1048576] (4 MB rows) and group norm f32 [16,64,256,256] g8 (2 MB rows): 8 MB groups with
+///   ahead: ~129 x 1.05 + 3 = ~140 us, 1.09x; 16 MB groups without: ~156 us (mode 2: 1.64-1.67x).
+/// Rejected: one stats launch and one normalise launch per L2-sized group (the same bytes) costs 2 kernel
+/// boundaries (~2-4 us each: launch gap, tail, ramp-up) per group: 32 boundaries for 268 MB in 16 MB groups,
+/// 64-128 us against the 64 us of HBM reads it saves. A thread-block cluster holds rows up to ~4.6 MB (Note
+/// [Norm clusters]), not the 16 MB rows.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 4): the prediction was wrong. On layer norm f32
+/// [64,1048576] the best mode-3 variant (8 sampled: splits64, chunk16, ahead1, block 512) ran 210 us (1.66x the
+/// floor) and the others 238-669 us, against 215 us for mode 2; the KernelBench rows stay on mode 2 (1.68-1.71x).
+/// Not profiled yet: the per-group waits and the share of the reread that really hits L2 are the unknowns.
+/// Tried and removed (session 12, H200, 2026-11-30, docs/PERF.md): cache hints, the reread loaded with
+/// ld.global.cs and the output stored with st.global.cs (evict-first), so that dead lines stop evicting the
+/// group that waits for its reread. Nsight Compute (layer norm [64,1048576], block 512, splits 64, ahead): at
+/// chunk 8 DRAM read one tensor size (271.6 MB: the whole reread hit L2) and the kernel slowed to 276 us (DRAM
+/// 38.7%); at chunk 16 (32 MB live) 484 MB read, 202 us against 205 us unhinted. The reread is not what holds
+/// mode 3 back: its blocks step through the groups in turn, each part's loads, Welford, reduction and wait in
+/// series. Gains of 1-3% (a loss on group norm g8) did not pay for the variants the tuner must cover.
+///
+/// Note [Norm clusters]
+/// Mode 4 splits a row over one cluster of `cluster` (2-16) blocks; block r of the cluster holds vectors
+/// [r x CHV, (r + 1) x CHV) of it (CHV = ceil(vectors / cluster); the last blocks may hold fewer or none) from
+/// the statistics to the output, so HBM moves the floor's bytes. A thread's vectors are j0 + tid + i x block:
+/// the first REGS in registers (plain loads), the rest in dynamic shared memory in the input's dtype at
+/// (i - REGS) x block + tid, copied by cp.async (4/8/16-byte vectors; 2-byte ones by load and store) in two
+/// commit groups so the first half's Welford overlaps the second half's arrival. Each thread only reads back
+/// what it copied, so no block barrier orders the copies. Statistics: per-thread Welford in vector order and
+/// the block's Chan merges, as mode 2; thread 0 publishes the block triple in shared memory (two slots,
+/// alternating by row), a cluster barrier (arrive.release / wait.acquire), then every warp loads the cluster's
+/// triples through distributed shared memory (lane r from rank r) and merges them with the same shuffle tree:
+/// every block gets bit-identical statistics; rank 0 writes mean and rstd = rsqrtf(m2 / cols + eps). One
+/// barrier a row suffices: a slot is rewritten two rows later, after every block has passed the barrier of
+/// the row between, i.e. finished its reads; a final barrier keeps blocks alive until the last remote read.
+/// Clusters loop over rows (grid <= 2^31 - 1 blocks). No cluster waits on another: no deadlock, whatever is
+/// resident. The launch fails (Unsupported, ATen serves the call) when no cluster can be resident.
+/// Sizing (H200: 228 KB of shared memory per SM, 227 KB per block, 1 KB reserved per block): `occ` 1 sizes
+/// the shared part for one block per SM, `occ` 2 for two (512 threads at most, __launch_bounds__(block, 2):
+/// 64 registers), offered where shared memory is what stops a second block; REGS is the fewest vectors a
+/// thread keeps in registers for the rest to fit, at most 64 bytes (16 registers; ptxas: no spills). So a
+/// cluster holds <= 16 x (227 KB + 64 B x 1024) = ~4.6 MB: the 4 MB fp32 rows need 16 blocks of 512-1024
+/// threads (at 1024: 14 float4 a thread in 224 KB of shared memory, 2 in registers). Offered on sm_90+ for
+/// rows of >= 32 x cluster elements (short rows too), the widest vector, blocks of 128 threads or no more than
+/// the slice's vectors: 2-16 variants on the targets, so that the tuner's few trials reach the best (the norm
+/// fuzz draws a cluster variant for half of the signatures that have one).
+/// Not done: the 16 MB KernelBench layer-norm rows. A row over several clusters needs them to exchange
+/// partials through global memory, so all of a row's clusters (>= 4 of 16, where ~8 fit the GPU) must be
+/// resident at once; max_active_clusters counts an empty GPU, and a kernel on another stream or MPS limits
+/// can hold SMs so that a spinning cluster waits on one that never starts. Only a cooperative launch
+/// guarantees co-residency (mode 3 uses it, without clusters). Those rows stay on modes 2 and 3.
+/// Prediction (floor at ~4.2 TB/s; per row a cluster streams its slice in, waits ~1-2 us on the block
+/// reduction and the cluster barrier with HBM idle for it, streams out; ~1 us of block turnover; launch ~3 us):
+/// - layer norm f32 [64,1048576]: one block per SM, ~7-8 clusters of 16 resident, so 8-10 waves of rows in
+///   step; ~2.5 us of idle HBM a wave over 13-15 us of streaming: ~145-155 us, 1.15-1.22x (mode 2: 1.70x);
+/// - group norm f32 [16,64,256,256] g8 (2 MB rows, 128 rows): occ 1 (16 x 128 KB, 1 block per SM): 16 waves
+///   of 7.6 us + 2.5 us, ~1.3x; occ 2 (512 threads, 112 KB shared + 2 float4 registers a thread): two
+///   clusters' blocks share each SM and drift apart, one streams while the other waits: ~1.1-1.15x; cluster 8
+///   (224 KB + 2 registers at 1024 threads) packs better into GPCs: ~1.15x;
+/// - group norm bf16 [32,320,64,64] g32 (1024 rows of 80 KB): mode 1 is at 1.61x because a 1024-thread block
+///   per row (40 elements a thread, 64 registers) leaves 2 blocks per SM, 264 rows per wave, ~3.9 waves whose
+///   two blocks per SM load, reduce twice (4 block barriers) and write in step: HBM idles at every reduction
+///   and turnover, ~5 us per 10 us wave. Clusters of 2-8 blocks of 128-256 threads keep 20-40 KB slices in
+///   shared memory: up to 5-8 blocks per SM (up to ~200 KB in flight, more than mode 1's 160 KB) from
+///   different rows, out of step: ~1.2-1.3x;
+/// - group norm f16 [64,256,28,28] g32 (2048 rows of 12.5 KB, 25.7 MB): every mapping is one wave (2048 rows,
+///   132 x 16 blocks of 128 threads), all reads then all writes: ~12 us of streaming plus ~4 us of launch,
+///   ramp, first-byte latency and drain. No knob removes that fixed part; predicted no gain (~1.35-1.45x).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2-3): the prediction was wrong. Layer norm f32
+/// [64,1048576]: mode 4 cluster16 ran 251 us (block 512) and 262 us (block 1024), against 213 us for mode 2
+/// and 210 us for mode 3 (kept). Group norm f32 [16,64,256,256] g8: occ2 block 256 207 us (occ1 block 1024:
+/// 314 us), equal to mode 3's 206 us and mode 2's 212 us. The unaccounted part is presumably the per-element
+/// Welford (a division per element) run from shared memory while HBM idles: every cluster of the GPU loads,
+/// computes and writes in step, and with the whole row on chip there is no room to load the next row while
+/// one is reduced; not profiled. The group norm bf16 UNet row stayed on mode 1 (52.8 us, 1.33x the floor,
+/// 1.18x the copy of the same bytes). Mode 4 stays a knob; it is verified (the norm fuzz drew it 393 times).
+/// Tried and removed (session 18, H200, 2026-12-01, docs/PERF.md "Session 18", runs 3-4): per-thread two-pass
+/// statistics (mode 6's) and each shared-memory slot refilled with the cluster's next row as soon as it was
+/// written out. Layer norm [64,1048576] 249.7 us (251 before; mode 6 187.2 in the same run), group norm g8 202.0
+/// (207; mode 6 184.9). Nsight Compute: only 7 clusters of 16 resident (112 of 132 SMs), 16 warps an SM, DRAM
+/// 42.7%, 4.6 of 14.4 cycles between a warp's instructions on L1TEX, and the old loop already issued the next
+/// row's copies right after its stores. (Session 18 blamed weight and bias loads; that row has neither, so no
+/// affine loads run: the L1TEX waits are the x copies', and the 58% L2 hit rate is unexplained.)
+/// Probed, not built (session 19, H200, 2026-12-01, docs/PERF.md "Session 19", bench/probes/cluster_reread_probe.cu):
+/// a cluster per row that holds nothing on chip and reads its slices twice, the second time hoping for L2 (L2
+/// evict_last / evict_first policies, streaming stores; one cluster barrier a row, no grid barrier). Layer norm
+/// [64,1048576]: 209-248 us by cluster size and block (copy 134 us); group norm g8 200-284 us. Taken apart (cluster 8,
+/// 15 clusters, block 1024): pass 1 alone 90.5 us (a 256 MB read at 2.8 TB/s), pass 2 alone 147 us (no cheaper
+/// than a copy from HBM: its reread does not come from L2 for less), the cluster barrier ~13 us. Not a way under
+/// the line.
+///
+/// Note [Norm ring]
+/// Mode 5 removes what the measurements above blame: mode 3's reread misses L2 (Nsight Compute on the 210 us
+/// mode-3 kernel: 77.7% DRAM throughput, 3.74 TB/s x 206 us = 3 tensor sizes, L2 hit rate 37.7%: writes and the
+/// next group's reads evict the group before it is reread), and mode 4's clusters load, reduce and write in
+/// step with nothing loading while a row is reduced (latency-bound, DRAM 44%). A cooperative grid of one block
+/// per SM (sm_count blocks; co-residency as in Note [Norm groups]: a grid that cannot be resident fails to
+/// launch, streams being captured are declined, ATen serves the call) walks the rows in steps of ~`step` MB
+/// (whole rows, RPS of them; one row when a row is larger). Every row of a step is dealt over all blocks: block
+/// b holds vectors [b x ch, (b + 1) x ch) of it, ch = ceil(vectors / grid) (the last blocks may hold fewer or
+/// none: they still publish an empty triple and arrive). A block keeps its parts of a step in one slot of a
+/// `ring`-slot ring in dynamic shared memory, filled by cp.async (16-, 8- or 4-byte vectors; 2-byte vectors are
+/// not offered), one commit group a step: the prologue issues steps 0..RING-2; step s issues step s + RING - 1
+/// into the slot step s - 1 freed, waits (cp.async.wait_group RING - 1) for its own copies of step s, computes
+/// per-thread Welford over each row's part from shared memory (vector order, as mode 2), block-merges it, thread
+/// 0 writes the triple of each row to the workspace at row x grid + b and arrives on step s's counter (fence,
+/// atomicAdd), spins until all blocks arrived (as mode 3), then every block merges the row's grid triples in the
+/// same order and tree (bit-identical statistics everywhere; mode 3's merge_row) and normalises its part from
+/// shared memory into y; a block barrier ends the step before its slot is refilled. A thread only reads back
+/// what it copied itself, so no block barrier orders the copies. Past the last step the issued commit groups
+/// are empty, so the count stays uniform. HBM moves the floor's bytes (one read, one write) plus rows x grid x
+/// 12 bytes of triples (0.04% on the targets); while a block waits at step s's barrier and writes step s, its
+/// copies of steps s + 1..s + RING - 1 keep HBM reading.
+/// Sizing: the planner sizes the ring for a reference grid (132 blocks on sm_90+, H100 SXM/H200; 108 on sm_80,
+/// A100): ring x RPS x ch x vector bytes within one block's shared memory (227 KB on sm_90, 163 KB on sm_80,
+/// less 512 bytes of static arrays), ch >= the block (every thread has a vector of every row). The bound kernel
+/// sizes it for the device's real SM count; a device with fewer SMs whose ring no longer fits fails the
+/// shared-memory opt-in: Unsupported, ATen serves the call. Workspace: rows x grid triples, then a counter per
+/// step (cuMemsetD32Async on the call's stream). Offered where mode 2 is (rows >= 4096 elements, <= 4096 rows),
+/// widest vector, blocks 256-1024, steps of 4 and 8 MB (one only where both give the same rows), 2 or 3 slots;
+/// ring 3 is a stratum of its own (the tuner tries both ring sizes on every signature).
+/// Not offered: the 16 MB KernelBench layer-norm rows. A row's part is 124 KB a block (16 MB / 132), two slots
+/// need 248 KB. A finer ring (the next row's first ~100 KB loading while this row finishes, slots freed chunk by
+/// chunk) would need per-chunk completion (mbarrier-tracked or TMA bulk copies) instead of commit groups; those
+/// rows stay on modes 2 and 3.
+/// Prediction (before measurement; floor at ~4.2 TB/s; a step moves 2 x step bytes, 3.8 us for 8 MB; the serial
+/// chain of a step, stats from shared memory ~0.5 us + grid barrier ~1.5 us + merge and store issue ~0.5-1 us,
+/// stays shorter, so HBM streams; plus ~2 us of first load, ~2 us of last drain, ~3 us of memset and launch):
+/// - layer norm f32 [64,1048576] (4 MB rows), step 8 ring 3: 32 steps of 2 rows, ~135-145 us, 1.05-1.13x (mode 3
+///   210 us); step 4 (1.9 us a step, about the chain): ~1.2x;
+/// - group norm f32 [16,64,256,256] g8 (2 MB rows), step 8 ring 3: 32 steps of 4 rows (4 merges a step), ~1.1x;
+/// - ring 2 loads only one step ahead (it has the chain's time to land): ~1.15-1.25x.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 6, runs 2-3): wrong. Layer norm f32 [64,1048576]: step8 ring3
+/// block 512 344 us, step4 ring2 block 1024 422 us (mode 3 kept, 210 us); group norm g8: 547-560 us (mode 3
+/// 206 us). Nsight Compute (step8 ring3, block 512, 341 us): DRAM 31%, one block of 16 warps an SM (190 KB of
+/// shared memory), an instruction issued every 2.6 cycles a scheduler, a third of the stalls at block barriers:
+/// the per-step work on chip (Welford with a division per element from shared memory, block merges, barriers)
+/// is ~58 instructions an element on 16 warps, not the ~0.5 us predicted, and it serialises with the grid wait.
+/// Next: per-thread two-pass statistics (no division per element) and fewer block barriers a step, or more
+/// warps. The mode stays a knob (verified: the norm fuzz drew it 75 times, 0 mismatches).
+/// Tried and removed (session 16, H200, 2026-12-01, docs/PERF.md "Session 16", run 4): two-pass part
+/// statistics, which mode 6 got in session 7 and mode 5 never did. Each thread summed its vectors of a row's part
+/// from shared memory, divided once and summed the squared deviations in a second read (~3.5 instructions an
+/// element instead of a Welford combine with its division a vector; ~8 with the normalisation instead of ~58).
+/// Predicted from the count (issue falls to ~60 us; the step's chain then sets the pace): layer norm
+/// [64,1048576] and group norm g8 ~150-190 us. Measured (every mode-5 variant of both rows; norm fuzz 784 of 784,
+/// 0 mismatches): layer norm 328.2 us (step 8, ring 3, block 256) against 344 us before, group norm g8 559.3 us
+/// against 547-560; mode 6 in the same run 188.7 and 186.8 us. Wrong: the per-element arithmetic was not what
+/// held mode 5; its per-step chain (block barriers for every row's merges, the grid wait, then the writes) is.
+///
+/// Note [Norm parts]
+/// Mode 6 removes what sank modes 4 and 5 (the Notes above: per-element Welford with a division, block
+/// barriers, shared-memory round trips, and every block loading, reducing and writing in step with the rest)
+/// and what sank mode 3 (the L2 reread). A row is cut into P parts of BLOCK x PER vectors (PER 4 or 8; 32
+/// registers of data at 8 x 16 bytes). A persistent cooperative grid of what the device keeps resident (2 blocks
+/// of 512 or 4 of 256 an SM: __launch_bounds__ minimum blocks) takes parts by ticket (thread 0's atomicAdd, in
+/// order, asked before it is needed): a block loads its part into registers with every load issued at once,
+/// computes each thread's exact two-pass mean and squared deviations (no division per element), merges the
+/// block's triples (Chan, one block reduction), publishes the part's triple and arrives on its row's counter;
+/// the row's last part to arrive merges the row's P triples (merge_row, once a row), stores mean and rstd and
+/// raises the row's flag; every part's block waits only for its row's flag, then normalises from registers.
+/// With `ahead` a block holds two parts: it loads and publishes its next part before it waits on the current
+/// one's row, so HBM keeps reading through the wait (a part is always published right after its loads, never
+/// after a wait, so no row waits on another). HBM moves the floor's bytes.
+/// Deadlock freedom: tickets go out in order and a part is published without waiting, so every part of the
+/// oldest unfinished row is published or not yet issued, and then a block is free to take it as long as the
+/// grid holds >= P blocks; the planner offers P <= the reference grid (ring_reference_blocks x minimum
+/// blocks), the bound kernel declines the call (ATen) where this device keeps fewer blocks than P resident,
+/// and the cooperative launch fails (ATen) where the grid cannot be resident. Workspace: rows x P triples, a
+/// counter and a flag per row, the ticket counter (zeroed by cuMemsetD32Async), each row's mean and rstd;
+/// streams being captured are declined (no cooperative graph nodes), as modes 3 and 5.
+/// Prediction (before measurement; H200, copy 4.15-4.2 TB/s; memset + launch ~3-4 us, ramp and drain ~2-3 us):
+/// layer norm f32 [64,1048576] ~135-140 us (1.05-1.08x the copy; mode 3 210 us); group norm f32
+/// [16,64,256,256] g8 ~135-140 us (mode 3 206 us); layer norm f32 [16,64,256,256] (16 MB rows, 256 parts of a
+/// 264-block grid: rows nearly one at a time, in step) ~160 us (mode 2 216 us).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 7): wrong. One part a block, a merge in every block:
+/// 205-212 us, 186-188 us, 231-237 us. A first `ahead` that published the next part only after the wait
+/// chained every row to the one before: 336-602 us. The version above: layer norm [64,1048576] 182-189 us
+/// (256 threads, 4 vectors, ahead), group norm g8 182-188 us, KernelBench 200-246 us (mode 2 kept there).
+/// Nsight Compute (ahead, 256 x 4, layer norm, 194 us): DRAM 55% (2.64 TB/s), 8 warps a scheduler, an
+/// instruction every 2.8 cycles, 65% of cycles without an eligible warp: latency-bound; each block still
+/// serialises its loads' latency, the atomics and the flag wait with ~16-32 KB of its own loads in flight.
+/// Tried and removed (session 10, H200, 2026-11-30, docs/PERF.md): parts through a ring of 3 shared-memory
+/// slots (cp.async; a block held tickets t0 < t1 < t2, t2's copies in flight while it waited on t0's row and
+/// wrote t0, every part published once landed and before any wait on its own row). Predicted from the profile
+/// above (more bytes in flight through the waits): ~135-145 us on both rows. Every ring variant verified (39
+/// mode-6 variants on four edge shapes, norm fuzz 0 mismatches) and every one lost: layer norm [64,1048576]
+/// 198-233 us against 188.5 us (256 x 8, ahead), group norm g8 193-218 us against 187.0 us. Bytes in flight
+/// during the waits are not what holds mode 6 back: Nsight Compute on the kept variant (layer norm, 256 x 8,
+/// ahead) splits the 16.4 cycles between a warp's instructions into 5.5 waiting on loads, 3.8 at block barriers,
+/// 2.2 on fixed-latency dependencies and 1.6 at memory fences: the per-part barriers (ticket, block reduction,
+/// arrival) and fences are a third of the stall.
+/// Tried and removed (session 12, H200, 2026-11-30, docs/PERF.md): roles. The grid split by block parity into
+/// statistics blocks (tickets in order: load, publish, the row's last part merges) and output blocks (tickets in
+/// order: wait on the row's flag, reload the part from L2 with ld.global.cs, normalise, st.global.cs), statistics
+/// at most max(a row's parts, lag MB) ahead of the parts written (no deadlock: the oldest unwritten part's row
+/// needs tickets within a row of it), so a row need not be resident at once and the 16 MB rows fit too. Every
+/// variant verified; every one lost: layer norm [64,1048576] 206-387 us (lag 32-8) against 187 us, group norm g8
+/// 193-321 us against 185 us, the 16 MB rows 316 us against 206 us. Nsight Compute (lag 16): the reread hit L2
+/// (269 MB read), and 19 of 35 cycles between a warp's instructions waited at block barriers while thread 0
+/// spun on a row flag or the lag counter: a row's outputs start only after its last part, and the ~16 MB that
+/// L2 keeps for the reread is four 4 MB rows, so the roles wait on each other through the window.
+/// Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md): one fence by thread 0 after the block barrier
+/// in arrive_last and flag_raise (codegen_common's ticket_source), as cooperative groups' grid sync does, instead
+/// of a __threadfence by every thread (session 6's profile: 1.6 of 16.4 cycles at membar). Predicted 5-15%.
+/// Measured (every mode-6 variant, norm fuzz 784 of 784): group norm g8 183.8 us, layer norm [64,1048576] 188.4
+/// us, against 184.5 and 187.1 us in session 11's table: no change.
+/// The floor of this design (H200, 2026-12-01, docs/PERF.md session 17, runs 6-8, bench/probes/row_sync_probe.cu):
+/// the bare pattern (static parts over a cooperative grid, a sum and one arrival a block a row, 1-3 rows loaded and
+/// published ahead of the wait, nothing else) ran layer norm's shape [64,1048576] in 175-200 us against a 134 us
+/// copy; counters in lines of their own and spaced polls moved it a few percent. Mode 6 (187 us) is at that cost:
+/// the next step is a design without a barrier over the whole grid per row, not a leaner mode 6.
+///
+/// Note [Norm held]
+/// Mode 7 keeps what made mode 4 right (a row over one thread-block cluster, read once, no wait on any other cluster)
+/// and removes what made it slow: per-thread copies, a row's slice pinned in shared memory so that nothing loads while
+/// it is reduced, and a cluster barrier a row. A block is BLOCK consumer threads plus one producer warp (two with
+/// rereads, below). The producer's first thread walks the block's chunk sequence (rows cid, cid + clusters, ...; slice
+/// chunks of CHV = BLOCK x CPT 16-byte vectors, 16 or 32 KB) through a ring of NSLOT shared-memory slots: it waits
+/// until a slot is empty (an mbarrier each warp of consumers arrives on), then arms the slot's full mbarrier with the
+/// chunk's bytes and starts one bulk copy (cp.async.bulk global -> shared, completing on it; an empty chunk arms 0
+/// bytes). Consumers wait on a chunk, copy their vectors into registers and free the slot at once, so the ring streams
+/// the next row (up to NSLOT chunks ahead) through this row's statistics, exchange and output. Statistics: the block's
+/// exact two-pass mean and squared deviations from registers (two sums over the consumers, named barrier 1), sent as
+/// (n, mean, m2) by st.async to every block of the cluster, completing on the receiver's mbarrier (one per row parity;
+/// no cluster barrier and no fence); each warp merges the CL triples in rank order with the same tree (bit-identical
+/// statistics in every block); rank 0 writes mean and rstd = rsqrtf(m2 / cols + eps); the output goes from registers to
+/// y with plain vector stores. An inbox slot is rewritten two rows later, by a block that has received this block's
+/// triple of the row between, which this block sends only after it has read the slot. Clusters are independent (no
+/// deadlock, whatever is resident): the grid is min(rows, clusters the device holds) clusters looping over rows.
+/// Rows too long for a cluster's registers (layer norm [64, 1048576] fp32: 256 KB a block at 16) keep their
+/// first KEEP chunks and reread the other DROP (<= KEEP) after the exchange: the block's statistics are then
+/// per-thread sums shifted by the thread's first element (merged with Chan's formula; the cancellation is bounded
+/// by the thread's own m2, since the shift is one of its elements), the consumers' first thread arrives on a gate
+/// mbarrier once the row has been read, and a second producer warp then copies the row's last DROP chunks, last
+/// read first (most still in L2: ~70% measured), through a 64 KB ring of their own; consumers normalise
+/// those first, then the registers.
+/// Sizing: a slice keeps up to 128 KB in registers (16 vectors a thread at 512 consumers, 32 at 256), so a
+/// cluster of 16 holds rows up to 2 MB and rereads up to 4 MB ones; the two smallest cluster sizes (1-16) that
+/// fit are offered, with chunks of 16 and 32 KB and a tight (slice + 1 chunk) or deep (as many as fit 226 KB)
+/// ring; with rereads, 512 consumers (two producer warps leave 113 registers a thread) and the deep ring only.
+/// Offered where mode 2 is, on sm_90+, for 16-byte vectors (the bulk copies' alignment; the bound kernel checks
+/// the pointers).
+/// Probe (H200, 2026-12-01, docs/PERF.md "Session 20", bench/probes/bulk_hold_probe.cu and bulk_hybrid_probe.cu;
+/// group norm g8's shape, 128 rows of 2 MB, f32, clusters of 16: 7 resident, 112 SMs; copy of the same bytes 134 us): a
+/// bulk copy through such a ring alone 139-141 us; slices held in shared memory with a cluster barrier a row 209-254
+/// us, with st.async instead of the barrier 176-180 us (each block's own statistics, no exchange: 149-152 us); slices
+/// held in registers with the ring streaming through the exchange 146-164 us (16 KB x 9 slots the best), 142 us for 256
+/// rows of 1 MB in clusters of 8. Rows of 4 MB with half of each slice reread: 165-185 us (Nsight Compute: 306 MB read
+/// from DRAM for a 268 MB input, so ~70% of the rereads hit L2; DRAM 68% of peak). Measured in the library (same
+/// session, runs 5-11, tuner's choice, 24 trials): group norm f32 [16,64,256,256] g8 148.3-155.4 us, 1.17-1.24x the
+/// copy (mode 6: 184.8 us, 1.47x); layer norm f32 [64,1048576] 167.6-168.4 us, 1.33-1.34x (mode 6: 187-188 us, 1.50x);
+/// group norm bf16 [32,320,64,64] g32 48.8-49.0 us (mode 1: 49.7). What keeps the 4 MB rows above the 2 MB ones: a
+/// slice takes 256 KB of the SM's ~354 KB on chip, so the ring holds less than one next slice while the row is written;
+/// and 64 rows over 7 clusters leave one row alone at the end. The norm fuzz drew mode 7 80 times, 0 mismatches.
+/// Mode 8 is mode 7 with the cluster replaced by GP consecutive blocks of a cooperative grid: GP = the fewest
+/// blocks whose registers hold the row (128 KB each, 2..132), so no chunk is reread, and rows of 16 MB (132 x
+/// 128 KB) fit. The grid is floor(SMs / GP) groups of GP blocks (rows cid, cid + groups, ...), one block an SM;
+/// co-residency, without which a wait deadlocks, from cuLaunchCooperativeKernel (a grid that cannot be resident
+/// fails to launch and ATen serves the call, as do captured streams). Not bound to a GPC, so 4 MB rows run 4 at once
+/// on 128 SMs (16 even waves of 64 rows) where clusters of 16 ran 7 on 112 SMs and reread half of each slice.
+/// The exchange goes through the workspace (rows x GP triples, then a counter per row zeroed on the call's stream)
+/// and is kept off the consumers' path twice over. A row ahead: while row r is in registers, the consumers wait
+/// for row r + 1's chunks in the ring (which holds a whole slice: tight = slice + 1 chunk), sum them from shared
+/// memory without freeing the slots (per-thread sums shifted by the thread's first element, Chan merges, as mode
+/// 7's rereads), publish r + 1's triple (thread 0: store, fence, atomicAdd) and only then write row r, moving r + 1
+/// into registers chunk by chunk as they free ("Interleaved", below). An exchange warp: for each row in turn it
+/// spins on the row's counter until GP blocks arrived, merges the GP triples (lane l takes l, l + 32, ... in order,
+/// then the warp's tree: the same bits in every block), writes mean and rstd (rank 0) and hands (mean, rstd) to the
+/// consumers in shared memory on a per-parity mbarrier (a parity's slot is rewritten two rows later, after the row
+/// between arrived everywhere, so after the consumers read it).
+/// Prediction (first version, statistics from registers and the wait in the consumers; HBM moves the copy's bytes,
+/// each exchange ~2-3 us hidden by the next row's loads): layer norm f32 [16,64,256,256] ~135-145 us, layer norm f32
+/// [64,1048576] ~135-145 us, group norm g8 ~140-150 us. Measured (H200, 2026-12-01, docs/PERF.md "Session 21"):
+/// wrong, 191.3 / 184.8 / 182.4 us: the wait was not hidden (each block stopped on it, every row). A row ahead:
+/// 166.0 / 164.8 / 163.3; with the exchange warp (kept): **166.4-167.8 / 150.1-151.7 / 147.3-148.3 us**, 1.33x /
+/// 1.20x / 1.17x the copy (modes 2 / 7 / 7 before: 205 / 168 / 148-155). The 16 MB rows run one at a time on all
+/// 128 blocks, in step: Nsight Compute on them (170.4 us) DRAM 62%, L2 72%, 0.27 instructions issued a cycle a
+/// scheduler. The norm fuzz drew mode 8 31 times, 0 mismatches; every mode-8 variant of five edge signatures
+/// verified (tests/gpu/norm_held_test.cpp).
+/// Interleaved (session 23, family version 9). Above, row r was written whole and only then was row r + 1 moved
+/// from the ring into registers, so the ring stayed full through the write: the deep ring (7 slots of 32 KB for a
+/// 4-chunk slice) loaded at most 3 chunks of row r + 2 meanwhile and the last one after the write, and the next
+/// triple waited for it (~1-2 us a row; at 16 MB rows all 128 blocks in step, so HBM saw a read phase and a write
+/// phase a row). Now chunk k of row r is written and chunk k of row r + 1 taken into the registers it freed, at
+/// once, so each slot frees as soon as its registers do and the producer loads row r + 2 during row r's write.
+/// Predicted ~1.5-2 us a row off the 16 MB rows (165 -> ~140-145 us) and less off the 4 MB ones. Measured (H200,
+/// 2026-12-01, docs/PERF.md "Session 23", run 1; mode 8 alone / the tuner over the whole space, 24 trials):
+/// layer norm KernelBench **153.4 / 153.2 us** (1.22x the copy; was 165-167), layer norm [64,1048576] **139.6 /
+/// 140.8** (1.12x; was 150-151), group norm g8 **139.3 / 139.8** (1.11x; was 147-148). Better than predicted on
+/// the 4 MB rows, worse on the 16 MB ones. NormHeld 40 of 40 mode-8 variants verified.
+/// One pass (tried and removed, session 23). Mode 7 without rereads takes the block's statistics in two passes
+/// over registers (a block sum, the mean, a block sum of squared deviations: two block reductions, four barriers a
+/// row). Taking them as the rereads do (per-thread sums shifted by the thread's first element, read as the chunks
+/// arrive, one Welford block reduction, two barriers) was aimed at group norm bf16 [32,320,64,64] g32 (80 KB rows,
+/// one a block, ~8 rows a block: 49.6-49.8 us, 1.24x the copy), predicted 49.8 -> ~46-48 us. Measured (H200,
+/// 2026-12-01, docs/PERF.md "Session 23", run 9): wrong, its best mode-7 variant 50.7 us (cluster 2; cluster 1
+/// 51.2-51.4, against 48.8-49.7 for the two-pass ones in sessions 20-22), and the tuner kept mode 1 (49.7 us).
+/// Verified (NormHeld 50 of 50 mode 7, norm fuzz 784 of 784), but no faster: the row's reductions are not what
+/// holds it.
+#pragma once
+
+#include "cudal1/optimizer/family.h"
+
+namespace cudal1::optimizer::norm {
+
+/// The family object (a process-wide singleton).
+const Family& norm_family();
+
+/// One planned signature.
+struct NormShape {
+  bool group = false;  ///< native_group_norm, else native_layer_norm
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::ScalarType stat_dtype = c10::ScalarType::Float;  ///< mean/rstd: fp32 for layer norm, the input's for group norm
+  std::vector<int64_t> sizes, strides;  ///< the input as planned
+  std::vector<int64_t> stat_sizes;      ///< mean/rstd sizes (contiguous)
+  int64_t rows = 0, cols = 0;           ///< Note [Norm rows]
+  int64_t groups = 1, channels_per_group = 1, hw = 1;
+  bool has_weight = false, has_bias = false;
+  int sm = 0;         ///< compute capability x 10 planned for (mode 4 needs 90+)
+  float eps = 1e-5f;  ///< as ATen uses it (group norm in fp16/bf16: rounded to the input's dtype)
+  /// Group norm in fp16/bf16: ATen keeps mean and rstd in the input's dtype and normalises with those rounded
+  /// values (y = a * x + b, a = rstd * w, b = bias - a * mean), so the kernel does the same.
+  bool round_stats = false;
+  int max_vec = 1;
+};
+
+/// Technique choice: how rows are mapped to threads and whether a row is kept in registers.
+struct NormKnobs {
+  int mode = 1;     ///< 0: warp per row; 1: block per row; 2: split rows over `splits` blocks, second pass;
+                    ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip;
+                    ///< 5: steps of rows over the grid, kept on chip in a load-ahead ring;
+                    ///< 6: parts of rows dealt by ticket over the grid, kept in registers;
+                    ///< 7: a row per cluster, held in registers, fed by bulk copies (Note [Norm held]);
+                    ///< 8: the same over a row's blocks of a cooperative grid (Note [Norm held], mode 8)
+  int vec = 1;      ///< elements per load/store
+  int block = 256;  ///< threads per block
+  bool cache = false;  ///< row kept in registers between the statistics and the output (modes 0, 1)
+  int splits = 1;   ///< modes 2, 3: chunks per row
+  bool reverse = false;  ///< mode 2: second pass walks chunks last-read-first (L2 reuse)
+  int chunk_mb = 0;      ///< mode 3: rows are processed in groups of about this many MB of input
+  bool ahead = false;    ///< mode 3: a block reads group g + 1 before it normalises group g; mode 6: a block
+                         ///< loads its next part before it waits on the current row
+  int cluster = 0;       ///< modes 4, 7: blocks per row, one thread-block cluster (Note [Norm clusters]); mode 8:
+                         ///< blocks per row of the cooperative grid (knob "parts")
+  int occ = 1;           ///< mode 4: blocks per SM the slice's shared memory is sized for (1 or 2)
+  int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
+  int ring = 0;          ///< mode 5: steps held in a block's shared-memory ring (RING - 1 loading ahead)
+  int per = 0;           ///< mode 6: vectors each thread holds in registers (Note [Norm parts])
+  int chunk_kb = 0;      ///< mode 7: KB a bulk copy moves (Note [Norm held])
+  bool deep = false;     ///< mode 7: as many ring slots as fit, else one more than a slice's chunks
+};
+
+/// Elements one thread may keep in registers.
+constexpr int kMaxCachedElements = 64;
+
+/// Mode 4: bytes of its slice one thread may keep in registers (16 registers).
+constexpr int kMaxClusterRegisterBytes = 64;
+
+/// Vectors per chunk in modes 2 and 3 (the last chunk may be shorter).
+int64_t chunk_vectors(const NormShape& s, const NormKnobs& k);
+
+/// Mode 3: rows per group (at least 1, at most all rows): as many whole rows as fit in k.chunk_mb MB of input.
+int64_t rows_per_group(const NormShape& s, const NormKnobs& k);
+
+/// Mode 3: number of row groups.
+int64_t row_groups(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4 (Note [Norm clusters]): vectors of a row each block of the cluster holds (the last may hold fewer).
+int64_t cluster_slice_vectors(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: vectors each thread holds (registers first, then shared memory).
+int64_t cluster_vectors_per_thread(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: vectors each thread keeps in registers so that the rest of its slice fits the shared memory of
+/// k.occ blocks per SM; -1 when that would take more than kMaxClusterRegisterBytes per thread or more threads
+/// than k.occ blocks leave 64 registers each.
+int cluster_registers(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: dynamic shared memory bytes per block (the slice less its register part).
+unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k);
+
+/// Mode 4: device code (after async_copy_source, Note [Async copies], and cluster_primitives_source: the slice's
+/// copy-in, statistics and output) that the kernel's MODE 4 branch calls.
+const char* cluster_source();
+
+/// Mode 5 (Note [Norm ring]): whole rows per step, as many as fit in k.step_mb MB (at least 1, at most all).
+int64_t ring_rows_per_step(const NormShape& s, const NormKnobs& k);
+
+/// Mode 5: number of steps.
+int64_t ring_steps(const NormShape& s, const NormKnobs& k);
+
+/// Mode 5: the grid the planner sizes the ring for on compute capability `sm` (the SM count of H100 SXM/H200 on
+/// sm_90+, A100 on sm_80); 0 where mode 5 is not offered.
+int ring_reference_blocks(int sm);
+
+/// Mode 5: vectors of each row a block holds in a grid of `blocks` (the last blocks may hold fewer or none).
+int64_t ring_part_vectors(const NormShape& s, const NormKnobs& k, int64_t blocks);
+
+/// Mode 5: dynamic shared memory bytes per block in a grid of `blocks`: k.ring slots of a step's part.
+int64_t ring_smem_bytes(const NormShape& s, const NormKnobs& k, int64_t blocks);
+
+/// Mode 5: whether `k` is offered: vectors of >= 4 bytes (cp.async), a part of >= k.block vectors a row and a
+/// ring that fits one block per SM's shared memory at the reference grid.
+bool ring_fits(const NormShape& s, const NormKnobs& k);
+
+/// Mode 5: device code (after async_copy_source: Note [Async copies]) that the kernel's MODE 5 branch calls.
+const char* ring_source();
+
+/// Mode 6 (Note [Norm parts]): blocks per SM the kernel's __launch_bounds__ asks for (4 at 256 threads, 2 at 512
+/// or with `ahead`'s second set of registers).
+int parts_min_blocks(int block, bool ahead);
+
+/// Mode 6: parts per row (k.block x k.per vectors each; the last may be shorter).
+int64_t parts_per_row(const NormShape& s, const NormKnobs& k);
+
+/// Mode 6: whether `k` is offered: blocks of 256 or 512, 4 or 8 vectors a thread (with `ahead` at most 2048
+/// vectors a block), at least 2 parts a row and no more than the reference grid (ring_reference_blocks x
+/// parts_min_blocks) holds at once.
+bool parts_fit(const NormShape& s, const NormKnobs& k);
+
+/// Mode 6: device code that the kernel's MODE 6 branch calls.
+const char* parts_source();
+
+/// Mode 7 (Note [Norm held]): vectors of a row each block of the cluster holds (the last may hold fewer).
+int64_t held_slice_vectors(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: vectors each consumer thread takes from one chunk (a chunk is k.block of them x 16 bytes).
+int held_vectors_per_chunk_thread(const NormKnobs& k);
+
+/// Mode 7: chunks of a block's slice (the last may be short or empty).
+int64_t held_chunks(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: chunks of a slice kept in registers (the first ones; the rest are reread after the statistics).
+int64_t held_kept_chunks(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: slots of the reread ring (64 KB), 0 where the whole slice is kept.
+int held_reread_slots(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: slots of the main ring: one more than a slice's chunks, or with k.deep (always with rereads) as many
+/// as fit beside the reread ring.
+int held_slots(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: threads a block: k.block consumers, a producer warp, and a second one for the rereads.
+int held_threads(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: whether `k` is offered: sm_90+, 16-byte vectors, blocks of 256 or 512 consumer threads, chunks of 16
+/// or 32 KB, a power-of-two cluster of 1-16, a slice of at least a block of vectors, and either a slice that fits
+/// 128 KB of registers with a ring of more slots than its chunks, or (512 consumers, deep ring) one that rereads
+/// at most as many chunks as it keeps.
+bool held_fits(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: dynamic shared memory bytes per block (the rings).
+unsigned held_smem_bytes(const NormShape& s, const NormKnobs& k);
+
+/// Mode 8 (Note [Norm held], mode 8): the fewest blocks whose registers hold a row of k.vec-element vectors
+/// (128 KB each), i.e. the row's parts.
+int64_t grid_held_parts(const NormShape& s, const NormKnobs& k);
+
+/// Mode 8: whether `k` (k.cluster = the row's parts) is offered: sm_90+, 16-byte vectors, 2 to the reference
+/// grid's blocks per row (132 on sm_90+), every slice wholly in registers (no rereads), a ring as mode 7's.
+bool grid_held_fits(const NormShape& s, const NormKnobs& k);
+
+/// Mode 7: device code (after cluster_primitives_source) that the kernel's MODE 7 branch calls.
+const char* held_source();
+
+/// CUDA source of one variant: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
+KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
+
+/// Binds a loaded module of variant `k` to `s`: launches once (modes 0, 1; mode 4 in clusters of k.cluster
+/// blocks with cluster_smem_bytes of dynamic shared memory) or twice with a fp32 workspace of
+/// rows * splits * 3 floats from torch's allocator (mode 2); mode 3 launches once, cooperatively (Note [Norm
+/// groups]), with that workspace followed by one zeroed arrival counter per row group; mode 5 likewise, with
+/// rows * grid triples, a counter per step and ring_smem_bytes of dynamic shared memory (Note [Norm ring]);
+/// mode 6 likewise, with rows * parts triples, a counter per row and the ticket counter, on a grid of at most
+/// what the device keeps resident, and Unsupported where that is fewer blocks than a row's parts; mode 7 in
+/// clusters of k.cluster blocks of held_threads threads with held_smem_bytes of dynamic shared memory, as many
+/// clusters as the device holds (at most one a row), Unsupported where it holds none.
+std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
+                                              std::shared_ptr<LoadedModule> module);
+
+}  // namespace cudal1::optimizer::norm

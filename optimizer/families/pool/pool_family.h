@@ -1,0 +1,492 @@
+/// @brief Private: the pooling family (max_pool2d with or without indices, avg_pool2d, _adaptive_avg_pool2d;
+/// fp32/fp16/bf16 with fp32 arithmetic; NCHW or channels-last output as ATen picks it).
+///
+/// Note [Pooling]
+/// Every output element is computed exactly as ATen's CUDA kernel computes it, so results are bit-identical
+/// (except the separable walk variants, which state a tolerance: Note [Pooling separable sums]):
+/// - max: the window is scanned row by row (h outer, w inner, dilation steps, out-of-image positions
+///   skipped); an element replaces the running maximum when it is greater or NaN, so the first maximum wins
+///   and the last NaN wins. The running maximum starts at -Inf with index "first in-image position" in ATen's
+///   NCHW kernel and index 0 in its channels-last kernel (which differ only for windows of -Inf or empty
+///   windows, both possible: dilation can leave a window entirely in the padding).
+/// - avg: the in-image part of the window is summed in fp32 in the same order and divided by the ATen divisor
+///   (divisor_override, else the padded window clipped to image + padding, or the in-image count).
+/// - adaptive avg: windows [floor(o*I/O), ceil((o+1)*I/O)), fp32 sum in order, then sum / kH / kW.
+/// Technique space: NCHW outputs are computed in tiles of OPH x OPW outputs per thread from a patch of the input
+/// held in registers (each input element loaded once per tile, which matters when windows overlap: a 4x4
+/// stride-1 window reads 16 elements per output untiled, about 3 in a 4x4 tile), with vector stores of the
+/// tile's rows; channels-last outputs give each thread OPC adjacent channels of one output pixel (16-byte
+/// vector loads where the input is channels-last dense). Block size is the third knob. The index arithmetic
+/// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
+/// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
+/// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
+/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last avg with stride-1
+/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]), and with stride 1 both ways walk
+/// them down the image (Note [Pooling channels-last walk]); 16-bit NCHW max at column stride 2 may compare two
+/// outputs' windows as packed pairs (Note [Pooling packed pairs], in pool_pairs.cpp); adaptive avg with uniform
+/// windows over a dense NCHW input may stage its rows through shared memory (Note [Pooling adaptive staging]).
+/// Declines: other dtypes, empty tensors, arguments ATen rejects (it raises the error then), adaptive pooling of
+/// channels-last inputs, sizes needing 64-bit indices.
+///
+/// Note [Pooling smem]
+/// Knob smem=1 (NCHW max/avg, overlapping windows only). The register-patch kernel loads each tile's
+/// (OPH-1)*DH+KH x (OPW-1)*DW+KW patch with scalar loads; neighbouring threads' patches overlap, so the L1/LSU
+/// pipe carries several times the bytes (k4 s1, 4x4 tiles: 49 loads per 16 outputs, each warp load spanning 4
+/// 128-byte wavefronts: ~0.38 wavefronts per output, ~3x the input bytes). With smem=1 a block is BY x BX threads
+/// (BX = 32, or the next power of two >= the tiles per row) covering BY*OPH x BX*OPW outputs of one plane; it
+/// loads its input rectangle IR x IC once, coalesced (consecutive threads, consecutive columns), as fp32 into
+/// shared memory (zero outside the image; padding cells are skipped by the in-image tests anyway), syncs,
+/// and each thread copies its patch into registers with VEC-float shared loads (VEC = 4/2/1 as OPW*DW allows,
+/// so a quarter-warp's 16-byte reads hit distinct banks), then runs the same window loops: the values and the
+/// order they are combined in are unchanged, so results stay bit-identical. Bytes: DRAM reads stay the input
+/// once (the halo rows/columns shared with neighbouring blocks, IR*IC/(BY*OPH*DH*BX*OPW*DW) - 1 = 5-20%,
+/// come from L2); the L1 pipe drops to ~0.04 wavefronts per output for the fill plus ~0.11 for the patch
+/// reads (k4 s1, 4x4 tiles, block 128: 19 x 132 floats = 10 KB). Limits: static shared memory <= 48 KB
+/// (kMaxSmemBytes: the launch passes no dynamic shared memory and sets no attribute), the register patch,
+/// read in whole vectors, <= kMaxPatch floats. Predictions (H200, floor = input read once + outputs written
+/// once): max_pool2d f32 [32,64,512,512] k4 s1 p1 1.67x -> ~1.15-1.25x without indices and 1.54x -> ~1.1-1.2x
+/// with (the 8-byte index stores are then 2/3 of the bytes); the f16 k3 s2 stem 1.34x -> ~1.15-1.2x (tiny:
+/// 231 MB, launch and tail effects of a ~56 us kernel remain).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 4): wrong. On the 4x4 stride-1 inference row the smem=1
+/// variants ran 2529-4578 us against 1721-2060 us for the register tiles, and no row picked smem=1. Kept as
+/// knob values (the tuner measures them per signature); the fill loop's scalar loads and the __syncthreads per
+/// tile are the first suspects.
+///
+/// Note [Pooling channels-last tiles]
+/// Knob px (channels-last, overlapping windows only). With px=0 thread t takes channel group t % (C/OPW) of
+/// pixel t / (C/OPW): a block of 256 threads x 8 bf16 channels covers 4 adjacent pixels of a 512-channel
+/// image, so its 3x3 stride-1 windows need 3 x 6 input pixels for 4 outputs: 4.5 input reads per output from
+/// L2 (vertical neighbours sit in other blocks, whose lines L1 rarely still holds). That is why avg_pool2d
+/// bf16 channels-last [64,512,28,28] k3 s1 ran at 2.19x the floor. With px > 0 a block is SG channel groups
+/// (a power of two dividing C/OPW, at most 128 bytes of channels: one full line per pixel) x PY x px output
+/// pixels (SG * PY * px = block): its windows meet in L1, and L2 reads fall to (PY+2)(px+2)/(PY*px) per
+/// output for k3 s1: 8 x 4 pixels 1.9, 4 x 8 1.9, 8 x 8 (block 512) 1.56; for the k3 s2 stem from 6.75/4 to
+/// 9 x 17 / (4 * 8) / 4 = 1.2x the input bytes. A warp still reads whole 128-byte lines (4 pixels x 8 groups x
+/// 16 bytes). Only the thread-to-(pixel, channels) map changes; each output's window loop is the px=0 one, so
+/// results are identical. Predictions: avg_pool2d bf16 channels-last k3 s1 2.19x -> ~1.3x (28 = 3.5 x 8: an
+/// 8-wide tile idles 1/8 of its threads; the 4 x 8 tile fits 28 = 7 x 4 columns exactly but not the rows),
+/// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done here: adaptive_avg_pool2d f32 [128,512,14,14] ->
+/// 7x7 (1.77x; its 2x2 windows do not overlap, so neither knob applies; see Note [Pooling adaptive staging]).
+/// Measured (H200, 2026-11-30): the bf16 channels-last stem took px4, 1.37x -> 1.21x the floor; the
+/// channels-last k3 s1 avg pool kept px0 at 2.25x.
+///
+/// Note [Pooling slide]
+/// Knobs slide = VEC (4: fp32 16-byte or 16-bit 8-byte loads; 8: 16-bit only) and seg (output rows per walk: 8,
+/// 32, or 0 for the whole plane). Scope: NCHW max/avg, stride 1, dilation 1, an overlapping window, unit column
+/// stride, W and the row/plane/batch strides multiples of VEC (the data pointer's alignment is checked at the
+/// launch), both halos within one chunk (PW <= VEC, KW-1-PW <= VEC) and the ring <= kMaxPatch floats. Each
+/// segment length is a stratum of its own (8, 9, 10), so that the tuner's first trials reach the technique.
+/// Why: the register-patch tiles issue (OPH-1+KH) x (OPW-1+KW) scalar loads per thread (49 per 16 outputs for
+/// k4 s1), each warp load spanning 4 wavefronts, and the tile below re-reads the vertical halo; smem staging
+/// added a barrier and a scalar fill and ran slower still. The L1/LSU pipe then carried ~3x the input.
+/// How: thread t owns chunk t % CW (VEC columns; CW = ceil(max(W, OW) / VEC), so OW = W + 1 from pad = k/2 with
+/// even k gets one more chunk) of segment (t / CW) % NSEG of plane t / CW / NSEG, and walks SEG + KH - 1 input
+/// rows (the first KH - 1 only fill its ring). Per input row it issues ONE aligned vector load of its own
+/// columns, PFD = 4 rows ahead (a warp keeps ~2 KB in flight at ~100 registers: 16-24 warps an SM cover the
+/// ~20-30 KB that 4.2 TB/s x the DRAM latency needs); the KW-1 halo columns come from the neighbouring lanes
+/// by __shfl_up/down_sync, lanes 0 and 31 load theirs (the neighbouring warp's) as scalars. Consecutive lanes
+/// are consecutive chunks of one row; where a neighbour holds another row, segment or plane (W < 32 x VEC puts
+/// several rows in a warp) the halo column it supplies lies outside the image and is masked with the receiver's
+/// own column and row tests. Every lane runs the same iterations and every shuffle (threads past the work load
+/// nothing and store nothing); out-of-image cells hold -Inf (max: never replaces, as skipping it) or -0 (avg:
+/// x + -0 == x for every x, +0 and NaN included, so the sum is ATen's sum of the in-image cells).
+/// Exactness: avg keeps the KH raw rows in a register ring and sums each window in ATen's row-major order from
+/// 0, then ATen's divisor. max keeps per input row and output the row's maximum over the output's KW columns
+/// (scan left to right, greater-or-NaN replaces, starting at -Inf) with its index, and combines the KH row
+/// summaries top to bottom with the same rule, starting at -Inf with the window's first in-image index. This
+/// is ATen's row-major scan: without NaN that scan keeps the first maximum, which lies in the first row whose
+/// row maximum is the window's, at that row's first maximum; with NaN it keeps the last NaN, the last NaN of the
+/// last row holding one, which that row's summary is (after a NaN only a NaN replaces); a row of -Inf (or out of
+/// the image) never replaces, as its elements would not. Row summaries are shared by the KH outputs below them:
+/// KW + KH instead of KW x KH compare-selects per output.
+/// Fewer combines (values only: max_pool2d without indices): as a selection, "the last NaN, else the first
+/// maximum", the step is associative (combining an earlier part's result L with a later part's R: R if R is
+/// NaN, else L if L is NaN, else R only if R > L), so contiguous parts may be reduced first, in order: the
+/// row pass takes the maxima of neighbouring column pairs once (RC - 1 combines) and each output folds its
+/// KW / 2 pairs, and the column pass starts from the first row summary instead of -Inf (the first combine
+/// gives exactly that value). k4 s1 VEC 4: 10 + 12 combines per input row instead of 16 + 16, on a kernel that
+/// Nsight showed issue-bound (docs/PERF.md session 5 run 5: SM 78%, DRAM 62%). With indices the loops stay
+/// as above (the first-in-image start index needs the -Inf step). Measured (run 6): the inference row
+/// 1403 -> 1261 us, 1.24x the floor (predicted ~1.2 ms); the pool fuzz verified 698 of 698, 0 mismatches.
+/// Bytes (H200 floor = input read once + outputs written once, ~4.2 TB/s): DRAM reads the input once (a
+/// segment's first KH - 1 rows, (KH-1)/SEG = 9% at SEG 32, are the segment above's, mostly from L2); per VEC
+/// outputs a row costs 1 vector load (+ KW-1 shuffles, lanes 0/31 KW-1 scalars): 4-5 wavefronts a warp-row for
+/// 128 fp32 outputs against ~50 for the 4x4 register tile. Stores are vectors where OW % VEC == 0; otherwise
+/// (OW = 511 for k4 p1) VEC-strided scalar stores would send every 32-byte sector to L2 VEC times partly
+/// filled (4x the output's L2 write traffic, 8x-spread 8-byte index stores), so the warp's outputs go through
+/// a per-warp shared-memory buffer (a __syncwarp each side) and store e of lane L writes slot 32e + L:
+/// consecutive addresses within a row, whole sectors. Instructions per output (fp32 VEC 4): max ~30 (k4, ~50
+/// with indices), avg k3 ~30 (9 adds, the divisor, an IEEE division) against ~33 T thread-instructions/s.
+/// Predictions: max_pool2d f32 [32,64,512,512] k4 s1 p1 inference (floor 1011 us; 1.70x at opw4.oph4) -> ~1.2x
+/// (~1.2 ms: ~0.5 ms of issue hidden under the memory time); with indices (floor
+/// ~2.04 ms: 8.6 GB; 1.55x) -> ~1.15x; avg_pool2d f16 [64,128,112,112] k3 s1 p1 (floor 97 us; 2.78x) -> ~1.25-1.4x
+/// (VEC 8, vector stores, but ~30 instructions per output make it nearly issue-bound: ~90 us of issue against
+/// 97 us of memory). Not done: channels-last (the avg_pool2d bf16 channels-last k3 s1 row, 2.25x, keeps its
+/// Note [Pooling channels-last tiles] variants).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2-3): with indices 3131 -> 2361 us, **1.16x** the
+/// floor (slide4 seg8, predicted ~1.15x); inference 1721 -> 1403 us, 1.38x (slide4 seg32; predicted ~1.2x),
+/// then **1261 us, 1.24x** with fewer combines (run 6, below);
+/// avg_pool2d f16 k3 s1: the slide variants ran 292-434 us, slower than the 4x4 register tile (224 us, 2.29x,
+/// kept): the prediction (~1.25-1.4x) was wrong, presumably the ~100 registers a thread (16-24 warps an SM) with
+/// 8-byte loads keep too few bytes in flight for a 16-bit row. Version 5 found the cause elsewhere (Note [Pooling
+/// exact division]: NVVM had split the 16-bit vector stores into scalar 2-byte stores) and rewrote the avg walk.
+/// Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md "Session 13"): the walk at stride 2 (a thread's
+/// VEC outputs from one 16-byte load of VEC x 2 input columns a row, KW - 2 - PW columns of right halo, a window
+/// ended every second row) for the fp16 ResNet stem max_pool2d [64,64,112,112] k3 s2 p1 with indices (70.2-70.5
+/// us on opw1 oph2 tiles, 1.28x the copy). Predicted ~58-63 us from ~10 instructions an output against ~30.
+/// Measured 71.1 us (slide4 seg8; seg 32 and whole planes 83-105 us), 69.9 us with 3 rows loaded ahead and an
+/// unroll of 3 (so that no register of a pending load is moved at the loop's back edge). Nsight Compute: the
+/// tile and the walk both at ~3.1 TB/s (DRAM 63-65%), the walk at 80 registers (37.5% occupancy) against 27,
+/// and L2 at ~180K sectors/us, near the ~200K/us the relu row reaches at the floor. Every variant verified
+/// (42 of 42, pool fuzz 721 of 721); removed, since it won nothing.
+/// Tried and removed (session 14, H200, 2026-11-30, docs/PERF.md "Session 14", runs 6-8): pair loads for the
+/// same stem. Nsight Compute on the opw1 oph2 tile (68.6 us): L2 throughput 85.6% against DRAM 63.8%, L1 hit
+/// rate 58%, 27 registers, occupancy 85%: the tile is bound by L2. Each patch row is three scalar loads whose
+/// warp-wide spans overlap (columns 2 ow - 1, 2 ow, 2 ow + 1). The variant loaded columns 2 ow and 2 ow + 1 as
+/// one 2-element vector and took column 2 ow - 1 from the lane to the left by __shfl_up_sync (lane 0 loaded its
+/// own). Predicted: L2 read sectors down to the input's once plus the tiles' halo rows, ~61-64 us. Measured:
+/// 108.3 us at oph 2 (Nsight Compute: L2 66.9%, DRAM 40.9%, L1 hit 30%); with every row's loads issued before
+/// the first shuffle (a shuffle had held each row's load behind the one before), 91.3 us at oph 2, 87.5 us at
+/// oph 1, against 70.5 / 78.2 us for the scalar tiles. All 45 variants of five edge signatures verified (the
+/// stem, part-filled warps, one output a row, dilated rows, avg with and without the padding); removed. Why
+/// fewer load instructions cost time was not profiled further (device time).
+/// Probed, not built (session 16, H200, 2026-12-01, docs/PERF.md "Session 16", run 3; bench/probes/stem_probe.cu,
+/// standalone kernels with the same results bit for bit): the stem's kept tile runs 1.82 L2 sectors per DRAM
+/// sector against 1.62 for the relu at the floor (11.96M: fp16 outputs in 112-byte rows, each warp store a part
+/// of a sector, 0.27M more store sectors than the output; input rows and halo columns read again, 0.52M more
+/// read sectors), so fewer sectors were the hope, as whole-sector stores gave the bf16 cumsum (Note [Scans]).
+/// Blocks of whole output row pairs staging their outputs in shared memory (one contiguous range a block, whole
+/// sectors) cut the sectors to 11.35M (2 row pairs), 11.12M (4) and 10.99M (7) and ran 112.7, 115.7 and 133.3
+/// us against 71.5 us for the flat tile (occupancy 69-57% against 87%, a barrier between the windows and the
+/// stores); blocks of 32 x 4 tiles (vertical neighbours in one block) ran 77.3 us with more read sectors
+/// (L1 hit 59% against 64%). L2 sectors are not what holds this tile: its loads' latency is. The same probe's
+/// flat tile with the L2 prefetch-size hint on its loads (ld.global.nc.L2::128B / ::256B, run 8) ran 97.1 / 96.7
+/// us against 71.3 us (not profiled).
+///
+/// Note [Pooling exact division]
+/// Nsight showed the avg kernels issue-bound (docs/PERF.md: SM 84-86%, DRAM 30-35%, ~55-66 instructions per
+/// output where ~35 fit 1.25x the floor), so version 5 cuts the instructions around ATen's fp32 sum (whose order
+/// is kept: h outer, w inner, from +0):
+/// - Division: ATen computes RN(sum / (float)divisor) with div.rn. With y = RN(1/d) (compile time: d is
+///   CONST_DIV, the signature's divisor where every window has the same one: divisor_override, or
+///   count_include_pad where the last window does not overhang the padded image; else INNER_DIV for windows
+///   wholly in the image), q0 = RN(s*y), r = fma(-q0, d, s), q = fma(r, y, q0) is RN(s/d) (Markstein: y within
+///   half an ulp of 1/d, q0 within an ulp of s/d, so r is exact and the correction rounds correctly), provided
+///   nothing underflows or overflows: 2^-60 < |s| < 2^100 and 1 <= |d| < 2^31 keep q, r and r*y normal. A sum
+///   of 0 (always +0: see zero fill) also stays: q0 = +0 * y, r = +0, q = ±0 with the sign of d, as +0 / d.
+///   Any other sum (NaN, Inf, tiny, huge) takes s / d itself (one rarely taken branch per thread's outputs;
+///   all-zero windows, common after a ReLU, do not take it).
+///   Checked on the CPU with fmaf: all 2^23 significands of s against d = 1..300, and 100 random d up to 2^30
+///   on every 7th significand: 2.6e9 quotients, 0 differences (the GPU fuzz compares within a tolerance and
+///   would not see a last-bit error, so this argument is what holds it). Windows are never empty for the
+///   arguments ATen accepts (pad <= k/2: a window starts at >= -PH and ends at >= KH - PH >= 1; it starts below
+///   H, in ceil mode by ATen's rule), so the constant-divisor paths skip ATen's empty test.
+/// - Zero fill: a patch or sliding-window cell outside the image holds +0, and the running sum, starting at +0,
+///   is never -0 (x + y is -0 only when both are -0), so adding +0 is adding nothing: no in-image test per cell
+///   (the register tiles, the smem tiles and the slide walk; the untiled kernel still reads memory, so it tests).
+/// - 16-bit vectors: NVVM split the tile and slide stores of a struct of 16-bit conversions into 2-byte scalar
+///   stores (PTX: 7 stores per 8 f16 outputs, each warp store a strided partial-sector write). Values are now
+///   packed in pairs (cvt.rn.f16x2/bf16x2 on sm_80+, the same rounding) and stored as one 4/8/16-byte vector;
+///   loads keep pairs packed as words and unpack at use (bf16: a shift or a mask; f16: cvt each half). The
+///   slide walk's prefetch ring holds words, and avg unrolls the row loop by PFD = KH (>= 3; else 4), a
+///   multiple of both rings, so no ring is moved (max keeps PFD 4, unroll KH, as measured).
+/// - Channels-last: a pixel whose window lies in the image sums its KH x KW vector loads without tests and
+///   divides by INNER_DIV (ATen's divisor for such a window whatever count_include_pad says).
+/// - Channels-last runs (knob cpx = 2 or 4; avg, column stride 1, a window wider than one column, 16-byte channel
+///   vectors): a thread takes OPW channels of CPX adjacent output pixels of a row and loads and unpacks each of
+///   the KH x (CPX + KW - 1) input pixels once (k3, cpx 4: 18 vector loads and unpacks for 4 outputs instead of
+///   36), adding it to every output whose window holds it; for output p, column j is window column j - p, and
+///   the loops run rows outer, columns inner, so each output's additions are in ATen's order. Pixels outside the
+///   image are loaded as +0 (one test per input pixel; borders cost only their per-window divisor). The runs are
+///   a stratum of their own, so the tuner's first trials reach them; the fuzz draws a class for them.
+/// Instructions (sm_90 cubin .text, nvcc 12 -O3, the rare division path stubbed out; no disassembler here, so
+/// counted as the .text growth per unrolled loop iteration, or as the whole kernel on its fast path):
+/// slide8 f16 k3 s1 p1 ~187 per row of 8 outputs (~23 per output: 9 FADD, 3 for the division, 3 guard
+/// compares, ~1 unpack, ~0.5 pack, the rest shared by the row) against ~45 before (the old loop: ~363 per row,
+/// with 8 scalar stores, 60 16-bit ring moves and div.rn per output); the opw4.oph4 tile's whole kernel 1104 ->
+/// 824 instructions for 16 outputs (its 140 selects gone, 16 scalar stores -> 4 vector stores); channels-last
+/// opw8 ~36 per output (whole kernel / 8; was ~65), cpx 4 ~27, cpx 2 ~30. Predictions (time = max(floor,
+/// instructions / 0.93 T warp-instructions/s), plus ~10-20% where the two are close):
+/// avg_pool2d f16 [64,128,112,112] k3 s1 p1: slide8 23 x 3.2M warp-outputs = 75M -> 81 us of issue under the 98
+/// us floor: ~110-120 us (1.1-1.25x; was 224 us); the 4x4 tile (~51 a output) ~175 us. avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1: opw8 36 x 0.8M = 29M -> 31 us against the 24.5 us floor: ~33-36 us (was 54); cpx 4
+/// (28 = 7 runs of 4) 27 x 0.8M -> 23 us of issue: ~27-31 us (1.1-1.25x). The old slide
+/// variants' 253-434 us: the scalar 2-byte stores (8 store instructions per 8 outputs, each a partial-sector
+/// write, ~8x the L2 write transactions) on top of ~45 instructions per output.
+/// Measured (H200, 2026-11-30, docs/PERF.md session 6, run 2): avg_pool2d f16 k3 s1 p1 224.6 -> 121.6 us, 1.23x
+/// the floor and 1.21x the device copy (slide8 seg8 block 256; predicted 110-120 us): within target. Channels-last
+/// bf16 k3 s1: 54.0 -> 46.7 us (opw8 block 512 kept; 1.89x the floor), so the prediction (33-36 us for opw8, 27-31
+/// for cpx 4) was wrong: the cpx variants did not win; not profiled yet. Run 5 (same kernels): the tuner's 24
+/// sampled trials kept slide4 seg32 for the f16 row, 139.0 us (1.37x): slide8 seg8 was not sampled.
+/// Not done: adaptive_avg_pool2d's two divisions by window extents are left as ATen's (compile-time powers of two
+/// in the staged kernel, Note [Pooling adaptive staging]), channels-last max. The channels-last walk down H came
+/// in version 6 (Note [Pooling channels-last walk]).
+///
+/// Note [Pooling channels-last walk]
+/// Knob walk (2, 3, 4; 0 off), with opw (16- or 8-byte channel vectors) and cpx (1, 2, 4 adjacent output
+/// columns). Scope: channels-last avg, stride 1 both ways, KH > 1, OPW channels a vector the layout allows,
+/// OPW x CPX >= 8 outputs a row, and KH x CPX x OPW accumulators + two rows of RC = CPX + KW - 1 pixel words
+/// <= kMaxWalkRegisters (80) floats; walks of walk x KH output rows (a longer walk only where the shorter one
+/// does not already cover the image), blocks of 128 or 256 threads, launch bounds capping registers at 128.
+/// Why: Nsight showed the opw8 kernel (46.7 us, 1.89x the floor on avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1, count_include_pad=False) issue-bound (SM 86%, DRAM 35%): per 8 outputs it loads
+/// and unpacks all 9 window pixels (72 unpacks, 9 vector loads with their 64-bit address arithmetic), 72 FADDs,
+/// the division, and 14% of its pixels (the image border) take the per-window divisor and the IEEE division;
+/// ~36-38 instructions an output, and its L1 reads ~4.5x the input from L2 (vertical neighbours sit in other
+/// blocks). The cpx runs (~27) still load every input row three times.
+/// How: thread t takes channels c0 = (t % CG) x OPW of output columns ow0 .. ow0 + CPX - 1 and walks output rows
+/// oh0 .. oh0 + WALK - 1 (fewer in the image's last walk): input rows hs0 = oh0 - PH onwards, each loaded once
+/// (RC vectors, one row ahead; plain loads where the row and all RC columns lie in the image, else per-pixel
+/// predicated with +0, which adds nothing: Note [Pooling exact division], "zero fill") and unpacked once into
+/// fp32. Accumulators acc[o % KH][p][e] for the KH output rows whose windows hold the row: input row i adds
+/// its pixel j to output row i - r (window row r) and column p (window column j - p); the cell (0, 0) of a
+/// window sets its slot to +0 + v (ATen's sum starts at +0), the others add, so each output's additions come
+/// in ATen's order (rows in order as the walk arrives at them, columns left to right within one). After its
+/// last row an output row is divided and stored (vector stores of OPW channels). The first KH - 1 rows are
+/// peeled (they start outputs only); then the rows go in steps of KH, unrolled KH times so that every slot is a
+/// compile-time register (the code of KH rows, not of the whole walk; a step finishes KH output rows, and
+/// only the walk's last step may run past its rows). 32-bit thread decomposition (THREADS < 2^31), one 64-bit
+/// base pointer a thread for loads and one for stores, whole rows and compile-time pixel offsets from them.
+/// Divisor: CONST_DIV where the signature has one; else INNER_DIV where the window lies in the image, else
+/// ATen's per-window divisor d with y = __frcp_rn(d) (RN(1/d), so div_rn stays exact; an empty window, which
+/// the arguments ATen accepts never give, sums +0 cells and divides by 1: ATen's 0).
+/// Then div_rn_n (Note [Pooling exact division]) for every dtype.
+/// Tried and dropped, bf16 division by q0 = RN(s x y) alone: q0 lies within one fp32 ulp of RN(s / d) for every
+/// s, so both round to the same bf16 unless q0's low 16 bits are 0x7fff, 0x8000 or 0x8001 (checked on the CPU:
+/// 2.47e9 pairs, 0 differences). But sums of 4-9 bf16 values have few significant bits, and q0's low half is
+/// exactly 0x8000 for 1.8% (d = 9) to 15% (d = 4) of random outputs (exact quotients sitting on a bf16 tie), so
+/// the exact path would run in nearly every warp; telling exact ties apart needs the remainder FFMA, which
+/// leaves it no cheaper than div_rn_n.
+/// Instructions (sm_90 cubin .text, nvcc 13.0 -O3, the rare division paths stubbed; counted as size differences
+/// of variants without the step loop): bf16 opw8 cpx2, a step (3 rows + 3 output rows = 48 outputs) ~1090
+/// executed (432 FADD, 96 unpacks, 288 for 48 divisions: FMUL, 2 FFMA, 3 range compares, 24 packs, 12 loads,
+/// 6 stores, ~230 control, moves and addresses), prologue and peel ~280: ~24.6 an output for a whole walk of 9
+/// rows (10 FADD: 9 is ATen's order, the last step's rows also feed outputs past the walk); for the bench's 28
+/// rows (walks 6,6,6,6,4 / 9,9,9,1 / 12,12,4) ~27.4 / ~26.8 / ~26.1, against ~38 for opw8 (~36 in the image,
+/// the border pixels' per-window divisor and IEEE division above that). opw4 cpx4 about the same (102
+/// registers), opw8 cpx1 ~27 a step-output; opw8 cpx2 118 registers, no spills (cap 128: 16 warps an SM with
+/// 256-thread blocks, 2 KB a warp-row in flight, ~32 KB an SM against the ~22 KB that 4.2 TB/s x the DRAM
+/// latency needs).
+/// Checked on the CPU: every walk variant's generated source compiled as host C++ (intrinsics and PTX stores
+/// emulated, threads run one by one) against ATen's loop, bf16/fp16/fp32, count_include_pad both ways, a
+/// divisor, padding 2, KH 5, a 1x1 image and the bench's [2,512,28,28]: bit-identical, also with +-Inf, NaN
+/// and subnormal inputs.
+/// Bytes: DRAM reads the input once (neighbouring walks' rows, (KH - 1) / WALK = 22% at WALK 9, come from L2);
+/// L1 reads from L2 (CPX + KW - 1) / CPX x (WALK + KH - 1) / WALK of the input per thread, less where the
+/// block's adjacent runs share their halo columns in L1: opw8 cpx2 2.4x (1.5x with that), opw4 cpx4 1.8x,
+/// against ~4.5x for opw8 and ~3.4x for the cpx runs.
+/// Prediction (H200; floor 24.7 us = 102.8 MB once; device copy 28.6 us): avg_pool2d bf16 channels-last
+/// [64,512,28,28] k3 s1 p1: 0.8M warp-outputs x ~26.5 = ~21M warp-instructions, ~23 us of issue against the
+/// 24.7 us floor, so still near issue-bound: ~29-34 us (1.2-1.4x the floor; was 46.7 us, scaling the measured
+/// time by the instruction ratio gives ~32 us); walk 3 or 4 expected to win. The rest of the way to 1.25x lies
+/// in the exact order itself: 9 FADD and ~6 for the exact division an output are 60% of it (a separable sum
+/// would need 6 adds but changes the rounding: declined, the family's results stay bit-identical).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6): wrong on the size. walk 3 (opw8, block 128) won at
+/// 40.2 us (46.7 before), 1.66x the floor, 1.34x the copy; bit-identical (pool fuzz 714 of 714). Not profiled.
+///
+/// Note [Pooling separable sums]
+/// Knob sep (walk variants only; 0 off). The one pooling technique that gives up ATen's bits: a walk with sep=1
+/// sums each input row's KW cells once per output column, adds those row sums down the KH output rows that
+/// hold them (the first sets its slot), and multiplies the sum by y = RN(1/d) instead of the exact division.
+/// Why: the walk kernel is issue-bound (session 9's Nsight: SM 71%, 0.76 instructions issued a cycle a
+/// scheduler, DRAM 50%, 35.1 us of kernel on avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1), and of its
+/// ~24.6 instructions an output, 9 FADD keep ATen's order and ~6 make the division exact (Note [Pooling
+/// channels-last walk]).
+/// Instructions (counted from the walk's, bf16 opw8 cpx2 k3, a step of 48 outputs): FADD 432 -> 192 (per row
+/// 2 x CPX x OPW for the row sums, 2 x CPX x OPW down the rows), the division 288 -> 48 FMUL: ~1090 -> ~610,
+/// ~13.7 an output. The registers grow by the row sums (CPX x OPW floats, live only within a row).
+/// Results: fp32 sums in another order, then an fp32 multiplication within an ulp of RN(s / d). Two orders of
+/// n = KH x KW fp32 additions differ by at most (n - 1) eps32 sum|x|, and sum|x| / |d| <= max|x| x max(1, n /
+/// |d|) (d counts at least the window's in-image cells unless divisor_override sets it); so the bound kernel
+/// states an input-scaled tolerance of 2n x max(1, n / |d|) eps32 x max|input| (OutputTolerance), beyond the
+/// dtype's rtol, which covers the one-ulp flips of the 16-bit rounding. The verifier holds every variant to it
+/// on fresh inputs (the tuner keeps only what passes), and the tuner weighs sep=1 like any knob value. Sums
+/// that overflow fp32 in one order only (cells near 3.4e38) can be Inf in one and finite in the other.
+/// Prediction (H200; floor 24.4 us, device copy 25.6 us in session 14's table; kept walk opw4 cpx2 walk2 36.8
+/// us): ~45% fewer instructions an output; if the kernel stays issue-bound ~20-22 us of issue, so memory
+/// decides: ~27-30 us in the bench (1.05-1.17x the copy).
+/// Measured (H200, 2026-12-01, docs/PERF.md session 15, run 1; every walk variant of the row timed, 400 trials):
+/// best separable walk 30.7 us (opw8 cpx2 walk2, block 128; 1.20x the copy, 1.25x the floor) against 36.9 us
+/// for the best in ATen's order: just above the predicted range. Every separable variant (24) beat every
+/// ATen-order one (30.7-33.6 against 36.9-41.4 us). Nsight Compute on opw4 cpx2 walk2 sep1 (30.4 us): no
+/// longer issue-bound (SM 48%, DRAM 57%, 1.08 eligible warps of 6.2 a scheduler, 39.5% occupancy at 72
+/// registers): latency-bound. The sweep test verified 72 of 72 separable variants on four signatures; pool
+/// fuzz 714 of 714, 0 mismatches.
+///
+/// Note [Pooling adaptive staging]
+/// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
+/// AKH x AKW = H/OH x W/OW, ATen's start/end indices give exactly these) and small (<= kMaxPatch elements: a
+/// thread sums one serially, unrolled) over a dense NCHW input (every dim of
+/// size > 1 at its contiguous stride), so that the AKH x W input elements of each output row are contiguous and
+/// consecutive (plane, output row) pairs follow each other in memory.
+/// Why: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 ran at 27.2 us, 2.35 TB/s (1.77x the 15.4 us floor,
+/// 1.38x the device copy). Its opw2 kernel loads scalars: per warp instruction 32 lanes at 8-byte steps over
+/// parts of 8 rows of 56 bytes (rows are only 8-byte aligned), ~28 sectors a request each used 4 bytes at a
+/// time, 8 such requests for every 2 outputs a thread; the window bounds at run time (divisions by constants,
+/// loops not unrolled), two IEEE divisions an output, and OW = 7 in tiles of 2 idles 1/8 of the threads.
+/// How: block b owns output rows [b RB, b RB + RB) of the flat (plane, output row) order, i.e. the CHUNK = RB x
+/// AKH x W input elements from b x RB x AKH x W; RB is a multiple of the rows that make whole 16-byte vectors
+/// (so every block starts 16-byte aligned; the launch checks the data pointer) and as many as block x flat
+/// vectors hold (bytes <= kMaxSmemBytes). Its threads issue all their 16-byte loads (consecutive threads,
+/// consecutive vectors: a warp request is 512 contiguous bytes, whole lines), then store them to shared memory
+/// (a vector past the tensor's end goes element by element), sync, and each thread computes outputs o, o +
+/// block, ...: ATen's sum (rows outer, columns inner, from +0, fp32) of the window read from shared memory and
+/// ATen's sum / AKH / AKW (compile-time: powers of two become exact multiplications), stored to consecutive
+/// addresses (the output is dense). Values and order are ATen's: bit-identical.
+/// Instructions: ~20 an output (2x2 f32: 1 load and 1 shared store a vector, 4 shared loads, 4 FADD, 2 FMUL,
+/// the store, index arithmetic); 0.1M warp-outputs: ~2 us of issue. Shared memory: block 256 x flat 4 = 146
+/// rows of 112 bytes (16 KB): 8 blocks an SM, ~128 KB in flight.
+/// Prediction (H200; floor 15.4 us = 64.2 MB; device copy 19.8 us): adaptive_avg_pool2d f32 [128,512,14,14] ->
+/// 7x7 ~17-20 us (1.1-1.3x the floor, about the copy; was 27.2 us).
+/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6): 21.6 us with flat 2 (1.42x the floor, 1.08x the
+/// copy), just above the predicted range; bit-identical (pool fuzz 714 of 714).
+#pragma once
+
+#include <memory>
+
+#include "cudal1/optimizer/family.h"
+
+namespace cudal1::optimizer::pool {
+
+/// The family object (a process-wide singleton).
+const Family& pool_family();
+
+enum class PoolKind { kMax, kAvg, kAdaptiveAvg };
+
+/// One planned signature (4-d view: a 3-d input has N = 1 and sN = 0).
+struct PoolShape {
+  PoolKind kind = PoolKind::kMax;
+  bool indices = false;  ///< max_pool2d_with_indices: also writes int64 indices
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> in_sizes, in_strides, out_sizes, out_strides;
+  int64_t n = 1, c = 1, h = 1, w = 1, oh = 1, ow = 1;
+  int64_t sn = 0, sc = 0, sh = 0, sw = 0;  ///< input strides (elements)
+  int kh = 1, kw = 1, dh = 1, dw = 1, ph = 0, pw = 0, dil_h = 1, dil_w = 1;  ///< kernel, stride, pad, dilation
+  bool count_include_pad = true;
+  int64_t divisor = 0;         ///< avg: divisor_override, 0 when absent
+  bool channels_last = false;  ///< output layout (ATen's suggest_memory_format of the input)
+  int max_vec = 1;             ///< channels-last: widest channel vector the input layout allows
+};
+
+/// Technique knobs of one variant.
+struct PoolKnobs {
+  int opw = 1;    ///< outputs per thread along the output's fastest dim (ow for NCHW, c for channels-last)
+  int oph = 1;    ///< NCHW: output rows per thread
+  int block = 256;
+  int smem = 0;   ///< NCHW max/avg: 1 stages the block's input rectangle in shared memory (Note [Pooling smem])
+  int px = 0;     ///< channels-last: 0 channel-fastest order, else blocks of PY x px output pixels (Note below)
+  int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
+  int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
+  int cpx = 1;    ///< channels-last avg, stride-1 columns: adjacent output pixels per thread
+                  ///< (Note [Pooling exact division])
+  int walk = 0;   ///< channels-last avg, stride 1: 0 off, else steps of KH input rows a thread walks
+                  ///< (Note [Pooling channels-last walk])
+  int flat = 0;   ///< adaptive avg, uniform windows: 0 off, else 16-byte vectors a thread stages
+                  ///< (Note [Pooling adaptive staging])
+  int sep = 0;    ///< walk: 1 sums rows then columns and multiplies by 1/divisor (Note [Pooling separable sums])
+  int pair = 0;   ///< NCHW 16-bit max, column stride 2: 0 off, else output rows a warp (Note [Pooling packed pairs])
+};
+
+/// Geometry of a channels-last pixel-tile variant: sg channel groups of OPW channels (a power of two dividing
+/// C / OPW, at most 128 bytes) times py x px output pixels per block.
+struct PixelTile {
+  int sg = 1, py = 1;
+};
+
+PixelTile pixel_tile(const PoolShape& s, const PoolKnobs& k);
+
+/// Geometry of a shared-memory variant: BY x BX threads per block, the staged input rectangle (rows x cols of
+/// the image, `pitch` floats per shared row), the float vector width of patch reads and the bytes it takes.
+struct SmemTile {
+  int bx = 1, by = 1, vec = 1;
+  int64_t rows = 0, cols = 0, pitch = 0, patch_cols = 0, bytes = 0;
+};
+
+/// Static shared memory a variant may take (the default per-block limit without opting in to more).
+constexpr int64_t kMaxSmemBytes = 48 * 1024;
+
+SmemTile smem_tile(const PoolShape& s, const PoolKnobs& k);
+
+/// Registers one tile's input patch may take; larger tiles are not offered.
+constexpr int kMaxPatch = 64;
+
+/// Geometry of a sliding-window variant (Note [Pooling slide]): `chunks` VEC-column chunks per row (covering
+/// max(W, OW)), segments of `seg` output rows, and the floats its ring of window rows keeps in registers.
+struct SlideGeometry {
+  int64_t chunks = 0, seg = 0, segments = 0, ring = 0;
+};
+
+SlideGeometry slide_geometry(const PoolShape& s, const PoolKnobs& k);
+
+/// Whether `s` admits sliding-window variants of VEC = `vec` (NCHW max/avg, stride 1, dilation 1, overlapping
+/// windows, unit column stride, W and the row/plane/batch strides multiples of vec, halos within one
+/// neighbouring chunk, the ring within kMaxPatch).
+bool slide_fits(const PoolShape& s, int vec);
+
+/// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
+std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Output rows one walk covers (walk x KH, from walk x KH + KH - 1 input rows) and the registers a walk variant
+/// keeps (accumulators of KH output rows, the current and the next input row's words), in floats.
+int walk_rows(const PoolShape& s, const PoolKnobs& k);
+int walk_registers(const PoolShape& s, const PoolKnobs& k);
+
+/// Registers a walk variant may take (of the 128 its launch bounds allow).
+constexpr int kMaxWalkRegisters = 80;
+
+/// The kernel body of a channels-last walk variant (the source after the common prelude of generate_pool).
+std::string walk_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Geometry of a packed-pair variant (Note [Pooling packed pairs]): `lanes` 4-column groups a row (W / 4) in
+/// `chunks` warps, `segments` of the variant's output rows a plane, the input `rows` a segment loads and the
+/// 32-bit words a lane keeps of them (its own 2, and a halo word on each side its windows reach).
+struct PairGeometry {
+  int64_t lanes = 0, chunks = 0, segments = 0, rows = 0, words = 0;
+};
+
+PairGeometry pair_geometry(const PoolShape& s, const PoolKnobs& k);
+
+/// Words of input a packed-pair lane may keep in registers.
+constexpr int64_t kMaxPairWords = 64;
+
+/// Whether `s` admits packed-pair variants (16-bit NCHW max, column stride 2, dilation 1 across, unit column
+/// stride, W and the row/plane/batch strides multiples of 4, left padding <= 2 and KW - PW <= 4, OW <= W / 2,
+/// window-relative indices within 16 bits).
+bool pair_fits(const PoolShape& s);
+
+/// The kernel body of a packed-pair variant (the source after the common prelude of generate_pool).
+std::string pair_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Whether `s` admits staged adaptive variants (adaptive avg, H % OH == 0 and W % OW == 0, windows of at most
+/// kMaxPatch elements, dense NCHW).
+bool flat_fits(const PoolShape& s);
+
+/// Geometry of a staged adaptive variant: `rows` output rows a block (their inputs, `row_elems` elements each,
+/// are contiguous and start 16-byte aligned), the shared memory they take and the blocks of a launch.
+struct FlatGeometry {
+  int64_t row_elems = 0, rows = 0, bytes = 0, blocks = 0;
+};
+
+FlatGeometry flat_geometry(const PoolShape& s, const PoolKnobs& k);
+
+/// The kernel body of a staged adaptive variant (the source after the common prelude of generate_pool).
+std::string flat_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).
+std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& k);
+
+/// Input elements (rows x cols) a tile of `k` reads in NCHW form.
+int64_t patch_rows(const PoolShape& s, const PoolKnobs& k);
+int64_t patch_cols(const PoolShape& s, const PoolKnobs& k);
+
+/// Threads one launch needs.
+int64_t pool_threads(const PoolShape& s, const PoolKnobs& k);
+
+/// CUDA source of `k` for `s`: `cudal1_pool(const storage_t* in, storage_t* out, long long* idx)`.
+KernelSource generate_pool(const PoolShape& s, const PoolKnobs& k);
+
+/// The bound kernel of a variant.
+std::unique_ptr<BoundKernel> make_pool_kernel(const PoolShape& s, const PoolKnobs& k,
+                                              std::shared_ptr<LoadedModule> module);
+
+}  // namespace cudal1::optimizer::pool
