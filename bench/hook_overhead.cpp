@@ -2,12 +2,16 @@
 /// process, the modes interleaved at random by Google Benchmark (run with --benchmark_repetitions=N
 /// --benchmark_enable_random_interleaving=true): cudal1 off (hook kernels unregistered), hook registered but
 /// bypassed (the dispatcher's boxing cost alone), on and cold (profiled, not replaced), on and replaced (served
-/// by a cudal1 kernel); and off / cold for layer norm (a tuple-returning op with optional arguments).
+/// by a cudal1 kernel); and off / cold for layer norm (a tuple-returning op with optional arguments). The
+/// "Fuse" modes record op chains as CUDAL1_FUSE=on does (Note [Chain profiling]), no chain hot: a relu whose
+/// input is never an earlier output (every call breaks the open chain), and relu(relu(x)), a two-op chain
+/// committed every iteration, against the same without recording.
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 
+#include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/family.h"
@@ -40,6 +44,7 @@ bool set_up() {
     o.ops = optimizer::all_family_ops();
     o.hot_calls = int64_t{1} << 60;  // never hot by itself: "on but cold"
     o.profile_cpu = !on_gpu();
+    o.chains = true;  // recording is switched per benchmark (set_chain_recording)
     if (Status s = dispatcher::install_hooks(o, {}); !s.ok()) {
       std::fprintf(stderr, "install_hooks: %s\n", s.to_string().c_str());
       return false;
@@ -59,8 +64,19 @@ bool set_up() {
   return ok;
 }
 
-void run(benchmark::State& state, const at::Tensor& x) {
+void run(benchmark::State& state, const at::Tensor& x, bool chains = false) {
+  dispatcher::set_chain_recording(chains);
   for (auto _ : state) benchmark::DoNotOptimize(at::relu(x));
+  dispatcher::set_chain_recording(false);
+  state.SetLabel(on_gpu() ? "cuda" : "cpu");
+}
+
+/// Two connected calls an iteration: relu(relu(x)).
+void run_pair(benchmark::State& state, bool chains) {
+  dispatcher::set_chain_recording(chains);
+  for (auto _ : state) benchmark::DoNotOptimize(at::relu(at::relu(cold_input())));
+  dispatcher::set_chain_recording(false);
+  dispatcher::close_chain_on_this_thread();
   state.SetLabel(on_gpu() ? "cuda" : "cpu");
 }
 
@@ -81,6 +97,21 @@ void BM_Relu_OnCold(benchmark::State& state) {
   run(state, cold_input());
 }
 
+void BM_Relu_OnColdFuse(benchmark::State& state) {
+  if (!set_up()) return state.SkipWithError("set-up failed");
+  run(state, cold_input(), /*chains=*/true);
+}
+
+void BM_ReluPair_OnCold(benchmark::State& state) {
+  if (!set_up()) return state.SkipWithError("set-up failed");
+  run_pair(state, false);
+}
+
+void BM_ReluPair_OnColdFuse(benchmark::State& state) {
+  if (!set_up()) return state.SkipWithError("set-up failed");
+  run_pair(state, true);
+}
+
 void BM_Relu_OnReplaced(benchmark::State& state) {
   if (!on_gpu()) return state.SkipWithError("replacement needs a GPU");
   if (!set_up()) return state.SkipWithError("set-up failed");
@@ -90,6 +121,7 @@ void BM_Relu_OnReplaced(benchmark::State& state) {
 /// A multi-output op with optional tensors, an int list and a double: layer norm over [4,16].
 void run_layer_norm(benchmark::State& state) {
   static const at::Tensor x = at::randn({4, 16}, opts()), w = at::randn({16}, opts()), b = at::randn({16}, opts());
+  dispatcher::set_chain_recording(false);
   for (auto _ : state) benchmark::DoNotOptimize(at::native_layer_norm(x, {16}, w, b, 1e-5));
   state.SetLabel(on_gpu() ? "cuda" : "cpu");
 }
@@ -108,6 +140,9 @@ void BM_LayerNorm_OnCold(benchmark::State& state) {
 BENCHMARK(BM_Relu_Off)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnBypassed)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnCold)->MinTime(0.2);
+BENCHMARK(BM_Relu_OnColdFuse)->MinTime(0.2);
+BENCHMARK(BM_ReluPair_OnCold)->MinTime(0.2);
+BENCHMARK(BM_ReluPair_OnColdFuse)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnReplaced)->MinTime(0.2);
 BENCHMARK(BM_LayerNorm_Off)->MinTime(0.2);
 BENCHMARK(BM_LayerNorm_OnCold)->MinTime(0.2);

@@ -90,6 +90,41 @@ int cache_clear(const Options& o, std::ostream& out) {
   return 0;
 }
 
+namespace {
+
+/// The op's name in a signature text: "aten::mul.Tensor(f32[8]{1}, ...)" -> "mul.Tensor".
+std::string op_word(const std::string& sig) {
+  const size_t b = sig.rfind("aten::", 0) == 0 ? 6 : 0;
+  return sig.substr(b, sig.find('(') == std::string::npos ? std::string::npos : sig.find('(') - b);
+}
+
+/// The report's chains (Note [Chain profiling]): hot ones, or every one with `all`.
+void print_chains(const nlohmann::json& j, bool all, std::ostream& out) {
+  const auto chains = j.value("chains", nlohmann::json::array());
+  out << fmt::format("\nop chains (recurring connected calls; CUDAL1_FUSE=off records none):\n");
+  out << fmt::format("{:>9} {:>6} {:>9} {:<6} {:>8}  {}\n", "runs", "share", "mean us", "state", "speedup",
+                     "ops (then each op's signature and its inputs: %node.output or external slot)");
+  int shown = 0;
+  for (const auto& ch : chains) {
+    if (!all && ch.value("state", "") == "cold") continue;
+    ++shown;
+    std::string ops;
+    for (const auto& s : ch["ops"]) ops += (ops.empty() ? "" : " -> ") + op_word(s.get<std::string>());
+    const double sp = ch.value("speedup", 0.0);
+    out << fmt::format("{:>9} {:>5.1f}% {:>9.2f} {:<6} {:>8}  {}\n", ch.value("count", 0),
+                       100.0 * ch.value("share", 0.0), ch.value("mean_us", 0.0), ch.value("state", "?"),
+                       sp > 0 ? fmt::format("{:.2f}x", sp) : "-", ops);
+    for (size_t i = 0; i < ch["ops"].size(); ++i) {
+      std::string in;
+      for (const auto& s : ch["inputs"][i]) in += (in.empty() ? "" : ", ") + s.get<std::string>();
+      out << fmt::format("{:>45}%{} = {} <- {}\n", "", i, ch["ops"][i].get<std::string>(), in);
+    }
+  }
+  if (!shown) out << (all ? "(no chains)\n" : "(no hot chains; --all shows every one)\n");
+}
+
+}  // namespace
+
 int report(const Options& o, std::ostream& out) {
   cache::KernelCache cache(cache_dir(o));
   auto runs = cache.runs();
@@ -150,6 +185,7 @@ int report(const Options& o, std::ostream& out) {
     if (!s.value("note", "").empty()) out << fmt::format("{:>53}note: {}\n", "", s.value("note", ""));
   }
   if (!shown) out << (o.all ? "(no signatures)\n" : "(no hot signatures; --all shows every one)\n");
+  print_chains(j, o.all, out);
   return 0;
 }
 

@@ -11,12 +11,17 @@ void boxed_hook(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
   SigKey key;
   const size_t nargs = op.schema().arguments().size();
   if (encode_call(op, *stack, nargs, &key)) visit_call(*st, op, key, nargs, [&] { return stack; }, &v);
+  c10::SmallVector<at::Tensor, 6> chain_inputs;  // Note [Chain profiling]
+  const bool chain = v.rec && recording_chains(*st);
+  if (chain) boxed_chain_inputs(op, *stack, nargs, &chain_inputs);
   if (v.served) {
     v.sample->finish();
+    if (chain) observe_boxed_chain(*st, v.rec, op, chain_inputs, *stack);
     return;
   }
   op.redispatchBoxed(after_hook(ks), stack);  // ATen's own errors propagate to the app unchanged
   if (v.sample) v.sample->finish();
+  if (chain) observe_boxed_chain(*st, v.rec, op, chain_inputs, *stack);
 }
 
 }  // namespace cudal1::dispatcher::detail

@@ -91,6 +91,7 @@ Status install_hooks(const HookOptions& opts, HookCallbacks callbacks) {
     if (!n.overload_name.empty()) spec += "." + n.overload_name;
     st->ops.push_back(spec);
   }
+  if (opts.chains) st->chains = std::make_unique<ChainTable>();
   CUDAL1_RETURN_IF_ERROR(register_kernels(*st));
   g_state.store(st, std::memory_order_release);
   return Status();

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/dispatcher/signature_of.h"
 #include "gpu_sampler.h"
@@ -29,6 +30,8 @@ struct HookState {
   std::array<std::once_flag, kMaxDevices + 1> device_once;
   std::atomic<uint64_t> signatures{0}, replaced_calls{0}, fallbacks{0};
   GpuSampler sampler;
+  std::unique_ptr<ChainTable> chains;  ///< null unless opts.chains
+  std::atomic<bool> chains_on{true};   ///< set_chain_recording
 };
 
 extern std::atomic<HookState*> g_state;  // leaked on purpose (hooks stay registered until exit)
@@ -125,6 +128,20 @@ void visit_call(HookState& st, const c10::OperatorHandle& op, const SigKey& key,
     report_internal_error(st, v->rec, "unknown exception");
   }
 }
+
+/// True when this call's chain should be recorded (Note [Chain profiling]).
+inline bool recording_chains(const HookState& st) {
+  return st.chains && st.chains_on.load(std::memory_order_relaxed);
+}
+/// Hands one observed call to this thread's chain builder (st.chains must be set). Never throws.
+void observe_chain(HookState& st, const ChainBuilder::Call& call) noexcept;
+/// The boxed carrier's tensor arguments (an undefined tensor for a None optional tensor), taken before ATen
+/// consumes the stack; empty on any failure.
+void boxed_chain_inputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t nargs,
+                        c10::SmallVector<at::Tensor, 6>* out) noexcept;
+/// The boxed carrier's call, its outputs on top of `stack`, handed to observe_chain.
+void observe_boxed_chain(HookState& st, SigRecord* rec, const c10::OperatorHandle& op,
+                         const c10::SmallVector<at::Tensor, 6>& inputs, const torch::jit::Stack& stack) noexcept;
 
 /// The boxed carrier (any op).
 void boxed_hook(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);

@@ -12,12 +12,15 @@
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/argmin_ops.h>
 #include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/erf_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
+#include <ATen/ops/log_ops.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/max_pool2d_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
@@ -30,9 +33,12 @@
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/relu_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/std_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
@@ -90,6 +96,28 @@ struct FromStack<std::tuple<T...>> {
   }
 };
 
+/// A typed call's tensors for chain profiling (Note [Chain profiling]): tensor and optional-tensor arguments,
+/// and the outputs (one tensor or a tuple of them).
+void chain_arg(ChainBuilder::Call& c, const at::Tensor& t) { c.args.push_back(&t); }
+void chain_arg(ChainBuilder::Call& c, const c10::optional<at::Tensor>& t) {
+  c.args.push_back(t.has_value() ? &*t : nullptr);
+}
+template <typename T>
+void chain_arg(ChainBuilder::Call&, const T&) {}
+void chain_outputs(ChainBuilder::Call& c, const at::Tensor& t) { c.outputs.push_back(&t); }
+template <typename... T>
+void chain_outputs(ChainBuilder::Call& c, const std::tuple<T...>& t) {
+  std::apply([&](const auto&... o) { (c.outputs.push_back(&o), ...); }, t);
+}
+template <typename R, typename... Args>
+void observe_typed(HookState& st, SigRecord* rec, const R& out, const Args&... args) noexcept {
+  ChainBuilder::Call c;
+  c.rec = rec;
+  (chain_arg(c, args), ...);
+  chain_outputs(c, out);
+  observe_chain(st, c);
+}
+
 /// The typed kernel of `Op`, its C++ signature taken from the op's generated schema (so the same source
 /// builds against each torch version's argument types).
 template <typename Op, typename Schema = typename Op::schema>
@@ -111,11 +139,14 @@ struct Typed<Op, R(Args...)> {
       }, &v);
       if (v.served) {
         v.sample->finish();
-        return FromStack<R>::take(*stack);
+        R out = FromStack<R>::take(*stack);
+        if (recording_chains(*st)) observe_typed(*st, v.rec, out, args...);
+        return out;
       }
     }
     R out = Op::redispatch(after_hook(ks), args...);  // ATen's own errors propagate unchanged
     if (v.sample) v.sample->finish();
+    if (v.rec && recording_chains(*st)) observe_typed(*st, v.rec, out, args...);
     return out;
   }
 };
@@ -152,6 +183,10 @@ const std::map<std::string, Registrar>& table() {
       {"mul.Scalar", typed<ops::mul_Scalar>()}, {"div.Scalar", typed<ops::div_Scalar>()},
       {"maximum", typed<ops::maximum>()}, {"minimum", typed<ops::minimum>()},
       {"pow.Tensor_Tensor", typed<ops::pow_Tensor_Tensor>()}, {"where.self", typed<ops::where_self>()},
+      // chain ops (chain_ops() in chains.h: hooked with CUDAL1_FUSE=on so that chains are seen whole)
+      {"pow.Tensor_Scalar", typed<ops::pow_Tensor_Scalar>()},
+      {"rsqrt", typed<ops::rsqrt>()}, {"sqrt", typed<ops::sqrt>()}, {"log", typed<ops::log>()},
+      {"reciprocal", typed<ops::reciprocal>()}, {"clamp", typed<ops::clamp>()}, {"erf", typed<ops::erf>()},
   };
   return *t;
 }

@@ -31,6 +31,20 @@ TEST(Config, DefaultsAreOffAndDocumented) {
   for (const auto& v : config_variables()) EXPECT_EQ(std::string(v.name).rfind("CUDAL1_", 0), 0u);
 }
 
+TEST(Config, FuseIsOnByDefaultAndTakesOnOffAndAShare) {
+  std::vector<std::string> w;
+  EXPECT_TRUE(parse({}).fuse);
+  EXPECT_DOUBLE_EQ(parse({}).chain_share, 0.01);
+  EXPECT_FALSE(parse({{"CUDAL1_FUSE", "off"}}, &w).fuse);
+  EXPECT_TRUE(parse({{"CUDAL1_FUSE", "On"}}, &w).fuse);
+  EXPECT_DOUBLE_EQ(parse({{"CUDAL1_CHAIN_SHARE", "0.2"}}, &w).chain_share, 0.2);
+  EXPECT_TRUE(w.empty());
+  EXPECT_TRUE(parse({{"CUDAL1_FUSE", "sometimes"}}, &w).fuse);  // a bad value keeps the default, with a warning
+  EXPECT_DOUBLE_EQ(parse({{"CUDAL1_CHAIN_SHARE", "2"}}, &w).chain_share, 0.01);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NE(w[0].find("CUDAL1_FUSE='sometimes'"), std::string::npos);
+}
+
 TEST(Config, XdgCacheHomeWinsOverHomeAndExplicitDirWinsOverBoth) {
   EXPECT_EQ(parse({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}}).cache_dir, "/x/cudal1");
   EXPECT_EQ(parse({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}, {"CUDAL1_CACHE_DIR", "/c"}}).cache_dir, "/c");

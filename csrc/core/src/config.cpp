@@ -120,6 +120,12 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_CUDA_LIBRARY", "(search libcuda.so.1)", "path of the CUDA driver library (only it, when set)"},
       {"CUDAL1_NVRTC_LIBRARY", "(search libnvrtc.so.13, .12, libnvrtc.so)",
        "path of the NVRTC library (only it, when set)"},
+      {"CUDAL1_FUSE", "on",
+       "on: also hook the chain ops (pow, rsqrt, sqrt, log, reciprocal, clamp, erf) and record recurring "
+       "chains of connected calls with their dataflow, listed by `cudal1 report` (chain kernels are not built "
+       "yet: nothing is fused); off: exactly the single-op behaviour"},
+      {"CUDAL1_CHAIN_SHARE", "0.01",
+       "share of the profiled device time a chain recorded CUDAL1_HOT_CALLS times needs to turn hot"},
   };
   return vars;
 }
@@ -176,6 +182,9 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
     c.seed = static_cast<uint64_t>(parse_int("CUDAL1_SEED", v, 0, 0, INT64_MAX, w));
   if (const char* v = env("CUDAL1_CUDA_LIBRARY")) c.cuda_library = v;
   if (const char* v = env("CUDAL1_NVRTC_LIBRARY")) c.nvrtc_library = v;
+  if (const char* v = env("CUDAL1_FUSE")) c.fuse = parse_bool("CUDAL1_FUSE", v, true, w);
+  if (const char* v = env("CUDAL1_CHAIN_SHARE"))
+    c.chain_share = parse_double("CUDAL1_CHAIN_SHARE", v, 0.01, 0.0, 1.0, w);
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/hook.h"
 
 namespace cudal1::runtime {
@@ -43,6 +44,34 @@ std::string build_report(const ReportHeader& h) {
            (a["est_total_us"].get<double>() == b["est_total_us"].get<double>() &&
             a["calls"].get<uint64_t>() > b["calls"].get<uint64_t>());
   });
+  json chains = json::array();  // Note [Chain profiling]: the recurring chains, largest device time first
+  dispatcher::for_each_chain([&](dispatcher::ChainRecord& ch) {
+    json ops = json::array(), sources = json::array();
+    for (const auto& n : ch.nodes) {
+      ops.push_back(n.rec->sig.text);
+      json in = json::array();
+      for (const auto& i : n.inputs)
+        in.push_back(i.producer >= 0 ? "%" + std::to_string(i.producer) + "." + std::to_string(i.index)
+                                     : (i.index >= 0 ? "ext" + std::to_string(i.index) : "none"));
+      sources.push_back(in);
+    }
+    chains.push_back({{"ops", ops},
+                      {"inputs", sources},
+                      {"count", ch.count.load()},
+                      {"mean_us", ch.mean_us()},
+                      {"est_total_us", ch.est_total_us()},
+                      {"share", total_us > 0 ? ch.est_total_us() / total_us : 0.0},
+                      {"externals", ch.externals},
+                      {"same_external", ch.same_external()},
+                      {"state", dispatcher::chain_state_name(ch.state.load())},
+                      {"speedup", 0.0}});  // no chain kernel yet: every chain runs as its ops on ATen
+  });
+  std::sort(chains.begin(), chains.end(), [](const json& a, const json& b) {
+    return a["est_total_us"].get<double>() > b["est_total_us"].get<double>() ||
+           (a["est_total_us"].get<double>() == b["est_total_us"].get<double>() &&
+            a["count"].get<uint64_t>() > b["count"].get<uint64_t>());
+  });
+  if (chains.size() > 100) chains.erase(chains.begin() + 100, chains.end());
   const auto c = dispatcher::hook_counters();
   json doc = {{"run_id", h.run_id},
               {"pid", static_cast<int64_t>(::getpid())},
@@ -57,7 +86,8 @@ std::string build_report(const ReportHeader& h) {
                 {"fallbacks", c.fallbacks},
                 {"cache_hits", h.cache_hits},
                 {"tuned", h.tuned}}},
-              {"signatures", sigs}};
+              {"signatures", sigs},
+              {"chains", chains}};
   return doc.dump();
 }
 

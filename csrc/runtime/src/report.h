@@ -15,8 +15,9 @@ struct ReportHeader {
   bool warm = false;  ///< the process ran cudal1::warm (`cudal1 warm` skips such runs when it picks one)
 };
 
-/// Report document: header, counters, and every signature (calls, device time and its share, state, what
-/// serves it, measured speedup), sorted by estimated device time, largest first.
+/// Report document: header, counters, every signature (calls, device time and its share, state, what serves
+/// it, measured speedup) and the recorded op chains (at most 100: ops, dataflow, count, device time and its
+/// share, state), each list sorted by estimated device time, largest first.
 std::string build_report(const ReportHeader& h);
 
 }  // namespace cudal1::runtime

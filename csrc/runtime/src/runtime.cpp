@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -33,6 +34,7 @@
 #include "cudal1/core/nvrtc.h"
 #include "cudal1/core/version.h"
 #include "cudal1/cudal1.h"
+#include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/device_info.h"
@@ -78,11 +80,14 @@ void on_exit() {
   Runtime& r = rt();
   if (r.tuner) r.tuner->stop();
   dispatcher::collect_samples();
+  dispatcher::close_chain_on_this_thread();
+  if (r.cfg.fuse) dispatcher::update_hot_chains(r.cfg.hot_calls, r.cfg.chain_share);
   write_report(/*final_report=*/true);
 }
 
 void tick() {
   dispatcher::collect_samples();
+  if (rt().cfg.fuse) dispatcher::update_hot_chains(rt().cfg.hot_calls, rt().cfg.chain_share);
   Runtime& r = rt();
   const bool changed = dispatcher::hook_counters().hooked_calls != r.last_report_calls.load();
   if (changed && std::chrono::steady_clock::now() - r.last_report > std::chrono::seconds(10)) write_report(false);
@@ -154,6 +159,12 @@ void on_new_record(dispatcher::SigRecord& rec) {
 
 void on_hot(dispatcher::SigRecord& rec) {
   Runtime& r = rt();
+  const auto& name = rec.op.operator_name();
+  if (!optimizer::family_for(name.name.substr(6), name.overload_name)) {  // a chain op no family serves
+    dispatcher::SigState q = dispatcher::SigState::kQueued;
+    rec.state.compare_exchange_strong(q, dispatcher::SigState::kAten);
+    return;
+  }
   if (!r.tuner || !r.tuner->enqueue(&rec)) {
     dispatcher::SigState q = dispatcher::SigState::kQueued;
     rec.state.compare_exchange_strong(q, dispatcher::SigState::kCold);
@@ -198,7 +209,13 @@ void start() {
   }
   dispatcher::HookOptions h;
   h.mode = r.cfg.mode;
-  if (r.cfg.mode != Mode::kProfile) h.ops = optimizer::all_family_ops();
+  if (r.cfg.mode != Mode::kProfile) {
+    h.ops = optimizer::all_family_ops();
+    if (r.cfg.fuse)  // Note [Chain profiling]: the chain ops too, so that chains are seen whole
+      for (const auto& op : dispatcher::chain_ops())
+        if (std::find(h.ops.begin(), h.ops.end(), op) == h.ops.end()) h.ops.push_back(op);
+  }
+  h.chains = r.cfg.fuse;
   h.hot_calls = r.cfg.hot_calls;
   h.sample_every = r.cfg.profile_sample;
   h.profile_cpu = r.cfg.profile_cpu;
@@ -317,6 +334,9 @@ bool wait_idle(double timeout_s) noexcept {
 void flush() noexcept {
   try {
     dispatcher::collect_samples();
+    dispatcher::close_chain_on_this_thread();
+    const auto& cfg = runtime::rt().cfg;
+    if (cfg.fuse) dispatcher::update_hot_chains(cfg.hot_calls, cfg.chain_share);
     runtime::write_report(true);
   } catch (...) {
   }

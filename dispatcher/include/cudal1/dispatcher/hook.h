@@ -40,6 +40,7 @@ struct HookOptions {
   int64_t hot_calls = 50;          ///< calls before a signature is hot
   int64_t sample_every = 64;       ///< one call in N per signature is timed
   bool profile_cpu = false;        ///< also profile CPU tensors (tests); replacements run on any device
+  bool chains = false;             ///< also record op chains (Note [Chain profiling] in chains.h)
 };
 
 struct HookCallbacks {

@@ -53,6 +53,8 @@ struct Config {
   uint64_t seed = 0;                ///< 0: seeded from the clock
   std::string cuda_library;         ///< explicit libcuda path; empty: search
   std::string nvrtc_library;        ///< explicit libnvrtc path; empty: search
+  bool fuse = true;                 ///< record op chains (Note [Chain profiling] in dispatcher/chains.h)
+  double chain_share = 0.01;        ///< share of profiled device time at which a recurring chain turns hot
   /// Test-only (no variable): profile calls on CPU tensors too, so host-only tests can see the profiler.
   bool profile_cpu = false;
 };

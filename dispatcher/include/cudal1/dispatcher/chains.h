@@ -1,0 +1,159 @@
+/// @brief Chain profiling: the recurring chains of connected op calls the hook sees on each thread, with their
+/// dataflow, counted and ranked by device time like signatures (Note [Chain profiling]).
+///
+/// Note [Chain profiling]
+/// With CUDAL1_FUSE=on the hook also hooks the chain ops (chain_ops(): pointwise ops eager code writes chains
+/// with, beyond the families' own; not casts, whose `_to_copy` has a BackendSelect kernel of its own) and, after every top-level hooked call on a profiled device, hands the call to this
+/// thread's ChainBuilder. The builder keeps the *open chain*: the calls since the last break, each with where
+/// its tensor arguments came from, either an earlier call of the open chain (producer node, output index) or an
+/// external tensor (numbered by first use inside the chain, so `x * x` reads one external twice). A call none of
+/// whose tensor arguments is an open-chain output breaks the chain: the open chain, if it has at least 2 calls,
+/// is *committed* (found or inserted in the ChainTable by its key, counted), and the call starts a new one. So
+/// an op the hook does not see (a matmul, a convolution) splits chains, since its output is no chain output.
+/// A chain is capped at kMaxChainNodes calls; a longer run commits and restarts there.
+///
+/// The key is the nodes' signature hashes and devices plus every input's source, so two chains are the same
+/// when they run the same signatures wired the same way. Outputs are held as weak references to their
+/// TensorImpl (never their storage): a dead output's address cannot be reused by a new tensor while the open
+/// chain refers to it, so pointer equality is identity. For each external slot the ChainRecord counts how often
+/// it was the very tensor of the previous commit at the same version (a weight), which deferral needs later.
+/// A chain's device time is its count times the sum of its nodes' sampled mean times; it turns hot when it has
+/// been committed CUDAL1_HOT_CALLS times and holds at least CUDAL1_CHAIN_SHARE of all profiled device time.
+/// The builder only observes: what runs, and every result, is exactly what the hook would do without it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <c10/util/SmallVector.h>
+
+#include "cudal1/dispatcher/sig_record.h"
+
+namespace cudal1::dispatcher {
+
+constexpr int kMaxChainNodes = 32;
+
+/// Where one tensor argument of a chain node comes from.
+struct ChainInput {
+  int producer = -1;  ///< index of the earlier node whose output it is; -1: an external tensor
+  int index = 0;      ///< the producer's output index, or the external slot; -1 with producer -1: None
+  bool operator==(const ChainInput& o) const { return producer == o.producer && index == o.index; }
+};
+
+/// One call of a chain: its signature and its tensor arguments' sources, in argument order.
+struct ChainNode {
+  SigRecord* rec = nullptr;
+  std::vector<ChainInput> inputs;
+};
+
+/// Lifecycle of a chain (deferral and chain kernels add states after kHot).
+enum class ChainState : uint8_t {
+  kCold,  ///< counted, not hot yet
+  kHot,   ///< committed CUDAL1_HOT_CALLS times and over CUDAL1_CHAIN_SHARE of the device time
+};
+const char* chain_state_name(ChainState s) noexcept;
+
+/// Everything known about one recurring chain. Nodes and key are fixed at creation; counters are atomic.
+class ChainRecord {
+ public:
+  ChainRecord(uint64_t hash, std::vector<int64_t> key, std::vector<ChainNode> nodes, int externals);
+
+  const uint64_t hash;
+  const std::vector<int64_t> key;
+  const std::vector<ChainNode> nodes;
+  const int externals;  ///< distinct external tensors
+  std::atomic<uint64_t> count{0};
+  std::atomic<ChainState> state{ChainState::kCold};
+
+  /// Device time of the nodes' sampled calls per chain run, in microseconds (0 while none was sampled).
+  double mean_us() const;
+  /// count() x mean_us().
+  double est_total_us() const;
+  /// Per external slot: commits in which it was the same tensor, at the same version, as in the previous one.
+  std::vector<uint64_t> same_external() const;
+  /// Readable form, one node a line: "%2 = aten::mul(f32[8,4096]{4096,1}, ...) <- %0.0, ext1".
+  std::string text() const;
+
+  /// Counts one commit whose external tensors were `ext` (weak references; versions alongside).
+  void note_commit(const std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>& ext,
+                   const std::vector<uint32_t>& versions);
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> last_ext_;
+  std::vector<uint32_t> last_versions_;
+  std::vector<uint64_t> same_;
+};
+
+/// The chains of one process, found by key. Records are never removed (pointers stay valid).
+class ChainTable {
+ public:
+  /// The record of `key` (hash `hash`), inserted from `nodes` and `externals` if new; and whether it was new.
+  std::pair<ChainRecord*, bool> find_or_insert(uint64_t hash, const std::vector<int64_t>& key,
+                                               const std::vector<ChainNode>& nodes, int externals);
+  void for_each(const std::function<void(ChainRecord&)>& fn) const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<ChainRecord>> records_;
+};
+
+/// One thread's open chain (Note [Chain profiling]). Not thread-safe: each thread has its own.
+class ChainBuilder {
+ public:
+  /// The tensors of one observed call: its tensor arguments in order (null or undefined for a None optional)
+  /// and its tensor outputs. The pointers are the caller's, valid for the duration of observe().
+  struct Call {
+    SigRecord* rec = nullptr;
+    c10::SmallVector<const at::Tensor*, 6> args;
+    c10::SmallVector<const at::Tensor*, 4> outputs;
+  };
+  /// Observes one call; commits the open chain into `table` when this call breaks it. Returns the record
+  /// committed by this call, if any.
+  ChainRecord* observe(const Call& call, ChainTable& table);
+  /// Commits the open chain (if it has 2 or more nodes) and empties it; returns the record, if any.
+  ChainRecord* close(ChainTable& table);
+  size_t open_nodes() const { return n_; }
+
+ private:
+  struct Open {
+    ChainNode node;
+    std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> outputs;
+  };
+  // The open chain is nodes_[0, n_): slots past n_ keep their vectors' capacity, so a steady stream of calls
+  // allocates nothing; closing releases every weak reference.
+  std::vector<Open> nodes_;
+  size_t n_ = 0;
+  std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> externals_;
+  std::vector<uint32_t> ext_versions_;
+  std::vector<int64_t> key_;                // reused key buffer
+  std::array<ChainRecord*, 8> recent_{};    // this thread's last committed records: no table lock on a repeat
+  size_t next_recent_ = 0;
+};
+
+/// The ops the hook adds with CUDAL1_FUSE=on so that chains are seen whole ("pow.Tensor_Scalar", "rsqrt", ...),
+/// beyond the families' own.
+const std::vector<std::string>& chain_ops();
+
+/// Visits every chain the hook recorded (empty unless the hook was installed with chains on).
+void for_each_chain(const std::function<void(ChainRecord&)>& fn);
+
+/// Commits this thread's open chain now (e.g. at the end of a loop, before a report); a no-op without chains.
+void close_chain_on_this_thread() noexcept;
+
+/// Turns recording on or off at run time for hooks installed with chains (the host-cost benchmark compares the
+/// two in one process); a no-op otherwise. Recording is on after install.
+void set_chain_recording(bool on) noexcept;
+
+/// Re-evaluates which chains are hot: committed at least `hot_calls` times and holding at least `share` of the
+/// profiled device time of every signature. Returns the number of hot chains. Call from a background thread.
+size_t update_hot_chains(int64_t hot_calls, double share);
+
+}  // namespace cudal1::dispatcher

@@ -1,0 +1,209 @@
+/// @brief Chain profiling: the per-thread builder, the chain table and records (Note [Chain profiling]).
+#include "cudal1/dispatcher/chains.h"
+
+#include <sstream>
+#include <utility>
+
+#include "cudal1/core/signature.h"
+
+namespace cudal1::dispatcher {
+namespace {
+
+c10::weak_intrusive_ptr<c10::TensorImpl> weak_of(const at::Tensor& t) {
+  return c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr());
+}
+
+/// The tensor's version counter; 0 for inference tensors, which have none (and cannot be modified in place
+/// outside InferenceMode).
+uint32_t version_of(const at::Tensor& t) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return impl->is_inference() ? 0 : impl->version_counter().current_version();
+}
+
+bool same_target(const c10::weak_intrusive_ptr<c10::TensorImpl>& w, const at::Tensor& t) {
+  return w._unsafe_get_target() == t.unsafeGetTensorImpl();
+}
+
+/// The key words of a chain: sizes, then per node its signature hash, device and inputs' sources.
+template <typename NodeOf>
+void chain_key(size_t n, NodeOf&& node_of, int externals, std::vector<int64_t>* k) {
+  k->clear();
+  k->push_back(static_cast<int64_t>(n));
+  k->push_back(externals);
+  for (size_t i = 0; i < n; ++i) {
+    const ChainNode& nd = node_of(i);
+    k->push_back(static_cast<int64_t>(nd.rec->sig.hash));
+    k->push_back(nd.rec->device_index);
+    k->push_back(static_cast<int64_t>(nd.inputs.size()));
+    for (const auto& in : nd.inputs)
+      k->push_back(static_cast<int64_t>((static_cast<uint64_t>(static_cast<uint32_t>(in.producer)) << 32) |
+                                        static_cast<uint32_t>(in.index)));
+  }
+}
+
+}  // namespace
+
+const char* chain_state_name(ChainState s) noexcept {
+  switch (s) {
+    case ChainState::kCold: return "cold";
+    case ChainState::kHot: return "hot";
+  }
+  return "?";
+}
+
+ChainRecord::ChainRecord(uint64_t h, std::vector<int64_t> k, std::vector<ChainNode> n, int ext)
+    : hash(h), key(std::move(k)), nodes(std::move(n)), externals(ext), same_(static_cast<size_t>(ext), 0) {}
+
+double ChainRecord::mean_us() const {
+  double us = 0;
+  for (const auto& n : nodes) us += n.rec->mean_us();
+  return us;
+}
+
+double ChainRecord::est_total_us() const { return mean_us() * static_cast<double>(count.load()); }
+
+std::vector<uint64_t> ChainRecord::same_external() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return same_;
+}
+
+std::string ChainRecord::text() const {
+  std::ostringstream os;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    os << (i ? "\n" : "") << "%" << i << " = " << nodes[i].rec->sig.text << " <-";
+    for (const auto& in : nodes[i].inputs) {
+      if (in.producer >= 0)
+        os << " %" << in.producer << "." << in.index;
+      else if (in.index >= 0)
+        os << " ext" << in.index;
+      else
+        os << " none";
+    }
+  }
+  return os.str();
+}
+
+void ChainRecord::note_commit(const std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>& ext,
+                              const std::vector<uint32_t>& versions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_ext_.size() == ext.size()) {
+    for (size_t i = 0; i < ext.size() && i < same_.size(); ++i)
+      if (last_ext_[i]._unsafe_get_target() == ext[i]._unsafe_get_target() && last_versions_[i] == versions[i])
+        ++same_[i];
+  }
+  last_ext_ = ext;  // weak: keeps the TensorImpl's memory (so its address unique), never its storage
+  last_versions_ = versions;
+}
+
+std::pair<ChainRecord*, bool> ChainTable::find_or_insert(uint64_t hash, const std::vector<int64_t>& key,
+                                                         const std::vector<ChainNode>& nodes, int externals) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& r : records_)
+    if (r->hash == hash && r->key == key) return {r.get(), false};
+  records_.push_back(std::make_unique<ChainRecord>(hash, key, nodes, externals));
+  return {records_.back().get(), true};
+}
+
+void ChainTable::for_each(const std::function<void(ChainRecord&)>& fn) const {
+  std::vector<ChainRecord*> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : records_) all.push_back(r.get());
+  }
+  for (ChainRecord* r : all) fn(*r);
+}
+
+size_t ChainTable::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_.size();
+}
+
+ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
+  ChainRecord* committed = nullptr;
+  if (n_ >= static_cast<size_t>(kMaxChainNodes)) committed = close(table);
+  if (nodes_.size() == n_) nodes_.emplace_back();
+  Open& open = nodes_[n_];  // the slot past the open chain: fill it, then admit it
+  open.node.rec = call.rec;
+  open.node.inputs.clear();
+  open.outputs.clear();
+  bool connected = false;
+  for (const at::Tensor* t : call.args) {
+    ChainInput in{-1, -1};
+    if (t && t->defined()) {
+      for (size_t k = 0; k < n_ && in.producer < 0; ++k)
+        for (size_t m = 0; m < nodes_[k].outputs.size(); ++m)
+          if (same_target(nodes_[k].outputs[m], *t)) {
+            in = {static_cast<int>(k), static_cast<int>(m)};
+            break;
+          }
+      connected |= in.producer >= 0;
+    }
+    open.node.inputs.push_back(in);
+  }
+  if (!connected && n_ > 0) {  // the call breaks the chain: close it, then the call's slot becomes the first
+    const size_t slot = n_;
+    ChainRecord* r = close(table);
+    committed = r ? r : committed;
+    std::swap(nodes_[0], nodes_[slot]);
+  }
+  Open& cur = nodes_[n_];
+  for (size_t i = 0; i < call.args.size(); ++i) {  // external slots, numbered by first use in the chain
+    const at::Tensor* t = call.args[i];
+    ChainInput& in = cur.node.inputs[i];
+    if (in.producer >= 0 || !t || !t->defined()) continue;
+    int slot = -1;
+    for (size_t e = 0; e < externals_.size() && slot < 0; ++e)
+      if (same_target(externals_[e], *t)) slot = static_cast<int>(e);
+    if (slot < 0) {
+      slot = static_cast<int>(externals_.size());
+      externals_.push_back(weak_of(*t));
+      ext_versions_.push_back(version_of(*t));
+    }
+    in.index = slot;
+  }
+  for (const at::Tensor* t : call.outputs)
+    cur.outputs.push_back(t && t->defined() ? weak_of(*t) : c10::weak_intrusive_ptr<c10::TensorImpl>(
+                                                                c10::intrusive_ptr<c10::TensorImpl>()));
+  ++n_;
+  return committed;
+}
+
+ChainRecord* ChainBuilder::close(ChainTable& table) {
+  ChainRecord* rec = nullptr;
+  if (n_ >= 2) {
+    const int ext = static_cast<int>(externals_.size());
+    chain_key(n_, [&](size_t i) -> const ChainNode& { return nodes_[i].node; }, ext, &key_);
+    const uint64_t hash = hash_words(key_.data(), key_.size());
+    for (ChainRecord* r : recent_)
+      if (r && r->hash == hash && r->key == key_) {
+        rec = r;
+        break;
+      }
+    if (!rec) {
+      std::vector<ChainNode> nodes;
+      nodes.reserve(n_);
+      for (size_t i = 0; i < n_; ++i) nodes.push_back(nodes_[i].node);
+      rec = table.find_or_insert(hash, key_, nodes, ext).first;
+      recent_[next_recent_++ % recent_.size()] = rec;
+    }
+    rec->count.fetch_add(1, std::memory_order_relaxed);
+    rec->note_commit(externals_, ext_versions_);
+  }
+  for (size_t i = 0; i < n_; ++i) nodes_[i].outputs.clear();  // release the weak references now
+  n_ = 0;
+  externals_.clear();
+  ext_versions_.clear();
+  return rec;
+}
+
+const std::vector<std::string>& chain_ops() {
+  // Beyond the families' ops (add/sub/mul/div, where, the unary activations, exp, mean/sum, softmax, norms,
+  // batch norm, pooling): powers and roots, log, clamp, erf: what eager code writes RMSNorm, GELU composites
+  // and normalisations with. Casts are not among them: `_to_copy` has a BackendSelect kernel of its own, so
+  // the hook cannot sit there, and a cast (x.to(float32)) splits a chain.
+  static const std::vector<std::string> ops = {"pow.Tensor_Scalar", "rsqrt", "sqrt", "log", "reciprocal",
+                                               "clamp", "erf"};
+  return ops;
+}
+
+}  // namespace cudal1::dispatcher

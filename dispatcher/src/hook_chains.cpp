@@ -1,0 +1,94 @@
+/// @brief The hook's side of chain profiling (Note [Chain profiling] in chains.h): each thread's builder, the
+/// carriers' entry point, and the public queries over the hook's chain table.
+#include <ATen/core/ivalue.h>
+
+#include "cudal1/core/log.h"
+#include "hook_state.h"
+
+namespace cudal1::dispatcher {
+namespace detail {
+namespace {
+
+ChainBuilder& this_thread_builder() {
+  thread_local ChainBuilder b;
+  return b;
+}
+
+}  // namespace
+
+void observe_chain(HookState& st, const ChainBuilder::Call& call) noexcept {
+  try {
+    this_thread_builder().observe(call, *st.chains);
+  } catch (const std::exception& e) {  // Note [Hook firewall]: profiling never reaches the app
+    if (first_time("chain-observe")) CUDAL1_LOG(kWarn, "chain profiling failed on one call (" << e.what() << ")");
+  } catch (...) {
+  }
+}
+
+void observe_boxed_chain(HookState& st, SigRecord* rec, const c10::OperatorHandle& op,
+                         const c10::SmallVector<at::Tensor, 6>& inputs, const torch::jit::Stack& stack) noexcept {
+  try {
+    ChainBuilder::Call call;
+    call.rec = rec;
+    for (const auto& t : inputs) call.args.push_back(&t);
+    const size_t nret = op.schema().returns().size();
+    for (size_t i = stack.size() >= nret ? stack.size() - nret : 0; i < stack.size(); ++i)
+      if (stack[i].isTensor()) call.outputs.push_back(&stack[i].toTensor());
+    observe_chain(st, call);
+  } catch (...) {
+  }
+}
+
+void boxed_chain_inputs(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t nargs,
+                        c10::SmallVector<at::Tensor, 6>* out) noexcept {
+  try {
+    const auto& schema_args = op.schema().arguments();
+    for (size_t i = 0; i < nargs && i < schema_args.size(); ++i) {
+      const c10::IValue& a = stack[stack.size() - nargs + i];
+      if (a.isTensor()) {
+        out->push_back(a.toTensor());
+      } else if (a.isNone()) {
+        const auto& type = schema_args[i].type();
+        if (type->kind() == c10::TypeKind::OptionalType &&
+            type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType)
+          out->push_back(at::Tensor());
+      }
+    }
+  } catch (...) {
+    out->clear();
+  }
+}
+
+}  // namespace detail
+
+void for_each_chain(const std::function<void(ChainRecord&)>& fn) {
+  detail::HookState* st = detail::g_state.load();
+  if (st && st->chains) st->chains->for_each(fn);
+}
+
+void set_chain_recording(bool on) noexcept {
+  if (detail::HookState* st = detail::g_state.load()) st->chains_on.store(on);
+}
+
+void close_chain_on_this_thread() noexcept {
+  try {
+    detail::HookState* st = detail::g_state.load();
+    if (st && st->chains) detail::this_thread_builder().close(*st->chains);
+  } catch (...) {
+  }
+}
+
+size_t update_hot_chains(int64_t hot_calls, double share) {
+  double total_us = 0;
+  for_each_record([&](SigRecord& r) { total_us += r.mean_us() * static_cast<double>(r.calls.load()); });
+  size_t hot = 0;
+  for_each_chain([&](ChainRecord& c) {
+    if (c.state.load() == ChainState::kCold && c.count.load() >= static_cast<uint64_t>(hot_calls) &&
+        c.est_total_us() >= share * total_us)
+      c.state.store(ChainState::kHot);
+    hot += c.state.load() != ChainState::kCold;
+  });
+  return hot;
+}
+
+}  // namespace cudal1::dispatcher
