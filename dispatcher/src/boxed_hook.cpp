@@ -10,10 +10,13 @@ void boxed_hook(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
   Visit v;
   SigKey key;
   const size_t nargs = op.schema().arguments().size();
+  // Note [Chain profiling]: the inputs are taken before anything runs, since a replacement (or ATen) leaves
+  // its outputs where the arguments were.
+  c10::SmallVector<at::Tensor, 6> chain_inputs;
+  const bool chain_on = recording_chains(*st);
+  if (chain_on) boxed_chain_inputs(op, *stack, nargs, &chain_inputs);
   if (encode_call(op, *stack, nargs, &key)) visit_call(*st, op, key, nargs, [&] { return stack; }, &v);
-  c10::SmallVector<at::Tensor, 6> chain_inputs;  // Note [Chain profiling]
-  const bool chain = v.rec && recording_chains(*st);
-  if (chain) boxed_chain_inputs(op, *stack, nargs, &chain_inputs);
+  const bool chain = chain_on && v.rec;
   if (v.served) {
     v.sample->finish();
     if (chain) observe_boxed_chain(*st, v.rec, op, chain_inputs, *stack);

@@ -137,6 +137,9 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
             break;
           }
       connected |= in.producer >= 0;
+      if (in.producer < 0 && n_ > 0)  // or a tensor the previous call read from outside: x*0.5 then pow(x, 3)
+        for (const ChainInput& prev : nodes_[n_ - 1].node.inputs)
+          if (prev.producer < 0 && prev.index >= 0 && same_target(externals_[prev.index], *t)) connected = true;
     }
     open.node.inputs.push_back(in);
   }

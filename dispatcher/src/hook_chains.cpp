@@ -43,6 +43,7 @@ void boxed_chain_inputs(const c10::OperatorHandle& op, const torch::jit::Stack& 
                         c10::SmallVector<at::Tensor, 6>* out) noexcept {
   try {
     const auto& schema_args = op.schema().arguments();
+    if (stack.size() < nargs) return;
     for (size_t i = 0; i < nargs && i < schema_args.size(); ++i) {
       const c10::IValue& a = stack[stack.size() - nargs + i];
       if (a.isTensor()) {

@@ -17,7 +17,7 @@ class ChainEnv : public ::testing::Environment {
   void SetUp() override {
     HookOptions o;
     o.mode = Mode::kTune;
-    o.ops = {"mul.Tensor", "add.Scalar", "add.Tensor", "mean.dim", "silu", "sigmoid"};
+    o.ops = {"mul.Tensor", "add.Scalar", "add.Tensor", "mean.dim", "silu", "sigmoid", "native_batch_norm"};
     for (const auto& op : chain_ops()) o.ops.push_back(op);
     o.hot_calls = 1000000;  // nothing is handed to an optimizer here
     o.sample_every = 1;
@@ -117,6 +117,30 @@ TEST(ChainBuilder, UnconnectedCallsBreakChainsAndSingleCallsAreNotChains) {
   EXPECT_EQ(r->externals, 2);
 }
 
+// HF's gelu_new: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3)))). Its first call reads only x,
+// and so does the second: they join because the second reads what the first read.
+TEST(ChainBuilder, CallsReadingWhatThePreviousCallReadJoinIt) {
+  auto half = record("aten::mul", "Scalar", 51), cube = record("aten::pow", "Tensor_Scalar", 52);
+  auto mix = record("aten::mul", "Tensor", 53), other = record("aten::sigmoid", "", 54);
+  ChainTable table;
+  ChainBuilder b;
+  const at::Tensor x = at::randn({4}), mask = at::randn({4});
+  const at::Tensor h = x * 0.5, c = x.pow(3), y = h * c, m1 = mask.sigmoid(), z = m1 * mask;
+  b.observe(call(half.get(), {&x}, {&h}), table);
+  b.observe(call(cube.get(), {&x}, {&c}), table);
+  b.observe(call(mix.get(), {&h, &c}, {&y}), table);
+  b.observe(call(other.get(), {&mask}, {&m1}), table);  // reads neither an output nor what the last call read
+  ASSERT_EQ(table.size(), 1u);
+  ChainRecord* r = all(table)[0];
+  EXPECT_EQ(r->nodes.size(), 3u);
+  EXPECT_EQ(r->nodes[1].inputs, (std::vector<ChainInput>{{-1, 0}}));
+  EXPECT_EQ(r->nodes[2].inputs, (std::vector<ChainInput>{{0, 0}, {1, 0}}));
+  b.observe(call(mix.get(), {&m1, &mask}, {&z}), table);
+  ChainRecord* r2 = b.close(table);
+  ASSERT_NE(r2, nullptr);
+  EXPECT_EQ(r2->nodes.size(), 2u);
+}
+
 TEST(ChainBuilder, LongRunsCommitAtTheCap) {
   auto s = record("aten::sigmoid", "", 31);
   ChainTable table;
@@ -205,6 +229,62 @@ TEST(ChainHook, ThreadsBuildTheirOwnChains) {
   for (ChainRecord* r : hook_chains_of_length(6))
     if (r->nodes[0].rec->sig.text.find("[4,32]") != std::string::npos) total += r->count.load();
   EXPECT_EQ(total, 20u);  // each thread's 10, none interleaved into the other's
+}
+
+/// A CPU replacement for any op: ATen itself, called boxed with the hooks bypassed.
+class AtenReplacement final : public Replacement {
+ public:
+  explicit AtenReplacement(const c10::OperatorHandle& op) : op_(op) {}
+  Status run(torch::jit::Stack* stack, size_t) noexcept override {
+    ++runs;
+    BypassScope b;
+    op_.callBoxed(stack);
+    return Status();
+  }
+  std::string describe() const override { return "aten"; }
+  std::atomic<int> runs{0};
+
+ private:
+  c10::OperatorHandle op_;
+};
+
+// A call served by a replacement through the boxed carrier (native_batch_norm has no typed kernel) leaves its
+// outputs where its arguments were: the chain's inputs are taken before (a regression: reading them after the
+// replacement ran indexed past the stack and crashed served apps with CUDAL1_FUSE=on, ResNet-50 on the H200).
+TEST(ChainHook, CallsServedThroughTheBoxedCarrierAreRecorded) {
+  const at::Tensor w = at::rand({8}) + 0.5, b = at::randn({8}), mean = at::randn({8}), var = at::rand({8}) + 0.5;
+  auto bn = [&](const at::Tensor& x) {
+    return std::get<0>(at::native_batch_norm(x.sigmoid(), w, b, mean, var, false, 0.1, 1e-5)).sigmoid();
+  };
+  (void)bn(at::randn({2, 8, 3, 3}));
+  SigRecord* rec = nullptr;
+  for_each_record([&](SigRecord& r) {
+    if (r.sig.text.rfind("aten::native_batch_norm(f32[2,8,3,3]", 0) == 0) rec = &r;
+  });
+  ASSERT_NE(rec, nullptr);
+  auto owned =
+      std::make_unique<AtenReplacement>(c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", ""));
+  AtenReplacement* rep = owned.get();
+  rec->install(std::move(owned), SigRecord::Outcome{});
+  close_chain_on_this_thread();
+  for (int it = 0; it < 6; ++it) {
+    const at::Tensor x = at::randn({2, 8, 3, 3});
+    const at::Tensor y = bn(x);
+    BypassScope aten;
+    EXPECT_TRUE(at::equal(y, bn(x)));
+  }
+  close_chain_on_this_thread();
+  EXPECT_EQ(rep->runs.load(), 6);
+  bool found = false;
+  for (ChainRecord* r : hook_chains_of_length(3))
+    if (r->nodes[1].rec == rec) {
+      found = true;
+      EXPECT_GE(r->count.load(), 6u);
+      EXPECT_EQ(r->nodes[1].inputs,
+                (std::vector<ChainInput>{{0, 0}, {-1, 1}, {-1, 2}, {-1, 3}, {-1, 4}}));  // x.sigmoid(), w, b, mean, var
+      EXPECT_EQ(r->nodes[2].inputs, (std::vector<ChainInput>{{1, 0}}));
+    }
+  EXPECT_TRUE(found);
 }
 
 TEST(ChainHook, BypassedCallsAreNotRecorded) {

@@ -6,8 +6,11 @@
 /// with, beyond the families' own; not casts, whose `_to_copy` has a BackendSelect kernel of its own) and, after every top-level hooked call on a profiled device, hands the call to this
 /// thread's ChainBuilder. The builder keeps the *open chain*: the calls since the last break, each with where
 /// its tensor arguments came from, either an earlier call of the open chain (producer node, output index) or an
-/// external tensor (numbered by first use inside the chain, so `x * x` reads one external twice). A call none of
-/// whose tensor arguments is an open-chain output breaks the chain: the open chain, if it has at least 2 calls,
+/// external tensor (numbered by first use inside the chain, so `x * x` reads one external twice). A call joins
+/// the open chain when one of its tensor arguments is an open-chain output, or an external tensor the previous
+/// call read too (HF's gelu_new reads its input in `0.5 * x` and again in `pow(x, 3)`; a mask read by every
+/// layer does not join layers, since the call before it did not read it). Any other call breaks the chain: the
+/// open chain, if it has at least 2 calls,
 /// is *committed* (found or inserted in the ChainTable by its key, counted), and the call starts a new one. So
 /// an op the hook does not see (a matmul, a convolution) splits chains, since its output is no chain output.
 /// A chain is capped at kMaxChainNodes calls; a longer run commits and restarts there.
