@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# End-to-end measurement on real models (GPU machine, after scripts/gpu_run.sh build): torchvision's ResNet-50
+# (batch 32, fp32) and transformers' GPT-2 small (fp16, 8x512), built from their configs with random weights,
+# traced to TorchScript and served by a plain C++ app (examples/model_runner.cpp) with cudal1 off, tuning
+# (CUDAL1_MODE=tune: tune, wait for the tuner, then time) and serving from that cache (CUDAL1_MODE=serve); and the
+# same models in Python, eager and torch.compile, in the same run. Outputs are compared with the cudal1-off run.
+# Usage: scripts/real_models.sh [build-dir]   (OUT: where results go, default ./out). Prints a table last.
+# MODELS="resnet50 gpt2" picks models; MODELS_DIR (default /tmp/cudal1_models) keeps the traced models and the
+# Python timings between calls (exported once); TUNE_TIMEOUT (s, default 400) bounds a tuning run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build-gpu}
+OUT=${OUT:-$PWD/out}
+ITERS=${ITERS:-30}
+W=${MODELS_DIR:-/tmp/cudal1_models}
+MODELS=${MODELS:-resnet50 gpt2}
+mkdir -p "$OUT" "$W"
+RUNNER=$B/examples/cudal1_model_runner
+CLI=$B/csrc/cli/cudal1
+[ -x "$RUNNER" ] || { echo "no $RUNNER: build first (scripts/gpu_run.sh build)"; exit 1; }
+
+# The GPU machine's layout (scripts/gpu_run.sh): Debian packages unpacked into a prefix, torch from python3.
+export LD_LIBRARY_PATH="/opt/cudal1-deps/usr/lib/x86_64-linux-gnu:$(python3 -c \
+  'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))'):${LD_LIBRARY_PATH:-}"
+todo=""
+for m in $MODELS; do
+  [ -f "$W/$m.pt" ] && grep -q "model=$m mode=compile" "$W/models_python.txt" 2>/dev/null || todo="$todo,$m"
+done
+if [ -n "$todo" ]; then
+  echo "== export + Python eager / torch.compile: ${todo#,} ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+  timeout 900 python3 scripts/models/export_models.py "$W" "$ITERS" "${todo#,}" >>"$W/models_python.txt" 2>&1
+fi
+cp "$W/models_python.txt" "$OUT/models_python.txt"
+grep '^PY' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
+
+declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257")
+for m in $MODELS; do
+  cache="$W/cache_$m"
+  echo "== $m: cudal1 off"
+  CUDAL1_ENABLE=0 timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_off.txt" | grep -E '^RESULT|cudal1:'
+  echo "== $m: cudal1 tune (then wait for the tuner and time)"
+  CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_CACHE_DIR="$cache" timeout "${TUNE_TIMEOUT:-400}" "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
+    "$W/${m}_tune.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tune.txt" | grep -E '^RESULT|cudal1:'
+  echo "== $m: cudal1 serve (from the tune run's cache)"
+  CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_CACHE_DIR="$cache" timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
+    "$W/${m}_serve.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_serve.txt" | grep -E '^RESULT|cudal1:'
+  "$CLI" --cache-dir "$cache" report >"$OUT/${m}_report.txt" 2>&1
+  cp "$OUT/${m}_off.txt" "$OUT/${m}_tune.txt" "$OUT/${m}_serve.txt" "$W/" 2>/dev/null
+done
+
+echo "== table (ms per iteration, median of 5 rounds of $ITERS; speedups over C++ eager with cudal1 off)"
+val() { grep -o "$2=[0-9.e+-]*" "$1" 2>/dev/null | tail -1 | cut -d= -f2; }
+printf '%-9s %9s %9s %9s %9s %9s %8s %8s %8s %14s\n' model cpp_off tune serve py_eager compile tune_x serve_x compile_x "max|diff|/scale"
+for m in resnet50 gpt2; do
+  [ -f "$W/${m}_off.txt" ] || continue
+  for f in off tune serve; do cp "$W/${m}_$f.txt" "$OUT/" 2>/dev/null; done
+  off=$(val "$OUT/${m}_off.txt" ms_per_iter); tune=$(val "$OUT/${m}_tune.txt" ms_per_iter)
+  serve=$(val "$OUT/${m}_serve.txt" ms_per_iter)
+  pe=$(grep "model=$m mode=eager" "$OUT/models_python.txt" | grep -o 'ms_per_iter=[0-9.]*' | cut -d= -f2)
+  pc=$(grep "model=$m mode=compile" "$OUT/models_python.txt" | grep -o 'ms_per_iter=[0-9.]*' | cut -d= -f2)
+  d=$(val "$OUT/${m}_serve.txt" max_abs_diff); s=$(val "$OUT/${m}_serve.txt" scale)
+  awk -v m="$m" -v off="$off" -v t="$tune" -v sv="$serve" -v pe="$pe" -v pc="$pc" -v d="$d" -v s="$s" 'BEGIN {
+    r = (off > 0 && t > 0) ? off / t : 0; rs = (off > 0 && sv > 0) ? off / sv : 0; rc = (off > 0 && pc > 0) ? off / pc : 0
+    printf "%-9s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx %7.3fx %14.3g\n", m, off, t, sv, pe, pc, r, rs, rc, (s > 0 ? d / s : -1) }'
+done | tee "$OUT/real_models_table.txt"
