@@ -1,5 +1,6 @@
 /// @brief The normalisation family: what it accepts (Note [Norm rows]), its technique space, features and binding.
 #include "norm_family.h"
+#include "norm_held.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>

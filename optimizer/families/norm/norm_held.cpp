@@ -4,6 +4,7 @@
 
 #include "codegen_common.h"
 #include "norm_family.h"
+#include "norm_held.h"
 
 namespace cudal1::optimizer::norm {
 namespace {

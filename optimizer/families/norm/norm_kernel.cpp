@@ -9,6 +9,7 @@
 #include "cudal1/optimizer/layout.h"
 #include "grid.h"
 #include "norm_family.h"
+#include "norm_held.h"
 
 namespace cudal1::optimizer::norm {
 namespace {
