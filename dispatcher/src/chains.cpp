@@ -47,6 +47,8 @@ const char* chain_state_name(ChainState s) noexcept {
   switch (s) {
     case ChainState::kCold: return "cold";
     case ChainState::kHot: return "hot";
+    case ChainState::kFused: return "fused";
+    case ChainState::kDiverged: return "diverged";
   }
   return "?";
 }
@@ -164,9 +166,20 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     }
     in.index = slot;
   }
-  for (const at::Tensor* t : call.outputs)
-    cur.outputs.push_back(t && t->defined() ? weak_of(*t) : c10::weak_intrusive_ptr<c10::TensorImpl>(
-                                                                c10::intrusive_ptr<c10::TensorImpl>()));
+  cur.node.outputs.resize(call.outputs.size());  // reuses the slot's capacity: no allocation once warm
+  for (size_t i = 0; i < call.outputs.size(); ++i) {
+    const at::Tensor* t = call.outputs[i];
+    const bool def = t && t->defined();
+    cur.outputs.push_back(def ? weak_of(*t) : c10::weak_intrusive_ptr<c10::TensorImpl>(
+                                                  c10::intrusive_ptr<c10::TensorImpl>()));
+    TensorSpec& spec = cur.node.outputs[i];
+    spec.defined = def;
+    if (!def) continue;
+    spec.dtype = t->scalar_type();
+    spec.sizes.assign(t->sizes().begin(), t->sizes().end());
+    spec.strides.assign(t->strides().begin(), t->strides().end());
+    spec.storage_offset = t->storage_offset();
+  }
   ++n_;
   return committed;
 }

@@ -35,6 +35,17 @@ Result<CUstream> current_stream(int device) noexcept {
   }
 }
 
+int stream_capturing(int device) noexcept {
+  try {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) return -1;
+    return status == cudaStreamCaptureStatusNone ? 0 : 1;
+  } catch (...) {
+    return -1;
+  }
+}
+
 int cuda_runtime_version() noexcept {
   int v = 0;
   if (cudaRuntimeGetVersion(&v) != cudaSuccess) return 0;
@@ -48,6 +59,7 @@ int cuda_device_count() noexcept { return 0; }
 Result<CUstream> current_stream(int) noexcept {
   return Status(Code::kUnavailable, "this build of cudal1 has no torch-CUDA glue (CPU-only LibTorch)");
 }
+int stream_capturing(int) noexcept { return -1; }
 int cuda_runtime_version() noexcept { return 0; }
 
 #endif

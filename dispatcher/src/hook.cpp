@@ -4,6 +4,7 @@
 
 #include "cudal1/core/log.h"
 #include "hook_state.h"
+#include "region.h"
 
 namespace cudal1::dispatcher {
 
@@ -27,6 +28,7 @@ Status register_kernels(HookState& st) {
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect,
                                                __FILE__, __LINE__);
   try {
+    st.typed_ops.clear();
     for (const auto& spec : st.ops) {
       bool typed = false;
       try {
@@ -34,6 +36,7 @@ Status register_kernels(HookState& st) {
       } catch (const std::exception& e) {  // a torch whose schema differs from our typed kernel: use the boxed one
         CUDAL1_LOG(kWarn, "typed hook for " << spec << " refused (" << e.what() << "); using the boxed one");
       }
+      if (typed) st.typed_ops.push_back(spec);
       if (!typed) lib->impl(spec.c_str(), torch::CppFunction::makeFromBoxedFunction<&detail::boxed_hook>());
     }
   } catch (const std::exception& e) {
@@ -100,6 +103,7 @@ Status install_hooks(const HookOptions& opts, HookCallbacks callbacks) {
 Status suspend_hooks() {
   HookState* st = g_state.load();
   if (!st) return Status(Code::kInvalidArgument, "hooks are not installed");
+  detail::flush_all(detail::FlushReason::kOther);  // Note [Deferred regions]: nothing stays pending unhooked
   std::lock_guard<std::mutex> lock(st->registration_mu);
   delete st->lib;  // deregisters every kernel it registered
   st->lib = nullptr;
@@ -143,7 +147,11 @@ void collect_samples() noexcept {
 
 uint64_t nested_calls_on_this_thread() noexcept { return detail::t_nested; }
 
-void push_bypass() noexcept { ++detail::t_bypass; }
+void push_bypass() noexcept {
+  // Note [Deferred regions]: calls made while bypassed go straight to ATen, so this thread's region runs first.
+  if (detail::g_regions_live.load(std::memory_order_relaxed)) detail::flush_this_thread(detail::FlushReason::kOther);
+  ++detail::t_bypass;
+}
 void pop_bypass() noexcept {
   if (detail::t_bypass > 0) --detail::t_bypass;
 }

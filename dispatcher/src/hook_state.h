@@ -24,6 +24,7 @@ struct HookState {
   HookOptions opts;
   HookCallbacks cb;
   std::vector<std::string> ops;
+  std::vector<std::string> typed_ops;  ///< the ops with a typed kernel (they reach the region code)
   std::mutex registration_mu;
   torch::Library* lib = nullptr;  // null while suspended
   std::array<std::atomic<SigTable*>, kMaxDevices + 1> tables{};  // [0] CPU, [d+1] CUDA device d

@@ -1,6 +1,7 @@
 /// @brief The typed carrier: unboxed kernels for the families' ops, so that a cold call costs no boxing of its
 /// arguments (a stack is built only to create a record or to run a replacement).
 #include "hook_state.h"  // first: the generated op headers need the dispatcher's types
+#include "region.h"
 
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
@@ -96,6 +97,21 @@ struct FromStack<std::tuple<T...>> {
   }
 };
 
+/// A deferred call's pending outputs, as the op returns them.
+template <typename R>
+struct FromVector {
+  static R take(std::vector<at::Tensor>& v) { return std::move(v.at(0)); }
+};
+template <typename... T>
+struct FromVector<std::tuple<T...>> {
+  static std::tuple<T...> take(std::vector<at::Tensor>& v) { return take(v, std::index_sequence_for<T...>{}); }
+  template <size_t... I>
+  static std::tuple<T...> take(std::vector<at::Tensor>& v, std::index_sequence<I...>) {
+    if (v.size() != sizeof...(T)) throw std::logic_error("deferred call: wrong number of outputs");
+    return std::tuple<T...>(std::move(v[I])...);
+  }
+};
+
 /// A typed call's tensors for chain profiling (Note [Chain profiling]): tensor and optional-tensor arguments,
 /// and the outputs (one tensor or a tuple of them).
 void chain_arg(ChainBuilder::Call& c, const at::Tensor& t) { c.args.push_back(&t); }
@@ -126,12 +142,28 @@ template <typename Op, typename R, typename... Args>
 struct Typed<Op, R(Args...)> {
   static R hook(c10::DispatchKeySet ks, Args... args) {
     HookState* st = active_state();
-    if (!st) return Op::redispatch(after_hook(ks), args...);
+    if (!st) {  // bypassed or nested: an open region of this thread runs first (Note [Deferred regions])
+      if (g_regions_live.load(std::memory_order_relaxed)) flush_this_thread(FlushReason::kOther);
+      return Op::redispatch(after_hook(ks), args...);
+    }
     DepthGuard depth;
     Visit v;
     SigKey key;
     key_begin(handle<Op>(), &key);
-    if ((key_arg(args, &key) && ...) && key_finish(&key)) {
+    const bool keyed = (key_arg(args, &key) && ...) && key_finish(&key);
+    if (g_regions_live.load(std::memory_order_relaxed)) {  // defer it, or run this thread's region first
+      ChainBuilder::Call c;
+      c.rec = keyed && accepted(*st, key) ? lookup(*st, key) : nullptr;
+      (chain_arg(c, args), ...);
+      std::vector<at::Tensor> outs;
+      if (defer_or_flush(*st, c.rec, c, &outs)) {
+        c.rec->calls.fetch_add(1, std::memory_order_relaxed);
+        R out = FromVector<R>::take(outs);
+        if (recording_chains(*st)) observe_typed(*st, c.rec, out, args...);
+        return out;
+      }
+    }
+    if (keyed) {
       std::optional<torch::jit::Stack> stack;
       visit_call(*st, handle<Op>(), key, sizeof...(Args), [&] {
         if (!stack) stack.emplace(torch::jit::Stack{boxed(args)...});

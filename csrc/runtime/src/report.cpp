@@ -9,8 +9,28 @@
 
 #include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/regions.h"
 
 namespace cudal1::runtime {
+namespace {
+
+using json = nlohmann::json;
+
+/// Note [Deferred regions]: whether regions can open, and what they did.
+json region_json() {
+  const auto r = dispatcher::region_counters();
+  return {{"status", dispatcher::deferral_status()},
+          {"opened", r.opened},
+          {"completed", r.completed},
+          {"flushed_early", {{"diverged", r.diverged}, {"by_op", r.by_op}, {"by_cuda", r.by_cuda},
+                             {"by_other", r.by_other}}},
+          {"outputs_written", r.written},
+          {"outputs_skipped", r.skipped},
+          {"kernel_failures", r.kernel_failures},
+          {"lost", r.lost}};
+}
+
+}  // namespace
 
 std::string build_report(const ReportHeader& h) {
   using nlohmann::json;
@@ -64,7 +84,10 @@ std::string build_report(const ReportHeader& h) {
                       {"externals", ch.externals},
                       {"same_external", ch.same_external()},
                       {"state", dispatcher::chain_state_name(ch.state.load())},
-                      {"speedup", 0.0}});  // no chain kernel yet: every chain runs as its ops on ATen
+                      {"regions", {{"opened", ch.regions.load()},
+                                   {"completed", ch.completed.load()},
+                                   {"flushed_early", ch.flushed_early.load()}}},
+                      {"speedup", 0.0}});  // no chain kernel generator yet: no chain is fused in an app
   });
   std::sort(chains.begin(), chains.end(), [](const json& a, const json& b) {
     return a["est_total_us"].get<double>() > b["est_total_us"].get<double>() ||
@@ -87,7 +110,8 @@ std::string build_report(const ReportHeader& h) {
                 {"cache_hits", h.cache_hits},
                 {"tuned", h.tuned}}},
               {"signatures", sigs},
-              {"chains", chains}};
+              {"chains", chains},
+              {"regions", region_json()}};
   return doc.dump();
 }
 

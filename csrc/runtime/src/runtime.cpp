@@ -35,6 +35,7 @@
 #include "cudal1/core/version.h"
 #include "cudal1/cudal1.h"
 #include "cudal1/dispatcher/chains.h"
+#include "cudal1/dispatcher/regions.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/device_info.h"
@@ -79,6 +80,7 @@ void write_report(bool final_report) {
 void on_exit() {
   Runtime& r = rt();
   if (r.tuner) r.tuner->stop();
+  dispatcher::flush_all_regions();  // Note [Deferred regions]: nothing stays pending past cudal1's shutdown
   dispatcher::collect_samples();
   dispatcher::close_chain_on_this_thread();
   if (r.cfg.fuse) dispatcher::update_hot_chains(r.cfg.hot_calls, r.cfg.chain_share);

@@ -49,16 +49,22 @@ struct ChainInput {
   bool operator==(const ChainInput& o) const { return producer == o.producer && index == o.index; }
 };
 
-/// One call of a chain: its signature and its tensor arguments' sources, in argument order.
+/// One call of a chain: its signature, its tensor arguments' sources in argument order, and its tensor outputs'
+/// metadata as first seen (a signature fixes them: deferral allocates outputs from these).
 struct ChainNode {
   SigRecord* rec = nullptr;
   std::vector<ChainInput> inputs;
+  std::vector<TensorSpec> outputs;
 };
 
-/// Lifecycle of a chain (deferral and chain kernels add states after kHot).
+class ChainKernel;  // regions.h
+
+/// Lifecycle of a chain. kFused and later are set by the region code (Note [Deferred regions]).
 enum class ChainState : uint8_t {
-  kCold,  ///< counted, not hot yet
-  kHot,   ///< committed CUDAL1_HOT_CALLS times and over CUDAL1_CHAIN_SHARE of the device time
+  kCold,      ///< counted, not hot yet
+  kHot,       ///< committed CUDAL1_HOT_CALLS times and over CUDAL1_CHAIN_SHARE of the device time
+  kFused,     ///< a chain kernel computes it: its calls are deferred and run as one (regions.h)
+  kDiverged,  ///< was fused, but its deferred regions diverged too often: its calls run one by one again
 };
 const char* chain_state_name(ChainState s) noexcept;
 
@@ -73,6 +79,10 @@ class ChainRecord {
   const int externals;  ///< distinct external tensors
   std::atomic<uint64_t> count{0};
   std::atomic<ChainState> state{ChainState::kCold};
+  std::atomic<ChainKernel*> kernel{nullptr};  ///< set with kFused; owned by the region code, kept until exit
+  /// Deferred regions of this chain: opened, run whole by its kernel, flushed early (a prefix, through ATen).
+  std::atomic<uint64_t> regions{0}, completed{0}, flushed_early{0};
+  std::atomic<uint64_t> recent_early{0};  ///< the last 64 regions, newest in bit 0: 1 = flushed early
 
   /// Device time of the nodes' sampled calls per chain run, in microseconds (0 while none was sampled).
   double mean_us() const;
@@ -127,7 +137,7 @@ class ChainBuilder {
 
  private:
   struct Open {
-    ChainNode node;
+    ChainNode node;  // node.outputs' specs are filled when the chain is new to the table (cold path)
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> outputs;
   };
   // The open chain is nodes_[0, n_): slots past n_ keep their vectors' capacity, so a steady stream of calls

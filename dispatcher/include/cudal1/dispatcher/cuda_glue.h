@@ -36,6 +36,10 @@ class ContextScope {
   bool restore_ = false;
 };
 
+/// Whether torch's current stream on `device` is being captured into a CUDA graph: 1 yes, 0 no, -1 unknown
+/// (no torch-CUDA, or the query failed).
+int stream_capturing(int device) noexcept;
+
 /// The CUDA runtime version torch was built with (e.g. 13000); 0 without torch-CUDA.
 int cuda_runtime_version() noexcept;
 

@@ -16,6 +16,8 @@
 
 namespace cudal1::dispatcher {
 
+class ChainRecord;  // chains.h
+
 /// A kernel that serves calls of one signature in place of ATen.
 class Replacement {
  public:
@@ -71,6 +73,8 @@ struct SigRecord {
   std::atomic<uint64_t> replaced_calls{0};
   std::atomic<SigState> state{SigState::kCold};
   std::atomic<Replacement*> replacement{nullptr};  ///< non-null only in kReplaced; owned by `owned`
+  /// The fused chain whose first node this signature is (Note [Deferred regions]); null when none.
+  std::atomic<ChainRecord*> chain_head{nullptr};
 
   /// Outcome details for reports; guarded by `mu` (cold path only).
   struct Outcome {

@@ -1,0 +1,115 @@
+/// @brief Deferred regions: the calls of a fused chain are deferred and computed by one chain kernel, and
+/// nothing the app can observe ever sees a value before it is written (Note [Deferred regions]).
+///
+/// Note [Deferred regions]
+/// A chain (Note [Chain profiling]) in state kFused has a ChainKernel that computes all its nodes at once.
+/// When a hooked call matches a fused chain's first node, on a thread with no open region, the hook opens a
+/// *region* on that thread instead of running the call: it allocates the call's outputs (sizes, strides,
+/// dtype as the chain recorded them, on the current stream) and returns them unwritten. Each following call
+/// that is the chain's next node, wired the same way (its chain inputs are the very tensors the region handed
+/// out, its external inputs the same tensors as in the region so far) and on the same stream, is deferred the
+/// same way. When the last node was deferred the region is *complete*; its kernel runs at the next event
+/// below, so that outputs the app dropped meanwhile are never written (outputs are held as weak references to
+/// their TensorImpl: a dead one is passed to the kernel as an undefined tensor).
+///
+/// The invariant: the app never observes an unwritten value. A region runs (is *flushed*) before:
+///  - any hooked call that is not the chain's next node (a *divergence*; the open prefix runs through ATen);
+///  - any other dispatcher op on the region's thread: while a region is open, the thread's TLS includes
+///    DispatchKey::DeferredInit, whose fallback (ours) flushes and redispatches; the hooked ops have
+///    fallthrough kernels on that key, so they reach the hook. So `.item()`, copies to the CPU, views, in-place
+///    ops on a pending tensor or on an external input, an unhooked matmul: all flush first;
+///  - any CUDA work or synchronisation issued outside ATen, from any thread: a CUPTI callback subscribed to the
+///    launch, memcpy, memset, synchronise, event-record, stream-wait and capture-begin entry points of the
+///    runtime and driver APIs flushes every open region before the call proceeds. This also covers another
+///    thread using a pending tensor (its kernels or copies launch through those APIs) and a kernel launched on
+///    a pending tensor's raw pointer. Without CUPTI (library missing, another subscriber active) regions are
+///    never opened on CUDA tensors, and deferral_status() says why;
+///  - the thread's exit, flush_all_regions() (cudal1's shutdown, reports) and a failure inside cudal1.
+/// A region is never opened for a call that autograd records (grad mode on and an input requiring grad), on a
+/// stream being captured into a CUDA graph, under BypassScope / ScopedAtenOnly, or for CPU tensors unless
+/// the hook was installed with HookOptions::profile_cpu and DeferralOptions::cpu (host tests; CPU has no
+/// equivalent of the CUPTI guard, so raw-pointer reads of a pending CPU tensor are not covered).
+/// A flush of a complete region runs the chain kernel on the region's stream; a prefix (or a kernel that
+/// failed) runs the chain's nodes through ATen with the same arguments and copies each result into its
+/// pending output, so an early flush costs time but never changes a value. A fused chain whose regions flush
+/// early in more than half of the last 64 (once 32 ran) goes to kDiverged: its calls run one by one again.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cudal1/core/status.h"
+#include "cudal1/dispatcher/chains.h"
+
+namespace cudal1::dispatcher {
+
+/// Computes a whole chain in one go.
+class ChainKernel {
+ public:
+  virtual ~ChainKernel() = default;
+  /// Writes every defined tensor of `outputs` (per node, per output, as the chain's nodes produce them;
+  /// undefined where the app dropped the tensor: not to be written) from `externals` (by external slot), on
+  /// the current stream. On failure returns the reason with nothing promised about the outputs (the caller
+  /// recomputes them through ATen). Must not throw. Called from any thread, never concurrently for one region.
+  virtual Status run(const std::vector<at::Tensor>& externals,
+                     const std::vector<std::vector<at::Tensor>>& outputs) noexcept = 0;
+  /// Readable name, e.g. "aten replay" or "pointwise vec4.b256".
+  virtual std::string describe() const = 0;
+};
+
+/// Runs the first `nodes` nodes of `chain` through ATen (each node's non-tensor arguments as its signature
+/// recorded them) and copies each result into the defined tensors of `outputs`. Calls pass the hook
+/// (BypassScope). The reference every chain kernel is verified against, and what flushes a prefix.
+Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at::Tensor>& externals,
+                    const std::vector<std::vector<at::Tensor>>& outputs) noexcept;
+
+/// A ChainKernel that is replay_chain over the whole chain: no faster than ATen; for tests of the region
+/// mechanism and as the kernel of last resort.
+std::unique_ptr<ChainKernel> aten_chain_kernel(const ChainRecord& chain);
+
+struct DeferralOptions {
+  bool cpu = false;     ///< also defer CPU-tensor chains (host tests only: no CUPTI guard there)
+  bool poison = false;  ///< fill pending outputs with NaN (or all ones) when allocated: a missed flush shows (tests)
+};
+
+/// Turns deferral on for the installed hook: registers the DeferredInit fallback and the hooked ops'
+/// fallthroughs, and arms the CUPTI guard when CUDA tensors can be deferred. Idempotent; call after
+/// install_hooks. Returns InvalidArgument without hooks; a missing CUPTI is not an error (CUDA stays
+/// undeferred; deferral_status() says why).
+Status enable_deferral(const DeferralOptions& opts = {});
+
+/// One line: whether regions can be opened on CPU and on CUDA tensors, and if not, why.
+std::string deferral_status();
+
+/// Installs `kernel` for `chain` and moves it to kFused (from kHot, kCold or kDiverged). The kernel is kept
+/// until exit. InvalidArgument when deferral is not enabled or the chain cannot be deferred (an output with a
+/// storage offset, a node with a non-tensor output).
+Status fuse_chain(ChainRecord& chain, std::unique_ptr<ChainKernel> kernel);
+
+/// Runs every open region of every thread now. Never throws; safe from any thread.
+void flush_all_regions() noexcept;
+
+/// Counters since enable_deferral.
+struct RegionCounters {
+  uint64_t opened = 0;         ///< regions opened
+  uint64_t completed = 0;      ///< every node deferred: run whole (by the chain kernel)
+  // Regions flushed before their last node, by what flushed them (their prefix ran through ATen):
+  uint64_t diverged = 0;       ///< a hooked call that was not the next node
+  uint64_t by_op = 0;          ///< another dispatcher op on the thread (DeferredInit fallback)
+  uint64_t by_cuda = 0;        ///< a CUDA API call from any thread (CUPTI guard)
+  uint64_t by_other = 0;       ///< thread exit, flush_all_regions, bypass, an internal failure
+  uint64_t written = 0;        ///< outputs written by flushes
+  uint64_t skipped = 0;        ///< outputs the app had dropped before the flush: never written
+  uint64_t kernel_failures = 0;  ///< chain kernels that failed (the region then ran through ATen)
+  uint64_t lost = 0;           ///< flushes that failed altogether (logged as errors; must stay 0)
+};
+RegionCounters region_counters() noexcept;
+
+/// True while the calling thread has an open region (tests).
+bool region_open_on_this_thread() noexcept;
+
+}  // namespace cudal1::dispatcher

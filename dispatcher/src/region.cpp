@@ -1,0 +1,367 @@
+/// @brief Deferred regions: each thread's open region, deferring and flushing (Note [Deferred regions]).
+#include "region.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "cudal1/core/log.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "hook_state.h"
+
+namespace cudal1::dispatcher {
+namespace detail {
+
+std::atomic<bool> g_regions_live{false};
+
+bool region_deferral_allowed(const c10::Device& d);  // regions_api.cpp
+bool region_poison();                                // regions_api.cpp
+
+namespace {
+
+constexpr c10::DispatchKey kRegionKey = c10::DispatchKey::DeferredInit;
+
+struct Counters {
+  std::atomic<uint64_t> opened{0}, completed{0}, diverged{0}, by_op{0}, by_cuda{0}, by_other{0}, written{0},
+      skipped{0}, kernel_failures{0}, lost{0};
+};
+Counters g_counters;
+std::atomic<int> g_open{0};  // open regions, all threads
+thread_local int t_work = 0;  // > 0 while this thread runs region work
+
+struct WorkScope {
+  WorkScope() { ++t_work; }
+  ~WorkScope() { --t_work; }
+};
+
+/// One thread's region. Only the owner thread opens it and adds nodes; any thread may flush it (under mu).
+struct Region {
+  std::mutex mu;
+  ChainRecord* chain = nullptr;  // null: no open region
+  size_t next = 0;               // nodes deferred so far
+  c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::kCPU)};
+  std::vector<at::Tensor> externals;  // strong: the app's inputs stay alive until the region ran
+  std::vector<uint32_t> ext_versions;
+  std::vector<std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>> outputs;  // per deferred node
+};
+
+std::mutex g_regions_mu;        // guards g_regions; held across flush_all so no region dies under it
+std::vector<Region*> g_regions;
+
+uint32_t version_of(const at::Tensor& t) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return impl->is_inference() ? 0 : impl->version_counter().current_version();
+}
+
+void set_key_included(bool on) { c10::impl::tls_set_dispatch_key_included(kRegionKey, on); }
+
+/// Runs the region's chain (or its prefix) and closes it. Caller holds r.mu.
+void flush_locked(Region& r, FlushReason why) noexcept {
+  ChainRecord* c = r.chain;
+  if (!c) return;
+  WorkScope work;
+  const bool whole = r.next == c->nodes.size();
+  uint64_t written = 0, skipped = 0;
+  Status s;
+  try {
+    std::vector<std::vector<at::Tensor>> outs(r.next);
+    for (size_t k = 0; k < r.next; ++k)
+      for (auto& w : r.outputs[k]) {
+        at::Tensor t;
+        if (auto p = w.lock()) t = at::Tensor(std::move(p));
+        (t.defined() ? written : skipped) += 1;
+        outs[k].push_back(std::move(t));
+      }
+    c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
+    BypassScope bypass;
+    c10::StreamGuard on_stream(r.stream);
+    ChainKernel* kernel = c->kernel.load(std::memory_order_acquire);
+    if (whole && kernel) {
+      s = kernel->run(r.externals, outs);
+      if (!s.ok()) {
+        g_counters.kernel_failures.fetch_add(1);
+        if (first_time("chain-kernel:" + std::to_string(c->hash)))
+          CUDAL1_LOG(kWarn, "chain kernel " << kernel->describe() << " failed (" << s.to_string()
+                                            << "); this region runs through ATen");
+        s = replay_chain(*c, r.next, r.externals, outs);
+      }
+    } else {
+      s = replay_chain(*c, r.next, r.externals, outs);
+    }
+  } catch (const std::exception& e) {
+    s = Status(Code::kInternal, e.what());
+  }
+  if (!s.ok()) {
+    g_counters.lost.fetch_add(1);
+    CUDAL1_LOG(kError, "a deferred region could not be computed (" << s.to_string() << ")");
+  }
+  g_counters.written.fetch_add(written);
+  g_counters.skipped.fetch_add(skipped);
+  if (whole) {
+    g_counters.completed.fetch_add(1);
+    c->completed.fetch_add(1);
+  } else {
+    c->flushed_early.fetch_add(1);
+    switch (why) {
+      case FlushReason::kDivergence: g_counters.diverged.fetch_add(1); break;
+      case FlushReason::kOp: g_counters.by_op.fetch_add(1); break;
+      case FlushReason::kCuda: g_counters.by_cuda.fetch_add(1); break;
+      case FlushReason::kOther: g_counters.by_other.fetch_add(1); break;
+    }
+  }
+  // A chain whose regions mostly end early pays a replay each time: once 32 regions ran, more early flushes
+  // than completions among the last 64 sends it back to one-by-one calls.
+  const uint64_t bits = (c->recent_early.load() << 1) | (whole ? 0u : 1u);
+  c->recent_early.store(bits);
+  const uint64_t ran = c->completed.load() + c->flushed_early.load();
+  const int window = ran < 64 ? static_cast<int>(ran) : 64;
+  const int early = __builtin_popcountll(window == 64 ? bits : bits & ((uint64_t{1} << window) - 1));
+  if (ran >= 32 && 2 * early > window) {
+    ChainState fused = ChainState::kFused;
+    if (c->state.compare_exchange_strong(fused, ChainState::kDiverged))
+      CUDAL1_LOG(kInfo, "a chain of " << c->nodes.size() << " ops diverges too often (" << early << " of the last "
+                                      << window << " regions ended early): its calls run one by one again");
+  }
+  r.chain = nullptr;
+  r.next = 0;
+  r.externals.clear();
+  r.ext_versions.clear();
+  for (auto& o : r.outputs) o.clear();
+  g_open.fetch_sub(1);
+}
+
+struct ThreadRegion {
+  Region r;
+  ThreadRegion() {
+    std::lock_guard<std::mutex> lock(g_regions_mu);
+    g_regions.push_back(&r);
+  }
+  ~ThreadRegion() {
+    std::lock_guard<std::mutex> lock(g_regions_mu);
+    {
+      std::lock_guard<std::mutex> rl(r.mu);
+      flush_locked(r, FlushReason::kOther);
+    }
+    g_regions.erase(std::remove(g_regions.begin(), g_regions.end(), &r), g_regions.end());
+  }
+};
+
+ThreadRegion& this_thread_region() {
+  thread_local ThreadRegion t;
+  return t;
+}
+
+bool same_impl(const c10::weak_intrusive_ptr<c10::TensorImpl>& w, const at::Tensor& t) {
+  return w._unsafe_get_target() == t.unsafeGetTensorImpl();
+}
+
+/// Whether `call` is node `k` of the region's chain, wired as the chain records; new external slots it binds
+/// are appended to `bind`. Caller holds r.mu (or owns an empty region).
+bool matches(const Region& r, ChainRecord& c, size_t k, const ChainBuilder::Call& call,
+             std::vector<const at::Tensor*>* bind) {
+  if (k >= c.nodes.size()) return false;
+  const ChainNode& node = c.nodes[k];
+  if (call.rec != node.rec || call.args.size() != node.inputs.size() || node.outputs.empty()) return false;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    const at::Tensor* t = call.args[i];
+    const bool def = t && t->defined();
+    const ChainInput in = node.inputs[i];
+    if (in.producer >= 0) {
+      if (!def || static_cast<size_t>(in.producer) >= k) return false;
+      const auto& outs = r.outputs[static_cast<size_t>(in.producer)];
+      if (static_cast<size_t>(in.index) >= outs.size() || !same_impl(outs[static_cast<size_t>(in.index)], *t))
+        return false;
+      continue;
+    }
+    if (in.index < 0) {
+      if (def) return false;
+      continue;
+    }
+    if (!def) return false;
+    for (size_t p = 0; p < k; ++p)  // a pending tensor where the chain reads an external
+      for (const auto& w : r.outputs[p])
+        if (same_impl(w, *t)) return false;
+    const size_t slot = static_cast<size_t>(in.index);
+    if (slot < r.externals.size()) {
+      if (r.externals[slot].unsafeGetTensorImpl() != t->unsafeGetTensorImpl() ||
+          r.ext_versions[slot] != version_of(*t))
+        return false;
+    } else {
+      size_t bound = r.externals.size();
+      bool seen = false;
+      for (size_t b = 0; b < bind->size(); ++b)
+        if ((*bind)[b]->unsafeGetTensorImpl() == t->unsafeGetTensorImpl()) {
+          seen = slot == bound + b;
+          if (!seen) return false;
+        }
+      if (!seen) {
+        if (slot != bound + bind->size()) return false;  // slots are numbered by first use
+        bind->push_back(t);
+      }
+    }
+  }
+  return true;
+}
+
+/// Whether a region may open for this call: guarded device, no autograd recording, no graph capture.
+bool may_open(const ChainBuilder::Call& call, c10::Device* device) {
+  const at::Tensor* first = nullptr;
+  for (const at::Tensor* t : call.args)
+    if (t && t->defined()) {
+      if (!first) first = t;
+      if (t->requires_grad() && c10::GradMode::is_enabled()) return false;
+    }
+  if (!first) return false;
+  *device = first->device();
+  if (device->is_cuda()) return stream_capturing(device->index()) == 0;
+  return device->is_cpu();
+}
+
+/// Allocates the pending outputs of `node` on `device` (no dispatcher key, no hook).
+void allocate(const ChainNode& node, c10::Device device, std::vector<at::Tensor>* outs) {
+  WorkScope work;
+  c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
+  BypassScope bypass;
+  outs->clear();
+  const bool poison = region_poison();
+  for (const TensorSpec& s : node.outputs) {
+    outs->push_back(at::empty_strided(s.sizes, s.strides, at::TensorOptions().dtype(s.dtype).device(device)));
+    if (poison) outs->back().fill_(at::isFloatingType(s.dtype) ? std::nan("") : 1.0);
+  }
+}
+
+c10::weak_intrusive_ptr<c10::TensorImpl> weak_of(const at::Tensor& t) {
+  return c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr());
+}
+
+}  // namespace
+
+bool in_region_work() noexcept { return t_work > 0; }
+
+
+bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& call,
+                    std::vector<at::Tensor>* outs) noexcept {
+  (void)st;
+  if (t_work > 0) return false;
+  Region& r = this_thread_region().r;
+  try {
+    std::vector<const at::Tensor*> bind;
+    ChainRecord* chain = nullptr;
+    size_t k = 0;
+    {
+      std::unique_lock<std::mutex> lock(r.mu);
+      if (r.chain) {
+        if (rec && r.next < r.chain->nodes.size() && r.chain->state.load() == ChainState::kFused &&
+            c10::impl::getDeviceGuardImpl(r.stream.device_type())->getStream(r.stream.device()) == r.stream &&
+            matches(r, *r.chain, r.next, call, &bind)) {
+          chain = r.chain;
+          k = r.next;
+        } else {
+          flush_locked(r, FlushReason::kDivergence);
+          set_key_included(false);
+        }
+      }
+    }
+    c10::Device device(c10::kCPU);
+    if (!chain) {  // open a region when this call starts a fused chain
+      ChainRecord* head = rec ? rec->chain_head.load(std::memory_order_acquire) : nullptr;
+      if (!head || head->state.load() != ChainState::kFused) return false;
+      if (!may_open(call, &device) || !region_deferral_allowed(device)) return false;
+      bind.clear();
+      if (!matches(r, *head, 0, call, &bind)) return false;
+      allocate(head->nodes[0], device, outs);
+      std::lock_guard<std::mutex> lock(r.mu);
+      if (r.chain) return false;  // cannot happen: only this thread opens its region
+      r.chain = head;
+      r.next = 0;
+      r.stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+      g_open.fetch_add(1);
+      g_counters.opened.fetch_add(1);
+      head->regions.fetch_add(1);
+      chain = head;
+      set_key_included(true);
+    } else {
+      allocate(chain->nodes[k], r.stream.device(), outs);
+    }
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.chain != chain || r.next != k) return false;  // flushed by another thread meanwhile: run as usual
+    for (const at::Tensor* t : bind) {
+      r.externals.push_back(*t);
+      r.ext_versions.push_back(version_of(*t));
+    }
+    if (r.outputs.size() <= k) r.outputs.resize(k + 1);
+    r.outputs[k].clear();
+    for (const at::Tensor& o : *outs) r.outputs[k].push_back(weak_of(o));
+    ++r.next;
+    return true;
+  } catch (const std::exception& e) {
+    if (first_time("region-defer")) CUDAL1_LOG(kWarn, "deferring a call failed (" << e.what() << ")");
+  } catch (...) {
+  }
+  outs->clear();
+  flush_this_thread(FlushReason::kOther);
+  return false;
+}
+
+void flush_this_thread(FlushReason why) noexcept {
+  if (t_work > 0) return;
+  try {
+    Region& r = this_thread_region().r;
+    {
+      std::lock_guard<std::mutex> lock(r.mu);
+      flush_locked(r, why);
+    }
+    set_key_included(false);
+  } catch (...) {
+  }
+}
+
+void flush_all(FlushReason why) noexcept {
+  if (t_work > 0 || g_open.load(std::memory_order_acquire) == 0) return;
+  try {
+    std::lock_guard<std::mutex> lock(g_regions_mu);
+    for (Region* r : g_regions) {
+      std::lock_guard<std::mutex> rl(r->mu);
+      flush_locked(*r, why);
+    }
+  } catch (...) {
+  }
+}
+
+}  // namespace detail
+
+RegionCounters region_counters() noexcept {
+  const auto& c = detail::g_counters;
+  RegionCounters r;
+  r.opened = c.opened.load();
+  r.completed = c.completed.load();
+  r.diverged = c.diverged.load();
+  r.by_op = c.by_op.load();
+  r.by_cuda = c.by_cuda.load();
+  r.by_other = c.by_other.load();
+  r.written = c.written.load();
+  r.skipped = c.skipped.load();
+  r.kernel_failures = c.kernel_failures.load();
+  r.lost = c.lost.load();
+  return r;
+}
+
+bool region_open_on_this_thread() noexcept {
+  try {
+    auto& r = detail::this_thread_region().r;
+    std::lock_guard<std::mutex> lock(r.mu);
+    return r.chain != nullptr;
+  } catch (...) {
+    return false;
+  }
+}
+
+void flush_all_regions() noexcept { detail::flush_all(detail::FlushReason::kOther); }
+
+}  // namespace cudal1::dispatcher

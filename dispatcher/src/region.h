@@ -1,0 +1,48 @@
+/// @brief Private: the carriers' entry to deferred regions and the guards' flush entry points
+/// (Note [Deferred regions] in regions.h).
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "cudal1/dispatcher/chains.h"
+#include "cudal1/dispatcher/regions.h"
+
+namespace cudal1::dispatcher::detail {
+
+struct HookState;
+
+/// Why a region was flushed (counters).
+enum class FlushReason : uint8_t { kDivergence, kOp, kCuda, kOther };
+
+/// True once some chain was fused: only then does a hooked call look at regions (one relaxed load otherwise).
+extern std::atomic<bool> g_regions_live;
+
+/// For a hooked call on a thread where regions are live: defers it when it opens or continues a region (then
+/// `outs` holds its pending outputs, one per tensor output, and true is returned); otherwise flushes this
+/// thread's open region, if any, and returns false (the call then runs as usual). `rec` is the call's record
+/// (null when it has none). Never throws.
+bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& call,
+                    std::vector<at::Tensor>* outs) noexcept;
+
+/// Flushes the calling thread's open region, if any, and drops its TLS key. Never throws.
+void flush_this_thread(FlushReason why) noexcept;
+
+/// Flushes every thread's open region (the CUPTI guard, shutdown). Never throws; returns at once when none is
+/// open or when called from inside cudal1's own region work on this thread.
+void flush_all(FlushReason why) noexcept;
+
+/// Registers the DeferredInit fallback and a fallthrough for each op in `typed_ops` (the hooked ops whose
+/// calls reach defer_or_flush). Ok when already registered.
+Status register_region_key(const std::vector<std::string>& typed_ops);
+
+/// The CUPTI guard: subscribes to the runtime and driver API entry points that launch, copy, set, synchronise,
+/// record events, wait on events or begin a capture, and calls flush_all(kCuda) on entry. Ok when armed (or
+/// already armed); Unavailable with the reason otherwise.
+Status arm_cupti_guard();
+
+/// True while this thread runs cudal1's own region work (flushes, allocations): CUDA calls made then are ours.
+bool in_region_work() noexcept;
+
+}  // namespace cudal1::dispatcher::detail

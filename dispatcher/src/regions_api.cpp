@@ -1,0 +1,186 @@
+/// @brief Deferred regions' public side (regions.h): enabling deferral, fusing a chain, the ATen replay of a
+/// chain, and the DeferredInit key that flushes a thread's region before any other dispatcher op.
+#include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <mutex>
+
+#include "cudal1/core/log.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "hook_state.h"
+#include "region.h"
+
+namespace cudal1::dispatcher {
+namespace detail {
+namespace {
+
+struct Deferral {
+  std::mutex mu;
+  bool enabled = false;
+  bool cpu = false;
+  Status cuda;  // ok when CUDA tensors may be deferred (the CUPTI guard is armed)
+  torch::Library* fallback = nullptr;
+  torch::Library* fallthroughs = nullptr;
+  std::vector<std::unique_ptr<ChainKernel>> kernels;  // kept until exit: a flush may be running one
+};
+Deferral& deferral() {
+  static auto* d = new Deferral();  // leaked: regions may flush during static destruction
+  return *d;
+}
+std::atomic<bool> g_cpu{false}, g_cuda{false}, g_poison{false};
+
+/// The DeferredInit fallback: this thread's region runs, then the op continues as if the key were not there.
+void region_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  flush_this_thread(FlushReason::kOp);
+  static const c10::DispatchKeySet kAfter(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::DeferredInit);
+  op.redispatchBoxed(ks & kAfter, stack);
+}
+
+bool is_tensor_arg(const c10::Argument& a) {
+  const auto& t = a.type();
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  return t->kind() == c10::TypeKind::OptionalType &&
+         t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+class AtenChainKernel final : public ChainKernel {
+ public:
+  explicit AtenChainKernel(const ChainRecord& c) : chain_(c) {}
+  Status run(const std::vector<at::Tensor>& externals,
+             const std::vector<std::vector<at::Tensor>>& outputs) noexcept override {
+    return replay_chain(chain_, chain_.nodes.size(), externals, outputs);
+  }
+  std::string describe() const override { return "aten replay"; }
+
+ private:
+  const ChainRecord& chain_;
+};
+
+}  // namespace
+
+bool region_poison() { return g_poison.load(std::memory_order_relaxed); }
+
+bool region_deferral_allowed(const c10::Device& d) {
+  return d.is_cuda() ? g_cuda.load(std::memory_order_relaxed) : d.is_cpu() && g_cpu.load(std::memory_order_relaxed);
+}
+
+Status register_region_key(const std::vector<std::string>& typed_ops) {
+  Deferral& d = deferral();
+  if (d.fallback) return Status();
+  try {
+    auto fb = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::DeferredInit,
+                                               __FILE__, __LINE__);
+    fb->fallback(torch::CppFunction::makeFromBoxedFunction<&region_fallback>());
+    auto ft = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::DeferredInit,
+                                               __FILE__, __LINE__);
+    for (const auto& op : typed_ops) ft->impl(op.c_str(), torch::CppFunction::makeFallthrough());
+    d.fallback = fb.release();  // kept until exit, like the hook's own library
+    d.fallthroughs = ft.release();
+  } catch (const std::exception& e) {
+    return Status(Code::kUnavailable, std::string("the DeferredInit dispatch key is taken (") + e.what() + ")");
+  }
+  return Status();
+}
+
+}  // namespace detail
+
+Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at::Tensor>& externals,
+                    const std::vector<std::vector<at::Tensor>>& outputs) noexcept {
+  try {
+    c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
+    BypassScope bypass;
+    std::vector<std::vector<at::Tensor>> produced(std::min(nodes, chain.nodes.size()));
+    for (size_t k = 0; k < produced.size(); ++k) {
+      const ChainNode& node = chain.nodes[k];
+      const SigRecord& rec = *node.rec;
+      const auto& args = rec.op.schema().arguments();
+      torch::jit::Stack stack;
+      size_t ti = 0;
+      for (size_t a = 0; a < args.size(); ++a) {
+        if (!detail::is_tensor_arg(args[a])) {
+          if (a >= rec.args.size()) return Status(Code::kInternal, "replay: the record lacks arguments");
+          stack.push_back(rec.args[a].value);
+          continue;
+        }
+        if (ti >= node.inputs.size()) return Status(Code::kInternal, "replay: node inputs do not match its op");
+        const ChainInput in = node.inputs[ti++];
+        if (in.producer >= 0)
+          stack.emplace_back(produced.at(static_cast<size_t>(in.producer)).at(static_cast<size_t>(in.index)));
+        else if (in.index >= 0)
+          stack.emplace_back(externals.at(static_cast<size_t>(in.index)));
+        else
+          stack.emplace_back();
+      }
+      rec.op.callBoxed(&stack);
+      for (auto& v : stack) produced[k].push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+      if (k >= outputs.size()) continue;
+      for (size_t m = 0; m < outputs[k].size() && m < produced[k].size(); ++m)
+        if (outputs[k][m].defined() && produced[k][m].defined()) outputs[k][m].copy_(produced[k][m]);
+    }
+    return Status();
+  } catch (const std::exception& e) {
+    return Status(Code::kInternal, std::string("replaying a chain through ATen failed: ") + e.what());
+  } catch (...) {
+    return Status(Code::kInternal, "replaying a chain through ATen failed");
+  }
+}
+
+std::unique_ptr<ChainKernel> aten_chain_kernel(const ChainRecord& chain) {
+  return std::make_unique<detail::AtenChainKernel>(chain);
+}
+
+Status enable_deferral(const DeferralOptions& opts) {
+  detail::HookState* st = detail::g_state.load();
+  if (!st) return Status(Code::kInvalidArgument, "enable_deferral: the hook is not installed");
+  if (!st->chains) return Status(Code::kInvalidArgument, "enable_deferral: the hook records no chains");
+  auto& d = detail::deferral();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (!d.enabled) {
+    std::vector<std::string> typed;
+    {
+      std::lock_guard<std::mutex> reg(st->registration_mu);
+      typed = st->typed_ops;
+    }
+    CUDAL1_RETURN_IF_ERROR(detail::register_region_key(typed));
+    d.cuda = has_torch_cuda() ? detail::arm_cupti_guard()
+                              : Status(Code::kUnavailable, "this build has no torch-CUDA glue");
+    d.enabled = true;
+  }
+  d.cpu = d.cpu || (opts.cpu && st->opts.profile_cpu);
+  detail::g_poison.store(opts.poison);
+  detail::g_cpu.store(d.cpu);
+  detail::g_cuda.store(d.cuda.ok());
+  return Status();
+}
+
+std::string deferral_status() {
+  auto& d = detail::deferral();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (!d.enabled) return "off (not enabled)";
+  std::string s = d.cuda.ok() ? "CUDA: on (CUPTI guard armed)" : "CUDA: off (" + d.cuda.message() + ")";
+  return s + (d.cpu ? "; CPU: on (tests)" : "; CPU: off");
+}
+
+Status fuse_chain(ChainRecord& chain, std::unique_ptr<ChainKernel> kernel) {
+  if (!kernel) return Status(Code::kInvalidArgument, "fuse_chain: no kernel");
+  auto& d = detail::deferral();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (!d.enabled) return Status(Code::kInvalidArgument, "fuse_chain: deferral is not enabled");
+  for (const ChainNode& n : chain.nodes) {
+    if (n.outputs.empty()) return Status(Code::kInvalidArgument, "fuse_chain: a node has no tensor output");
+    for (const TensorSpec& s : n.outputs)
+      if (!s.defined || s.storage_offset != 0)
+        return Status(Code::kInvalidArgument, "fuse_chain: an output is undefined or has a storage offset");
+  }
+  SigRecord* head = chain.nodes.front().rec;
+  ChainRecord* prev = nullptr;
+  if (!head->chain_head.compare_exchange_strong(prev, &chain) && prev != &chain)
+    return Status(Code::kInvalidArgument, "fuse_chain: another fused chain starts with the same signature");
+  d.kernels.push_back(std::move(kernel));
+  chain.kernel.store(d.kernels.back().get(), std::memory_order_release);
+  chain.state.store(ChainState::kFused);
+  detail::g_regions_live.store(true);
+  return Status();
+}
+
+}  // namespace cudal1::dispatcher

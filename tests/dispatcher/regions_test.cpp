@@ -1,0 +1,275 @@
+/// @brief Deferred regions (Note [Deferred regions]) on CPU tensors, no GPU needed: a fused chain runs as one
+/// kernel, outputs the app dropped are never written, and every way of observing a pending tensor (a divergence
+/// at each position, an unhooked op, an in-place op on an intermediate or an input, `.item()`, an exception,
+/// bypass, thread exit) sees the value eager would have computed. CPU has no CUPTI guard: raw-pointer reads and
+/// cross-thread use are tested on the GPU (tests/gpu/region_gpu_test.cpp).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cudal1/dispatcher/chains.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/regions.h"
+
+namespace cudal1::dispatcher {
+namespace {
+
+class RegionEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    HookOptions o;
+    o.mode = Mode::kTune;
+    o.ops = {"mul.Tensor", "add.Tensor", "add.Scalar", "sigmoid", "tanh"};
+    for (const auto& op : chain_ops()) o.ops.push_back(op);
+    o.hot_calls = 1000000;  // nothing is handed to an optimizer here
+    o.sample_every = 1000000;
+    o.profile_cpu = true;
+    o.chains = true;
+    Status s = install_hooks(o, HookCallbacks{});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    DeferralOptions d;
+    d.cpu = true;
+    d.poison = true;  // a pending output read before its region ran would be NaN
+    s = enable_deferral(d);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+};
+const auto* const g_env = ::testing::AddGlobalTestEnvironment(new RegionEnv);
+
+/// The chain under test, HF-style SiLU times a weight: sigmoid(x) -> x * s -> m * w.
+at::Tensor silu_w(const at::Tensor& x, const at::Tensor& w) {
+  at::Tensor s = x.sigmoid();
+  at::Tensor m = x * s;
+  return m * w;
+}
+
+at::Tensor eager(const std::function<at::Tensor()>& f) {
+  BypassScope aten_only;
+  return f();
+}
+
+/// A chain kernel that replays through ATen and remembers which outputs it was asked to write.
+class Recording final : public ChainKernel {
+ public:
+  explicit Recording(const ChainRecord& c) : chain_(c) {}
+  Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    ++runs;
+    defined.clear();
+    for (const auto& node : outs) defined.push_back(!node.empty() && node[0].defined());
+    return replay_chain(chain_, chain_.nodes.size(), ext, outs);
+  }
+  std::string describe() const override { return "recording replay"; }
+  int runs = 0;
+  std::vector<bool> defined;
+
+ private:
+  const ChainRecord& chain_;
+};
+
+/// Records the chain (fresh x each time, one weight), then fuses it with a Recording kernel, once per process.
+Recording* fused() {
+  static Recording* kernel = [] {
+    const at::Tensor w = at::randn({4, 8});
+    for (int i = 0; i < 8; ++i) {
+      const at::Tensor x = at::randn({4, 8});
+      silu_w(x, w);
+    }
+    close_chain_on_this_thread();
+    ChainRecord* rec = nullptr;
+    for_each_chain([&](ChainRecord& c) {
+      if (c.nodes.size() == 3 && c.nodes[0].rec->sig.text.find("sigmoid") != std::string::npos) rec = &c;
+    });
+    EXPECT_NE(rec, nullptr);
+    if (!rec) return static_cast<Recording*>(nullptr);
+    auto k = std::make_unique<Recording>(*rec);
+    Recording* raw = k.get();
+    const Status s = fuse_chain(*rec, std::move(k));
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return raw;
+  }();
+  return kernel;
+}
+
+TEST(Regions, AFusedChainRunsOnceAsOneKernelAndEqualsEager) {
+  Recording* k = fused();
+  ASSERT_NE(k, nullptr);
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
+  const RegionCounters before = region_counters();
+  const int runs = k->runs;
+  at::Tensor y = silu_w(x, w);
+  EXPECT_TRUE(region_open_on_this_thread()) << "the complete region waits for the next event";
+  EXPECT_EQ(k->runs, runs);
+  const at::Tensor ref = eager([&] { return silu_w(x, w); });  // bypass: the region runs first
+  EXPECT_FALSE(region_open_on_this_thread());
+  EXPECT_EQ(k->runs, runs + 1);
+  EXPECT_TRUE(at::equal(y, ref));
+  const RegionCounters after = region_counters();
+  EXPECT_EQ(after.opened, before.opened + 1);
+  EXPECT_EQ(after.completed, before.completed + 1);
+  EXPECT_EQ(after.lost, 0u);
+  // The intermediates died inside silu_w: never written. Only the result was.
+  EXPECT_EQ(k->defined, (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(after.skipped, before.skipped + 2);
+  EXPECT_EQ(after.written, before.written + 1);
+}
+
+TEST(Regions, IntermediatesTheAppKeepsAreWritten) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
+  at::Tensor s = x.sigmoid();
+  at::Tensor m = x * s;
+  at::Tensor y = m * w;
+  EXPECT_TRUE(at::equal(s, eager([&] { return x.sigmoid(); })));  // at::equal is an op: the region runs first
+  EXPECT_TRUE(at::equal(m, eager([&] { return x * x.sigmoid(); })));
+  EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); })));
+  EXPECT_EQ(fused()->defined, (std::vector<bool>{true, true, true}));
+}
+
+TEST(Regions, ADivergenceAtEveryPositionFlushesThePrefixThroughAten) {
+  ASSERT_NE(fused(), nullptr);
+  for (int pos = 1; pos <= 3; ++pos) {
+    for (int how = 0; how < 3; ++how) {  // a hooked op, an unhooked op, the same op on another input
+      SCOPED_TRACE("position " + std::to_string(pos) + ", divergence " + std::to_string(how));
+      const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8}), other = at::randn({4, 8});
+      const RegionCounters before = region_counters();
+      std::vector<at::Tensor> got, want;
+      got.push_back(x.sigmoid());
+      if (pos >= 2) got.push_back(x * got[0]);
+      if (pos >= 3) got.push_back(got[1] * w);
+      EXPECT_TRUE(region_open_on_this_thread());
+      const at::Tensor last = got.back();
+      at::Tensor next = how == 0 ? last.tanh() : how == 1 ? last.neg() : other * last;
+      EXPECT_FALSE(region_open_on_this_thread());
+      {
+        BypassScope aten_only;
+        want.push_back(x.sigmoid());
+        if (pos >= 2) want.push_back(x * want[0]);
+        if (pos >= 3) want.push_back(want[1] * w);
+        const at::Tensor l = want.back();
+        const at::Tensor n = how == 0 ? l.tanh() : how == 1 ? l.neg() : other * l;
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], want[i])) << "output " << i;
+        EXPECT_TRUE(at::equal(next, n));
+      }
+      const RegionCounters after = region_counters();
+      EXPECT_EQ(after.opened, before.opened + 1);
+      EXPECT_EQ(after.lost, 0u);
+      if (pos < 3) EXPECT_EQ(after.diverged + after.by_op, before.diverged + before.by_op + 1);
+    }
+  }
+}
+
+TEST(Regions, AnInPlaceOpOnAnIntermediateSeesItsValue) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8});
+  at::Tensor s = x.sigmoid();
+  s.mul_(2);  // in place on a pending tensor: the region runs first
+  EXPECT_TRUE(at::equal(s, eager([&] { return x.sigmoid() * 2; })));
+}
+
+TEST(Regions, AnInPlaceOpOnAnInputMidChainKeepsEagerOrder) {
+  ASSERT_NE(fused(), nullptr);
+  at::Tensor x = at::randn({4, 8});
+  const at::Tensor x0 = eager([&] { return x.clone(); });
+  at::Tensor s = x.sigmoid();
+  x.add_(1);  // eager order: s read the old x
+  at::Tensor m = x * s;
+  BypassScope aten_only;
+  EXPECT_TRUE(at::equal(s, x0.sigmoid()));
+  EXPECT_TRUE(at::equal(m, (x0 + 1) * x0.sigmoid()));
+}
+
+TEST(Regions, ItemAndCopiesSeeTheValue) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
+  at::Tensor y = silu_w(x, w);
+  const float first = y[1][2].item<float>();
+  const at::Tensor ref = eager([&] { return silu_w(x, w); });
+  EXPECT_EQ(first, ref[1][2].item<float>());
+  at::Tensor z = silu_w(x, w);
+  const at::Tensor copy = z.to(at::kDouble);
+  EXPECT_TRUE(at::equal(copy, ref.to(at::kDouble)));
+}
+
+TEST(Regions, AnExceptionMidChainLeavesEveryValueRight) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8});
+  at::Tensor s = x.sigmoid();
+  EXPECT_ANY_THROW(at::mm(s, at::randn({3, 3})));  // the region runs, then ATen rejects the shapes
+  EXPECT_TRUE(at::equal(s, eager([&] { return x.sigmoid(); })));
+  at::Tensor t = x.sigmoid();
+  try {
+    throw std::runtime_error("the app's own error");
+  } catch (const std::exception&) {
+  }
+  EXPECT_TRUE(at::equal(t, eager([&] { return x.sigmoid(); })));
+}
+
+TEST(Regions, AThreadThatExitsRunsItsRegion) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
+  at::Tensor y;
+  std::thread t([&] { y = silu_w(x, w); });
+  t.join();
+  EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); })));
+}
+
+TEST(Regions, CallsAutogradRecordsAreNotDeferred) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8}).requires_grad_(), w = at::randn({4, 8});
+  const RegionCounters before = region_counters();
+  at::Tensor y = silu_w(x, w);
+  EXPECT_FALSE(region_open_on_this_thread());
+  EXPECT_EQ(region_counters().opened, before.opened);
+  y.sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+}
+
+TEST(Regions, FlushAllRegionsRunsThisThreadsRegion) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
+  at::Tensor y = silu_w(x, w);
+  ASSERT_TRUE(region_open_on_this_thread());
+  flush_all_regions();
+  EXPECT_FALSE(region_open_on_this_thread());
+  EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); })));
+}
+
+TEST(Regions, StatusSaysWhatIsDeferred) {
+  const std::string s = deferral_status();
+  EXPECT_NE(s.find("CPU: on"), std::string::npos) << s;
+  EXPECT_NE(s.find("CUDA: off"), std::string::npos) << s;  // a CPU-only LibTorch has no CUDA side
+}
+
+TEST(Regions, AChainThatKeepsDivergingGoesBackToOneByOneCalls) {
+  ASSERT_NE(fused(), nullptr);
+  // Its own chain: tanh(x) -> x * t, fused, then cut after its first node every time.
+  for (int i = 0; i < 8; ++i) {
+    const at::Tensor x = at::randn({2, 3});
+    at::Tensor t = x.tanh();
+    at::Tensor y = x * t;
+  }
+  close_chain_on_this_thread();
+  ChainRecord* rec = nullptr;
+  for_each_chain([&](ChainRecord& c) {
+    if (c.nodes.size() == 2 && c.nodes[0].rec->sig.text.find("tanh") != std::string::npos) rec = &c;
+  });
+  ASSERT_NE(rec, nullptr);
+  ASSERT_TRUE(fuse_chain(*rec, aten_chain_kernel(*rec)).ok());
+  const at::Tensor x = at::randn({2, 3});
+  int regions = 0;
+  for (; regions < 100 && rec->state.load() == ChainState::kFused; ++regions) {
+    at::Tensor t = x.tanh();
+    at::Tensor d = t.sigmoid();  // diverges after the first node every time
+    EXPECT_TRUE(at::equal(d, eager([&] { return x.tanh().sigmoid(); })));
+  }
+  EXPECT_EQ(rec->state.load(), ChainState::kDiverged);
+  EXPECT_EQ(regions, 32);
+  const RegionCounters before = region_counters();
+  at::Tensor t = x.tanh();
+  EXPECT_FALSE(region_open_on_this_thread());
+  EXPECT_EQ(region_counters().opened, before.opened);
+}
+
+}  // namespace
+}  // namespace cudal1::dispatcher
