@@ -168,9 +168,11 @@ bool matches(const Region& r, ChainRecord& c, size_t k, const ChainBuilder::Call
   if (k >= c.nodes.size()) return false;
   const ChainNode& node = c.nodes[k];
   if (call.rec != node.rec || call.args.size() != node.inputs.size() || node.outputs.empty()) return false;
+  const bool grad = c10::GradMode::is_enabled();
   for (size_t i = 0; i < call.args.size(); ++i) {
     const at::Tensor* t = call.args[i];
     const bool def = t && t->defined();
+    if (def && grad && t->requires_grad()) return false;  // autograd records this call: not deferred
     const ChainInput in = node.inputs[i];
     if (in.producer >= 0) {
       if (!def || static_cast<size_t>(in.producer) >= k) return false;

@@ -226,6 +226,20 @@ TEST(Regions, CallsAutogradRecordsAreNotDeferred) {
   ASSERT_TRUE(x.grad().defined());
 }
 
+TEST(Regions, AnInputThatNeedsGradMidChainEndsTheRegion) {
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8}).requires_grad_();
+  const RegionCounters before = region_counters();
+  at::Tensor y = silu_w(x, w);  // opens (x needs no grad), then the last call records autograd: flushed
+  EXPECT_FALSE(region_open_on_this_thread());
+  EXPECT_EQ(region_counters().opened, before.opened + 1);
+  EXPECT_EQ(region_counters().completed, before.completed);
+  y.sum().backward();
+  BypassScope aten_only;
+  EXPECT_TRUE(at::equal(y, silu_w(x, w)));
+  EXPECT_TRUE(at::equal(w.grad(), x * x.sigmoid()));
+}
+
 TEST(Regions, FlushAllRegionsRunsThisThreadsRegion) {
   ASSERT_NE(fused(), nullptr);
   const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});

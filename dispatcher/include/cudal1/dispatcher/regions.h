@@ -25,8 +25,8 @@
 ///    a pending tensor's raw pointer. Without CUPTI (library missing, another subscriber active) regions are
 ///    never opened on CUDA tensors, and deferral_status() says why;
 ///  - the thread's exit, flush_all_regions() (cudal1's shutdown, reports) and a failure inside cudal1.
-/// A region is never opened for a call that autograd records (grad mode on and an input requiring grad), on a
-/// stream being captured into a CUDA graph, under BypassScope / ScopedAtenOnly, or for CPU tensors unless
+/// A call that autograd records (grad mode on and an input requiring grad) is never deferred (mid-chain, it ends
+/// the region like any divergence); no region opens on a stream being captured into a CUDA graph, under BypassScope / ScopedAtenOnly, or for CPU tensors unless
 /// the hook was installed with HookOptions::profile_cpu and DeferralOptions::cpu (host tests; CPU has no
 /// equivalent of the CUPTI guard, so raw-pointer reads of a pending CPU tensor are not covered).
 /// A flush of a complete region runs the chain kernel on the region's stream; a prefix (or a kernel that
