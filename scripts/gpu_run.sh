@@ -3,7 +3,8 @@
 # .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
 # second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
 # The example stage also records a profile run, pre-warms its signatures with `cudal1 warm` and serves them.
-# Usage: scripts/gpu_run.sh [all|build|test|bench|hook|kernels|example]...   (default: all; bench = hook + kernels)
+# Usage: scripts/gpu_run.sh [all|build|test|bench|hook|chains|kernels|example]...   (default: all; bench = hook +
+# chains + kernels). CHAIN_REPS (default 30): repetitions a chain-suite row.
 # BENCH_ONLY='softmax|pool' runs only the kernel-benchmark rows whose name contains one of the words;
 # BENCH_TIMEOUT (s, default 400) bounds that benchmark; CTEST_REGEX runs only the tests it matches, CTEST_EXCLUDE
 # leaves out those it matches (e.g. '^Archs': the NVRTC arch sweep, which CI runs on the CPU).
@@ -55,6 +56,12 @@ if want bench || want hook; then
   timeout 200 taskset -c 3 $B/bench/bench_hook_overhead --benchmark_repetitions=15 \
     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true >"$OUT/bench_hook.txt" 2>&1
   summary+=("bench_hook: rc=$?")
+fi
+if want bench || want chains; then
+  say "bench: chains (torch.compile in Python, then bench_chains through the hook)"
+  timeout 400 python3 bench/chains_compile.py "${CHAIN_REPS:-30}" >"$OUT/chains_compile.txt" 2>&1
+  timeout 400 $B/bench/bench_chains "$OUT/chains_compile.txt" "${CHAIN_REPS:-30}" >"$OUT/bench_chains.txt" 2>&1
+  summary+=("bench_chains: rc=$?")
 fi
 if want bench || want kernels; then
   say "bench: kernels (${BENCH_ONLY:-all rows})"

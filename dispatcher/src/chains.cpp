@@ -47,6 +47,7 @@ const char* chain_state_name(ChainState s) noexcept {
   switch (s) {
     case ChainState::kCold: return "cold";
     case ChainState::kHot: return "hot";
+    case ChainState::kAten: return "aten";
     case ChainState::kFused: return "fused";
     case ChainState::kDiverged: return "diverged";
   }
@@ -63,6 +64,16 @@ double ChainRecord::mean_us() const {
 }
 
 double ChainRecord::est_total_us() const { return mean_us() * static_cast<double>(count.load()); }
+
+ChainOutcome ChainRecord::outcome() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outcome_;
+}
+
+void ChainRecord::set_outcome(ChainOutcome o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome_ = std::move(o);
+}
 
 std::vector<uint64_t> ChainRecord::same_external() const {
   std::lock_guard<std::mutex> lock(mu_);

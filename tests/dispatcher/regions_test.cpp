@@ -155,7 +155,9 @@ TEST(Regions, ADivergenceAtEveryPositionFlushesThePrefixThroughAten) {
       const RegionCounters after = region_counters();
       EXPECT_EQ(after.opened, before.opened + 1);
       EXPECT_EQ(after.lost, 0u);
-      if (pos < 3) EXPECT_EQ(after.diverged + after.by_op, before.diverged + before.by_op + 1);
+      if (pos < 3) {
+        EXPECT_EQ(after.diverged + after.by_op, before.diverged + before.by_op + 1);
+      }
     }
   }
 }

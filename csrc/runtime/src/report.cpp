@@ -66,6 +66,7 @@ std::string build_report(const ReportHeader& h) {
   });
   json chains = json::array();  // Note [Chain profiling]: the recurring chains, largest device time first
   dispatcher::for_each_chain([&](dispatcher::ChainRecord& ch) {
+    const dispatcher::ChainOutcome outcome = ch.outcome();
     json ops = json::array(), sources = json::array();
     for (const auto& n : ch.nodes) {
       ops.push_back(n.rec->sig.text);
@@ -87,7 +88,12 @@ std::string build_report(const ReportHeader& h) {
                       {"regions", {{"opened", ch.regions.load()},
                                    {"completed", ch.completed.load()},
                                    {"flushed_early", ch.flushed_early.load()}}},
-                      {"speedup", 0.0}});  // no chain kernel generator yet: no chain is fused in an app
+                      {"kernel", outcome.kernel},
+                      {"plan", outcome.plan},
+                      {"aten_us", outcome.aten_us},
+                      {"kernel_us", outcome.kernel_us},
+                      {"speedup", outcome.speedup},
+                      {"note", outcome.note}});
   });
   std::sort(chains.begin(), chains.end(), [](const json& a, const json& b) {
     return a["est_total_us"].get<double>() > b["est_total_us"].get<double>() ||

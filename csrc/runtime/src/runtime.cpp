@@ -38,6 +38,7 @@
 #include "cudal1/dispatcher/regions.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/optimizer/device_info.h"
 #include "cudal1/optimizer/family.h"
 #include "cudal1/optimizer/tuner.h"
@@ -87,9 +88,59 @@ void on_exit() {
   write_report(/*final_report=*/true);
 }
 
+/// Note [Chain tuning]: each chain that turned hot is tuned once, on the tuner's thread; a winner is fused
+/// (Note [Deferred regions]). Deferral (the DeferredInit key, the CUPTI guard) is enabled at the first hot chain,
+/// so a run where no chain gets hot never subscribes to CUPTI. Tune mode only: chain kernels are not cached yet.
+void tune_hot_chains() {
+  Runtime& r = rt();
+  if (!r.cfg.fuse || r.cfg.mode != Mode::kTune) return;
+  std::vector<dispatcher::ChainRecord*> hot;
+  dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
+    if (c.state.load() == dispatcher::ChainState::kHot) hot.push_back(&c);
+  });
+  for (dispatcher::ChainRecord* c : hot) {
+    dispatcher::ChainState expected = dispatcher::ChainState::kHot;
+    if (!c->state.compare_exchange_strong(expected, dispatcher::ChainState::kAten)) continue;  // tried once
+    dispatcher::ChainOutcome out;
+    if (const Status s = dispatcher::enable_deferral(); !s.ok()) {
+      out.note = "deferral unavailable: " + s.to_string();
+      c->set_outcome(out);
+      continue;
+    }
+    const std::string status = dispatcher::deferral_status();
+    if (status.find("CUDA: on") == std::string::npos) {
+      out.note = "deferral unavailable: " + status;
+      if (first_time("chain-deferral-off")) CUDAL1_LOG(kWarn, "no chain is fused: " << status);
+      c->set_outcome(out);
+      continue;
+    }
+    optimizer::ChainTuneOptions o;
+    o.verify_trials = static_cast<int>(r.cfg.verify_trials);
+    o.reps = static_cast<int>(r.cfg.timing_reps);
+    o.min_speedup = r.cfg.min_speedup;
+    o.seed = r.cfg.seed ? r.cfg.seed : 1;
+    optimizer::ChainTuneReport rep;
+    auto k = optimizer::tune_chain(*c, o, &rep);
+    out.plan = rep.plan;
+    out.kernel = rep.variant.empty() ? "" : "pointwise " + rep.variant;
+    out.aten_us = rep.aten_us;
+    out.kernel_us = rep.kernel_us;
+    out.speedup = rep.speedup;
+    out.note = rep.note;
+    if (k.ok()) {
+      const Status f = dispatcher::fuse_chain(*c, std::move(k).value());
+      if (!f.ok()) out.note = "not fused: " + f.to_string();
+      else CUDAL1_LOG(kInfo, "chain of " << c->nodes.size() << " ops fused (" << out.kernel << ", " << rep.speedup
+                                         << "x over its ATen ops)");
+    }
+    c->set_outcome(out);
+  }
+}
+
 void tick() {
   dispatcher::collect_samples();
   if (rt().cfg.fuse) dispatcher::update_hot_chains(rt().cfg.hot_calls, rt().cfg.chain_share);
+  tune_hot_chains();
   Runtime& r = rt();
   const bool changed = dispatcher::hook_counters().hooked_calls != r.last_report_calls.load();
   if (changed && std::chrono::steady_clock::now() - r.last_report > std::chrono::seconds(10)) write_report(false);

@@ -63,10 +63,19 @@ class ChainKernel;  // regions.h
 enum class ChainState : uint8_t {
   kCold,      ///< counted, not hot yet
   kHot,       ///< committed CUDAL1_HOT_CALLS times and over CUDAL1_CHAIN_SHARE of the device time
+  kAten,      ///< hot, tried: no chain kernel (not one the generators can fuse, or none faster); calls run one by one
   kFused,     ///< a chain kernel computes it: its calls are deferred and run as one (regions.h)
   kDiverged,  ///< was fused, but its deferred regions diverged too often: its calls run one by one again
 };
 const char* chain_state_name(ChainState s) noexcept;
+
+/// What tuning a chain found (reports).
+struct ChainOutcome {
+  std::string kernel;  ///< the chain kernel's description, or the fastest tried
+  std::string plan;    ///< the generator's plan, one step a line
+  double aten_us = 0, kernel_us = 0, speedup = 0;
+  std::string note;    ///< why the calls still run one by one, when they do
+};
 
 /// Everything known about one recurring chain. Nodes and key are fixed at creation; counters are atomic.
 class ChainRecord {
@@ -93,6 +102,9 @@ class ChainRecord {
   /// Readable form, one node a line: "%2 = aten::mul(f32[8,4096]{4096,1}, ...) <- %0.0, ext1".
   std::string text() const;
 
+  ChainOutcome outcome() const;
+  void set_outcome(ChainOutcome o);
+
   /// Counts one commit whose external tensors were `ext` (weak references; versions alongside).
   void note_commit(const std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>& ext,
                    const std::vector<uint32_t>& versions);
@@ -102,6 +114,7 @@ class ChainRecord {
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> last_ext_;
   std::vector<uint32_t> last_versions_;
   std::vector<uint64_t> same_;
+  ChainOutcome outcome_;
 };
 
 /// The chains of one process, found by key. Records are never removed (pointers stay valid).

@@ -1,0 +1,68 @@
+/// @brief The chain suite's rows (chain_suite.h). Scalars are passed as Scalars (`x.mul(0.5)`, mul.Scalar), as
+/// TorchScript calls them; `x * 0.5` in C++ wraps 0.5 in a CPU tensor, which the hook cannot key.
+#include "bench/chain_suite.h"
+
+#include <cmath>
+#include <set>
+
+namespace cudal1::bench {
+
+std::vector<ChainRow> chain_suite(bool small) {
+  const int64_t T = small ? 256 : 4096;  // tokens
+  using V = std::vector<at::Tensor>;
+  std::vector<ChainRow> rows;
+  rows.push_back({"rmsnorm_ops bf16", {{small ? 256 : 8192, small ? 512 : 4096}, {small ? 512 : 4096}}, at::kBFloat16,
+                  [](const V& in) {
+                    const at::Tensor x = in[0];
+                    const at::Tensor var = x.pow(2).mean({-1}, true);
+                    return x.mul(var.add(1e-6).rsqrt()).mul(in[1]);
+                  }});
+  rows.push_back({"swiglu bf16", {{T, small ? 512 : 11008}, {T, small ? 512 : 11008}}, at::kBFloat16,
+                  [](const V& in) { return at::silu(in[0]).mul(in[1]); }});
+  rows.push_back({"gelu_new f16", {{T, small ? 768 : 3072}}, at::kHalf, [](const V& in) {
+                    // HF's NewGELUActivation, in Python's evaluation order:
+                    // 0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3.0))))
+                    const at::Tensor x = in[0];
+                    const at::Tensor half = x.mul(0.5);
+                    const at::Tensor inner = x.add(x.pow(3.0).mul(0.044715)).mul(std::sqrt(2.0 / M_PI));
+                    return half.mul(inner.tanh().add(1.0));
+                  }});
+  rows.push_back({"bias_gelu f16", {{T, small ? 768 : 3072}, {small ? 768 : 3072}}, at::kHalf,
+                  [](const V& in) { return at::gelu(in[0].add(in[1])); }});
+  rows.push_back({"residual_layernorm f16", {{T, small ? 768 : 768}, {T, small ? 768 : 768}, {small ? 768 : 768}},
+                  at::kHalf, [](const V& in) {
+                    const at::Tensor h = in[0].add(in[1]);
+                    return at::layer_norm(h, {h.size(-1)}, in[2], in[2], 1e-5);
+                  }});
+  rows.push_back({"softmax_ops f32", {{small ? 256 : 4096, small ? 512 : 4096}}, at::kFloat, [](const V& in) {
+                    const at::Tensor e = in[0].exp();
+                    return e.div(e.sum({-1}, true));
+                  }});
+  rows.push_back({"x_sigmoid_x f16", {{small ? 512 : 8192, small ? 512 : 8192}}, at::kHalf,
+                  [](const V& in) { return in[0].mul(in[0].sigmoid()); }});
+  rows.push_back({"residual_relu f32", {{small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56},
+                                        {small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56}},
+                  at::kFloat, [](const V& in) { return in[0].add(in[1]).relu(); }});
+  return rows;
+}
+
+dispatcher::ChainRecord* record_chain(const std::function<void()>& f, int times) {
+  std::set<dispatcher::ChainRecord*> before;
+  dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) { before.insert(&c); });
+  for (int i = 0; i < times; ++i) f();
+  dispatcher::close_chain_on_this_thread();
+  dispatcher::ChainRecord* best = nullptr;
+  dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
+    if (!before.count(&c) && (!best || c.nodes.size() > best->nodes.size())) best = &c;
+  });
+  return best;
+}
+
+std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device) {
+  std::vector<at::Tensor> in;
+  for (const auto& s : row.input_sizes)
+    in.push_back(at::randn(s, at::TensorOptions().dtype(row.dtype).device(at::Device(at::kCUDA, static_cast<int8_t>(device)))));
+  return in;
+}
+
+}  // namespace cudal1::bench

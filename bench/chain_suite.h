@@ -1,0 +1,32 @@
+/// @brief The chain suite: chains written as eager ops, LLM- and CNN-shaped (the fusion issue's rows), shared by
+/// bench_chains and the GPU chain tests. Rows the generator cannot fuse yet stay in the table as such.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "cudal1/dispatcher/chains.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cudal1::bench {
+
+struct ChainRow {
+  std::string name;
+  std::vector<std::vector<int64_t>> input_sizes;
+  at::ScalarType dtype = at::kFloat;
+  std::function<at::Tensor(const std::vector<at::Tensor>&)> run;  ///< the chain as eager ops; returns its result
+};
+
+/// The suite at the sizes (`small`: the same chains at test sizes).
+std::vector<ChainRow> chain_suite(bool small);
+
+/// Runs `f` (a chain, through the hook with chains recorded) `times` times on this thread, commits the open chain,
+/// and returns the longest chain recorded that was not recorded before; null when none.
+dispatcher::ChainRecord* record_chain(const std::function<void()>& f, int times = 3);
+
+/// Fresh random inputs for `row` on CUDA device `device`.
+std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device);
+
+}  // namespace cudal1::bench

@@ -1,0 +1,160 @@
+/// @brief bench_chains: the chain suite (bench/chain_suite.h) through the hook on the GPU. For each row: the
+/// chain is recorded, tuned (Note [Chain tuning]) and fused when a kernel wins; then the eager chain is timed as
+/// the app runs it, with cudal1's regions (the deferred calls, the chain kernel, the flush at the end event) and
+/// with ATen only, interleaved, L2 flushed before each (Note [Timing]), median of the repetitions. The fused floor
+/// is a device copy of the chain's external inputs plus its result (what a fused kernel must move at least).
+/// With a file of torch.compile timings (bench/chains_compile.py, same rows in Python), its speedup over Python
+/// eager is printed beside ours.
+/// Usage: bench_chains [compile_timings.txt] [reps]
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "bench/chain_suite.h"
+#include "cudal1/core/cuda_driver.h"
+#include "cudal1/dispatcher/chains.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/regions.h"
+#include "cudal1/optimizer/chain_tuner.h"
+#include "cudal1/optimizer/device_info.h"
+#include "cudal1/optimizer/measure.h"
+
+namespace {
+
+using namespace cudal1;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Python's timings: "PY row=<name> eager_us=<x> compile_us=<y>" lines.
+std::map<std::string, std::pair<double, double>> read_compile(const char* path) {
+  std::map<std::string, std::pair<double, double>> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("PY ", 0) != 0) continue;
+    const auto row = line.find("row="), e = line.find(" eager_us="), c = line.find(" compile_us=");
+    if (row == std::string::npos || e == std::string::npos || c == std::string::npos) continue;
+    out[line.substr(row + 4, e - row - 4)] = {std::stod(line.substr(e + 10, c - e - 10)), std::stod(line.substr(c + 12))};
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto compiled = argc > 1 ? read_compile(argv[1]) : std::map<std::string, std::pair<double, double>>{};
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 30;
+  if (!dispatcher::has_torch_cuda() || dispatcher::cuda_device_count() == 0) {
+    std::printf("bench_chains: no CUDA device; nothing measured\n");
+    return 0;
+  }
+  dispatcher::HookOptions o;
+  o.mode = Mode::kTune;
+  o.ops = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar", "mul.Scalar",
+           "div.Scalar", "neg", "exp", "tanh", "sigmoid", "silu", "relu", "gelu", "mean.dim", "sum.dim_IntList",
+           "native_layer_norm"};
+  for (const auto& op : dispatcher::chain_ops()) o.ops.push_back(op);
+  o.hot_calls = 1000000;
+  o.sample_every = 1000000;
+  o.chains = true;
+  if (Status s = dispatcher::install_hooks(o, {}); !s.ok()) return std::printf("%s\n", s.to_string().c_str()), 1;
+  if (Status s = dispatcher::enable_deferral(); !s.ok()) return std::printf("%s\n", s.to_string().c_str()), 1;
+  std::printf("deferral: %s\n", dispatcher::deferral_status().c_str());
+  const auto info = optimizer::device_info(0);
+  std::printf("device: %s, %d reps a row\n", info.ok() ? info.value().name.c_str() : "?", reps);
+  const DriverApi* api = driver().value();
+  const CUstream stream = dispatcher::current_stream(0).value();
+  const at::Tensor flush = at::zeros({int64_t{64} << 20}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA));
+  CUevent e0, e1;
+  api->cuEventCreate(&e0, CU_EVENT_DEFAULT);
+  api->cuEventCreate(&e1, CU_EVENT_DEFAULT);
+
+  std::printf("\n%-22s %4s %-15s %9s %9s %8s %9s %9s %8s %9s %9s %9s\n", "chain", "ops", "kernel", "aten_us",
+              "cudal1_us", "speedup", "kernel_us", "floor_us", "k/floor", "py_eag_us", "compil_us", "compile_x");
+  std::vector<double> speedups;
+  for (const bench::ChainRow& row : bench::chain_suite(/*small=*/false)) {
+    const std::vector<at::Tensor> in = bench::chain_inputs(row, 0);
+    dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(bench::chain_inputs(row, 0)); });
+    std::string kernel = "-";
+    double kernel_us = 0;
+    if (c) {
+      optimizer::ChainTuneOptions t;
+      t.min_speedup = 1.0;
+      optimizer::ChainTuneReport rep;
+      auto k = optimizer::tune_chain(*c, t, &rep);
+      if (k.ok() && dispatcher::fuse_chain(*c, std::move(k).value()).ok()) {
+        kernel = rep.variant;
+        kernel_us = rep.kernel_us;
+      } else {
+        kernel = k.status().code() == Code::kUnsupported ? "not pointwise" : "ATen faster";
+        kernel_us = rep.kernel_us;
+      }
+    }
+    // The app's view: the eager chain with cudal1 (regions) and without (bypass), interleaved.
+    std::mt19937 rng(7);
+    std::vector<double> ta, tc, ratio;
+    auto once = [&](bool aten) {
+      (void)flush.amax();
+      api->cuEventRecord(e0, stream);
+      if (aten) {
+        dispatcher::BypassScope b;
+        row.run(in);
+      } else {
+        row.run(in);
+      }
+      api->cuEventRecord(e1, stream);  // a CUDA call: an open region runs before the event (CUPTI guard)
+      api->cuEventSynchronize(e1);
+      float ms = 0;
+      api->cuEventElapsedTime(&ms, e0, e1);
+      return ms * 1000.0;
+    };
+    for (int i = 0; i < 3; ++i) once(true), once(false);
+    for (int r = 0; r < reps; ++r) {
+      double a, b;
+      if (rng() & 1) a = once(true), b = once(false);
+      else b = once(false), a = once(true);
+      ta.push_back(a);
+      tc.push_back(b);
+      ratio.push_back(a / b);
+    }
+    int64_t bytes = 0;
+    for (const auto& t : in) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+    {
+      dispatcher::BypassScope b;
+      const at::Tensor out = row.run(in);
+      bytes += out.numel() * static_cast<int64_t>(out.element_size());
+    }
+    const auto floor = optimizer::time_device_copy(bytes, 0, 20);
+    const double fl = floor.ok() ? floor.value() : 0;
+    const double sp = median(ratio);
+    speedups.push_back(sp);
+    const auto py = compiled.find(row.name);
+    char pybuf[64] = "        -         -         -";
+    if (py != compiled.end())
+      std::snprintf(pybuf, sizeof(pybuf), "%9.1f %9.1f %8.3fx", py->second.first, py->second.second,
+                    py->second.first / py->second.second);
+    std::printf("%-22s %4zu %-15s %9.1f %9.1f %7.3fx %9.1f %9.1f %8.2f %s\n", row.name.c_str(),
+                c ? c->nodes.size() : 0, kernel.c_str(), median(ta), median(tc), sp, kernel_us, fl,
+                fl > 0 && kernel_us > 0 ? kernel_us / fl : 0.0, pybuf);
+  }
+  double g = 0;
+  for (double s : speedups) g += std::log(s);
+  std::printf("\ngeometric mean speedup over the ATen chains (all rows): %.3fx\n",
+              speedups.empty() ? 0 : std::exp(g / static_cast<double>(speedups.size())));
+  const auto rc = dispatcher::region_counters();
+  std::printf("regions: opened %llu, completed %llu, flushed early %llu, lost %llu\n",
+              static_cast<unsigned long long>(rc.opened), static_cast<unsigned long long>(rc.completed),
+              static_cast<unsigned long long>(rc.diverged + rc.by_op + rc.by_cuda + rc.by_other),
+              static_cast<unsigned long long>(rc.lost));
+  return 0;
+}

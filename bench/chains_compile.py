@@ -1,0 +1,79 @@
+"""The chain suite (bench/chain_suite.cpp) in Python, eager and torch.compile, timed like bench_chains: CUDA
+events around one call, L2 flushed (256 MB read) before each, eager and compiled interleaved, median.
+Prints "PY row=<name> eager_us=<x> compile_us=<y>" lines for bench_chains. Usage: python3 chains_compile.py [reps]"""
+import math
+import random
+import sys
+
+import torch
+import torch.nn.functional as F
+
+REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+T = 4096
+
+
+def rmsnorm(x, w):
+    var = x.pow(2).mean(-1, keepdim=True)
+    return x * torch.rsqrt(var + 1e-6) * w
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def residual_layernorm(a, b, w):
+    h = a + b
+    return F.layer_norm(h, (h.shape[-1],), w, w, 1e-5)
+
+
+def softmax_ops(x):
+    e = x.exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+ROWS = [
+    ("rmsnorm_ops bf16", rmsnorm, [(8192, 4096), (4096,)], torch.bfloat16),
+    ("swiglu bf16", lambda a, b: F.silu(a) * b, [(T, 11008), (T, 11008)], torch.bfloat16),
+    ("gelu_new f16", gelu_new, [(T, 3072)], torch.float16),
+    ("bias_gelu f16", lambda x, b: F.gelu(x + b), [(T, 3072), (3072,)], torch.float16),
+    ("residual_layernorm f16", residual_layernorm, [(T, 768), (T, 768), (768,)], torch.float16),
+    ("softmax_ops f32", softmax_ops, [(4096, 4096)], torch.float32),
+    ("x_sigmoid_x f16", lambda x: x * torch.sigmoid(x), [(8192, 8192)], torch.float16),
+    ("residual_relu f32", lambda a, b: torch.relu(a + b), [(32, 256, 56, 56), (32, 256, 56, 56)], torch.float32),
+]
+
+
+def main():
+    flush = torch.zeros(64 << 20, dtype=torch.int32, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def once(f, args):
+        flush.max()
+        start.record()
+        f(*args)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1000.0
+
+    with torch.inference_mode():
+        for name, fn, sizes, dtype in ROWS:
+            args = [torch.randn(s, device="cuda", dtype=dtype) for s in sizes]
+            comp = torch.compile(fn)
+            for _ in range(3):
+                once(fn, args)
+                once(comp, args)
+            te, tc = [], []
+            for _ in range(REPS):
+                if random.random() < 0.5:
+                    te.append(once(fn, args))
+                    tc.append(once(comp, args))
+                else:
+                    tc.append(once(comp, args))
+                    te.append(once(fn, args))
+            te.sort()
+            tc.sort()
+            print(f"PY row={name} eager_us={te[len(te) // 2]:.1f} compile_us={tc[len(tc) // 2]:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

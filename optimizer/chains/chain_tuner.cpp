@@ -1,0 +1,352 @@
+/// @brief Chain kernels and their tuning (Note [Chain tuning] in chain_tuner.h): the pointwise chain kernel,
+/// its verification against the ATen chain, and its timing.
+#include "cudal1/optimizer/chain_tuner.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "chain_plan.h"
+#include "cudal1/core/cuda_driver.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/device_info.h"
+#include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/measure.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+using chains::ChainPlan;
+using chains::ChainVariant;
+
+int64_t elem_size(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
+
+/// One compiled variant of a pointwise chain.
+class PointwiseChainKernel final : public dispatcher::ChainKernel {
+ public:
+  PointwiseChainKernel(ChainPlan plan, ChainVariant v, std::shared_ptr<LoadedModule> m, int device)
+      : plan_(std::move(plan)), v_(v), module_(std::move(m)), device_(device) {}
+
+  Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    try {
+      if (ext.size() != plan_.externals.size() || outs.size() != plan_.steps.size())
+        return Status(Code::kUnsupported, "chain kernel: operand count");
+      const int64_t align = v_.vec;
+      std::vector<const void*> eptr(ext.size());
+      std::vector<void*> optr(outs.size(), nullptr);
+      for (size_t e = 0; e < ext.size(); ++e) {
+        const at::Tensor& t = ext[e];
+        const chains::External& x = plan_.externals[e];
+        if (!t.defined() || !t.is_cuda() || t.get_device() != device_ || t.scalar_type() != x.dtype)
+          return Status(Code::kUnsupported, "chain kernel: an external differs from the plan");
+        if (!matches_strides(t, x)) return Status(Code::kUnsupported, "chain kernel: an external's strides differ");
+        eptr[e] = t.data_ptr();
+        if (x.contiguous && reinterpret_cast<uintptr_t>(eptr[e]) % (align * elem_size(x.dtype)) != 0)
+          return Status(Code::kUnsupported, "chain kernel: a misaligned external");
+      }
+      for (size_t k = 0; k < outs.size(); ++k) {
+        if (outs[k].empty() || !outs[k][0].defined()) continue;
+        const at::Tensor& o = outs[k][0];
+        if (!o.is_cuda() || o.get_device() != device_ || o.scalar_type() != plan_.steps[k].dtype ||
+            o.numel() != plan_.numel || !o.is_contiguous())
+          return Status(Code::kUnsupported, "chain kernel: an output differs from the plan");
+        optr[k] = o.data_ptr();
+        if (reinterpret_cast<uintptr_t>(optr[k]) % (align * elem_size(o.scalar_type())) != 0)
+          return Status(Code::kUnsupported, "chain kernel: a misaligned output");
+      }
+      long long n = plan_.numel;
+      std::vector<void*> params;
+      params.reserve(1 + eptr.size() + optr.size());
+      params.push_back(&n);
+      for (auto& p : eptr) params.push_back(&p);
+      for (auto& p : optr) params.push_back(&p);
+      dispatcher::ContextScope ctx(device_);
+      CUDAL1_RETURN_IF_ERROR(ctx.status());
+      CUDAL1_ASSIGN_OR_RETURN(CUstream stream, dispatcher::current_stream(device_));
+      CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+      const int64_t chunks = n / v_.vec;
+      int64_t grid = (chunks + v_.block - 1) / v_.block;
+      if (v_.looped) grid = std::min<int64_t>(grid, int64_t{8} * module_->sm_count());
+      grid = std::max<int64_t>(grid, 1);
+      CUDAL1_CU_TRY(api->cuLaunchKernel(module_->function(), static_cast<unsigned>(grid), 1, 1,
+                                        static_cast<unsigned>(v_.block), 1, 1, 0, stream, params.data(), nullptr));
+      return Status();
+    } catch (const std::exception& e) {
+      return Status(Code::kInternal, std::string("chain kernel: ") + e.what());
+    }
+  }
+  std::string describe() const override { return "pointwise " + v_.id(); }
+
+ private:
+  bool matches_strides(const at::Tensor& t, const chains::External& x) const {
+    const auto sizes = t.sizes(), strides = t.strides();
+    const size_t R = plan_.shape.size(), r = sizes.size();
+    if (r > R) return false;
+    for (size_t d = 0; d < R; ++d) {
+      int64_t s = 0;
+      if (d >= R - r) {
+        const size_t e = d - (R - r);
+        if (sizes[e] == plan_.shape[d]) s = plan_.shape[d] == 1 ? 0 : strides[e];
+        else if (sizes[e] != 1) return false;
+      }
+      if (s != x.strides[d]) return false;
+    }
+    return true;
+  }
+
+  ChainPlan plan_;
+  ChainVariant v_;
+  std::shared_ptr<LoadedModule> module_;
+  int device_;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+double eps_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return 9.765625e-4;
+    case c10::ScalarType::BFloat16: return 7.8125e-3;
+    default: return 1.1920929e-7;
+  }
+}
+
+/// Fresh inputs at the externals' exact sizes and strides (Note [Chain tuning]).
+std::vector<at::Tensor> make_externals(const ChainPlan& plan, int device, int trial, at::Generator& gen) {
+  static const double kScales[] = {1, 4, 0.01, 30, 1000};
+  const double scale = kScales[trial % 5];
+  std::vector<at::Tensor> out;
+  for (const chains::External& s : plan.externals) {
+    int64_t extent = 1;
+    for (size_t d = 0; d < s.sizes.size(); ++d) extent += (s.sizes[d] - 1) * s.arg_strides[d];
+    const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::Device(at::kCUDA, static_cast<int8_t>(device)));
+    at::Tensor base = at::randn({std::max<int64_t>(extent, 1)}, gen, opts).mul_(scale);
+    if (trial > 0 && extent > 8) {  // specials at a few places
+      const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+      for (int i = 0; i < 5; ++i) base[(trial * 7919 + i * 104729) % extent].fill_(specials[i]);
+    }
+    out.push_back(base.to(s.dtype).as_strided(s.sizes, s.arg_strides, 0));
+  }
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> make_outputs(const dispatcher::ChainRecord& c, int device, bool poison,
+                                                  bool last_only) {
+  std::vector<std::vector<at::Tensor>> outs(c.nodes.size());
+  for (size_t k = 0; k < c.nodes.size(); ++k) {
+    if (last_only && k + 1 != c.nodes.size()) continue;
+    for (const auto& s : c.nodes[k].outputs) {
+      at::Tensor t = at::empty_strided(s.sizes, s.strides,
+                                       at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<int8_t>(device))));
+      if (poison) t.fill_(NAN);
+      outs[k].push_back(t);
+    }
+  }
+  return outs;
+}
+
+/// Compares every defined output with the reference; `why` names the first that differs.
+bool close_enough(const std::vector<std::vector<at::Tensor>>& got, const std::vector<std::vector<at::Tensor>>& ref,
+                  std::string* why) {
+  for (size_t k = 0; k < got.size(); ++k) {
+    if (got[k].empty() || !got[k][0].defined()) continue;
+    const at::Tensor o = got[k][0].to(at::kDouble), r = ref[k][0].to(at::kDouble);
+    const auto [rtol0, atol0] = tolerance(ref[k][0].scalar_type());
+    const double steps = static_cast<double>(k + 1);
+    const at::Tensor finite = at::isfinite(r);
+    const double maxabs = finite.any().item<bool>() ? r.masked_select(finite).abs().max().item<double>() : 0.0;
+    const double rtol = rtol0 * steps, atol = atol0 + steps * eps_of(ref[k][0].scalar_type()) * maxabs;
+    const at::Tensor ok = at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
+    if (!ok.all().item<bool>()) {
+      const int64_t bad = (~ok).sum().item<int64_t>();
+      *why = "output of step " + std::to_string(k) + ": " + std::to_string(bad) + " elements differ (rtol " +
+             std::to_string(rtol) + ", atol " + std::to_string(atol) + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
+Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
+                      int device, int trials, uint64_t seed) {
+  at::Generator gen = at::detail::getCUDAHooks().getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device)).clone();
+  gen.set_current_seed(seed);
+  for (int t = 0; t <= trials; ++t) {
+    const bool last_only = t == trials;  // one more trial storing the last output only
+    const std::vector<at::Tensor> ext = make_externals(plan, device, t, gen);
+    auto ref = make_outputs(c, device, /*poison=*/true, /*last_only=*/false);
+    CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, ref));
+    auto got = make_outputs(c, device, /*poison=*/true, last_only);
+    const Status s = k.run(ext, got);
+    if (!s.ok()) return Status(Code::kVerifyFailed, "trial " + std::to_string(t) + ": " + s.to_string());
+    std::string why;
+    if (!close_enough(got, ref, &why)) return Status(Code::kVerifyFailed, "trial " + std::to_string(t) + ": " + why);
+  }
+  return Status();
+}
+
+struct ChainTiming {
+  double aten_us = 0, kernel_us = 0, speedup = 0, p25 = 0;
+};
+
+Result<ChainTiming> time_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
+                                 int device, int reps, uint64_t seed) {
+  CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
+  CUDAL1_ASSIGN_OR_RETURN(CUstream stream, dispatcher::current_stream(device));
+  at::Generator gen = at::detail::getCUDAHooks().getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device)).clone();
+  gen.set_current_seed(seed);
+  const std::vector<at::Tensor> ext = make_externals(plan, device, 0, gen);
+  const auto none = std::vector<std::vector<at::Tensor>>(c.nodes.size());
+  const auto last = make_outputs(c, device, /*poison=*/false, /*last_only=*/true);
+  const at::Tensor flush = at::zeros({int64_t{64} << 20}, at::TensorOptions().dtype(at::kInt).device(
+                                                                at::Device(at::kCUDA, static_cast<int8_t>(device))));
+  CUevent ev[3];
+  for (auto& e : ev) CUDAL1_CU_TRY(api->cuEventCreate(&e, CU_EVENT_DEFAULT));
+  struct Destroy {
+    const DriverApi* api;
+    CUevent* ev;
+    ~Destroy() {
+      for (int i = 0; i < 3; ++i) api->cuEventDestroy(ev[i]);
+    }
+  } destroy{api, ev};
+  auto once = [&](bool kernel, double* us, double* extra) -> Status {
+    (void)flush.amax();  // L2 flush: reads 256 MB on the stream (Note [Timing])
+    CUDAL1_CU_TRY(api->cuEventRecord(ev[0], stream));
+    if (kernel) {
+      CUDAL1_RETURN_IF_ERROR(k.run(ext, last));
+    } else {
+      CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, none));
+    }
+    CUDAL1_CU_TRY(api->cuEventRecord(ev[1], stream));
+    CUDAL1_CU_TRY(api->cuCtxSynchronize());
+    CUDAL1_CU_TRY(api->cuEventRecord(ev[2], stream));
+    CUDAL1_CU_TRY(api->cuEventSynchronize(ev[2]));
+    float a = 0, b = 0;
+    CUDAL1_CU_TRY(api->cuEventElapsedTime(&a, ev[0], ev[1]));
+    CUDAL1_CU_TRY(api->cuEventElapsedTime(&b, ev[1], ev[2]));
+    *us = a * 1000.0;
+    *extra = b * 1000.0;
+    return Status();
+  };
+  double u = 0, x = 0;
+  for (int i = 0; i < 3; ++i) {
+    CUDAL1_RETURN_IF_ERROR(once(false, &u, &x));
+    CUDAL1_RETURN_IF_ERROR(once(true, &u, &x));
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<double> ta, tk, ratio, xa, xk;
+  for (int r = 0; r < reps; ++r) {
+    double a = 0, b = 0, ax = 0, bx = 0;
+    if (rng() & 1) {
+      CUDAL1_RETURN_IF_ERROR(once(false, &a, &ax));
+      CUDAL1_RETURN_IF_ERROR(once(true, &b, &bx));
+    } else {
+      CUDAL1_RETURN_IF_ERROR(once(true, &b, &bx));
+      CUDAL1_RETURN_IF_ERROR(once(false, &a, &ax));
+    }
+    ta.push_back(a);
+    tk.push_back(b);
+    xa.push_back(ax);
+    xk.push_back(bx);
+    ratio.push_back(a / std::max(b, 1e-3));
+  }
+  if (check_escape(xk, xa).escaped) return Status(Code::kVerifyFailed, "chain kernel: work escaped the stream");
+  return ChainTiming{median(ta), median(tk), median(ratio), quantile(ratio, 0.25)};
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain) {
+  CUDAL1_ASSIGN_OR_RETURN(ChainPlan plan, chains::plan_chain(chain));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ChainVariant& v : chains::variants(plan)) out.emplace_back(v.id(), chains::chain_source(plan, v));
+  return out;
+}
+
+Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::ChainRecord& chain,
+                                                            const ChainTuneOptions& o, ChainTuneReport* report) {
+  ChainTuneReport local;
+  ChainTuneReport& rep = report ? *report : local;
+  rep = ChainTuneReport();
+  auto planned = chains::plan_chain(chain);
+  if (!planned.ok()) {
+    rep.note = planned.status().message();
+    return planned.status();
+  }
+  const ChainPlan& plan = planned.value();
+  rep.plan = plan.text;
+  const int device = chain.nodes.front().rec->device_index;
+  if (device < 0) return Status(Code::kUnsupported, rep.note = "chain: not on a CUDA device");
+  try {
+    dispatcher::BypassScope bypass;
+    CUDAL1_ASSIGN_OR_RETURN(DeviceInfo info, device_info(device));
+    std::unique_ptr<dispatcher::ChainKernel> best;
+    ChainTiming best_t;
+    ChainVariant best_v;
+    const std::vector<ChainVariant> vs = chains::variants(plan);
+    rep.variants = static_cast<int>(vs.size());
+    std::string last_failure;
+    for (size_t i = 0; i < vs.size(); ++i) {
+      auto compiled = compile(KernelSource{chains::chain_source(plan, vs[i]), "chain_kernel"}, info.sm);
+      if (!compiled.ok()) {
+        last_failure = compiled.status().to_string();
+        continue;
+      }
+      auto module = LoadedModule::load(device, compiled.value().cubin, "chain_kernel");
+      if (!module.ok()) {
+        last_failure = module.status().to_string();
+        continue;
+      }
+      auto k = std::make_unique<PointwiseChainKernel>(plan, vs[i], module.value(), device);
+      const Status v = verify_variant(chain, plan, *k, device, o.verify_trials, o.seed + i);
+      if (!v.ok()) {
+        last_failure = vs[i].id() + ": " + v.to_string();
+        continue;
+      }
+      ++rep.verified;
+      auto t = time_variant(chain, plan, *k, device, o.reps, o.seed + 1000 + i);
+      if (!t.ok()) {
+        last_failure = vs[i].id() + ": " + t.status().to_string();
+        continue;
+      }
+      if (!best || t.value().kernel_us < best_t.kernel_us) {
+        best = std::move(k);
+        best_t = t.value();
+        best_v = vs[i];
+      }
+    }
+    if (!best) {
+      rep.note = "no variant verified (" + last_failure + ")";
+      return Status(Code::kVerifyFailed, rep.note);
+    }
+    auto again = time_variant(chain, plan, *best, device, 2 * o.reps, o.seed + 7);  // the winner, timed once more
+    if (again.ok()) best_t = again.value();
+    rep.variant = best_v.id();
+    rep.aten_us = best_t.aten_us;
+    rep.kernel_us = best_t.kernel_us;
+    rep.speedup = best_t.speedup;
+    rep.speedup_p25 = best_t.p25;
+    if (best_t.speedup < o.min_speedup || best_t.p25 < 1.0) {
+      rep.note = "no variant beat the ATen chain by the margin";
+      return Status(Code::kNotFound, rep.note);
+    }
+    return best;
+  } catch (const std::exception& e) {
+    rep.note = std::string("chain tuning raised: ") + e.what();
+    return Status(Code::kInternal, rep.note);
+  }
+}
+
+}  // namespace cudal1::optimizer

@@ -1,0 +1,51 @@
+/// @brief Chain kernels: the generator of pointwise chains (Note [Pointwise chains] in optimizer/chains/) and its
+/// tuner, which verifies each variant against the ATen chain and times it against it (Note [Chain tuning]).
+///
+/// Note [Chain tuning]
+/// For a hot chain the tuner plans it (pointwise chains only, so far), compiles every variant with NVRTC, and for
+/// each: verifies it on `verify_trials` fresh random inputs at the chain's full sizes and strides (scales 1, 4,
+/// 0.01, 30, 1000 in turn, NaN/+-Inf/+-0 injected from the second trial on) with every output poisoned with NaN,
+/// against replay_chain (the chain's own ATen ops), each output within its dtype's tolerance times the number of
+/// steps that lead to it (plus that many eps of the reference's largest finite value), NaN/Inf matching; then once
+/// more with only the last output stored (the others null, as when the app dropped them). Verified variants are
+/// timed like single kernels (Note [Timing]: interleaved with the ATen chain, L2 flushed before each, device-wide
+/// sync before the third event and the escape check), the ATen chain storing every intermediate as eager does
+/// and the kernel storing the last output only. The fastest wins when its median speedup reaches `min_speedup`
+/// and its 25th percentile is at least 1.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cudal1/core/status.h"
+#include "cudal1/dispatcher/regions.h"
+
+namespace cudal1::optimizer {
+
+struct ChainTuneOptions {
+  int verify_trials = 5;
+  int reps = 30;             ///< timed repetitions per variant (the winner is timed again with twice as many)
+  double min_speedup = 1.05;
+  uint64_t seed = 1;
+};
+
+struct ChainTuneReport {
+  std::string plan;       ///< the steps, one a line
+  std::string variant;    ///< the winner (or the fastest verified variant)
+  int variants = 0, verified = 0;
+  double aten_us = 0, kernel_us = 0, speedup = 0, speedup_p25 = 0;
+  std::string note;       ///< why no kernel, when none
+};
+
+/// Tunes `chain` on its device (Note [Chain tuning]): the kernel of the winning variant, or Unsupported (not a
+/// chain the generator can fuse, or no GPU), VerifyFailed (no variant verified) or NotFound (none faster by the
+/// margin), with `report` filled either way. Runs on the calling thread's current stream; hooks bypassed.
+Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::ChainRecord& chain,
+                                                            const ChainTuneOptions& options, ChainTuneReport* report);
+
+/// Each variant's id and CUDA source for `chain` (what NVRTC compiles); Unsupported when it is not pointwise.
+Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain);
+
+}  // namespace cudal1::optimizer
