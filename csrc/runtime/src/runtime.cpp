@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "cudal1/cache/kernel_cache.h"
@@ -61,6 +62,7 @@ struct Runtime {
   std::chrono::steady_clock::time_point last_report = std::chrono::steady_clock::now();
   std::once_flag exit_once;
   std::atomic<bool> warm{false};
+  std::atomic<bool> chain_tuning{false};  // tune_hot_chains is running (wait_idle waits for it)
 };
 
 Runtime& rt() {
@@ -98,6 +100,11 @@ void tune_hot_chains() {
   dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
     if (c.state.load() == dispatcher::ChainState::kHot) hot.push_back(&c);
   });
+  r.chain_tuning.store(!hot.empty());
+  struct Done {
+    std::atomic<bool>& flag;
+    ~Done() { flag.store(false); }
+  } done{r.chain_tuning};
   for (dispatcher::ChainRecord* c : hot) {
     dispatcher::ChainState expected = dispatcher::ChainState::kHot;
     if (!c->state.compare_exchange_strong(expected, dispatcher::ChainState::kAten)) continue;  // tried once
@@ -378,7 +385,24 @@ Stats stats() noexcept {
 bool wait_idle(double timeout_s) noexcept {
   try {
     auto& r = runtime::rt();
-    return !r.tuner || r.tuner->wait_idle(timeout_s);
+    if (!r.tuner) return true;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    auto left = [&] { return std::chrono::duration<double>(end - std::chrono::steady_clock::now()).count(); };
+    if (!r.tuner->wait_idle(timeout_s)) return false;
+    // Note [Chain tuning]: chains turn hot and are tuned on the tuner's tick; wait for those too.
+    dispatcher::close_chain_on_this_thread();
+    for (;;) {
+      bool untried = false;
+      if (r.cfg.fuse && r.cfg.mode == Mode::kTune) {
+        dispatcher::update_hot_chains(r.cfg.hot_calls, r.cfg.chain_share);
+        dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
+          untried |= c.state.load() == dispatcher::ChainState::kHot;
+        });
+      }
+      if (!untried && !r.chain_tuning.load()) return r.tuner->wait_idle(std::max(0.0, left()));
+      if (left() <= 0) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   } catch (...) {
     return false;
   }
