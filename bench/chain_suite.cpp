@@ -47,6 +47,7 @@ std::vector<ChainRow> chain_suite(bool small) {
 }
 
 dispatcher::ChainRecord* record_chain(const std::function<void()>& f, int times) {
+  dispatcher::close_chain_on_this_thread();  // what ran before is not part of this chain
   std::set<dispatcher::ChainRecord*> before;
   dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) { before.insert(&c); });
   for (int i = 0; i < times; ++i) f();

@@ -3,6 +3,8 @@
 /// the app runs it, with cudal1's regions (the deferred calls, the chain kernel, the flush at the end event) and
 /// with ATen only, interleaved, L2 flushed before each (Note [Timing]), median of the repetitions. The fused floor
 /// is a device copy of the chain's external inputs plus its result (what a fused kernel must move at least).
+/// kernel_us and kernel_x are the tuner's: the winning kernel alone, storing the last output, against the ATen chain
+/// (paired median ratio). The app's result is held past the end event, so the region must write it.
 /// With a file of torch.compile timings (bench/chains_compile.py, same rows in Python), its speedup over Python
 /// eager is printed beside ours.
 /// Usage: bench_chains [compile_timings.txt] [reps]
@@ -79,14 +81,15 @@ int main(int argc, char** argv) {
   api->cuEventCreate(&e0, CU_EVENT_DEFAULT);
   api->cuEventCreate(&e1, CU_EVENT_DEFAULT);
 
-  std::printf("\n%-22s %4s %-15s %9s %9s %8s %9s %9s %8s %9s %9s %9s\n", "chain", "ops", "kernel", "aten_us",
-              "cudal1_us", "speedup", "kernel_us", "floor_us", "k/floor", "py_eag_us", "compil_us", "compile_x");
+  std::printf("\n%-22s %4s %-15s %9s %9s %8s %9s %8s %9s %8s %9s %9s %9s\n", "chain", "ops", "kernel", "aten_us",
+              "cudal1_us", "speedup", "kernel_us", "kernel_x", "floor_us", "k/floor", "py_eag_us", "compil_us",
+              "compile_x");
   std::vector<double> speedups;
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/false)) {
     const std::vector<at::Tensor> in = bench::chain_inputs(row, 0);
     dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(bench::chain_inputs(row, 0)); });
     std::string kernel = "-";
-    double kernel_us = 0;
+    double kernel_us = 0, kernel_x = 0;
     if (c) {
       optimizer::ChainTuneOptions t;
       t.min_speedup = 1.0;
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
       if (k.ok() && dispatcher::fuse_chain(*c, std::move(k).value()).ok()) {
         kernel = rep.variant;
         kernel_us = rep.kernel_us;
+        kernel_x = rep.speedup;
       } else {
         kernel = k.status().code() == Code::kUnsupported ? "not pointwise" : "ATen faster";
         kernel_us = rep.kernel_us;
@@ -106,11 +110,12 @@ int main(int argc, char** argv) {
     auto once = [&](bool aten) {
       (void)flush.amax();
       api->cuEventRecord(e0, stream);
+      at::Tensor out;  // held past the end event, as an app holds its result: the region must write it
       if (aten) {
         dispatcher::BypassScope b;
-        row.run(in);
+        out = row.run(in);
       } else {
-        row.run(in);
+        out = row.run(in);
       }
       api->cuEventRecord(e1, stream);  // a CUDA call: an open region runs before the event (CUPTI guard)
       api->cuEventSynchronize(e1);
@@ -143,8 +148,8 @@ int main(int argc, char** argv) {
     if (py != compiled.end())
       std::snprintf(pybuf, sizeof(pybuf), "%9.1f %9.1f %8.3fx", py->second.first, py->second.second,
                     py->second.first / py->second.second);
-    std::printf("%-22s %4zu %-15s %9.1f %9.1f %7.3fx %9.1f %9.1f %8.2f %s\n", row.name.c_str(),
-                c ? c->nodes.size() : 0, kernel.c_str(), median(ta), median(tc), sp, kernel_us, fl,
+    std::printf("%-22s %4zu %-15s %9.1f %9.1f %7.3fx %9.1f %7.3fx %9.1f %8.2f %s\n", row.name.c_str(),
+                c ? c->nodes.size() : 0, kernel.c_str(), median(ta), median(tc), sp, kernel_us, kernel_x, fl,
                 fl > 0 && kernel_us > 0 ? kernel_us / fl : 0.0, pybuf);
   }
   double g = 0;

@@ -8,6 +8,10 @@
 #include <cmath>
 #include <random>
 
+#if defined(CUDAL1_TORCH_CUDA)
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
+
 #include "chain_plan.h"
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/dispatcher/cuda_glue.h"
@@ -104,6 +108,19 @@ class PointwiseChainKernel final : public dispatcher::ChainKernel {
   int device_;
 };
 
+/// A generator of its own on `device` (the app's default generator stays untouched).
+at::Generator device_generator(int device, uint64_t seed) {
+#if defined(CUDAL1_TORCH_CUDA)
+  at::Generator gen = at::cuda::detail::createCUDAGenerator(static_cast<c10::DeviceIndex>(device));
+  gen.set_current_seed(seed);
+  return gen;
+#else
+  (void)device;
+  (void)seed;
+  throw std::runtime_error("chain tuning needs a CUDA build of LibTorch");
+#endif
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -181,8 +198,7 @@ bool close_enough(const std::vector<std::vector<at::Tensor>>& got, const std::ve
 
 Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
                       int device, int trials, uint64_t seed) {
-  at::Generator gen = at::detail::getCUDAHooks().getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device)).clone();
-  gen.set_current_seed(seed);
+  at::Generator gen = device_generator(device, seed);
   for (int t = 0; t <= trials; ++t) {
     const bool last_only = t == trials;  // one more trial storing the last output only
     const std::vector<at::Tensor> ext = make_externals(plan, device, t, gen);
@@ -205,8 +221,7 @@ Result<ChainTiming> time_variant(const dispatcher::ChainRecord& c, const ChainPl
                                  int device, int reps, uint64_t seed) {
   CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
   CUDAL1_ASSIGN_OR_RETURN(CUstream stream, dispatcher::current_stream(device));
-  at::Generator gen = at::detail::getCUDAHooks().getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device)).clone();
-  gen.set_current_seed(seed);
+  at::Generator gen = device_generator(device, seed);
   const std::vector<at::Tensor> ext = make_externals(plan, device, 0, gen);
   const auto none = std::vector<std::vector<at::Tensor>>(c.nodes.size());
   const auto last = make_outputs(c, device, /*poison=*/false, /*last_only=*/true);
