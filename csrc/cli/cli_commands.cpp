@@ -119,6 +119,10 @@ void print_chains(const nlohmann::json& j, bool all, std::ostream& out) {
       for (const auto& s : ch["inputs"][i]) in += (in.empty() ? "" : ", ") + s.get<std::string>();
       out << fmt::format("{:>45}%{} = {} <- {}\n", "", i, ch["ops"][i].get<std::string>(), in);
     }
+    const std::string kernel = ch.value("kernel", ""), note = ch.value("note", "");
+    if (!kernel.empty() || !note.empty())  // Note [Chain tuning]: what tuning found
+      out << fmt::format("{:>45}chain kernel: {}{}\n", "", kernel.empty() ? "none" : kernel,
+                         note.empty() ? "" : " (" + note + ")");
   }
   if (!shown) out << (all ? "(no chains)\n" : "(no hot chains; --all shows every one)\n");
 }

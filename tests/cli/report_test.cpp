@@ -43,7 +43,12 @@ const char* kRun = R"json({"run_id":"1800000000-1","mode":"tune","written_unix":
   {"ops":["aten::add.Tensor(f16[8,768]{768,1}, f16[8,768]{768,1}, alpha=1)",
           "aten::native_layer_norm(f16[8,768]{768,1}, [768], None, None, 1e-05)"],
    "inputs":[["ext0","ext1"],["%0.0"]],"count":60,"mean_us":5.5,"est_total_us":330,"share":0.374,
-   "externals":2,"same_external":[0,0],"state":"hot","speedup":0},
+   "externals":2,"same_external":[0,0],"state":"aten","speedup":0,"kernel":"",
+   "note":"chain: a node with several outputs"},
+  {"ops":["aten::silu(bf16[64,512]{512,1})","aten::mul.Tensor(bf16[64,512]{512,1}, bf16[64,512]{512,1})"],
+   "inputs":[["ext0"],["%0.0","ext1"]],"count":80,"mean_us":4.0,"est_total_us":320,"share":0.36,
+   "externals":2,"same_external":[0,1],"state":"fused","speedup":1.55,"kernel":"pointwise vec4.b128.grid",
+   "note":""},
   {"ops":["aten::sigmoid(f32[4]{1})","aten::mul.Tensor(f32[4]{1}, f32[4]{1})"],
    "inputs":[["ext0"],["ext0","%0.0"]],"count":3,"mean_us":1.0,"est_total_us":3,"share":0.001,
    "externals":1,"same_external":[0],"state":"cold","speedup":0}]})json";
@@ -52,7 +57,10 @@ TEST_F(ReportTest, ListsHotChainsWithOpsSignaturesAndDataflow) {
   const std::string out = run_report(kRun, false);
   EXPECT_NE(out.find("op chains"), std::string::npos) << out;
   EXPECT_NE(out.find("37.4% "), std::string::npos) << out;
-  EXPECT_NE(out.find("hot           -  add.Tensor -> native_layer_norm"), std::string::npos) << out;
+  EXPECT_NE(out.find("aten          -  add.Tensor -> native_layer_norm"), std::string::npos) << out;
+  EXPECT_NE(out.find("chain kernel: none (chain: a node with several outputs)"), std::string::npos) << out;
+  EXPECT_NE(out.find("fused     1.55x  silu -> mul.Tensor"), std::string::npos) << out;
+  EXPECT_NE(out.find("chain kernel: pointwise vec4.b128.grid\n"), std::string::npos) << out;
   EXPECT_NE(out.find("%1 = aten::native_layer_norm(f16[8,768]{768,1}, [768], None, None, 1e-05) <- %0.0"),
             std::string::npos) << out;
   EXPECT_NE(out.find("%0 = aten::add.Tensor(f16[8,768]{768,1}, f16[8,768]{768,1}, alpha=1) <- ext0, ext1"),
