@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "cudal1/dispatcher/chains.h"
@@ -215,6 +217,51 @@ TEST(Regions, AThreadThatExitsRunsItsRegion) {
   std::thread t([&] { y = silu_w(x, w); });
   t.join();
   EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); })));
+}
+
+TEST(Regions, ThreadsDeferringWhileAnotherFlushesThemAllSeeEagerValues) {
+  ASSERT_NE(fused(), nullptr);
+  // Four threads run the fused chain in a loop while a fifth flushes every region at random moments (as the
+  // CUPTI guard does from any thread): each region ends whole, or early and replayed; no value may differ.
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  const RegionCounters before = region_counters();
+  std::thread flusher([&] {
+    while (!stop.load()) {
+      flush_all_regions();
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> apps;
+  for (int t = 0; t < 4; ++t)
+    apps.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
+        at::Tensor s = x.sigmoid();
+        at::Tensor y = (x * s) * w;
+        const at::Tensor ref = eager([&] { return silu_w(x, w); });
+        if (!at::equal(y, ref) || !at::equal(s, eager([&] { return x.sigmoid(); }))) wrong.fetch_add(1);
+      }
+      (void)t;
+    });
+  for (auto& a : apps) a.join();
+  stop.store(true);
+  flusher.join();
+  EXPECT_EQ(wrong.load(), 0);
+  const RegionCounters after = region_counters();
+  EXPECT_GT(after.opened, before.opened);
+  EXPECT_EQ(after.lost, 0u);
+  std::printf("regions: %llu opened, %llu whole, %llu flushed early from the other thread\n",
+              static_cast<unsigned long long>(after.opened - before.opened),
+              static_cast<unsigned long long>(after.completed - before.completed),
+              static_cast<unsigned long long>(after.by_other - before.by_other));
+  // The early flushes may have retired the chain (kDiverged); the tests below need it fused.
+  for_each_chain([&](ChainRecord& c) {
+    if (c.kernel.load() && c.state.load() == ChainState::kDiverged) {
+      c.recent_early.store(0);
+      c.state.store(ChainState::kFused);
+    }
+  });
 }
 
 TEST(Regions, CallsAutogradRecordsAreNotDeferred) {

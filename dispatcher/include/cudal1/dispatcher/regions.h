@@ -33,6 +33,10 @@
 /// failed) runs the chain's nodes through ATen with the same arguments and copies each result into its
 /// pending output, so an early flush costs time but never changes a value. A fused chain whose regions flush
 /// early in more than half of the last 64 (once 32 ran) goes to kDiverged: its calls run one by one again.
+/// Known limit: an early flush replays through ATen, which allocates, while holding the region's lock; a CUPTI
+/// callback raised from inside torch's caching allocator on a third thread (an event recorded when freeing a block
+/// used on another stream, record_stream) waits for that lock while holding the allocator's. That cycle has not
+/// been seen or tested; a replay into the pending outputs through out= overloads would remove it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
