@@ -48,7 +48,10 @@ struct Region {
   c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::kCPU)};
   std::vector<at::Tensor> externals;  // strong: the app's inputs stay alive until the region ran
   std::vector<uint32_t> ext_versions;
-  std::vector<std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>>> outputs;  // per deferred node
+  // Per deferred node, its pending outputs. Held strongly, so that an early flush can replay into every one of
+  // them without allocating; one the app dropped (only the region holds it and its storage) is not written by
+  // the chain kernel.
+  std::vector<std::vector<at::Tensor>> outputs;
 };
 
 std::mutex g_regions_mu;        // guards g_regions; held across flush_all so no region dies under it
@@ -70,29 +73,29 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   uint64_t written = 0, skipped = 0;
   Status s;
   try {
-    std::vector<std::vector<at::Tensor>> outs(r.next);
+    std::vector<std::vector<at::Tensor>> live(r.next), all(r.next);
     for (size_t k = 0; k < r.next; ++k)
-      for (auto& w : r.outputs[k]) {
-        at::Tensor t;
-        if (auto p = w.lock()) t = at::Tensor(std::move(p));
-        (t.defined() ? written : skipped) += 1;
-        outs[k].push_back(std::move(t));
+      for (const at::Tensor& t : r.outputs[k]) {
+        const bool dropped = t.use_count() == 1 && t.storage().use_count() == 1;  // only the region holds it
+        (dropped ? skipped : written) += 1;
+        live[k].push_back(dropped ? at::Tensor() : t);
+        all[k].push_back(t);
       }
     c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
     BypassScope bypass;
     c10::StreamGuard on_stream(r.stream);
     ChainKernel* kernel = c->kernel.load(std::memory_order_acquire);
     if (whole && kernel) {
-      s = kernel->run(r.externals, outs);
+      s = kernel->run(r.externals, live);
       if (!s.ok()) {
         g_counters.kernel_failures.fetch_add(1);
         if (first_time("chain-kernel:" + std::to_string(c->hash)))
           CUDAL1_LOG(kWarn, "chain kernel " << kernel->describe() << " failed (" << s.to_string()
                                             << "); this region runs through ATen");
-        s = replay_chain(*c, r.next, r.externals, outs);
+        s = replay_chain(*c, r.next, r.externals, all);
       }
     } else {
-      s = replay_chain(*c, r.next, r.externals, outs);
+      s = replay_chain(*c, r.next, r.externals, all);  // into every pending output: out= ops, no allocation
     }
   } catch (const std::exception& e) {
     s = Status(Code::kInternal, e.what());
@@ -157,9 +160,7 @@ ThreadRegion& this_thread_region() {
   return t;
 }
 
-bool same_impl(const c10::weak_intrusive_ptr<c10::TensorImpl>& w, const at::Tensor& t) {
-  return w._unsafe_get_target() == t.unsafeGetTensorImpl();
-}
+bool same_impl(const at::Tensor& a, const at::Tensor& b) { return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl(); }
 
 /// Whether `call` is node `k` of the region's chain, wired as the chain records; new external slots it binds
 /// are appended to `bind`. Caller holds r.mu (or owns an empty region).
@@ -238,9 +239,6 @@ void allocate(const ChainNode& node, c10::Device device, std::vector<at::Tensor>
   }
 }
 
-c10::weak_intrusive_ptr<c10::TensorImpl> weak_of(const at::Tensor& t) {
-  return c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr());
-}
 
 }  // namespace
 
@@ -299,7 +297,7 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
     }
     if (r.outputs.size() <= k) r.outputs.resize(k + 1);
     r.outputs[k].clear();
-    for (const at::Tensor& o : *outs) r.outputs[k].push_back(weak_of(o));
+    for (const at::Tensor& o : *outs) r.outputs[k].push_back(o);
     ++r.next;
     return true;
   } catch (const std::exception& e) {

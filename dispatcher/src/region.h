@@ -42,6 +42,9 @@ Status register_region_key(const std::vector<std::string>& typed_ops);
 /// already armed); Unavailable with the reason otherwise.
 Status arm_cupti_guard();
 
+/// The out= overload of `op` taking `outs` out tensors after exactly `op`'s arguments; null when none.
+const c10::OperatorHandle* out_overload(const c10::OperatorHandle& op, size_t outs);
+
 /// True while this thread runs cudal1's own region work (flushes, allocations): CUDA calls made then are ours.
 bool in_region_work() noexcept;
 

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "cudal1/core/log.h"
@@ -42,6 +44,43 @@ bool is_tensor_arg(const c10::Argument& a) {
   return t->kind() == c10::TypeKind::OptionalType &&
          t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
 }
+
+}  // namespace
+
+/// The out= overload of `op` with `outs` trailing out arguments after exactly `op`'s arguments (add.Tensor ->
+/// add.out, mul.Scalar -> mul.Scalar_out, sigmoid -> sigmoid.out); null when it has none. Cached per op.
+const c10::OperatorHandle* out_overload(const c10::OperatorHandle& op, size_t outs) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<c10::OperatorHandle>>* cache =
+      new std::map<std::string, std::unique_ptr<c10::OperatorHandle>>();
+  const auto& schema = op.schema();
+  const std::string key = schema.name() + "." + schema.overload_name() + "/" + std::to_string(outs);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache->find(key); it != cache->end()) return it->second.get();
+  std::unique_ptr<c10::OperatorHandle> found;
+  const std::string ov = schema.overload_name();
+  std::vector<std::string> names;
+  if (ov.empty() || ov == "Tensor") names.push_back("out");
+  if (!ov.empty()) names.push_back(ov + "_out");
+  for (const auto& n : names) {
+    auto h = c10::Dispatcher::singleton().findSchema(c10::OperatorName(schema.name(), n));
+    if (!h) continue;
+    const auto& a = h->schema().arguments();
+    const auto& f = schema.arguments();
+    bool ok = a.size() == f.size() + outs;
+    for (size_t i = 0; ok && i < f.size(); ++i) ok = a[i].name() == f[i].name() && !a[i].is_out();
+    for (size_t i = f.size(); ok && i < a.size(); ++i) ok = a[i].is_out();
+    if (ok) {
+      found = std::make_unique<c10::OperatorHandle>(*h);
+      break;
+    }
+  }
+  auto& slot = (*cache)[key];
+  slot = std::move(found);
+  return slot.get();
+}
+
+namespace {
 
 class AtenChainKernel final : public ChainKernel {
  public:
@@ -110,6 +149,17 @@ Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at
           stack.emplace_back(externals.at(static_cast<size_t>(in.index)));
         else
           stack.emplace_back();
+      }
+      // Every output given: the op's out= overload writes them in place, allocating nothing (an early flush
+      // may run inside another thread's CUDA call). Otherwise the functional op, copied into what is given.
+      const bool given = k < outputs.size() && !outputs[k].empty() &&
+                         std::all_of(outputs[k].begin(), outputs[k].end(), [](const at::Tensor& t) { return t.defined(); });
+      const c10::OperatorHandle* out_op = given ? detail::out_overload(rec.op, outputs[k].size()) : nullptr;
+      if (out_op) {
+        for (const at::Tensor& o : outputs[k]) stack.emplace_back(o);
+        out_op->callBoxed(&stack);
+        produced[k] = outputs[k];
+        continue;
       }
       rec.op.callBoxed(&stack);
       for (auto& v : stack) produced[k].push_back(v.isTensor() ? v.toTensor() : at::Tensor());

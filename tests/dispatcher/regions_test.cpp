@@ -9,11 +9,13 @@
 #include <atomic>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/dispatcher/regions.h"
+#include "region.h"  // private: out_overload
 
 namespace cudal1::dispatcher {
 namespace {
@@ -297,6 +299,22 @@ TEST(Regions, FlushAllRegionsRunsThisThreadsRegion) {
   flush_all_regions();
   EXPECT_FALSE(region_open_on_this_thread());
   EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); })));
+}
+
+TEST(Regions, EarlyFlushesReplayThroughOutOverloads) {
+  // An early flush writes every pending output through the op's out= overload, allocating nothing.
+  auto& d = c10::Dispatcher::singleton();
+  const std::vector<std::tuple<const char*, const char*, size_t, const char*>> cases = {
+      {"aten::add", "Tensor", 1, "out"},       {"aten::mul", "Scalar", 1, "Scalar_out"},
+      {"aten::sigmoid", "", 1, "out"},         {"aten::pow", "Tensor_Scalar", 1, "Tensor_Scalar_out"},
+      {"aten::gelu", "", 1, "out"},            {"aten::clamp", "", 1, "out"},
+      {"aten::native_layer_norm", "", 3, "out"}};
+  for (const auto& [name, overload, outs, want] : cases) {
+    const c10::OperatorHandle* h = detail::out_overload(d.findSchemaOrThrow(name, overload), outs);
+    ASSERT_NE(h, nullptr) << name << "." << overload;
+    EXPECT_EQ(h->schema().overload_name(), want) << name;
+  }
+  EXPECT_EQ(detail::out_overload(d.findSchemaOrThrow("aten::add", "Tensor"), 2), nullptr);  // wrong arity
 }
 
 TEST(Regions, StatusSaysWhatIsDeferred) {

@@ -9,8 +9,8 @@
 /// that is the chain's next node, wired the same way (its chain inputs are the very tensors the region handed
 /// out, its external inputs the same tensors as in the region so far) and on the same stream, is deferred the
 /// same way. When the last node was deferred the region is *complete*; its kernel runs at the next event
-/// below, so that outputs the app dropped meanwhile are never written (outputs are held as weak references to
-/// their TensorImpl: a dead one is passed to the kernel as an undefined tensor).
+/// below, so that outputs the app dropped meanwhile are never written (the region holds each pending output; one
+/// whose TensorImpl and storage only the region still holds is passed to the kernel as an undefined tensor).
 ///
 /// The invariant: the app never observes an unwritten value. A region runs (is *flushed*) before:
 ///  - any hooked call that is not the chain's next node (a *divergence*; the open prefix runs through ATen);
@@ -30,13 +30,11 @@
 /// the hook was installed with HookOptions::profile_cpu and DeferralOptions::cpu (host tests; CPU has no
 /// equivalent of the CUPTI guard, so raw-pointer reads of a pending CPU tensor are not covered).
 /// A flush of a complete region runs the chain kernel on the region's stream; a prefix (or a kernel that
-/// failed) runs the chain's nodes through ATen with the same arguments and copies each result into its
-/// pending output, so an early flush costs time but never changes a value. A fused chain whose regions flush
-/// early in more than half of the last 64 (once 32 ran) goes to kDiverged: its calls run one by one again.
-/// Known limit: an early flush replays through ATen, which allocates, while holding the region's lock; a CUPTI
-/// callback raised from inside torch's caching allocator on a third thread (an event recorded when freeing a block
-/// used on another stream, record_stream) waits for that lock while holding the allocator's. That cycle has not
-/// been seen or tested; a replay into the pending outputs through out= overloads would remove it.
+/// failed) runs the chain's nodes through ATen with the same arguments, each node's out= overload writing its
+/// pending outputs in place, so an early flush costs time but never changes a value, and allocates nothing (it may
+/// run inside another thread's CUDA call, even one made under torch's allocator lock; an op without an out=
+/// overload is called functionally and copied, which allocates). A fused chain whose regions flush early in more
+/// than half of the last 64 (once 32 ran) goes to kDiverged: its calls run one by one again.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -66,7 +64,8 @@ class ChainKernel {
 };
 
 /// Runs the first `nodes` nodes of `chain` through ATen (each node's non-tensor arguments as its signature
-/// recorded them) and copies each result into the defined tensors of `outputs`. Calls pass the hook
+/// recorded them): a node whose outputs are all given is written in place through its out= overload; otherwise
+/// the functional op runs and its results are copied into the given (defined) outputs. Calls pass the hook
 /// (BypassScope). The reference every chain kernel is verified against, and what flushes a prefix.
 Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at::Tensor>& externals,
                     const std::vector<std::vector<at::Tensor>>& outputs) noexcept;
