@@ -2,6 +2,9 @@
 /// TorchScript calls them; `x * 0.5` in C++ wraps 0.5 in a CPU tensor, which the hook cannot key.
 #include "bench/chain_suite.h"
 
+#include "cudal1/dispatcher/hook.h"
+
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -40,6 +43,13 @@ std::vector<ChainRow> chain_suite(bool small) {
                   }});
   rows.push_back({"x_sigmoid_x f16", {{small ? 512 : 8192, small ? 512 : 8192}}, at::kHalf,
                   [](const V& in) { return in[0].mul(in[0].sigmoid()); }});
+  rows.push_back({"bn_relu_maxpool f32", {{small ? 8 : 32, 64, small ? 28 : 112, small ? 28 : 112}, {64}, {64}, {64}, {64}},
+                  at::kFloat,
+                  [](const V& in) {  // ResNet's stem after its convolution: eval-mode batch norm, ReLU, 3x3/2 max-pool
+                    const at::Tensor y = at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5, true);
+                    return at::max_pool2d(y.relu(), {3, 3}, {2, 2}, {1, 1});
+                  },
+                  {4}});
   rows.push_back({"residual_relu f32", {{small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56},
                                         {small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56}},
                   at::kFloat, [](const V& in) { return in[0].add(in[1]).relu(); }});
@@ -60,9 +70,13 @@ dispatcher::ChainRecord* record_chain(const std::function<void()>& f, int times)
 }
 
 std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device) {
+  dispatcher::BypassScope not_recorded;
   std::vector<at::Tensor> in;
-  for (const auto& s : row.input_sizes)
-    in.push_back(at::randn(s, at::TensorOptions().dtype(row.dtype).device(at::Device(at::kCUDA, static_cast<int8_t>(device)))));
+  const auto opts = at::TensorOptions().dtype(row.dtype).device(at::Device(at::kCUDA, static_cast<int8_t>(device)));
+  for (size_t i = 0; i < row.input_sizes.size(); ++i) {
+    const bool pos = std::find(row.positive.begin(), row.positive.end(), i) != row.positive.end();
+    in.push_back(pos ? at::rand(row.input_sizes[i], opts).add_(0.5) : at::randn(row.input_sizes[i], opts));
+  }
   return in;
 }
 

@@ -17,6 +17,7 @@ struct ChainRow {
   std::vector<std::vector<int64_t>> input_sizes;
   at::ScalarType dtype = at::kFloat;
   std::function<at::Tensor(const std::vector<at::Tensor>&)> run;  ///< the chain as eager ops; returns its result
+  std::vector<size_t> positive = {};  ///< inputs drawn from [0.5, 1.5) (a running variance), the rest N(0, 1)
 };
 
 /// The suite at the sizes (`small`: the same chains at test sizes).
@@ -26,7 +27,7 @@ std::vector<ChainRow> chain_suite(bool small);
 /// and returns the longest chain recorded that was not recorded before; null when none.
 dispatcher::ChainRecord* record_chain(const std::function<void()>& f, int times = 3);
 
-/// Fresh random inputs for `row` on CUDA device `device`.
+/// Fresh random inputs for `row` on CUDA device `device` (drawn with the hook bypassed: not part of any chain).
 std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device);
 
 }  // namespace cudal1::bench

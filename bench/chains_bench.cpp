@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
   o.mode = Mode::kTune;
   o.ops = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar", "mul.Scalar",
            "div.Scalar", "neg", "exp", "tanh", "sigmoid", "silu", "relu", "gelu", "mean.dim", "sum.dim_IntList",
-           "native_layer_norm"};
+           "amax", "amin", "native_layer_norm", "_softmax", "native_batch_norm", "cudnn_batch_norm",
+           "max_pool2d_with_indices"};
   for (const auto& op : dispatcher::chain_ops()) o.ops.push_back(op);
   o.hot_calls = 1000000;
   o.sample_every = 1000000;
@@ -100,8 +101,9 @@ int main(int argc, char** argv) {
         kernel_us = rep.kernel_us;
         kernel_x = rep.speedup;
       } else {
-        kernel = k.status().code() == Code::kUnsupported ? "not pointwise" : "ATen faster";
+        kernel = k.status().code() == Code::kUnsupported ? "not fusable" : "ATen faster";
         kernel_us = rep.kernel_us;
+        std::printf("# %s: %s\n", row.name.c_str(), rep.note.c_str());
       }
     }
     // The app's view: the eager chain with cudal1 (regions) and without (bypass), interleaved.

@@ -31,6 +31,11 @@ def softmax_ops(x):
     return e / e.sum(-1, keepdim=True)
 
 
+def bn_relu_maxpool(x, w, b, rm, rv):
+    y = F.batch_norm(x, rm, rv, w, b, training=False, momentum=0.1, eps=1e-5)
+    return F.max_pool2d(torch.relu(y), 3, 2, 1)
+
+
 ROWS = [
     ("rmsnorm_ops bf16", rmsnorm, [(8192, 4096), (4096,)], torch.bfloat16),
     ("swiglu bf16", lambda a, b: F.silu(a) * b, [(T, 11008), (T, 11008)], torch.bfloat16),
@@ -39,6 +44,7 @@ ROWS = [
     ("residual_layernorm f16", residual_layernorm, [(T, 768), (T, 768), (768,)], torch.float16),
     ("softmax_ops f32", softmax_ops, [(4096, 4096)], torch.float32),
     ("x_sigmoid_x f16", lambda x: x * torch.sigmoid(x), [(8192, 8192)], torch.float16),
+    ("bn_relu_maxpool f32", bn_relu_maxpool, [(32, 64, 112, 112), (64,), (64,), (64,), (64,)], torch.float32),
     ("residual_relu f32", lambda a, b: torch.relu(a + b), [(32, 256, 56, 56), (32, 256, 56, 56)], torch.float32),
 ]
 
@@ -58,6 +64,8 @@ def main():
     with torch.inference_mode():
         for name, fn, sizes, dtype in ROWS:
             args = [torch.randn(s, device="cuda", dtype=dtype) for s in sizes]
+            if name.startswith("bn_"):  # a running variance: positive, as bench/chain_suite.cpp draws it
+                args[4] = torch.rand(sizes[4], device="cuda", dtype=dtype) + 0.5
             comp = torch.compile(fn)
             for _ in range(3):
                 once(fn, args)

@@ -6,9 +6,8 @@
 #include "codegen_common.h"
 
 namespace cudal1::optimizer::chains {
-namespace {
 
-const char* tag(c10::ScalarType t) {
+const char* dtype_tag(c10::ScalarType t) {
   switch (t) {
     case c10::ScalarType::Half: return "f16";
     case c10::ScalarType::BFloat16: return "bf16";
@@ -16,8 +15,7 @@ const char* tag(c10::ScalarType t) {
   }
 }
 
-/// A float literal that reads back as exactly `v` rounded to float.
-std::string lit(double v) {
+std::string float_literal(double v) {
   const float f = static_cast<float>(v);
   if (f != f) return "__int_as_float(0x7fc00000)";
   if (f == 1.0f / 0.0f) return "__int_as_float(0x7f800000)";
@@ -27,18 +25,9 @@ std::string lit(double v) {
   return buf;
 }
 
-std::string operand(const Operand& o) {
-  switch (o.kind) {
-    case Operand::kStep: return "t" + std::to_string(o.index) + "[j]";
-    case Operand::kExternal: return "x" + std::to_string(o.index) + "[j]";
-    case Operand::kScalar: return lit(o.value);
-  }
-  return "0.0f";
-}
-
-/// ATen's CUDA formula for one step (opmath float), before rounding to the step's dtype.
-std::string formula(const Step& s) {
+std::string step_formula(const Step& s, const std::function<std::string(const Operand&)>& operand) {
   const std::string a = operand(s.args.at(0)), b = s.args.size() > 1 ? operand(s.args[1]) : "";
+  const auto lit = float_literal;
   switch (s.op) {
     case StepOp::kAdd: return s.alpha == 1 ? a + " + " + b : a + " + " + lit(s.alpha) + " * " + b;
     case StepOp::kSub: return s.alpha == 1 ? a + " - " + b : a + " + " + lit(-s.alpha) + " * " + b;
@@ -82,13 +71,28 @@ std::string formula(const Step& s) {
       if (s.has_hi) v = "fminf(" + v + ", " + lit(s.hi) + ")";
       return "(" + a + " != " + a + ") ? " + a + " : " + v;
     }
+    case StepOp::kRowSum: case StepOp::kRowMean: case StepOp::kRowMax: case StepOp::kRowMin:
+      break;  // reductions are the row kernel's (chain_rows.cpp)
   }
   return a;
+}
+
+namespace {
+
+std::string operand(const Operand& o) {
+  switch (o.kind) {
+    case Operand::kStep: return "t" + std::to_string(o.index) + "[j]";
+    case Operand::kExternal: return "x" + std::to_string(o.index) + "[j]";
+    case Operand::kScalar: return float_literal(o.value);
+    case Operand::kNone: break;
+  }
+  return "0.0f";
 }
 
 }  // namespace
 
 std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
+  if (plan.rows) return row_chain_source(plan, v);
   std::ostringstream os;
   os << "// cudal1 pointwise chain, variant " << v.id() << "\n// ";
   for (char ch : plan.text) os << (ch == '\n' ? std::string("\n// ") : std::string(1, ch));
@@ -100,7 +104,8 @@ std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
   os << "extern \"C\" __global__ void __launch_bounds__(BLOCK) chain_kernel(long long n";
   for (size_t e = 0; e < plan.externals.size(); ++e)
     os << ", const " << mixed_storage_type(plan.externals[e].dtype) << "* __restrict__ e" << e;
-  for (size_t k = 0; k < plan.steps.size(); ++k) os << ", " << mixed_storage_type(plan.steps[k].dtype) << "* o" << k;
+  for (size_t k = 0; k < plan.outputs.size(); ++k)
+    os << ", " << mixed_storage_type(plan.steps[static_cast<size_t>(plan.outputs[k].step)].dtype) << "* o" << k;
   os << ") {\n  const long long chunks = n / VEC;\n";
   os << "  for (long long c = (long long)blockIdx.x * BLOCK + threadIdx.x; c < chunks; c += "
      << (v.looped ? "(long long)gridDim.x * BLOCK" : "chunks") << ") {\n";
@@ -112,10 +117,10 @@ std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
     os << "    float x" << e << "[VEC];\n";
     if (x.contiguous) {
       os << "    { const Pack<" << st << ", VEC> p = *reinterpret_cast<const Pack<" << st << ", VEC>*>(e" << e
-         << " + i0);\n#pragma unroll\n      for (int j = 0; j < VEC; ++j) x" << e << "[j] = cvt_" << tag(x.dtype)
+         << " + i0);\n#pragma unroll\n      for (int j = 0; j < VEC; ++j) x" << e << "[j] = cvt_" << dtype_tag(x.dtype)
          << "(p.v[j]); }\n";
     } else if (x.scalar) {
-      os << "    { const float s = cvt_" << tag(x.dtype) << "(e" << e << "[0]);\n#pragma unroll\n"
+      os << "    { const float s = cvt_" << dtype_tag(x.dtype) << "(e" << e << "[0]);\n#pragma unroll\n"
          << "      for (int j = 0; j < VEC; ++j) x" << e << "[j] = s; }\n";
     } else {
       os << "    { long long r = i0, off = 0;\n";
@@ -124,21 +129,22 @@ std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
            << plan.shape[static_cast<size_t>(d)] << "LL; off += i * " << x.strides[static_cast<size_t>(d)]
            << "LL; }\n";
       }
-      os << "#pragma unroll\n      for (int j = 0; j < VEC; ++j) x" << e << "[j] = cvt_" << tag(x.dtype) << "(e" << e
+      os << "#pragma unroll\n      for (int j = 0; j < VEC; ++j) x" << e << "[j] = cvt_" << dtype_tag(x.dtype) << "(e" << e
          << "[off + j * " << (R ? x.strides.back() : 0) << "LL]); }\n";
     }
   }
   for (size_t k = 0; k < plan.steps.size(); ++k) {
     const Step& s = plan.steps[k];
     os << "    float t" << k << "[VEC];\n#pragma unroll\n    for (int j = 0; j < VEC; ++j) {\n      float v = "
-       << formula(s) << ";\n";
-    if (s.dtype != c10::ScalarType::Float) os << "      v = cvt_" << tag(s.dtype) << "(st_" << tag(s.dtype) << "(v));\n";
+       << step_formula(s, operand) << ";\n";
+    if (s.dtype != c10::ScalarType::Float) os << "      v = cvt_" << dtype_tag(s.dtype) << "(st_" << dtype_tag(s.dtype) << "(v));\n";
     os << "      t" << k << "[j] = v;\n    }\n";
   }
-  for (size_t k = 0; k < plan.steps.size(); ++k) {
-    const char* st = mixed_storage_type(plan.steps[k].dtype);
+  for (size_t k = 0; k < plan.outputs.size(); ++k) {
+    const size_t t = static_cast<size_t>(plan.outputs[k].step);
+    const char* st = mixed_storage_type(plan.steps[t].dtype);
     os << "    if (o" << k << ") { Pack<" << st << ", VEC> p;\n#pragma unroll\n      for (int j = 0; j < VEC; ++j) p.v[j] = st_"
-       << tag(plan.steps[k].dtype) << "(t" << k << "[j]);\n      *reinterpret_cast<Pack<" << st << ", VEC>*>(o" << k
+       << dtype_tag(plan.steps[t].dtype) << "(t" << t << "[j]);\n      *reinterpret_cast<Pack<" << st << ", VEC>*>(o" << k
        << " + i0) = p; }\n";
   }
   os << "  }\n}\n";

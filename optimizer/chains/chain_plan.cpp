@@ -76,6 +76,10 @@ const char* op_name(StepOp op) {
     case StepOp::kGeluTanh: return "gelu_tanh";
     case StepOp::kPow: return "pow";
     case StepOp::kClamp: return "clamp";
+    case StepOp::kRowSum: return "row_sum";
+    case StepOp::kRowMean: return "row_mean";
+    case StepOp::kRowMax: return "row_max";
+    case StepOp::kRowMin: return "row_min";
   }
   return "?";
 }
@@ -154,28 +158,118 @@ bool float_like(c10::ScalarType t) {
   return t == c10::ScalarType::Float || t == c10::ScalarType::Half || t == c10::ScalarType::BFloat16;
 }
 
+bool is_reduction(StepOp op) {
+  return op == StepOp::kRowSum || op == StepOp::kRowMean || op == StepOp::kRowMax || op == StepOp::kRowMin;
+}
+
+namespace {
+
+/// The ops of row chains (Note [Row chains]); true when `op` is one of them.
+bool row_op(const std::string& op) {
+  return op == "aten::sum.dim_IntList" || op == "aten::mean.dim" || op == "aten::amax" || op == "aten::amin" ||
+         op == "aten::native_layer_norm" || op == "aten::_softmax";
+}
+
+/// True when the IValue `v` names the last of `rank` dims only: [-1], [rank-1], -1 or rank-1.
+bool last_dim_only(const c10::IValue* v, size_t rank) {
+  if (!v) return false;
+  auto last = [&](int64_t d) { return d == -1 || d == static_cast<int64_t>(rank) - 1; };
+  if (v->isInt()) return last(v->toInt());
+  if (!v->isIntList()) return false;
+  const auto dims = v->toIntVector();
+  return dims.size() == 1 && last(dims[0]);
+}
+
+/// Builds a plan's steps, with the text of each.
+class StepWriter {
+ public:
+  explicit StepWriter(ChainPlan* p) : p_(p) {}
+  int add(Step s) {
+    double d = 0;
+    for (const Operand& o : s.args)
+      if (o.kind == Operand::kStep) d = std::max(d, p_->steps[static_cast<size_t>(o.index)].depth);
+    s.depth = d + (is_reduction(s.op) ? 2 : 1);
+    const int k = static_cast<int>(p_->steps.size());
+    text_ << (k ? "\n" : "") << "t" << k << " = " << op_name(s.op) << "(";
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      const Operand& o = s.args[i];
+      text_ << (i ? ", " : "")
+            << (o.kind == Operand::kStep ? "t" + std::to_string(o.index)
+                : o.kind == Operand::kExternal ? "e" + std::to_string(o.index)
+                                               : std::to_string(o.value));
+    }
+    if (s.op == StepOp::kPow) text_ << ", " << s.exponent;
+    if (s.op == StepOp::kAdd || s.op == StepOp::kSub)
+      if (s.alpha != 1) text_ << ", alpha=" << s.alpha;
+    if (s.op == StepOp::kClamp)
+      text_ << ", " << (s.has_lo ? std::to_string(s.lo) : "-") << ", " << (s.has_hi ? std::to_string(s.hi) : "-");
+    text_ << ") " << c10::toString(s.dtype) << (s.row ? " row" : "");
+    p_->steps.push_back(std::move(s));
+    return k;
+  }
+  std::string text() const { return text_.str(); }
+
+ private:
+  ChainPlan* p_;
+  std::ostringstream text_;
+};
+
+Step make(StepOp op, std::vector<Operand> args, c10::ScalarType dtype, bool row) {
+  Step s;
+  s.op = op;
+  s.args = std::move(args);
+  s.dtype = dtype;
+  s.row = row;
+  return s;
+}
+Operand step_ref(int k) { return Operand{Operand::kStep, k, 0}; }
+Operand scalar_ref(double v) { return Operand{Operand::kScalar, 0, v}; }
+
+/// The chain's full shape: the largest node output (every other is that shape or its row shape).
+std::vector<int64_t> full_shape(const dispatcher::ChainRecord& chain) {
+  std::vector<int64_t> best;
+  int64_t best_n = -1;
+  for (const auto& node : chain.nodes)
+    for (const auto& o : node.outputs) {
+      int64_t n = 1;
+      for (int64_t s : o.sizes) n *= s;
+      if (n > best_n) best_n = n, best = o.sizes;
+    }
+  return best;
+}
+
+}  // namespace
+
 Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
   if (chain.nodes.empty()) return unsupported("empty");
   ChainPlan p;
-  const auto& first = chain.nodes.front();
-  if (first.outputs.size() != 1) return unsupported("a node with several outputs");
-  p.shape = first.outputs[0].sizes;
+  for (const auto& node : chain.nodes) {
+    const auto& schema = node.rec->op.schema();
+    p.rows = p.rows || row_op(schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+  }
+  p.shape = full_shape(chain);
   p.numel = 1;
   for (int64_t s : p.shape) p.numel *= s;
   if (p.numel <= 0) return unsupported("empty shape");
+  std::vector<int64_t> row_shape;
+  if (p.rows) {
+    if (p.shape.empty() || p.shape.back() < 2) return unsupported("a reduction over a dim of size < 2");
+    p.cols = p.shape.back();
+    p.nrows = p.numel / p.cols;
+    if (p.cols > int64_t{32} * 1024) return unsupported("a row of more than 32768 values");
+    row_shape = p.shape;
+    row_shape.back() = 1;
+  }
   const std::vector<int64_t> contig = contiguous_strides(p.shape);
   p.externals.resize(static_cast<size_t>(chain.externals));
   std::vector<bool> seen(p.externals.size(), false);
-  std::ostringstream text;
+  std::vector<std::vector<int>> out_step(chain.nodes.size());  // node output -> step
+  StepWriter w(&p);
   for (size_t k = 0; k < chain.nodes.size(); ++k) {
     const dispatcher::ChainNode& node = chain.nodes[k];
-    if (node.outputs.size() != 1) return unsupported("a node with several outputs");
-    const dispatcher::TensorSpec& out = node.outputs[0];
-    if (out.sizes != p.shape) return unsupported("outputs of different shapes");
-    if (p.numel > 1 && out.strides != contig) return unsupported("a non-contiguous output");
-    if (!float_like(out.dtype)) return unsupported(std::string("dtype ") + c10::toString(out.dtype));
     const auto& schema = node.rec->op.schema();
     const std::string op = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+    if (node.outputs.empty()) return unsupported("a node without outputs");
     std::vector<Operand> tensors;
     std::vector<std::pair<std::string, c10::IValue>> named;
     size_t ti = 0;
@@ -190,9 +284,11 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
       const dispatcher::ChainInput in = node.inputs[ti++];
       Operand o;
       if (in.producer >= 0) {
-        if (in.index != 0) return unsupported("a producer's second output");
+        const auto& steps = out_step[static_cast<size_t>(in.producer)];
+        if (in.index < 0 || static_cast<size_t>(in.index) >= steps.size() || steps[static_cast<size_t>(in.index)] < 0)
+          return unsupported("an output the plan does not compute");
         o.kind = Operand::kStep;
-        o.index = in.producer;
+        o.index = steps[static_cast<size_t>(in.index)];
       } else if (in.index >= 0) {
         o.kind = Operand::kExternal;
         o.index = in.index;
@@ -207,42 +303,163 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
           e.contiguous = t.sizes == p.shape && (p.numel == 1 || t.strides == contig);
           e.scalar = true;
           for (int64_t s : e.strides) e.scalar = e.scalar && s == 0;
+          e.row = p.rows && e.strides.back() == 0;
           seen[static_cast<size_t>(in.index)] = true;
         }
       } else {
-        return unsupported("a None tensor argument");
+        o.kind = Operand::kNone;
       }
       tensors.push_back(o);
     }
-    CUDAL1_ASSIGN_OR_RETURN(Step s, step_of(op, tensors, named));
-    s.dtype = out.dtype;
-    text << (k ? "\n" : "") << "t" << k << " = " << op_name(s.op) << "(";
-    for (size_t i = 0; i < s.args.size(); ++i) {
-      const Operand& o = s.args[i];
-      text << (i ? ", " : "")
-           << (o.kind == Operand::kStep ? "t" + std::to_string(o.index)
-                                        : o.kind == Operand::kExternal ? "e" + std::to_string(o.index)
-                                                                       : std::to_string(o.value));
+    auto is_row = [&](const Operand& o) {
+      if (o.kind == Operand::kStep) return p.steps[static_cast<size_t>(o.index)].row;
+      if (o.kind == Operand::kExternal) return p.externals[static_cast<size_t>(o.index)].row;
+      return true;  // a scalar is the same everywhere
+    };
+    auto arg = [&](const char* name) -> const c10::IValue* {
+      for (const auto& [n, v] : named)
+        if (n == name) return &v;
+      return nullptr;
+    };
+    const bool reduce_op = op == "aten::sum.dim_IntList" || op == "aten::mean.dim" || op == "aten::amax" ||
+                           op == "aten::amin";
+    if (reduce_op) {
+      const c10::IValue* keep = arg("keepdim");
+      const c10::IValue* dt = arg("dtype");
+      if (!keep || !keep->isBool() || !keep->toBool()) return unsupported(op + " without keepdim");
+      if (!last_dim_only(arg("dim"), p.shape.size())) return unsupported(op + " over other dims than the last");
+      if (dt && !dt->isNone()) return unsupported(op + " with a dtype");
     }
-    if (s.op == StepOp::kPow) text << ", " << s.exponent;
-    if (s.op == StepOp::kAdd || s.op == StepOp::kSub)
-      if (s.alpha != 1) text << ", alpha=" << s.alpha;
-    if (s.op == StepOp::kClamp) text << ", " << (s.has_lo ? std::to_string(s.lo) : "-") << ", "
-                                     << (s.has_hi ? std::to_string(s.hi) : "-");
-    text << ") " << c10::toString(s.dtype);
-    p.steps.push_back(std::move(s));
+    std::vector<bool> out_row(node.outputs.size(), false);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const dispatcher::TensorSpec& out = node.outputs[o];
+      out_row[o] = p.rows && out.sizes == row_shape;
+      if (out.sizes != p.shape && !out_row[o]) return unsupported("outputs of different shapes");
+      const std::vector<int64_t> want = out_row[o] ? contiguous_strides(row_shape) : contig;
+      if (p.numel > 1 && out.strides != want) return unsupported("a non-contiguous output");
+      if (!float_like(out.dtype)) return unsupported(std::string("dtype ") + c10::toString(out.dtype));
+    }
+    out_step[k].assign(node.outputs.size(), -1);
+    const c10::ScalarType F = c10::ScalarType::Float;
+    if (reduce_op) {
+      if (tensors.size() != 1 || tensors[0].kind == Operand::kNone || is_row(tensors[0]) || !out_row[0])
+        return unsupported(op + ": operands");
+      const StepOp r = op == "aten::sum.dim_IntList" ? StepOp::kRowSum
+                       : op == "aten::mean.dim"      ? StepOp::kRowMean
+                       : op == "aten::amax"          ? StepOp::kRowMax
+                                                     : StepOp::kRowMin;
+      Step red = make(r, {tensors[0]}, node.outputs[0].dtype, true);
+      // ATen's MeanOps: the sum times float(outputs) / float(inputs), in float.
+      red.alpha = static_cast<double>(static_cast<float>(p.nrows) / static_cast<float>(p.numel));
+      out_step[k][0] = w.add(std::move(red));
+    } else if (op == "aten::native_layer_norm") {
+      // ATen's kernel in float: mean, rstd = rsqrt(var + eps), (x - mean) * rstd * weight + bias, rounded once.
+      const c10::IValue* ns = arg("normalized_shape");
+      double eps = 0;
+      if (!ns || !ns->isIntList() || ns->toIntVector() != std::vector<int64_t>{p.cols})
+        return unsupported("layer norm over more than the last dim");
+      if (!arg("eps") || !scalar_of(*arg("eps"), &eps)) return unsupported("layer norm eps");
+      if (tensors.size() != 3 || tensors[0].kind == Operand::kNone || is_row(tensors[0]) || node.outputs.size() != 3 ||
+          out_row[0] || !out_row[1] || !out_row[2])
+        return unsupported("layer norm: operands");
+      for (int i : {1, 2})
+        if (tensors[static_cast<size_t>(i)].kind != Operand::kNone && is_row(tensors[static_cast<size_t>(i)]))
+          return unsupported("layer norm: a weight that is not per column");
+      if (node.outputs[1].dtype != F || node.outputs[2].dtype != F) return unsupported("layer norm: statistics dtype");
+      const Operand x = tensors[0];
+      Step m = make(StepOp::kRowMean, {x}, F, true);
+      m.alpha = 1.0 / static_cast<double>(p.cols);
+      const int mean = w.add(m);
+      const int d = w.add(make(StepOp::kSub, {x, step_ref(mean)}, F, false));
+      const int sq = w.add(make(StepOp::kMul, {step_ref(d), step_ref(d)}, F, false));
+      m.args = {step_ref(sq)};
+      const int var = w.add(m);
+      const int ve = w.add(make(StepOp::kAdd, {step_ref(var), scalar_ref(eps)}, F, true));
+      const int rstd = w.add(make(StepOp::kRsqrt, {step_ref(ve)}, F, true));
+      const bool has_w = tensors[1].kind != Operand::kNone, has_b = tensors[2].kind != Operand::kNone;
+      const c10::ScalarType od = node.outputs[0].dtype;
+      int y = w.add(make(StepOp::kMul, {step_ref(d), step_ref(rstd)}, has_w || has_b ? F : od, false));
+      if (has_w) y = w.add(make(StepOp::kMul, {step_ref(y), tensors[1]}, has_b ? F : od, false));
+      if (has_b) y = w.add(make(StepOp::kAdd, {step_ref(y), tensors[2]}, od, false));
+      p.steps[static_cast<size_t>(y)].depth = p.steps[static_cast<size_t>(rstd)].depth + 1;  // one rounding
+      out_step[k] = {y, mean, rstd};
+    } else if (op == "aten::_softmax") {
+      const c10::IValue* h2f = arg("half_to_float");
+      if (!last_dim_only(arg("dim"), p.shape.size())) return unsupported("softmax over other dims than the last");
+      if (!h2f || !h2f->isBool() || h2f->toBool()) return unsupported("softmax half_to_float");
+      if (tensors.size() != 1 || tensors[0].kind == Operand::kNone || is_row(tensors[0]) || out_row[0])
+        return unsupported("softmax: operands");
+      const int mx = w.add(make(StepOp::kRowMax, {tensors[0]}, F, true));
+      const int d = w.add(make(StepOp::kSub, {tensors[0], step_ref(mx)}, F, false));
+      const int e = w.add(make(StepOp::kExp, {step_ref(d)}, F, false));
+      const int sum = w.add(make(StepOp::kRowSum, {step_ref(e)}, F, true));
+      out_step[k][0] = w.add(make(StepOp::kDiv, {step_ref(e), step_ref(sum)}, node.outputs[0].dtype, false));
+    } else {
+      if (node.outputs.size() != 1) return unsupported("a node with several outputs");
+      for (const Operand& o : tensors)
+        if (o.kind == Operand::kNone) return unsupported("a None tensor argument");
+      CUDAL1_ASSIGN_OR_RETURN(Step s, step_of(op, tensors, named));
+      s.dtype = node.outputs[0].dtype;
+      s.row = out_row[0];
+      for (const Operand& o : s.args)
+        if (s.row && !is_row(o)) return unsupported(op + ": a row value from a full one");
+      out_step[k][0] = w.add(std::move(s));
+    }
+    for (size_t o = 0; o < out_step[k].size(); ++o)
+      p.outputs.push_back(OutputSlot{static_cast<int>(k), static_cast<int>(o), out_step[k][o]});
   }
   for (size_t e = 0; e < seen.size(); ++e)
     if (!seen[e]) return unsupported("an external no node reads");
-  p.text = text.str();
+  p.text = w.text();
   return p;
 }
 
 std::string ChainVariant::id() const {
+  if (group)
+    return "rows.vec" + std::to_string(vec) + ".b" + std::to_string(block) +
+           (group == block ? std::string(".block") : ".warp");
   return "vec" + std::to_string(vec) + ".b" + std::to_string(block) + (looped ? ".loop" : ".grid");
 }
 
+bool packed(const External& e, int vec) {
+  if (e.row || e.scalar || e.strides.empty() || e.strides.back() != 1) return false;
+  for (size_t d = 0; d + 1 < e.strides.size(); ++d)
+    if (e.strides[d] % vec != 0) return false;
+  return true;
+}
+
+namespace {
+
+std::vector<ChainVariant> row_variants(const ChainPlan& plan) {
+  int64_t widest = 4;  // bytes of the widest full operand or output
+  for (const External& e : plan.externals) widest = std::max<int64_t>(widest, c10::elementSize(e.dtype));
+  for (const Step& s : plan.steps) widest = std::max<int64_t>(widest, c10::elementSize(s.dtype));
+  std::vector<int> vecs = {1};
+  for (int v : {2, 4, 8}) {
+    bool ok = plan.cols % v == 0 && v * widest <= 16;
+    if (ok) vecs.push_back(v);
+  }
+  std::vector<ChainVariant> out;
+  for (int v : vecs) {
+    const int64_t chunks = (plan.cols + v - 1) / v;  // chunks of a row
+    for (int g : {32, 128, 256, 512, 1024}) {
+      const int64_t items = (chunks + g - 1) / g;
+      if (items * v > 32) continue;                          // too many values a thread
+      if (g > 32 && (g / 2) >= chunks) continue;             // half the group or more would idle
+      if (g == 32) {
+        for (int b : {128, 256}) out.push_back(ChainVariant{v, b, false, 32});
+      } else {
+        out.push_back(ChainVariant{v, g, false, g});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ChainVariant> variants(const ChainPlan& plan) {
+  if (plan.rows) return row_variants(plan);
   std::vector<int> vecs = {1};
   for (int v : {2, 4}) {
     bool ok = plan.numel % v == 0 && !plan.shape.empty() && plan.shape.back() % v == 0;
@@ -253,7 +470,7 @@ std::vector<ChainVariant> variants(const ChainPlan& plan) {
   std::vector<ChainVariant> out;
   for (int v : vecs)
     for (int b : {128, 256, 512})
-      for (bool l : {false, true}) out.push_back(ChainVariant{v, b, l});
+      for (bool l : {false, true}) out.push_back(ChainVariant{v, b, l, 0});
   return out;
 }
 

@@ -12,11 +12,26 @@
 /// products and by 0.5 as sqrt, division by a scalar as a multiplication by its reciprocal, NaN-propagating
 /// clamp, maximum and minimum). Verification compares every output with the ATen chain's at a tolerance that
 /// grows with the steps behind it (chain_tuner.cpp).
+///
+/// Note [Row chains]
+/// A chain is a *row chain* when it also reduces along its last dimension: sum.dim_IntList, mean.dim, amax or
+/// amin over dim -1 with keepdim=True, native_layer_norm over the last dimension, or _softmax along it. Its
+/// values are then of two kinds: *full* ([..., C], the chain's shape) and *row* ([..., 1], one per row), and an
+/// external is full or row-broadcast (stride 0 along the last dim). A layer norm is planned as the steps ATen's
+/// kernel computes in float (mean, x - mean, mean of its square, rsqrt(var + eps), the affine product, rounded
+/// once to the output dtype; mean and rstd are its second and third outputs), a softmax as max, exp(x - max),
+/// sum and the quotient. The kernel gives each row a group of threads (a warp, or a whole block) that keeps
+/// the row's full values in registers: a value computed before a reduction and read after it is never re-read
+/// from memory. Its *phases* are separated by the group's reductions (warp shuffles, then shared memory across
+/// warps): phase p computes every full value whose inputs are ready after p reductions deep, accumulates the
+/// reductions of those values, and ends with them. A row of more than 32 values a thread (C > 32 x 1024) is
+/// declined.
 #pragma once
 
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,11 +45,13 @@ enum class StepOp : uint8_t {
   kMaximum, kMinimum,
   kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kRelu, kAbs, kReciprocal, kErf,
   kGelu, kGeluTanh, kPow, kClamp,
+  kRowSum, kRowMean, kRowMax, kRowMin,  // row chains: a reduction of a full value along the last dim
 };
+bool is_reduction(StepOp op);
 
 /// One operand of a step.
 struct Operand {
-  enum Kind : uint8_t { kStep, kExternal, kScalar } kind = kScalar;
+  enum Kind : uint8_t { kStep, kExternal, kScalar, kNone } kind = kScalar;  // kNone: an absent optional
   int index = 0;      ///< step or external index
   double value = 0;   ///< kScalar
 };
@@ -42,11 +59,19 @@ struct Operand {
 struct Step {
   StepOp op = StepOp::kNeg;
   std::vector<Operand> args;    ///< 1 or 2
-  double alpha = 1;             ///< add/sub
+  double alpha = 1;             ///< add/sub; row_mean: the factor of the sum
   double exponent = 1;          ///< pow
   bool has_lo = false, has_hi = false;
   double lo = 0, hi = 0;        ///< clamp
   c10::ScalarType dtype = c10::ScalarType::Float;  ///< the step's output dtype
+  bool row = false;             ///< a value per row (row chains; reductions always)
+  double depth = 1;             ///< rounding steps behind it (verification's tolerance grows with it)
+};
+
+/// One output of one node, in the kernel's parameter order (nodes in order, each node's outputs in order).
+struct OutputSlot {
+  int node = 0, out = 0;
+  int step = 0;  ///< the step whose value it is
 };
 
 struct External {
@@ -55,6 +80,7 @@ struct External {
   std::vector<int64_t> strides;  ///< broadcast to the chain's shape: 0 along broadcast dims
   bool contiguous = false;       ///< the chain's shape, contiguous
   bool scalar = false;           ///< every stride 0 (one element read everywhere)
+  bool row = false;              ///< row chains: stride 0 along the last dim (one value per row)
 };
 
 struct ChainPlan {
@@ -62,6 +88,9 @@ struct ChainPlan {
   int64_t numel = 0;
   std::vector<External> externals;
   std::vector<Step> steps;
+  std::vector<OutputSlot> outputs;  ///< every node output a step computes, in parameter order
+  bool rows = false;                ///< a row chain (Note [Row chains])
+  int64_t cols = 0, nrows = 0;      ///< row chains: the last dim, and numel / cols
   std::string text;  ///< readable, one step a line, e.g. "t2 = mul(e0, t1) f16"
 };
 
@@ -71,17 +100,35 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain);
 /// True for the dtypes the generator computes in float: fp32, fp16, bf16.
 bool float_like(c10::ScalarType t);
 
-/// The variants of a plan: vector width 1, 2 or 4 (only where every operand allows it), 128/256/512 threads,
-/// one thread per chunk or a grid of 8 blocks per SM looping.
+/// The variants of a plan. Pointwise: vector width 1, 2 or 4 (only where every operand allows it), 128/256/512
+/// threads, one thread per chunk or a grid of 8 blocks per SM looping. Row chains: vector width 1, 2, 4 or 8
+/// (at most 16 bytes, where the row and every full operand allow it), a warp per row in blocks of 128 or 256
+/// threads, or a block of 128 to 1024 threads per row, each holding at most 32 values of a row.
 struct ChainVariant {
   int vec = 1, block = 256;
   bool looped = false;
+  int group = 0;  ///< row chains: threads per row (32: a warp; == block: the block); 0 for pointwise
   std::string id() const;
 };
 std::vector<ChainVariant> variants(const ChainPlan& plan);
 
-/// The CUDA source of `variant`: a kernel `chain_kernel(n, ext0, ..., out0, ...)` where an output pointer may
-/// be null (that value is not stored); broadcast strides are baked in.
+/// Row chains: true when a thread reads `vec` consecutive values of the full external `e` as one pack (unit
+/// stride along the row, every other stride a multiple of `vec`; the kernel checks the base's alignment).
+bool packed(const External& e, int vec);
+
+/// The CUDA source of `variant`: a kernel `chain_kernel(n, ext0, ..., out0, ...)` (n: elements, or rows for a
+/// row chain) with one output pointer per OutputSlot, any of which may be null (that value is not stored);
+/// broadcast strides are baked in.
 std::string chain_source(const ChainPlan& plan, const ChainVariant& variant);
+/// The CUDA source of a row chain's variant (chain_rows.cpp); chain_source calls it.
+std::string row_chain_source(const ChainPlan& plan, const ChainVariant& variant);
+
+/// The float expression of a pointwise step (ATen's CUDA formula, before rounding to the step's dtype), with
+/// `operand(o)` spelling each operand.
+std::string step_formula(const Step& s, const std::function<std::string(const Operand&)>& operand);
+/// A float literal that reads back as exactly `v` rounded to float.
+std::string float_literal(double v);
+/// The codegen prelude's conversion suffix of a float-like dtype: "f32", "f16" or "bf16".
+const char* dtype_tag(c10::ScalarType t);
 
 }  // namespace cudal1::optimizer::chains

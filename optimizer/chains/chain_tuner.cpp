@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #if defined(CUDAL1_TORCH_CUDA)
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -29,19 +30,18 @@ using chains::ChainVariant;
 
 int64_t elem_size(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
 
-/// One compiled variant of a pointwise chain.
-class PointwiseChainKernel final : public dispatcher::ChainKernel {
+/// One compiled variant of a pointwise or row chain.
+class GeneratedChainKernel final : public dispatcher::ChainKernel {
  public:
-  PointwiseChainKernel(ChainPlan plan, ChainVariant v, std::shared_ptr<LoadedModule> m, int device)
+  GeneratedChainKernel(ChainPlan plan, ChainVariant v, std::shared_ptr<LoadedModule> m, int device)
       : plan_(std::move(plan)), v_(v), module_(std::move(m)), device_(device) {}
 
   Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
     try {
-      if (ext.size() != plan_.externals.size() || outs.size() != plan_.steps.size())
-        return Status(Code::kUnsupported, "chain kernel: operand count");
+      if (ext.size() != plan_.externals.size()) return Status(Code::kUnsupported, "chain kernel: operand count");
       const int64_t align = v_.vec;
       std::vector<const void*> eptr(ext.size());
-      std::vector<void*> optr(outs.size(), nullptr);
+      std::vector<void*> optr(plan_.outputs.size(), nullptr);
       for (size_t e = 0; e < ext.size(); ++e) {
         const at::Tensor& t = ext[e];
         const chains::External& x = plan_.externals[e];
@@ -49,20 +49,24 @@ class PointwiseChainKernel final : public dispatcher::ChainKernel {
           return Status(Code::kUnsupported, "chain kernel: an external differs from the plan");
         if (!matches_strides(t, x)) return Status(Code::kUnsupported, "chain kernel: an external's strides differ");
         eptr[e] = t.data_ptr();
-        if (x.contiguous && reinterpret_cast<uintptr_t>(eptr[e]) % (align * elem_size(x.dtype)) != 0)
+        const bool packs = plan_.rows ? chains::packed(x, v_.vec) : x.contiguous;
+        if (packs && reinterpret_cast<uintptr_t>(eptr[e]) % (align * elem_size(x.dtype)) != 0)
           return Status(Code::kUnsupported, "chain kernel: a misaligned external");
       }
-      for (size_t k = 0; k < outs.size(); ++k) {
-        if (outs[k].empty() || !outs[k][0].defined()) continue;
-        const at::Tensor& o = outs[k][0];
-        if (!o.is_cuda() || o.get_device() != device_ || o.scalar_type() != plan_.steps[k].dtype ||
-            o.numel() != plan_.numel || !o.is_contiguous())
+      for (size_t k = 0; k < plan_.outputs.size(); ++k) {
+        const chains::OutputSlot& slot = plan_.outputs[k];
+        const size_t node = static_cast<size_t>(slot.node), out = static_cast<size_t>(slot.out);
+        if (node >= outs.size() || out >= outs[node].size() || !outs[node][out].defined()) continue;
+        const at::Tensor& o = outs[node][out];
+        const chains::Step& s = plan_.steps[static_cast<size_t>(slot.step)];
+        if (!o.is_cuda() || o.get_device() != device_ || o.scalar_type() != s.dtype ||
+            o.numel() != (s.row ? plan_.nrows : plan_.numel) || !o.is_contiguous())
           return Status(Code::kUnsupported, "chain kernel: an output differs from the plan");
         optr[k] = o.data_ptr();
-        if (reinterpret_cast<uintptr_t>(optr[k]) % (align * elem_size(o.scalar_type())) != 0)
+        if (!s.row && reinterpret_cast<uintptr_t>(optr[k]) % (align * elem_size(o.scalar_type())) != 0)
           return Status(Code::kUnsupported, "chain kernel: a misaligned output");
       }
-      long long n = plan_.numel;
+      long long n = plan_.rows ? plan_.nrows : plan_.numel;
       std::vector<void*> params;
       params.reserve(1 + eptr.size() + optr.size());
       params.push_back(&n);
@@ -72,9 +76,16 @@ class PointwiseChainKernel final : public dispatcher::ChainKernel {
       CUDAL1_RETURN_IF_ERROR(ctx.status());
       CUDAL1_ASSIGN_OR_RETURN(CUstream stream, dispatcher::current_stream(device_));
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
-      const int64_t chunks = n / v_.vec;
-      int64_t grid = (chunks + v_.block - 1) / v_.block;
-      if (v_.looped) grid = std::min<int64_t>(grid, int64_t{8} * module_->sm_count());
+      int64_t grid = 0;
+      if (plan_.rows) {
+        const int64_t per_block = v_.block / v_.group;  // rows a block
+        grid = (n + per_block - 1) / per_block;
+      } else {
+        const int64_t chunks = n / v_.vec;
+        grid = (chunks + v_.block - 1) / v_.block;
+        if (v_.looped) grid = std::min<int64_t>(grid, int64_t{8} * module_->sm_count());
+      }
+      if (grid > 0x7fffffff) return Status(Code::kUnsupported, "chain kernel: too many rows");
       grid = std::max<int64_t>(grid, 1);
       CUDAL1_CU_TRY(api->cuLaunchKernel(module_->function(), static_cast<unsigned>(grid), 1, 1,
                                         static_cast<unsigned>(v_.block), 1, 1, 0, stream, params.data(), nullptr));
@@ -83,7 +94,7 @@ class PointwiseChainKernel final : public dispatcher::ChainKernel {
       return Status(Code::kInternal, std::string("chain kernel: ") + e.what());
     }
   }
-  std::string describe() const override { return "pointwise " + v_.id(); }
+  std::string describe() const override { return (plan_.rows ? "row chain " : "pointwise ") + v_.id(); }
 
  private:
   bool matches_strides(const at::Tensor& t, const chains::External& x) const {
@@ -165,6 +176,10 @@ std::vector<std::vector<at::Tensor>> make_outputs(const dispatcher::ChainRecord&
   for (size_t k = 0; k < c.nodes.size(); ++k) {
     if (last_only && k + 1 != c.nodes.size()) continue;
     for (const auto& s : c.nodes[k].outputs) {
+      if (last_only && !outs[k].empty()) {  // the app's view: the last node's first output only (a layer norm's
+        outs[k].emplace_back();             // statistics are dropped)
+        continue;
+      }
       at::Tensor t = at::empty_strided(s.sizes, s.strides,
                                        at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<int8_t>(device))));
       if (poison) t.fill_(NAN);
@@ -174,22 +189,24 @@ std::vector<std::vector<at::Tensor>> make_outputs(const dispatcher::ChainRecord&
   return outs;
 }
 
-/// Compares every defined output with the reference; `why` names the first that differs.
-bool close_enough(const std::vector<std::vector<at::Tensor>>& got, const std::vector<std::vector<at::Tensor>>& ref,
-                  std::string* why) {
-  for (size_t k = 0; k < got.size(); ++k) {
-    if (got[k].empty() || !got[k][0].defined()) continue;
-    const at::Tensor o = got[k][0].to(at::kDouble), r = ref[k][0].to(at::kDouble);
-    const auto [rtol0, atol0] = tolerance(ref[k][0].scalar_type());
-    const double steps = static_cast<double>(k + 1);
+/// Compares every output the kernel stored with the reference, each within its dtype's tolerance times the
+/// rounding steps behind it (the plan's depth); `why` names the first that differs.
+bool close_enough(const ChainPlan& plan, const std::vector<std::vector<at::Tensor>>& got,
+                  const std::vector<std::vector<at::Tensor>>& ref, std::string* why) {
+  for (const chains::OutputSlot& slot : plan.outputs) {
+    const size_t n = static_cast<size_t>(slot.node), i = static_cast<size_t>(slot.out);
+    if (n >= got.size() || i >= got[n].size() || !got[n][i].defined()) continue;
+    const at::Tensor o = got[n][i].to(at::kDouble), r = ref[n][i].to(at::kDouble);
+    const auto [rtol0, atol0] = tolerance(ref[n][i].scalar_type());
+    const double steps = plan.steps[static_cast<size_t>(slot.step)].depth;
     const at::Tensor finite = at::isfinite(r);
     const double maxabs = finite.any().item<bool>() ? r.masked_select(finite).abs().max().item<double>() : 0.0;
-    const double rtol = rtol0 * steps, atol = atol0 + steps * eps_of(ref[k][0].scalar_type()) * maxabs;
+    const double rtol = rtol0 * steps, atol = atol0 + steps * eps_of(ref[n][i].scalar_type()) * maxabs;
     const at::Tensor ok = at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
     if (!ok.all().item<bool>()) {
       const int64_t bad = (~ok).sum().item<int64_t>();
-      *why = "output of step " + std::to_string(k) + ": " + std::to_string(bad) + " elements differ (rtol " +
-             std::to_string(rtol) + ", atol " + std::to_string(atol) + ")";
+      *why = "output " + std::to_string(i) + " of node " + std::to_string(n) + ": " + std::to_string(bad) +
+             " elements differ (rtol " + std::to_string(rtol) + ", atol " + std::to_string(atol) + ")";
       return false;
     }
   }
@@ -208,7 +225,7 @@ Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, d
     const Status s = k.run(ext, got);
     if (!s.ok()) return Status(Code::kVerifyFailed, "trial " + std::to_string(t) + ": " + s.to_string());
     std::string why;
-    if (!close_enough(got, ref, &why)) return Status(Code::kVerifyFailed, "trial " + std::to_string(t) + ": " + why);
+    if (!close_enough(plan, got, ref, &why)) return Status(Code::kVerifyFailed, "trial " + std::to_string(t) + ": " + why);
   }
   return Status();
 }
@@ -310,11 +327,19 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
     std::unique_ptr<dispatcher::ChainKernel> best;
     ChainTiming best_t;
     ChainVariant best_v;
-    const std::vector<ChainVariant> vs = chains::variants(plan);
+    std::vector<ChainVariant> vs = chains::variants(plan);
+    if (o.max_variants > 0 && vs.size() > static_cast<size_t>(o.max_variants)) {  // a seeded sample
+      std::mt19937_64 pick(o.seed);
+      std::shuffle(vs.begin(), vs.end(), pick);
+      vs.resize(static_cast<size_t>(o.max_variants));
+    }
     rep.variants = static_cast<int>(vs.size());
     std::string last_failure;
+    const std::vector<VariantBuild> builds = compile_concurrently(
+        vs.size(), [&](size_t i) { return Result<KernelSource>(KernelSource{chains::chain_source(plan, vs[i]), "chain_kernel"}); },
+        info.sm, std::max<size_t>(1, std::thread::hardware_concurrency()));
     for (size_t i = 0; i < vs.size(); ++i) {
-      auto compiled = compile(KernelSource{chains::chain_source(plan, vs[i]), "chain_kernel"}, info.sm);
+      const Result<CompiledKernel>& compiled = builds[i].kernel;
       if (!compiled.ok()) {
         last_failure = compiled.status().to_string();
         continue;
@@ -324,13 +349,17 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
         last_failure = module.status().to_string();
         continue;
       }
-      auto k = std::make_unique<PointwiseChainKernel>(plan, vs[i], module.value(), device);
+      auto k = std::make_unique<GeneratedChainKernel>(plan, vs[i], module.value(), device);
       const Status v = verify_variant(chain, plan, *k, device, o.verify_trials, o.seed + i);
       if (!v.ok()) {
         last_failure = vs[i].id() + ": " + v.to_string();
         continue;
       }
       ++rep.verified;
+      if (o.reps <= 0) {  // correctness only: every variant verified, none timed
+        if (!best) best = std::move(k), best_v = vs[i];
+        continue;
+      }
       auto t = time_variant(chain, plan, *k, device, o.reps, o.seed + 1000 + i);
       if (!t.ok()) {
         last_failure = vs[i].id() + ": " + t.status().to_string();
@@ -345,6 +374,10 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
     if (!best) {
       rep.note = "no variant verified (" + last_failure + ")";
       return Status(Code::kVerifyFailed, rep.note);
+    }
+    if (o.reps <= 0) {
+      rep.variant = best_v.id();
+      return best;
     }
     auto again = time_variant(chain, plan, *best, device, 2 * o.reps, o.seed + 7);  // the winner, timed once more
     if (again.ok()) best_t = again.value();

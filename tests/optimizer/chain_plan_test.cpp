@@ -1,9 +1,13 @@
-/// @brief The pointwise chain generator on the CPU (Note [Pointwise chains]): the suite's chains, recorded through
-/// the hook on CPU tensors, are planned as the ops they are, reductions are declined, and every variant's source
-/// compiles with NVRTC for sm_80 and sm_90 (no GPU needed; the GPU verifies them: tests/gpu/chain_gpu_test.cpp).
+/// @brief The chain generator on the CPU (Notes [Pointwise chains] and [Row chains]): the suite's chains, recorded
+/// through the hook on CPU tensors, are planned as the ops they are (reductions, layer norms and softmaxes as row
+/// chains), what the generator cannot fuse is declined with a reason, and every variant's source compiles with
+/// NVRTC for sm_80 and sm_90 (no GPU needed; the GPU verifies them: tests/gpu/chain_gpu_test.cpp).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <set>
 
 #include "bench/chain_suite.h"
@@ -12,6 +16,7 @@
 #include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
+#include "optimizer/chains/chain_plan.h"
 
 namespace cudal1::optimizer {
 namespace {
@@ -22,7 +27,8 @@ class ChainPlanEnv : public ::testing::Environment {
     dispatcher::HookOptions o;
     o.mode = Mode::kProfile;
     o.ops = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "mul.Scalar", "div.Scalar",
-             "tanh", "sigmoid", "silu", "relu", "gelu", "exp", "mean.dim", "sum.dim_IntList", "native_layer_norm"};
+             "tanh", "sigmoid", "silu", "relu", "gelu", "exp", "mean.dim", "sum.dim_IntList", "native_layer_norm",
+             "amax", "_softmax", "native_batch_norm", "max_pool2d_with_indices"};
     for (const auto& op : dispatcher::chain_ops()) o.ops.push_back(op);
     o.hot_calls = 1000000;
     o.sample_every = 1000000;
@@ -41,8 +47,8 @@ std::vector<at::Tensor> cpu_inputs(const bench::ChainRow& row) {
   return in;
 }
 
-TEST(ChainPlan, TheSuitesPointwiseChainsPlanAndEveryVariantCompiles) {
-  std::set<std::string> pointwise;
+TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
+  std::set<std::string> planned;
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/true)) {
     SCOPED_TRACE(row.name);
     dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(cpu_inputs(row)); }, 2);
@@ -52,17 +58,18 @@ TEST(ChainPlan, TheSuitesPointwiseChainsPlanAndEveryVariantCompiles) {
       EXPECT_EQ(sources.status().code(), Code::kUnsupported);
       continue;
     }
-    pointwise.insert(row.name);
-    EXPECT_GE(sources.value().size(), 6u);
+    planned.insert(row.name);
+    EXPECT_GE(sources.value().size(), 4u);
     for (const auto& [id, src] : sources.value())
       for (int sm : {80, 90}) {
         auto k = compile(KernelSource{src, "chain_kernel"}, sm);
         ASSERT_TRUE(k.ok()) << id << " sm_" << sm << ": " << k.status().to_string() << "\n" << src;
       }
   }
-  // The reductions and the layer norm are not pointwise; everything else is.
-  EXPECT_EQ(pointwise, (std::set<std::string>{"swiglu bf16", "gelu_new f16", "bias_gelu f16", "x_sigmoid_x f16",
-                                              "residual_relu f32"}));
+  // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row).
+  EXPECT_EQ(planned, (std::set<std::string>{"rmsnorm_ops bf16", "swiglu bf16", "gelu_new f16", "bias_gelu f16",
+                                            "residual_layernorm f16", "softmax_ops f32", "x_sigmoid_x f16",
+                                            "residual_relu f32"}));
 }
 
 TEST(ChainPlan, GeluNewIsPlannedAsItsEightOps) {
@@ -89,6 +96,81 @@ TEST(ChainPlan, BroadcastInputsAreReadThroughTheirStrides) {
   auto sources = chain_sources(*c);
   ASSERT_TRUE(sources.ok()) << sources.status().to_string();
   EXPECT_NE(sources.value().front().second.find("off += i * 0LL"), std::string::npos);  // the bias's row stride
+}
+
+/// The source of the first variant of the chain `f` records (fails the test when it does not plan).
+std::string first_source(const std::function<void()>& f) {
+  dispatcher::ChainRecord* c = bench::record_chain(f, 2);
+  if (!c) return "no chain";
+  auto sources = chain_sources(*c);
+  if (!sources.ok()) return sources.status().to_string() + "\n" + c->text();
+  return sources.value().front().second;
+}
+
+TEST(ChainPlan, RmsNormAsOpsIsOneRowChainWithTheMeanFactorOfAten) {
+  const at::Tensor w = at::randn({96});
+  const std::string src = first_source([&] {
+    const at::Tensor x = at::randn({6, 96});
+    x.mul(x.pow(2).mean({-1}, true).add(1e-6).rsqrt()).mul(w);
+  });
+  if (std::getenv("CUDAL1_TEST_PRINT")) std::printf("%s\n", src.c_str());
+  EXPECT_NE(src.find("t1 = row_mean(t0) Float row"), std::string::npos) << src;
+  EXPECT_NE(src.find("t3 = rsqrt(t2) Float row"), std::string::npos) << src;
+  EXPECT_NE(src.find("// phase 1"), std::string::npos) << src;   // after the mean
+  EXPECT_EQ(src.find("// phase 2"), std::string::npos) << src;   // one reduction deep
+  EXPECT_NE(src.find(chains::float_literal(6.0 / 576.0)), std::string::npos) << src;  // float(rows) / float(numel)
+}
+
+TEST(ChainPlan, LayerNormIsPlannedAsAtensFloatSteps) {
+  const at::Tensor w = at::randn({64}), b = at::randn({64});
+  const std::string src = first_source([&] {
+    const at::Tensor h = at::randn({5, 64}).add(at::randn({5, 64}));
+    at::layer_norm(h, {64}, w, b, 1e-5);
+  });
+  // mean, x - mean, its square, the mean of that, + eps, rsqrt, then the affine product rounded once.
+  for (const char* step : {"row_mean(t0)", "sub(t0, t1)", "mul(t2, t2)", "row_mean(t3)", "rsqrt(t5)",
+                           "mul(t2, t6)", "mul(t7, e2)", "add(t8, e3)"})
+    EXPECT_NE(src.find(step), std::string::npos) << step << "\n" << src;
+  EXPECT_NE(src.find("// phase 2"), std::string::npos) << src;  // two reductions deep
+}
+
+TEST(ChainPlan, SoftmaxAndItsOpsAreRowChains) {
+  const std::string ops = first_source([&] {
+    const at::Tensor e = at::randn({7, 33}).exp();
+    e.div(e.sum({-1}, true));
+  });
+  EXPECT_NE(ops.find("row_sum(t0)"), std::string::npos) << ops;
+  const std::string fused = first_source([&] { at::_softmax(at::randn({7, 40}).mul(0.125), -1, false); });
+  EXPECT_NE(fused.find("row_max(t0)"), std::string::npos) << fused;
+  EXPECT_NE(fused.find("expf("), std::string::npos) << fused;
+}
+
+TEST(ChainPlan, WhatRowChainsCannotFuseIsDeclinedWithAReason) {
+  auto why = [](const std::function<void()>& f) {
+    dispatcher::ChainRecord* c = bench::record_chain(f, 2);
+    if (!c) return std::string("no chain");
+    auto s = chain_sources(*c);
+    return s.ok() ? std::string("planned") : s.status().message();
+  };
+  EXPECT_NE(why([] { at::randn({8, 12}).exp().sum({0}, true).mul(2.0); }).find("other dims than the last"),
+            std::string::npos);
+  EXPECT_NE(why([] { at::randn({8, 12}).exp().sum({-1}, false).mul(2.0); }).find("without keepdim"),
+            std::string::npos);
+  EXPECT_NE(why([] { at::randn({8, 1}).exp().sum({-1}, true).mul(2.0); }).find("size < 2"), std::string::npos);
+}
+
+TEST(ChainPlan, RowVariantsHoldAtMost32ValuesAThread) {
+  dispatcher::ChainRecord* c = bench::record_chain([] { at::randn({4, 4096}).exp().sum({-1}, true).mul(2.0); }, 2);
+  ASSERT_NE(c, nullptr);
+  auto sources = chain_sources(*c);
+  ASSERT_TRUE(sources.ok()) << sources.status().to_string();
+  std::set<std::string> ids;
+  for (const auto& [id, src] : sources.value()) ids.insert(id);
+  EXPECT_TRUE(ids.count("rows.vec4.b1024.block")) << *ids.begin();
+  EXPECT_TRUE(ids.count("rows.vec4.b128.block"));   // 8 chunks of 4 a thread
+  EXPECT_TRUE(ids.count("rows.vec1.b128.block"));   // 32 chunks of 1 a thread
+  EXPECT_FALSE(ids.count("rows.vec1.b128.warp"));   // 128 chunks of 1 a lane
+  EXPECT_FALSE(ids.count("rows.vec4.b128.warp"));   // 32 chunks of 4 a lane: 128 values
 }
 
 }  // namespace

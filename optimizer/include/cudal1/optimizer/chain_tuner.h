@@ -2,7 +2,7 @@
 /// tuner, which verifies each variant against the ATen chain and times it against it (Note [Chain tuning]).
 ///
 /// Note [Chain tuning]
-/// For a hot chain the tuner plans it (pointwise chains only, so far), compiles every variant with NVRTC, and for
+/// For a hot chain the tuner plans it (pointwise and row chains), compiles every variant with NVRTC (concurrently), and for
 /// each: verifies it on `verify_trials` fresh random inputs at the chain's full sizes and strides (scales 1, 4,
 /// 0.01, 30, 1000 in turn, NaN/+-Inf/+-0 injected from the second trial on) with every output poisoned with NaN,
 /// against replay_chain (the chain's own ATen ops), each output within its dtype's tolerance times the number of
@@ -26,8 +26,10 @@ namespace cudal1::optimizer {
 
 struct ChainTuneOptions {
   int verify_trials = 5;
-  int reps = 30;             ///< timed repetitions per variant (the winner is timed again with twice as many)
+  int reps = 30;             ///< timed repetitions per variant (the winner is timed again with twice as many);
+                             ///< 0: verification only (the first verified variant is returned, untimed)
   double min_speedup = 1.05;
+  int max_variants = 0;      ///< > 0: a sample of this many variants (seeded), e.g. for fuzzing; 0: all
   uint64_t seed = 1;
 };
 
