@@ -382,6 +382,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
       if (has_w) y = w.add(make(StepOp::kMul, {step_ref(y), tensors[1]}, has_b ? F : od, false));
       if (has_b) y = w.add(make(StepOp::kAdd, {step_ref(y), tensors[2]}, od, false));
       p.steps[static_cast<size_t>(y)].depth = p.steps[static_cast<size_t>(rstd)].depth + 1;  // one rounding
+      p.steps[static_cast<size_t>(mean)].any_nonfinite = p.steps[static_cast<size_t>(rstd)].any_nonfinite = true;
       out_step[k] = {y, mean, rstd};
     } else if (op == "aten::_softmax") {
       const c10::IValue* h2f = arg("half_to_float");
@@ -460,9 +461,12 @@ std::vector<ChainVariant> row_variants(const ChainPlan& plan) {
 
 std::vector<ChainVariant> variants(const ChainPlan& plan) {
   if (plan.rows) return row_variants(plan);
+  int64_t widest = 1;  // bytes of the widest operand or output: a pack is at most 16 bytes
+  for (const External& e : plan.externals) widest = std::max<int64_t>(widest, c10::elementSize(e.dtype));
+  for (const Step& s : plan.steps) widest = std::max<int64_t>(widest, c10::elementSize(s.dtype));
   std::vector<int> vecs = {1};
-  for (int v : {2, 4}) {
-    bool ok = plan.numel % v == 0 && !plan.shape.empty() && plan.shape.back() % v == 0;
+  for (int v : {2, 4, 8}) {
+    bool ok = plan.numel % v == 0 && !plan.shape.empty() && plan.shape.back() % v == 0 && (v < 8 || v * widest <= 16);
     for (const External& e : plan.externals)
       ok = ok && (e.contiguous || e.scalar || e.strides.back() == 0 || e.strides.back() == 1);
     if (ok) vecs.push_back(v);

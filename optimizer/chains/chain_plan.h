@@ -66,6 +66,9 @@ struct Step {
   c10::ScalarType dtype = c10::ScalarType::Float;  ///< the step's output dtype
   bool row = false;             ///< a value per row (row chains; reductions always)
   double depth = 1;             ///< rounding steps behind it (verification's tolerance grows with it)
+  /// A layer norm's mean or rstd: where ATen's value is not finite, any non-finite value matches (ATen's Welford
+  /// gives inf or NaN for a row holding an infinity, depending on where in its thread layout it sits).
+  bool any_nonfinite = false;
 };
 
 /// One output of one node, in the kernel's parameter order (nodes in order, each node's outputs in order).
@@ -100,7 +103,8 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain);
 /// True for the dtypes the generator computes in float: fp32, fp16, bf16.
 bool float_like(c10::ScalarType t);
 
-/// The variants of a plan. Pointwise: vector width 1, 2 or 4 (only where every operand allows it), 128/256/512
+/// The variants of a plan. Pointwise: vector width 1, 2, 4 or 8 (8: 16-bit dtypes only; only where every operand
+/// allows it), 128/256/512
 /// threads, one thread per chunk or a grid of 8 blocks per SM looping. Row chains: vector width 1, 2, 4 or 8
 /// (at most 16 bytes, where the row and every full operand allow it), a warp per row in blocks of 128 or 256
 /// threads, or a block of 128 to 1024 threads per row, each holding at most 32 values of a row.

@@ -2,11 +2,13 @@
 /// tuner, which verifies each variant against the ATen chain and times it against it (Note [Chain tuning]).
 ///
 /// Note [Chain tuning]
-/// For a hot chain the tuner plans it (pointwise and row chains), compiles every variant with NVRTC (concurrently), and for
-/// each: verifies it on `verify_trials` fresh random inputs at the chain's full sizes and strides (scales 1, 4,
+/// For a hot chain the tuner plans it (pointwise and row chains), compiles every variant with NVRTC
+/// (concurrently), and for each: verifies it on `verify_trials` fresh random inputs at the chain's full sizes and strides (scales 1, 4,
 /// 0.01, 30, 1000 in turn, NaN/+-Inf/+-0 injected from the second trial on) with every output poisoned with NaN,
 /// against replay_chain (the chain's own ATen ops), each output within its dtype's tolerance times the number of
-/// steps that lead to it (plus that many eps of the reference's largest finite value), NaN/Inf matching; then once
+/// steps that lead to it (plus that many eps of the reference's largest finite value; a reduction counts as two),
+/// NaN/Inf matching (a layer norm's mean and rstd only as "not finite": ATen's Welford gives inf or NaN for a
+/// row holding an infinity depending on its position, and the normalised output is NaN either way); then once
 /// more with only the last output stored (the others null, as when the app dropped them). Verified variants are
 /// timed like single kernels (Note [Timing]: interleaved with the ATen chain, L2 flushed before each, device-wide
 /// sync before the third event and the escape check), the ATen chain storing every intermediate as eager does
