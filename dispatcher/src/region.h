@@ -36,6 +36,9 @@ void flush_all(FlushReason why) noexcept;
 /// Registers the DeferredInit fallback and a fallthrough for each op in `typed_ops` (the hooked ops whose
 /// calls reach defer_or_flush). Ok when already registered.
 Status register_region_key(const std::vector<std::string>& typed_ops);
+/// The aten ops whose only kernel is CompositeImplicitAutograd (no CPU, CUDA, Meta or CompositeExplicitAutograd
+/// one): they compute through other ops only, so they pass the region key (Note [Deferred regions]).
+std::vector<c10::OperatorName> composite_only_ops();
 
 /// The CUPTI guard: subscribes to the runtime and driver API entry points that launch, copy, set, synchronise,
 /// record events, wait on events or begin a capture, and calls flush_all(kCuda) on entry. Ok when armed (or

@@ -103,6 +103,22 @@ bool region_deferral_allowed(const c10::Device& d) {
   return d.is_cuda() ? g_cuda.load(std::memory_order_relaxed) : d.is_cpu() && g_cpu.load(std::memory_order_relaxed);
 }
 
+std::vector<c10::OperatorName> composite_only_ops() {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const c10::DispatchKeySet kernels({c10::DispatchKey::CPU, c10::DispatchKey::CUDA, c10::DispatchKey::Meta,
+                                     c10::DispatchKey::CompositeExplicitAutograd, c10::DispatchKey::DeferredInit,
+                                     c10::DispatchKey::BackendSelect});
+  std::vector<c10::OperatorName> out;
+  for (const auto& n : dispatcher.getAllOpNames()) {
+    if (n.name.rfind("aten::", 0) != 0) continue;
+    auto h = dispatcher.findOp(n);
+    if (!h || !h->hasSchema()) continue;
+    if (h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) && !h->hasKernelForAnyDispatchKey(kernels))
+      out.push_back(n);
+  }
+  return out;
+}
+
 Status register_region_key(const std::vector<std::string>& typed_ops) {
   Deferral& d = deferral();
   if (d.fallback) return Status();
@@ -113,6 +129,13 @@ Status register_region_key(const std::vector<std::string>& typed_ops) {
     auto ft = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::DeferredInit,
                                                __FILE__, __LINE__);
     for (const auto& op : typed_ops) ft->impl(op.c_str(), torch::CppFunction::makeFallthrough());
+    // Composite-only ops (layer_norm, batch_norm, softmax.int, max_pool2d, ...) compute only through the ops they
+    // call, each of which flushes or defers on its own: they pass too, so a chain hidden behind one stays whole.
+    for (const auto& name : composite_only_ops()) {
+      const std::string spec = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+      if (std::find(typed_ops.begin(), typed_ops.end(), spec) == typed_ops.end())
+        ft->impl(spec.c_str(), torch::CppFunction::makeFallthrough());
+    }
     d.fallback = fb.release();  // kept until exit, like the hook's own library
     d.fallthroughs = ft.release();
   } catch (const std::exception& e) {

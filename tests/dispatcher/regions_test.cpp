@@ -6,6 +6,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <set>
+
 #include <atomic>
 #include <cstdio>
 #include <thread>
@@ -25,7 +28,7 @@ class RegionEnv : public ::testing::Environment {
   void SetUp() override {
     HookOptions o;
     o.mode = Mode::kTune;
-    o.ops = {"mul.Tensor", "add.Tensor", "add.Scalar", "sigmoid", "tanh"};
+    o.ops = {"mul.Tensor", "add.Tensor", "add.Scalar", "sigmoid", "tanh", "native_layer_norm", "mean.dim", "_softmax"};
     for (const auto& op : chain_ops()) o.ops.push_back(op);
     o.hot_calls = 1000000;  // nothing is handed to an optimizer here
     o.sample_every = 1000000;
@@ -352,6 +355,45 @@ TEST(Regions, AChainThatKeepsDivergingGoesBackToOneByOneCalls) {
   at::Tensor t = x.tanh();
   EXPECT_FALSE(region_open_on_this_thread());
   EXPECT_EQ(region_counters().opened, before.opened);
+}
+
+/// Records `f` 8 times, fuses the new chain of `nodes` nodes with the ATen replay, and returns it.
+ChainRecord* fuse_new_chain(const std::function<void()>& f, size_t nodes) {
+  std::set<ChainRecord*> before;
+  for_each_chain([&](ChainRecord& c) { before.insert(&c); });
+  for (int i = 0; i < 8; ++i) f();
+  close_chain_on_this_thread();
+  ChainRecord* rec = nullptr;
+  for_each_chain([&](ChainRecord& c) {
+    if (!before.count(&c) && c.nodes.size() == nodes) rec = &c;
+  });
+  if (rec) EXPECT_TRUE(fuse_chain(*rec, aten_chain_kernel(*rec)).ok());
+  return rec;
+}
+
+TEST(Regions, ChainsWithSeveralOutputsAndRowOpsAreDeferredWhole) {
+  // Residual add -> layer norm (three outputs: the app keeps the first), RMSNorm's mean, a softmax.
+  const at::Tensor w = at::randn({16}), b = at::randn({16});
+  auto residual_ln = [&](const at::Tensor& a, const at::Tensor& r) {
+    return at::layer_norm(a.add(r), {16}, w, b, 1e-5);
+  };
+  auto rms_softmax = [&](const at::Tensor& x) {
+    return at::_softmax(x.mul(x.mean({-1}, true).add(1.0)), -1, false);
+  };
+  ASSERT_NE(fuse_new_chain([&] { residual_ln(at::randn({4, 16}), at::randn({4, 16})); }, 2), nullptr);
+  ASSERT_NE(fuse_new_chain([&] { rms_softmax(at::randn({3, 16})); }, 4), nullptr);
+  const at::Tensor a = at::randn({4, 16}), r = at::randn({4, 16}), x = at::randn({3, 16});
+  RegionCounters before = region_counters();
+  at::Tensor y = residual_ln(a, r);
+  EXPECT_TRUE(region_open_on_this_thread());
+  EXPECT_TRUE(at::allclose(y, eager([&] { return residual_ln(a, r); })));
+  RegionCounters after = region_counters();
+  EXPECT_EQ(after.completed, before.completed + 1);
+  EXPECT_EQ(after.written, before.written + 1);  // the layer norm's result; its mean and rstd were dropped
+  before = after;
+  at::Tensor z = rms_softmax(x);
+  EXPECT_TRUE(at::allclose(z, eager([&] { return rms_softmax(x); })));
+  EXPECT_EQ(region_counters().completed, before.completed + 1);
 }
 
 }  // namespace

@@ -190,8 +190,9 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     const at::ScalarType dt = dts[rng() % 3];
     const at::ScalarType ydt = rng() % 5 == 0 ? dts[rng() % 3] : dt;  // now and then a promoting second input
     const int n = 2 + static_cast<int>(rng() % 5);
+    const bool empty = numel == 0 || shape.front() == 0;  // ATen's amax/amin raise on an empty row: no row ops
     for (int k = 0; k < n; ++k) {
-      rc.ops.push_back(rng() % 3 == 0 ? 20 + static_cast<int>(rng() % 7) : static_cast<int>(rng() % 20));
+      rc.ops.push_back(!empty && rng() % 3 == 0 ? 20 + static_cast<int>(rng() % 7) : static_cast<int>(rng() % 20));
       rc.keep.push_back(rng() % 3 == 0);
     }
     if (rc.ops[0] <= 3 || rc.ops[0] == 15) rc.ops[0] = 6;  // the first op reads x alone: the chain starts there

@@ -354,7 +354,9 @@ std::string status_line() {
     return "on (" + std::string(mode_name(r.cfg.mode)) + "): " + std::to_string(s.hooked_calls) + " calls, " +
            std::to_string(s.signatures) + " signatures, " + std::to_string(s.hot) + " hot, " +
            std::to_string(s.replaced) + " replaced (" + std::to_string(s.cache_hits) + " from cache), " +
-           std::to_string(s.replaced_calls) + " calls served by cudal1 kernels";
+           std::to_string(s.replaced_calls) + " calls served by cudal1 kernels; " + std::to_string(s.chains_hot) +
+           " hot chains, " + std::to_string(s.chains_fused) + " fused, regions " +
+           std::to_string(s.regions_completed) + " whole / " + std::to_string(s.regions_early) + " flushed early";
   } catch (...) {
     return "unknown";
   }
@@ -377,6 +379,14 @@ Stats stats() noexcept {
       if (rec.calls.load() >= static_cast<uint64_t>(r.cfg.hot_calls)) ++s.hot;
       if (rec.state.load() == dispatcher::SigState::kReplaced) ++s.replaced;
     });
+    dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
+      const auto st = c.state.load();
+      if (st != dispatcher::ChainState::kCold) ++s.chains_hot;
+      if (st == dispatcher::ChainState::kFused) ++s.chains_fused;
+    });
+    const auto rc = dispatcher::region_counters();
+    s.regions_completed = rc.completed;
+    s.regions_early = rc.diverged + rc.by_op + rc.by_cuda + rc.by_other;
   } catch (...) {
   }
   return s;

@@ -27,6 +27,10 @@ struct Stats {
   uint64_t replaced_calls = 0;     ///< calls served by a cudal1 kernel
   uint64_t cache_hits = 0;         ///< signatures whose kernel came from the cache
   uint64_t fallbacks = 0;          ///< calls that fell back to ATen after an error in cudal1
+  uint64_t chains_hot = 0;         ///< recurring op chains that became hot (CUDAL1_FUSE=on)
+  uint64_t chains_fused = 0;       ///< chains a chain kernel computes (their calls are deferred)
+  uint64_t regions_completed = 0;  ///< deferred regions run whole by a chain kernel
+  uint64_t regions_early = 0;      ///< deferred regions flushed before their last call (their prefix ran in ATen)
 };
 
 /// True when cudal1 is on in this process and its hooks are registered.

@@ -17,7 +17,10 @@
 ///  - any other dispatcher op on the region's thread: while a region is open, the thread's TLS includes
 ///    DispatchKey::DeferredInit, whose fallback (ours) flushes and redispatches; the hooked ops have
 ///    fallthrough kernels on that key, so they reach the hook. So `.item()`, copies to the CPU, views, in-place
-///    ops on a pending tensor or on an external input, an unhooked matmul: all flush first;
+///    ops on a pending tensor or on an external input, an unhooked matmul: all flush first. Ops with only a
+///    CompositeImplicitAutograd kernel (layer_norm, batch_norm, softmax.int, max_pool2d, rms_norm, ...) have
+///    fallthroughs too: they compute only through the ops they call, each of which flushes or defers on its own,
+///    so a fused chain hidden behind one (at::layer_norm -> native_layer_norm) stays whole;
 ///  - any CUDA work or synchronisation issued outside ATen, from any thread: a CUPTI callback subscribed to the
 ///    launch, memcpy, memset, synchronise, event-record, stream-wait and capture-begin entry points of the
 ///    runtime and driver APIs flushes every open region before the call proceeds. This also covers another
