@@ -78,7 +78,10 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
     if (k.status().code() == Code::kUnsupported) continue;  // neither pointwise nor a row chain
     ASSERT_TRUE(k.ok()) << k.status().to_string() << "\n" << rep.plan;
     EXPECT_EQ(rep.verified, rep.variants);
-    ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(k).value()).ok());
+    // Served by the winner as the cache would give it back (launch description and cubin), not the tuned object.
+    auto cached = load_chain_kernel(*c, rep.launch_json, rep.cubin);
+    ASSERT_TRUE(cached.ok()) << cached.status().to_string();
+    ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(cached).value()).ok());
     ++fused;
     const auto before = dispatcher::region_counters();
     const at::Tensor got = row.run(in);

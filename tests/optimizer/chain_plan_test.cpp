@@ -4,6 +4,7 @@
 /// NVRTC for sm_80 and sm_90 (no GPU needed; the GPU verifies them: tests/gpu/chain_gpu_test.cpp).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -171,6 +172,24 @@ TEST(ChainPlan, RowVariantsHoldAtMost32ValuesAThread) {
   EXPECT_TRUE(ids.count("rows.vec1.b128.block"));   // 32 chunks of 1 a thread
   EXPECT_FALSE(ids.count("rows.vec1.b128.warp"));   // 128 chunks of 1 a lane
   EXPECT_FALSE(ids.count("rows.vec4.b128.warp"));   // 32 chunks of 4 a lane: 128 values
+}
+
+TEST(ChainPlan, CachedKernelsAreCheckedAgainstTheChainsPlanBeforeLoading) {
+  dispatcher::ChainRecord* c = bench::record_chain([] { at::randn({4, 32}).exp().sum({-1}, true).mul(2.0); }, 2);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(chain_cache_key(*c).rfind("chain %0 = aten::exp(f32[4,32]{32,1}@cpu) <- ext0 | %1 = ", 0), 0u)
+      << chain_cache_key(*c);
+  auto plan = chains::plan_chain(*c);
+  ASSERT_TRUE(plan.ok());
+  auto described = [&](const std::string& id_plan, int vec, int group) {
+    return nlohmann::json{{"vec", vec}, {"block", 128}, {"looped", false}, {"group", group}, {"plan", id_plan}}.dump();
+  };
+  EXPECT_EQ(load_chain_kernel(*c, "{not json", "").status().code(), Code::kCorrupt);
+  EXPECT_EQ(load_chain_kernel(*c, described("t0 = exp(e0) Float", 4, 128), "").status().code(), Code::kMismatch);
+  EXPECT_EQ(load_chain_kernel(*c, described(plan.value().text, 3, 128), "").status().code(), Code::kMismatch);
+  // A description that matches: it gets as far as the device (a CPU chain has none).
+  const auto k = load_chain_kernel(*c, described(plan.value().text, 4, 32), "");
+  EXPECT_EQ(k.status().code(), Code::kUnsupported) << k.status().to_string();
 }
 
 }  // namespace

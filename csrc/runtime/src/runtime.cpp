@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
+#include <condition_variable>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -62,7 +64,12 @@ struct Runtime {
   std::chrono::steady_clock::time_point last_report = std::chrono::steady_clock::now();
   std::once_flag exit_once;
   std::atomic<bool> warm{false};
-  std::atomic<bool> chain_tuning{false};  // tune_hot_chains is running (wait_idle waits for it)
+  std::atomic<bool> chain_tuning{false};  // fuse_hot_chains is running (wait_idle waits for it)
+  // Serve mode with CUDAL1_FUSE=on has no tuner: this thread ticks instead (hot chains served from the cache).
+  std::thread chain_server;
+  std::mutex server_mu;
+  std::condition_variable server_cv;
+  bool server_stop = false;
 };
 
 Runtime& rt() {
@@ -80,9 +87,21 @@ void write_report(bool final_report) {
   r.last_report = std::chrono::steady_clock::now();
 }
 
+void stop_chain_server() {
+  Runtime& r = rt();
+  if (!r.chain_server.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(r.server_mu);
+    r.server_stop = true;
+  }
+  r.server_cv.notify_all();
+  r.chain_server.join();
+}
+
 void on_exit() {
   Runtime& r = rt();
   if (r.tuner) r.tuner->stop();
+  stop_chain_server();
   dispatcher::flush_all_regions();  // Note [Deferred regions]: nothing stays pending past cudal1's shutdown
   dispatcher::collect_samples();
   dispatcher::close_chain_on_this_thread();
@@ -90,12 +109,44 @@ void on_exit() {
   write_report(/*final_report=*/true);
 }
 
-/// Note [Chain tuning]: each chain that turned hot is tuned once, on the tuner's thread; a winner is fused
-/// (Note [Deferred regions]). Deferral (the DeferredInit key, the CUPTI guard) is enabled at the first hot chain,
-/// so a run where no chain gets hot never subscribes to CUPTI. Tune mode only: chain kernels are not cached yet.
-void tune_hot_chains() {
+/// The cached outcome for `key` on `device` (loaded with the device's cache), if any.
+std::optional<cache::KernelEntry> cached_entry(int device, const std::string& key);
+
+/// Stores a chain's tuning outcome for its device's fingerprint (Note [Cache layout]; key chain_cache_key).
+void store_chain_outcome(const dispatcher::ChainRecord& c, const std::string& key,
+                         const optimizer::ChainTuneReport& rep, bool has_kernel) {
   Runtime& r = rt();
-  if (!r.cfg.fuse || r.cfg.mode != Mode::kTune) return;
+  const int device = c.nodes.front().rec->device_index;
+  if (!r.cache || device < 0) return;
+  auto fp = optimizer::fingerprint_for(device);
+  if (!fp.ok()) return;
+  cache::KernelEntry e;
+  e.signature = key;
+  e.has_kernel = has_kernel;
+  e.family = "chain";
+  e.variant = rep.variant;
+  e.launch_json = has_kernel ? rep.launch_json : "";
+  e.kernel_name = "chain_kernel";
+  e.cubin = has_kernel ? rep.cubin : "";
+  e.speedup = rep.speedup;
+  e.aten_us = rep.aten_us;
+  e.kernel_us = rep.kernel_us;
+  e.trials = rep.variants;
+  e.created_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  const Status s = r.cache->put(fp.value(), e);
+  if (!s.ok()) CUDAL1_LOG(kWarn, "chain outcome not cached: " << s.to_string());
+  std::lock_guard<std::mutex> lock(r.cached_mu);
+  r.cached[device][key] = e;
+}
+
+/// Note [Chain tuning]: each chain that turned hot is handled once, on the tuner's thread: served from the cache
+/// when a tuning run stored its outcome (a kernel is fused; "ATen not beaten" leaves it one by one), else tuned
+/// in tune mode and its outcome stored; serve mode tunes nothing. Deferral (the DeferredInit key, the CUPTI
+/// guard) is enabled at the first hot chain, so a run where no chain gets hot never subscribes to CUPTI.
+void fuse_hot_chains() {
+  Runtime& r = rt();
+  if (!r.cfg.fuse) return;
   std::vector<dispatcher::ChainRecord*> hot;
   dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
     if (c.state.load() == dispatcher::ChainState::kHot) hot.push_back(&c);
@@ -109,6 +160,13 @@ void tune_hot_chains() {
     dispatcher::ChainState expected = dispatcher::ChainState::kHot;
     if (!c->state.compare_exchange_strong(expected, dispatcher::ChainState::kAten)) continue;  // tried once
     dispatcher::ChainOutcome out;
+    const std::string key = optimizer::chain_cache_key(*c);
+    const auto cached = cached_entry(c->nodes.front().rec->device_index, key);
+    if (!cached && r.cfg.mode != Mode::kTune) {  // nothing to fuse: deferral (and CUPTI) stays off
+      out.note = "not in the cache (this mode tunes nothing)";
+      c->set_outcome(out);
+      continue;
+    }
     if (const Status s = dispatcher::enable_deferral(); !s.ok()) {
       out.note = "deferral unavailable: " + s.to_string();
       c->set_outcome(out);
@@ -121,6 +179,31 @@ void tune_hot_chains() {
       c->set_outcome(out);
       continue;
     }
+    if (const auto& e = cached) {
+      out.kernel = e->variant.empty() ? "" : "chain " + e->variant + " (cache)";
+      out.aten_us = e->aten_us;
+      out.kernel_us = e->kernel_us;
+      out.speedup = e->speedup;
+      if (!e->has_kernel) {
+        out.note = "cached outcome: the ATen chain was not beaten";
+        c->set_outcome(out);
+        continue;
+      }
+      auto k = optimizer::load_chain_kernel(*c, e->launch_json, e->cubin);
+      if (k.ok()) {
+        const Status f = dispatcher::fuse_chain(*c, std::move(k).value());
+        out.note = f.ok() ? "from cache" : "not fused: " + f.to_string();
+        c->set_outcome(out);
+        continue;
+      }
+      CUDAL1_LOG(kWarn, "cached chain kernel not used (" << k.status().to_string() << ")");
+      out.note = "cached kernel not used: " + k.status().to_string();
+    }
+    if (r.cfg.mode != Mode::kTune) {
+      if (out.note.empty()) out.note = "not in the cache (this mode tunes nothing)";
+      c->set_outcome(out);
+      continue;
+    }
     optimizer::ChainTuneOptions o;
     o.verify_trials = static_cast<int>(r.cfg.verify_trials);
     o.reps = static_cast<int>(r.cfg.timing_reps);
@@ -129,16 +212,19 @@ void tune_hot_chains() {
     optimizer::ChainTuneReport rep;
     auto k = optimizer::tune_chain(*c, o, &rep);
     out.plan = rep.plan;
-    out.kernel = rep.variant.empty() ? "" : "pointwise " + rep.variant;
+    out.kernel = rep.variant.empty() ? "" : "chain " + rep.variant;
     out.aten_us = rep.aten_us;
     out.kernel_us = rep.kernel_us;
     out.speedup = rep.speedup;
     out.note = rep.note;
     if (k.ok()) {
+      store_chain_outcome(*c, key, rep, /*has_kernel=*/true);
       const Status f = dispatcher::fuse_chain(*c, std::move(k).value());
       if (!f.ok()) out.note = "not fused: " + f.to_string();
       else CUDAL1_LOG(kInfo, "chain of " << c->nodes.size() << " ops fused (" << out.kernel << ", " << rep.speedup
                                          << "x over its ATen ops)");
+    } else if (k.status().code() == Code::kNotFound) {
+      store_chain_outcome(*c, key, rep, /*has_kernel=*/false);  // timed, not faster: remembered
     }
     c->set_outcome(out);
   }
@@ -147,7 +233,7 @@ void tune_hot_chains() {
 void tick() {
   dispatcher::collect_samples();
   if (rt().cfg.fuse) dispatcher::update_hot_chains(rt().cfg.hot_calls, rt().cfg.chain_share);
-  tune_hot_chains();
+  fuse_hot_chains();
   Runtime& r = rt();
   const bool changed = dispatcher::hook_counters().hooked_calls != r.last_report_calls.load();
   if (changed && std::chrono::steady_clock::now() - r.last_report > std::chrono::seconds(10)) write_report(false);
@@ -192,6 +278,16 @@ void load_cache(int device) {
   for (auto& e : entries.value()) m.emplace(e.signature, std::move(e));
   CUDAL1_LOG(kInfo, "device " << device << " (" << fp->gpu_name << "): " << m.size()
                               << " cached outcomes for fingerprint " << fp->key());
+}
+
+std::optional<cache::KernelEntry> cached_entry(int device, const std::string& key) {
+  Runtime& r = rt();
+  std::lock_guard<std::mutex> lock(r.cached_mu);
+  auto dev = r.cached.find(device);
+  if (dev == r.cached.end()) return std::nullopt;
+  auto it = dev->second.find(key);
+  if (it == dev->second.end()) return std::nullopt;
+  return it->second;
 }
 
 /// A new signature: serve it from the cache if an entry exists.
@@ -289,6 +385,20 @@ void start() {
     return;
   }
   if (r.tuner) r.tuner->start(tick);
+  if (!r.tuner && r.cfg.fuse && r.cfg.mode == Mode::kServe) {
+    r.chain_server = std::thread([] {
+      Runtime& rr = rt();
+      std::unique_lock<std::mutex> lock(rr.server_mu);
+      while (!rr.server_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return rr.server_stop; })) {
+        lock.unlock();
+        try {
+          tick();
+        } catch (...) {
+        }
+        lock.lock();
+      }
+    });
+  }
   r.active = true;
   CUDAL1_LOG(kInfo, "on: mode " << mode_name(r.cfg.mode) << ", " << dispatcher::hooked_ops().size()
                                 << " ops hooked, cache " << r.cfg.cache_dir);
@@ -395,21 +505,22 @@ Stats stats() noexcept {
 bool wait_idle(double timeout_s) noexcept {
   try {
     auto& r = runtime::rt();
-    if (!r.tuner) return true;
+    if (!r.tuner && !r.chain_server.joinable()) return true;
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     auto left = [&] { return std::chrono::duration<double>(end - std::chrono::steady_clock::now()).count(); };
-    if (!r.tuner->wait_idle(timeout_s)) return false;
+    auto tuner_idle = [&](double t) { return !r.tuner || r.tuner->wait_idle(t); };
+    if (!tuner_idle(timeout_s)) return false;
     // Note [Chain tuning]: chains turn hot and are tuned on the tuner's tick; wait for those too.
     dispatcher::close_chain_on_this_thread();
     for (;;) {
       bool untried = false;
-      if (r.cfg.fuse && r.cfg.mode == Mode::kTune) {
+      if (r.cfg.fuse && r.cfg.mode != Mode::kProfile) {
         dispatcher::update_hot_chains(r.cfg.hot_calls, r.cfg.chain_share);
         dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
           untried |= c.state.load() == dispatcher::ChainState::kHot;
         });
       }
-      if (!untried && !r.chain_tuning.load()) return r.tuner->wait_idle(std::max(0.0, left()));
+      if (!untried && !r.chain_tuning.load()) return tuner_idle(std::max(0.0, left()));
       if (left() <= 0) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

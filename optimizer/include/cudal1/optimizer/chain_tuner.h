@@ -41,6 +41,8 @@ struct ChainTuneReport {
   int variants = 0, verified = 0;
   double aten_us = 0, kernel_us = 0, speedup = 0, speedup_p25 = 0;
   std::string note;       ///< why no kernel, when none
+  std::string launch_json;  ///< the winner as load_chain_kernel reads it (variant and plan), when one was timed
+  std::string cubin;        ///< the winner's code
 };
 
 /// Tunes `chain` on its device (Note [Chain tuning]): the kernel of the winning variant, or Unsupported (not a
@@ -49,7 +51,18 @@ struct ChainTuneReport {
 Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::ChainRecord& chain,
                                                             const ChainTuneOptions& options, ChainTuneReport* report);
 
-/// Each variant's id and CUDA source for `chain` (what NVRTC compiles); Unsupported when it is not pointwise.
+/// The key a chain's outcome is cached under (Note [Cache layout]): "chain " and its text (signatures and
+/// dataflow), one node after another, separated by " | ".
+std::string chain_cache_key(const dispatcher::ChainRecord& chain);
+
+/// The chain kernel a tuning run stored as `launch_json` (ChainTuneReport::launch_json) and `cubin`, rebuilt for
+/// `chain` on its device: Mismatch when the chain's plan today differs from the one the kernel was built for,
+/// Corrupt for a launch description that does not parse, or the loader's error.
+Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatcher::ChainRecord& chain,
+                                                                   const std::string& launch_json,
+                                                                   const std::string& cubin);
+
+/// Each variant's id and CUDA source for `chain` (what NVRTC compiles); Unsupported when the generators cannot fuse it.
 Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain);
 
 }  // namespace cudal1::optimizer
