@@ -59,11 +59,19 @@ std::string step_formula(const Step& s, const std::function<std::string(const Op
       if (s.exponent == 0) return "1.0f";
       if (s.exponent == 1) return a;
       if (s.exponent == 2) return a + " * " + a;
-      if (s.exponent == 3) return a + " * " + a + " * " + a;
+      // ATen multiplies in the tensor's own type for 3 and -2 (c10::Half * c10::Half is a Half): a 16-bit
+      // square is rounded before its third factor or its reciprocal (PowKernel.cu).
+      if (s.exponent == 3)
+        return s.dtype == c10::ScalarType::Float ? a + " * " + a + " * " + a
+                                                 : "cvt_" + std::string(dtype_tag(s.dtype)) + "(st_" + dtype_tag(s.dtype) +
+                                                       "(" + a + " * " + a + ")) * " + a;
       if (s.exponent == 0.5) return "sqrtf(" + a + ")";
       if (s.exponent == -0.5) return "rsqrtf(" + a + ")";
       if (s.exponent == -1) return "1.0f / " + a;
-      if (s.exponent == -2) return "1.0f / (" + a + " * " + a + ")";
+      if (s.exponent == -2)
+        return s.dtype == c10::ScalarType::Float ? "1.0f / (" + a + " * " + a + ")"
+                                                 : "1.0f / cvt_" + std::string(dtype_tag(s.dtype)) + "(st_" +
+                                                       dtype_tag(s.dtype) + "(" + a + " * " + a + "))";
       return "powf(" + a + ", " + lit(s.exponent) + ")";
     case StepOp::kClamp: {
       std::string v = a;

@@ -9,7 +9,8 @@
 /// output dtype before the next step reads it, exactly where ATen stores an intermediate, so the fused result
 /// differs from ATen's only by contraction (FMA) and the ulps of the math functions; every step follows the
 /// formula of ATen's CUDA kernel (sigmoid as 1/(1+exp(-x)), gelu's erf and tanh forms, pow by 2 and 3 as
-/// products and by 0.5 as sqrt, division by a scalar as a multiplication by its reciprocal, NaN-propagating
+/// products (a 16-bit square rounded before its third factor, as ATen multiplies in the tensor's type) and by
+/// 0.5 as sqrt, division by a scalar as a multiplication by its reciprocal, NaN-propagating
 /// clamp, maximum and minimum). Verification compares every output with the ATen chain's at a tolerance that
 /// grows with the steps behind it (chain_tuner.cpp).
 ///
