@@ -175,7 +175,7 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
   const char* env = std::getenv("CUDAL1_CHAIN_FUZZ");
   const int chains = env ? std::atoi(env) : 1000;
   std::mt19937 rng(1234);
-  int verified = 0, rows = 0, unsupported = 0, served = 0, none = 0, declined = 0;
+  int verified = 0, rows = 0, unsupported = 0, served = 0, none = 0, declined = 0, head_taken = 0;
   std::map<std::string, int> why_not;
   for (int i = 0; i < chains; ++i) {
     RandomChain rc;
@@ -236,7 +236,12 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     ++verified;
     rows += rep.plan.find("row_") != std::string::npos;
     // Served through a deferred region, with intermediates kept at random: equal to eager, kept ones too.
-    ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(k).value()).ok());
+    if (const Status f = dispatcher::fuse_chain(*c, std::move(k).value()); !f.ok()) {
+      // One fused chain per first signature: an earlier random chain began with the same call.
+      EXPECT_NE(f.message().find("same signature"), std::string::npos) << f.to_string();
+      ++head_taken;
+      continue;
+    }
     const at::Tensor x = random_layout(shape, opts, layout);
     std::vector<at::Tensor> kept_got, kept_want;
     const auto before = dispatcher::region_counters();
@@ -253,8 +258,9 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     for (size_t j = 0; j < kept_got.size(); ++j)
       EXPECT_TRUE(close(kept_got[j], kept_want[j], steps)) << "chain " << i << " kept " << j << "\n" << rep.plan;
   }
-  std::printf("random chains: %d verified (%d with row ops), %d served whole, %d declined by verification, "
-              "%d not fusable, %d no chain\n", verified, rows, served, declined, unsupported, none);
+  std::printf("random chains: %d verified (%d with row ops), %d served whole (%d not fused: their first call "
+              "began an earlier fused chain), %d declined by verification, %d not fusable, %d no chain\n",
+              verified, rows, served, head_taken, declined, unsupported, none);
   for (const auto& [why, count] : why_not) std::printf("  not fusable x%d: %s\n", count, why.c_str());
   EXPECT_GE(verified, chains / 2);
   EXPECT_LE(declined * 50, verified + declined);  // at most 2% of the chains the generators can fuse
