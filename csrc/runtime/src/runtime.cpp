@@ -98,6 +98,27 @@ void stop_chain_server() {
   r.chain_server.join();
 }
 
+void tick();
+
+/// Serve mode with CUDAL1_FUSE=on: a thread that ticks every 200 ms (hot chains fused from the cache). Started
+/// with the first CUDA device, once on_exit (which joins it) is registered; chains are fused on CUDA only.
+void start_chain_server() {
+  Runtime& r = rt();
+  if (r.tuner || !r.cfg.fuse || r.cfg.mode != Mode::kServe || r.chain_server.joinable()) return;
+  r.chain_server = std::thread([] {
+    Runtime& rr = rt();
+    std::unique_lock<std::mutex> lock(rr.server_mu);
+    while (!rr.server_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return rr.server_stop; })) {
+      lock.unlock();
+      try {
+        tick();
+      } catch (...) {
+      }
+      lock.lock();
+    }
+  });
+}
+
 void on_exit() {
   Runtime& r = rt();
   if (r.tuner) r.tuner->stop();
@@ -252,6 +273,7 @@ void on_device(int device) {
     }
     (void)optimizer::fingerprint_for(0);
     std::atexit(on_exit);
+    start_chain_server();  // after atexit(on_exit), which joins it
   });
 }
 
@@ -385,20 +407,6 @@ void start() {
     return;
   }
   if (r.tuner) r.tuner->start(tick);
-  if (!r.tuner && r.cfg.fuse && r.cfg.mode == Mode::kServe) {
-    r.chain_server = std::thread([] {
-      Runtime& rr = rt();
-      std::unique_lock<std::mutex> lock(rr.server_mu);
-      while (!rr.server_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return rr.server_stop; })) {
-        lock.unlock();
-        try {
-          tick();
-        } catch (...) {
-        }
-        lock.lock();
-      }
-    });
-  }
   r.active = true;
   CUDAL1_LOG(kInfo, "on: mode " << mode_name(r.cfg.mode) << ", " << dispatcher::hooked_ops().size()
                                 << " ops hooked, cache " << r.cfg.cache_dir);
