@@ -57,6 +57,13 @@ const char* chain_state_name(ChainState s) noexcept {
 ChainRecord::ChainRecord(uint64_t h, std::vector<int64_t> k, std::vector<ChainNode> n, int ext)
     : hash(h), key(std::move(k)), nodes(std::move(n)), externals(ext), same_(static_cast<size_t>(ext), 0) {}
 
+bool is_tensor_argument(const c10::Argument& a) {
+  const auto& t = a.type();
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  return t->kind() == c10::TypeKind::OptionalType &&
+         t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
 double ChainRecord::mean_us() const {
   double us = 0;
   for (const auto& n : nodes) us += n.rec->mean_us();

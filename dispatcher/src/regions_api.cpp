@@ -38,13 +38,6 @@ void region_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torc
   op.redispatchBoxed(ks & kAfter, stack);
 }
 
-bool is_tensor_arg(const c10::Argument& a) {
-  const auto& t = a.type();
-  if (t->kind() == c10::TypeKind::TensorType) return true;
-  return t->kind() == c10::TypeKind::OptionalType &&
-         t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
-}
-
 }  // namespace
 
 /// The out= overload of `op` with `outs` trailing out arguments after exactly `op`'s arguments (add.Tensor ->
@@ -159,7 +152,7 @@ Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at
       torch::jit::Stack stack;
       size_t ti = 0;
       for (size_t a = 0; a < args.size(); ++a) {
-        if (!detail::is_tensor_arg(args[a])) {
+        if (!is_tensor_argument(args[a])) {
           if (a >= rec.args.size()) return Status(Code::kInternal, "replay: the record lacks arguments");
           stack.push_back(rec.args[a].value);
           continue;

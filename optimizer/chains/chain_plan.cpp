@@ -10,13 +10,6 @@ namespace {
 
 Status unsupported(const std::string& why) { return Status(Code::kUnsupported, "chain: " + why); }
 
-bool is_tensor_arg(const c10::Argument& a) {
-  const auto& t = a.type();
-  if (t->kind() == c10::TypeKind::TensorType) return true;
-  return t->kind() == c10::TypeKind::OptionalType &&
-         t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
-}
-
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * std::max<int64_t>(shape[d], 1);
@@ -276,7 +269,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
     const auto& args = schema.arguments();
     for (size_t a = 0; a < args.size(); ++a) {
       if (a >= node.rec->args.size()) return unsupported("record without arguments");
-      if (!is_tensor_arg(args[a])) {
+      if (!dispatcher::is_tensor_argument(args[a])) {
         named.emplace_back(args[a].name(), node.rec->args[a].value);
         continue;
       }

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/function_schema.h>
 #include <c10/util/SmallVector.h>
 
 #include "cudal1/dispatcher/sig_record.h"
@@ -48,6 +49,9 @@ struct ChainInput {
   int index = 0;      ///< the producer's output index, or the external slot; -1 with producer -1: None
   bool operator==(const ChainInput& o) const { return producer == o.producer && index == o.index; }
 };
+
+/// True for the schema arguments a ChainNode lists in `inputs` (Tensor and Tensor?), in schema order.
+bool is_tensor_argument(const c10::Argument& a);
 
 /// One call of a chain: its signature, its tensor arguments' sources in argument order, and its tensor outputs'
 /// metadata as first seen (a signature fixes them: deferral allocates outputs from these).
