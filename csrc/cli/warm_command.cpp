@@ -30,6 +30,12 @@ Result<std::vector<std::string>> from_json(const nlohmann::json& j, bool all, co
     for (const auto& s : j["signatures"])
       if (s.is_object() && s.contains("signature") && s["signature"].is_string() && (all || s.value("hot", false)))
         out.push_back(s["signature"].get<std::string>());
+    // Its chains after them, by their cache keys (Note [Pre-warming chains]): the hot ones, or with --all every one.
+    if (j.contains("chains") && j["chains"].is_array())
+      for (const auto& c : j["chains"])
+        if (c.is_object() && c.contains("key") && c["key"].is_string() &&
+            (all || c.value("state", std::string("cold")) != "cold"))
+          out.push_back(c["key"].get<std::string>());
     return out;
   }
   if (j.is_array()) {

@@ -49,6 +49,30 @@ check "a CPU signature is skipped" 0 "^2 signatures \(2 outcomes\): .*1 checked,
   $c warm --signatures cpu.txt --dry-run
 check "... with the reason" 0 "note: Unsupported: argument self: a cpu tensor: only CUDA signatures are rebuilt" \
   $c warm --signatures cpu.txt --dry-run
+cat > chains.txt <<'S'
+chain %0 = aten::add.Tensor(f16[8,768]{768,1}, f16[8,768]{768,1}, alpha=1) <- ext0 ext1 | %1 = aten::native_layer_norm(f16[8,768]{768,1}, [768], f16[768]{1}, f16[768]{1}, 1.0000000000000001e-05) <- %0.0 ext2 ext3
+chain %0 = aten::relu(f32[4]{1}) <- ext0
+chain %0 = aten::sigmoid(f16[64,64]{64,1}) <- ext0 | %1 = aten::mul.Tensor(f16[64,64]{64,1}, f16[64,64]{64,1}) <- ext0 %3.0
+chain %0 = aten::sigmoid(f16[64,64]{64,1}) <- ext0 | %1 = aten::mul.Tensor(f16[64,64]{64,1}, f16[64,64]{64,1}) <- ext0 ext1 ext2
+S
+cat > chain_report.json <<'S'
+{"run_id": "1-3", "mode": "tune", "signatures": [{"signature": "aten::relu(f16[128,64]{64,1})", "hot": true}],
+ "chains": [{"key": "chain %0 = aten::sigmoid(f16[64,64]{64,1}) <- ext0 | %1 = aten::mul.Tensor(f16[64,64]{64,1}, f16[64,64]{64,1}) <- ext0 %0.0", "state": "fused"},
+            {"key": "chain %0 = aten::tanh(f32[64]{1}) <- ext0 | %1 = aten::exp(f32[64]{1}) <- %0.0", "state": "cold"}]}
+S
+check "chains by their cache keys: a residual + layer norm rebuilds" 1 "^checked .* chain %0 = aten::add.Tensor" \
+  $c warm --signatures chains.txt --dry-run
+check "... a one-node chain, a source from a later node, too many sources: errors" 1 \
+  "2 checked|1 checked, 0 skipped, 3 errors" $c warm --signatures chains.txt --dry-run
+check "... with the reasons" 1 "a chain has at least two nodes" $c warm --signatures chains.txt --dry-run
+check "... a later node's output" 1 "chain source %3.0 is not an earlier node's output" \
+  $c warm --signatures chains.txt --dry-run
+check "... more sources than arguments" 1 "node 1: more sources than tensor arguments" \
+  $c warm --signatures chains.txt --dry-run
+check "a report gives its hot chains after its hot signatures" 0 "^2 signatures \(2 outcomes\): .*2 checked" \
+  $c warm --signatures chain_report.json --dry-run
+check "--all gives its cold chains too" 0 "^3 signatures \(3 outcomes\): .*3 checked" \
+  $c warm --signatures chain_report.json --all --dry-run
 check "a report gives its hot signatures" 0 "^1 signatures \(1 outcomes\): .*1 checked" $c warm --signatures report.json --dry-run
 check "--all gives every signature" 0 "^2 signatures \(2 outcomes\): .*2 checked" $c warm --signatures report.json --all --dry-run
 check "a JSON list; a bad signature is an error" 1 "note: InvalidArgument: argument self: unknown dtype 'f33'" \

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "cudal1/dispatcher/chains.h"
+#include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/dispatcher/regions.h"
 
@@ -76,7 +77,8 @@ std::string build_report(const ReportHeader& h) {
                                      : (i.index >= 0 ? "ext" + std::to_string(i.index) : "none"));
       sources.push_back(in);
     }
-    chains.push_back({{"ops", ops},
+    chains.push_back({{"key", optimizer::chain_cache_key(ch)},
+                      {"ops", ops},
                       {"inputs", sources},
                       {"count", ch.count.load()},
                       {"mean_us", ch.mean_us()},

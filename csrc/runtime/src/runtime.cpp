@@ -436,6 +436,11 @@ bool enqueue_for_tuning(dispatcher::SigRecord& rec) {
 
 void note_warm() noexcept { rt().warm = true; }
 
+void mark_chain_hot(dispatcher::ChainRecord& chain) {
+  dispatcher::ChainState cold = dispatcher::ChainState::kCold;
+  chain.state.compare_exchange_strong(cold, dispatcher::ChainState::kHot);
+}
+
 Status check_cached(int device, const std::string& signature) {
   Runtime& r = rt();
   if (!r.cache) return Status(Code::kUnavailable, "no cache");

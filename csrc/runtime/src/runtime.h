@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "cudal1/core/status.h"
+#include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/sig_record.h"
 
 namespace cudal1::runtime {
@@ -18,6 +20,10 @@ bool tuning_on() noexcept;
 /// Hands a cold record to the tuner as if it had just become hot (Note [Pre-warming] in warm.cpp). Returns
 /// false when the record is not cold (already queued, tuned or served) or the tuner refused it.
 bool enqueue_for_tuning(dispatcher::SigRecord& rec);
+
+/// Marks a cold chain hot (Note [Pre-warming chains] in warm_chain.cpp): the runtime's next tick handles it as
+/// any hot chain. A chain already hot or handled is left as it is.
+void mark_chain_hot(dispatcher::ChainRecord& chain);
 
 /// Marks this run as a pre-warming run in its report (Note [Pre-warming]).
 void note_warm() noexcept;

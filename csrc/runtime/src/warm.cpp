@@ -17,6 +17,8 @@
 /// tuned again (`cudal1 cache clear` forces a re-tune). A kernel tuned for offset 0 still checks each call's
 /// pointers (alignment) and leaves misaligned calls to ATen, as any cached kernel does. Warming is for later
 /// processes, so an outcome the cache does not hold afterwards (an unwritable directory) is reported as an error.
+/// A chain's cache key ("chain %0 = ... | %1 = ...", a run report's chain "key") is warmed as a chain (Note
+/// [Pre-warming chains] in warm_chain.cpp).
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/family.h"
 #include "runtime.h"
+#include "warm_chain.h"
 
 namespace cudal1 {
 namespace {
@@ -162,6 +165,23 @@ std::vector<WarmResult> warm(const std::vector<std::string>& signatures, const W
     std::set<std::string> seen;
     for (const std::string& text : signatures) {
       if (!seen.insert(text).second) continue;
+      if (text.rfind("chain ", 0) == 0) {  // a chain's cache key (Note [Pre-warming chains])
+        WarmResult r;
+        if (!options.dry_run && !runtime::tuning_on()) {
+          r.signature = text;
+          r.outcome = "error";
+          r.note = is_active() ? "cudal1 is not in tune mode (CUDAL1_MODE)" : "cudal1 is " + status_line();
+        } else if (!options.dry_run && Clock::now() >= deadline) {
+          r.signature = text;
+          r.outcome = "timeout";
+          r.note = "not started: the time ran out";
+        } else {
+          r = runtime::warm_chain(text, options, std::chrono::duration<double>(deadline - Clock::now()).count());
+        }
+        CUDAL1_LOG(kInfo, "warm: " << r.outcome << " " << text);
+        emit(std::move(r));
+        continue;
+      }
       for (WarmResult& r : warm_one(text, options, deadline)) {
         CUDAL1_LOG(kInfo, "warm: " << r.outcome << " " << text);
         emit(std::move(r));
