@@ -32,7 +32,11 @@ std::string cache_dir(const Options& o) { return o.cache_dir.empty() ? config().
 int cache_ls(const Options& o, std::ostream& out) {
   cache::KernelCache cache(cache_dir(o));
   auto listing = cache.list();
-  if (!listing.ok()) return fail(out, listing.status());
+  if (!listing.ok()) {
+    fail(out, listing.status());
+    out << "`cudal1 cache repair` keeps the unreadable database aside and starts a fresh one\n";
+    return 1;
+  }
   if (o.json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& l : listing.value()) {

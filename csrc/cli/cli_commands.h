@@ -32,6 +32,9 @@ std::string cache_dir(const Options& o);
 
 int cache_ls(const Options& o, std::ostream& out);
 int cache_clear(const Options& o, std::ostream& out);
+/// `cudal1 cache verify` (`repair` false: lists every bad record, exit 1 if any) and `cudal1 cache repair` (drops
+/// them; an unreadable database is moved aside and replaced). Note [Cache healing].
+int cache_verify(const Options& o, bool repair, std::ostream& out);
 int report(const Options& o, std::ostream& out);
 int env(const Options& o, std::ostream& out);
 

@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
   auto* clear = cache->add_subcommand("clear", "delete cached records");
   clear->add_option("--fingerprint", opts.fingerprint, "only this fingerprint key (16 hex digits)");
   clear->add_flag("--all", opts.all, "everything, run reports included");
+  auto* verify = cache->add_subcommand("verify", "check every record (and, on the GPU it was tuned for, that each "
+                                                 "kernel loads); exit 1 if any is bad");
+  auto* repair = cache->add_subcommand("repair", "drop the records `verify` finds bad; an unreadable database is "
+                                                 "kept aside and replaced by a fresh one");
 
   auto* report = app.add_subcommand("report", "hot signatures of a recorded run: what was replaced, speedups");
   report->add_option("--run", opts.run, "run id (default: the newest)");
@@ -60,6 +64,8 @@ int main(int argc, char** argv) {
   try {
     if (cache->got_subcommand(ls)) return cudal1::cli::cache_ls(opts, std::cout);
     if (cache->got_subcommand(clear)) return cudal1::cli::cache_clear(opts, std::cout);
+    if (cache->got_subcommand(verify)) return cudal1::cli::cache_verify(opts, /*repair=*/false, std::cout);
+    if (cache->got_subcommand(repair)) return cudal1::cli::cache_verify(opts, /*repair=*/true, std::cout);
     if (app.got_subcommand(report)) return cudal1::cli::report(opts, std::cout);
     if (app.got_subcommand("env")) return cudal1::cli::env(opts, std::cout);
     if (app.got_subcommand(source)) {

@@ -10,40 +10,13 @@
 
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/version.h"
+#include "test_records.h"
 
 namespace cudal1::cache {
 namespace {
 
-GpuFingerprint fp(const std::string& gpu = "NVIDIA H200") {
-  GpuFingerprint f;
-  f.gpu_name = gpu;
-  f.sm = 90;
-  f.driver_version = 13000;
-  f.cuda_runtime_version = 13000;
-  f.nvrtc_version = "13.0";
-  f.torch_version = "2.11.0";
-  f.cudal1_version = kVersion;
-  f.generators = "unary_elementwise:1";
-  f.format_version = kCacheFormatVersion;
-  return f;
-}
-
-KernelEntry entry(const std::string& sig, bool kernel = true) {
-  KernelEntry e;
-  e.signature = sig;
-  e.has_kernel = kernel;
-  e.family = "unary_elementwise";
-  e.variant = "vec4.block256.unroll2.grid1";
-  e.launch_json = "[[\"vec\",4]]";
-  e.kernel_name = kernel ? "cudal1_unary" : "";
-  if (kernel) e.cubin = std::string("\x7f" "ELF\0\1\2binary", 13);
-  e.speedup = 1.25;
-  e.aten_us = 100;
-  e.kernel_us = 80;
-  e.trials = 8;
-  e.created_unix = 1764000000;
-  return e;
-}
+GpuFingerprint fp(const std::string& gpu = "NVIDIA H200") { return testing::test_fingerprint(gpu); }
+KernelEntry entry(const std::string& sig, bool kernel = true) { return testing::test_entry(sig, kernel); }
 
 class CacheTest : public ::testing::Test {
  protected:

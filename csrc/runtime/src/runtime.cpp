@@ -264,6 +264,17 @@ void load_cache(int device);
 
 /// First keyed call on a CUDA device: CUDA is up now. Load this device's cache entries.
 void on_device(int device) {
+  static std::once_flag healed;
+  std::call_once(healed, [] {  // Note [Cache healing]: an unusable cache is replaced, never read forever
+    Runtime& r = rt();
+    if (!r.cache) return;
+    auto h = r.cache->heal();
+    if (!h.ok())
+      CUDAL1_LOG(kWarn, "cache " << r.cache->dir() << " not checked (" << h.status().to_string() << ")");
+    else if (h->healed)
+      CUDAL1_LOG(kWarn, "cache " << r.cache->dir() << " was unusable (" << h->reason << "); kept as " << h->moved_to
+                                 << ", a fresh cache is used from now on");
+  });
   load_cache(device);
   Runtime& r = rt();
   std::call_once(r.exit_once, [] {  // Note [Exit order]: after everything on_exit uses has been created

@@ -14,6 +14,16 @@
 /// RocksDB lets one process at a time open a directory for writing. Apps run as several processes (one per
 /// GPU), so a KernelCache never keeps the database open: reads open it read-only, writes open it read-write
 /// for one atomic, synced WriteBatch and close it again, retrying while another process holds the lock.
+///
+/// Note [Cache healing]
+/// A cache must never make an app worse than no cache. heal() (the runtime calls it before it first reads the
+/// cache) opens the database for writing and reads every record with its checksums; a database that fails
+/// (flipped bytes in a table, a truncated manifest, a garbage CURRENT, a file where the directory should be) is
+/// renamed to `<dir>.corrupt-<UTC time>`, kept for inspection, and a fresh one is created: the app tunes anew
+/// instead of logging "unreadable" forever. A lock another process holds, or a directory this process may not
+/// write, is not corruption: heal() leaves it and says so. verify() checks every record (codec, checksum,
+/// fingerprint and signature against the key, sane outcome fields, and through a caller's check that a kernel's
+/// code loads on this GPU); drop() deletes the records it names (`cudal1 cache verify` / `cudal1 cache repair`).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +69,23 @@ struct FingerprintListing {
 };
 
 
+/// What heal() found and did.
+struct HealReport {
+  bool healed = false;   ///< the database was unusable and was replaced by a fresh one
+  std::string moved_to;  ///< where the unusable one was kept
+  std::string reason;    ///< why it was unusable
+};
+
+/// One record that fails verify()'s checks.
+struct RecordProblem {
+  std::string key;  ///< its RocksDB key ("k/<fp-key>/<signature>", "f/<fp-key>", "r/<run-id>")
+  std::string why;
+};
+
+/// A check of one kernel entry on this machine (e.g. that its cubin loads on this GPU); Unavailable means "not
+/// checked here" (no GPU, another GPU's entry), any other error fails the record.
+using KernelCheck = std::function<Status(const GpuFingerprint&, const KernelEntry&)>;
+
 class KernelCache {
  public:
   /// A cache rooted at `dir` (created on first write). Cheap: nothing is opened until a call needs it.
@@ -70,6 +97,17 @@ class KernelCache {
   /// process-wide object RocksDB makes on that path exists now. Call it before registering an atexit handler
   /// that writes to the cache: objects made earlier are destroyed later (Note [Exit order]).
   Status prepare();
+
+  /// Makes the database usable (Note [Cache healing]): unusable ones are moved aside and replaced. An error only
+  /// when no usable database can be had here (another process holds the lock past the wait, no write access).
+  Result<HealReport> heal();
+
+  /// Every record that fails its checks (Note [Cache healing]); `check_kernel` may be empty. An absent database
+  /// has none; an unreadable one is an error (heal() or `cudal1 cache repair` replaces it).
+  Result<std::vector<RecordProblem>> verify(const KernelCheck& check_kernel) const;
+
+  /// Deletes the records `problems` names, atomically. Returns how many.
+  Result<int64_t> drop(const std::vector<RecordProblem>& problems);
 
   /// Stores `e` for `fp` atomically together with the fingerprint record (durable when it returns ok).
   /// Retries for up to ~2 s while another process holds the database; then returns Unavailable and the caller

@@ -1,0 +1,75 @@
+/// @brief `cudal1 cache verify` and `cudal1 cache repair` (Note [Cache healing] in cudal1/cache/kernel_cache.h):
+/// every record checked, a kernel's code loaded on this machine's GPU when it is that GPU's entry.
+#include <fmt/format.h>
+
+#include "cli_commands.h"
+#include "cudal1/cache/kernel_cache.h"
+#include "cudal1/core/cuda_driver.h"
+
+namespace cudal1::cli {
+namespace {
+
+/// Loads `e`'s cubin on device 0 and finds its entry point, when device 0 is the GPU `f` describes (its compute
+/// capability); Unavailable ("not checked here") without a GPU or for another GPU's entry.
+Status load_here(const GpuFingerprint& f, const cache::KernelEntry& e) {
+  auto api = driver();
+  if (!api.ok()) return Status(Code::kUnavailable, "no GPU here");
+  const DriverApi* d = api.value();
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  CUDAL1_CU_TRY(d->cuDeviceGet(&dev, 0));
+  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  if (f.sm != 10 * major + minor) return Status(Code::kUnavailable, "another GPU's entry");
+  CUcontext ctx = nullptr;
+  CUDAL1_CU_TRY(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+  CUDAL1_CU_TRY(d->cuCtxSetCurrent(ctx));
+  CUmodule m = nullptr;
+  CUDAL1_CU_TRY(d->cuModuleLoadData(&m, e.cubin.data()));
+  CUfunction fn = nullptr;
+  const CUresult r = d->cuModuleGetFunction(&fn, m, e.kernel_name.c_str());
+  d->cuModuleUnload(m);
+  if (r != CUDA_SUCCESS) return cu_status(r, "cuModuleGetFunction(entry point)", __FILE__, __LINE__);
+  return Status();
+}
+
+}  // namespace
+
+int cache_verify(const Options& o, bool repair, std::ostream& out) {
+  cache::KernelCache cache(cache_dir(o));
+  out << "cache: " << cache.dir() << "\n";
+  auto problems = cache.verify(load_here);
+  if (!problems.ok()) {
+    if (!repair) {
+      out << "error: " << problems.status().to_string() << "\n"
+          << "the database cannot be read; `cudal1 cache repair` moves it aside and starts a fresh one\n";
+      return 1;
+    }
+    auto h = cache.heal();
+    if (!h.ok()) {
+      out << "error: " << h.status().to_string() << "\n";
+      return 1;
+    }
+    if (h->healed) out << "unreadable (" << h->reason << "): kept as " << h->moved_to << "; a fresh cache is in place\n";
+    else out << "readable now (" << problems.status().to_string() << " was transient)\n";
+    return 0;
+  }
+  for (const auto& p : problems.value()) out << "  bad: " << p.key << ": " << p.why << "\n";
+  if (problems->empty()) {
+    out << "every record is sound\n";
+    return 0;
+  }
+  if (!repair) {
+    out << problems->size() << " bad records; `cudal1 cache repair` drops them\n";
+    return 1;
+  }
+  auto dropped = cache.drop(problems.value());
+  if (!dropped.ok()) {
+    out << "error: " << dropped.status().to_string() << "\n";
+    return 1;
+  }
+  out << "dropped " << dropped.value() << " bad records\n";
+  return 0;
+}
+
+}  // namespace cudal1::cli

@@ -1,0 +1,90 @@
+/// @brief `cudal1 cache ls / verify / repair` on real caches (Note [Cache healing]): an unreadable database is named
+/// with the way out, verify lists bad records and fails, repair drops them or replaces the database, and the
+/// cache is sound afterwards. No GPU: kernels are not loaded here ("not checked"), which is not a failure.
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli_commands.h"
+#include "cudal1/cache/kernel_cache.h"
+#include "cudal1/core/version.h"
+#include "cache/test_records.h"
+
+namespace cudal1::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+GpuFingerprint fp() { return cache::testing::test_fingerprint(); }
+cache::KernelEntry entry(const std::string& sig) { return cache::testing::test_entry(sig); }
+
+class RepairTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("cudal1_repair_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    o_.cache_dir = dir_.string();
+  }
+  void TearDown() override {
+    for (const auto& f : fs::directory_iterator(dir_.parent_path()))
+      if (f.path().filename().string().rfind(dir_.filename().string(), 0) == 0) fs::remove_all(f.path());
+  }
+  int run(int (*cmd)(const Options&, std::ostream&), std::string* text) {
+    std::ostringstream out;
+    const int rc = cmd(o_, out);
+    *text = out.str();
+    return rc;
+  }
+  int verify(bool repair, std::string* text) {
+    std::ostringstream out;
+    const int rc = cache_verify(o_, repair, out);
+    *text = out.str();
+    return rc;
+  }
+  fs::path dir_;
+  Options o_;
+};
+
+TEST_F(RepairTest, BadRecordsAreListedThenDropped) {
+  cache::KernelCache c(dir_.string());
+  ASSERT_TRUE(c.put(fp(), entry("good")).ok());
+  cache::KernelEntry empty = entry("empty");
+  empty.cubin.clear();
+  ASSERT_TRUE(c.put(fp(), empty).ok());
+  std::string text;
+  EXPECT_EQ(verify(false, &text), 1);
+  EXPECT_NE(text.find("bad: k/" + fp().key() + "/empty: Corrupt: record claims a kernel but has no code"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1 bad records; `cudal1 cache repair` drops them"), std::string::npos) << text;
+  EXPECT_EQ(verify(true, &text), 0);
+  EXPECT_NE(text.find("dropped 1 bad records"), std::string::npos) << text;
+  EXPECT_EQ(verify(false, &text), 0);
+  EXPECT_NE(text.find("every record is sound"), std::string::npos) << text;
+  EXPECT_TRUE(c.get(fp(), "good").ok());
+}
+
+TEST_F(RepairTest, AnUnreadableDatabaseIsNamedAndReplacedByRepair) {
+  cache::KernelCache c(dir_.string());
+  ASSERT_TRUE(c.put(fp(), entry("good")).ok());
+  std::ofstream(dir_ / "CURRENT", std::ios::trunc) << "garbage\n";
+  std::string text;
+  EXPECT_EQ(run(cache_ls, &text), 1);
+  EXPECT_NE(text.find("`cudal1 cache repair` keeps the unreadable database aside"), std::string::npos) << text;
+  EXPECT_EQ(verify(false, &text), 1);
+  EXPECT_NE(text.find("the database cannot be read"), std::string::npos) << text;
+  EXPECT_EQ(verify(true, &text), 0);
+  EXPECT_NE(text.find("a fresh cache is in place"), std::string::npos) << text;
+  EXPECT_EQ(run(cache_ls, &text), 0) << text;
+  EXPECT_EQ(verify(false, &text), 0) << text;
+  int aside = 0;
+  for (const auto& f : fs::directory_iterator(dir_.parent_path()))
+    aside += f.path().filename().string().rfind(dir_.filename().string() + ".corrupt-", 0) == 0;
+  EXPECT_EQ(aside, 1);
+}
+
+}  // namespace
+}  // namespace cudal1::cli
