@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cudal1/cache/kernel_cache.h"
+#include "le_bytes.h"
 #include "cudal1/core/version.h"
 
 namespace cudal1::cache {
@@ -12,17 +13,8 @@ namespace {
 
 constexpr char kMagic[4] = {'C', 'L', '1', 'E'};
 constexpr size_t kHeader = 4 + 4 + 8;
-
-template <typename T>
-void put_le(std::string& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
-}
-template <typename T>
-T get_le(const char* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return static_cast<T>(v);
-}
+using detail::get_le;
+using detail::put_le;
 
 }  // namespace
 

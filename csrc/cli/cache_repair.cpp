@@ -1,5 +1,6 @@
-/// @brief `cudal1 cache verify` and `cudal1 cache repair` (Note [Cache healing] in cudal1/cache/kernel_cache.h):
-/// every record checked, a kernel's code loaded on this machine's GPU when it is that GPU's entry.
+/// @brief `cudal1 cache verify`, `repair` (Note [Cache healing] in cudal1/cache/kernel_cache.h: every record
+/// checked, a kernel's code loaded on this machine's GPU when it is that GPU's entry), `export` and `import`
+/// (Note [Cache bundles]).
 #include <fmt/format.h>
 
 #include "cli_commands.h"
@@ -70,6 +71,43 @@ int cache_verify(const Options& o, bool repair, std::ostream& out) {
   }
   out << "dropped " << dropped.value() << " bad records\n";
   return 0;
+}
+
+int cache_export(const Options& o, std::ostream& out) {
+  cache::KernelCache cache(cache_dir(o));
+  std::string key = o.fingerprint;
+  if (key.empty()) {
+    auto listing = cache.list();
+    if (!listing.ok()) {
+      out << "error: " << listing.status().to_string() << "\n";
+      return 1;
+    }
+    if (listing->size() != 1) {
+      out << "error: the cache holds " << listing->size() << " fingerprints: say which with --gpu KEY "
+          << "(`cudal1 cache ls` shows them)\n";
+      return 1;
+    }
+    key = listing->front().key;
+  }
+  auto n = cache.export_bundle(key, o.bundle);
+  if (!n.ok()) {
+    out << "error: " << n.status().to_string() << "\n";
+    return 1;
+  }
+  out << "exported " << n.value() << " records of fingerprint " << key << " to " << o.bundle << "\n";
+  return 0;
+}
+
+int cache_import(const Options& o, std::ostream& out) {
+  cache::KernelCache cache(cache_dir(o));
+  auto r = cache.import_bundle(o.bundle, o.overwrite);
+  if (!r.ok()) {
+    out << "error: " << r.status().to_string() << "\nnothing was imported\n";
+    return 1;
+  }
+  out << fmt::format("imported {} records of fingerprint {} into {} ({} already there and kept, {} rejected)\n",
+                     r->imported, r->fingerprint_key, cache.dir(), r->kept, r->rejected);
+  return r->rejected ? 1 : 0;
 }
 
 }  // namespace cudal1::cli

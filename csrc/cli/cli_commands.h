@@ -14,7 +14,9 @@ struct Options {
   bool json = false;
   bool all = false;
   bool list_runs = false;
-  std::string fingerprint;
+  std::string fingerprint;  ///< cache clear / export: a fingerprint key
+  std::string bundle;       ///< cache export: the file written; cache import: the file read
+  bool overwrite = false;   ///< cache import: replace records this cache already has
   std::string run;
   std::string signatures_file;  ///< warm: where the signatures come from (else the run `run`, or the newest)
   int device = 0;               ///< warm: CUDA device index
@@ -35,6 +37,10 @@ int cache_clear(const Options& o, std::ostream& out);
 /// `cudal1 cache verify` (`repair` false: lists every bad record, exit 1 if any) and `cudal1 cache repair` (drops
 /// them; an unreadable database is moved aside and replaced). Note [Cache healing].
 int cache_verify(const Options& o, bool repair, std::ostream& out);
+/// `cudal1 cache export` / `import` (Note [Cache bundles]): one fingerprint's records to a bundle file (the key
+/// may be left out when the cache holds one fingerprint), and a bundle merged into the cache.
+int cache_export(const Options& o, std::ostream& out);
+int cache_import(const Options& o, std::ostream& out);
 int report(const Options& o, std::ostream& out);
 int env(const Options& o, std::ostream& out);
 

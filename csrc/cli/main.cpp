@@ -25,6 +25,12 @@ int main(int argc, char** argv) {
   clear->add_flag("--all", opts.all, "everything, run reports included");
   auto* verify = cache->add_subcommand("verify", "check every record (and, on the GPU it was tuned for, that each "
                                                  "kernel loads); exit 1 if any is bad");
+  auto* exp = cache->add_subcommand("export", "write one GPU fingerprint's records to a bundle file (to ship)");
+  exp->add_option("--gpu", opts.fingerprint, "fingerprint key (`cudal1 cache ls`); optional with one fingerprint");
+  exp->add_option("-o,--output", opts.bundle, "bundle file to write")->required();
+  auto* imp = cache->add_subcommand("import", "merge a bundle file into this cache");
+  imp->add_option("bundle", opts.bundle, "bundle file (`cudal1 cache export`)")->required();
+  imp->add_flag("--overwrite", opts.overwrite, "replace records this cache already has");
   auto* repair = cache->add_subcommand("repair", "drop the records `verify` finds bad; an unreadable database is "
                                                  "kept aside and replaced by a fresh one");
 
@@ -66,6 +72,8 @@ int main(int argc, char** argv) {
     if (cache->got_subcommand(clear)) return cudal1::cli::cache_clear(opts, std::cout);
     if (cache->got_subcommand(verify)) return cudal1::cli::cache_verify(opts, /*repair=*/false, std::cout);
     if (cache->got_subcommand(repair)) return cudal1::cli::cache_verify(opts, /*repair=*/true, std::cout);
+    if (cache->got_subcommand(exp)) return cudal1::cli::cache_export(opts, std::cout);
+    if (cache->got_subcommand(imp)) return cudal1::cli::cache_import(opts, std::cout);
     if (app.got_subcommand(report)) return cudal1::cli::report(opts, std::cout);
     if (app.got_subcommand("env")) return cudal1::cli::env(opts, std::cout);
     if (app.got_subcommand(source)) {

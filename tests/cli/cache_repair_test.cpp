@@ -1,6 +1,7 @@
-/// @brief `cudal1 cache ls / verify / repair` on real caches (Note [Cache healing]): an unreadable database is named
-/// with the way out, verify lists bad records and fails, repair drops them or replaces the database, and the
-/// cache is sound afterwards. No GPU: kernels are not loaded here ("not checked"), which is not a failure.
+/// @brief `cudal1 cache ls / verify / repair / export / import` on real caches (Notes [Cache healing] and [Cache
+/// bundles]): an unreadable database is named with the way out, verify lists bad records and fails, repair drops
+/// them or replaces the database; a cache exported and imported elsewhere reads back. No GPU: kernels are not
+/// loaded here ("not checked"), which is not a failure.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <unistd.h>
@@ -84,6 +85,29 @@ TEST_F(RepairTest, AnUnreadableDatabaseIsNamedAndReplacedByRepair) {
   for (const auto& f : fs::directory_iterator(dir_.parent_path()))
     aside += f.path().filename().string().rfind(dir_.filename().string() + ".corrupt-", 0) == 0;
   EXPECT_EQ(aside, 1);
+}
+
+TEST_F(RepairTest, ExportThenImportShipsACache) {
+  cache::KernelCache c(dir_.string());
+  ASSERT_TRUE(c.put(fp(), entry("a")).ok());
+  ASSERT_TRUE(c.put(fp(), entry("b")).ok());
+  o_.bundle = (dir_.parent_path() / (dir_.filename().string() + ".bundle")).string();
+  std::string text;
+  EXPECT_EQ(run(cache_export, &text), 0) << text;  // one fingerprint: no --gpu needed
+  EXPECT_NE(text.find("exported 2 records of fingerprint " + fp().key()), std::string::npos) << text;
+  Options other = o_;
+  other.cache_dir = dir_.string() + ".other";
+  std::ostringstream out;
+  EXPECT_EQ(cache_import(other, out), 0) << out.str();
+  EXPECT_NE(out.str().find("imported 2 records of fingerprint " + fp().key()), std::string::npos) << out.str();
+  EXPECT_TRUE(cache::KernelCache(other.cache_dir).get(fp(), "b").ok());
+  ASSERT_TRUE(c.put(cache::testing::test_fingerprint("NVIDIA A100"), entry("c")).ok());
+  EXPECT_EQ(run(cache_export, &text), 1);  // two fingerprints: say which
+  EXPECT_NE(text.find("holds 2 fingerprints: say which with --gpu KEY"), std::string::npos) << text;
+  std::ofstream(o_.bundle, std::ios::trunc) << "damaged";
+  std::ostringstream bad;
+  EXPECT_EQ(cache_import(other, bad), 1);
+  EXPECT_NE(bad.str().find("nothing was imported"), std::string::npos) << bad.str();
 }
 
 }  // namespace

@@ -24,6 +24,16 @@
 /// write, is not corruption: heal() leaves it and says so. verify() checks every record (codec, checksum,
 /// fingerprint and signature against the key, sane outcome fields, and through a caller's check that a kernel's
 /// code loads on this GPU); drop() deletes the records it names (`cudal1 cache verify` / `cudal1 cache repair`).
+///
+/// Note [Cache bundles]
+/// A fleet tunes once per GPU model and ships the outcome: export_bundle writes one fingerprint's records to one
+/// file, "CL1B" | bundle format (u32) | xxh3 of the payload (u64) | CBOR payload (cudal1 version, time, the
+/// fingerprint's JSON and key, each record as its stored bytes). The file is written beside its path and renamed,
+/// so it appears whole or not at all. import_bundle checks magic, format and checksum, then every record
+/// against the bundle's fingerprint exactly as a cache read does, and merges the sound ones in one batch; a
+/// record already present is kept unless told to overwrite. Records stay under the bundle's fingerprint: a node
+/// serves them when its own fingerprint is the same (same GPU model, driver, CUDA, NVRTC, torch, cudal1 and
+/// generators), as an image-based fleet has.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +96,14 @@ struct RecordProblem {
 /// checked here" (no GPU, another GPU's entry), any other error fails the record.
 using KernelCheck = std::function<Status(const GpuFingerprint&, const KernelEntry&)>;
 
+/// What import_bundle() did.
+struct BundleImport {
+  std::string fingerprint_key;  ///< the bundle's fingerprint
+  int64_t imported = 0;         ///< records written
+  int64_t kept = 0;             ///< records this cache already had (not overwritten)
+  int64_t rejected = 0;         ///< records that failed their checks (not written)
+};
+
 class KernelCache {
  public:
   /// A cache rooted at `dir` (created on first write). Cheap: nothing is opened until a call needs it.
@@ -108,6 +126,14 @@ class KernelCache {
 
   /// Deletes the records `problems` names, atomically. Returns how many.
   Result<int64_t> drop(const std::vector<RecordProblem>& problems);
+
+  /// Writes every sound record of fingerprint `fp_key` to the bundle file `path` (Note [Cache bundles]); returns
+  /// how many. NotFound when the cache has no such fingerprint.
+  Result<int64_t> export_bundle(const std::string& fp_key, const std::string& path) const;
+
+  /// Merges the bundle at `path` into this cache (Note [Cache bundles]): Corrupt for a damaged or foreign file,
+  /// Mismatch for another bundle format; nothing is written then. Existing records are kept unless `overwrite`.
+  Result<BundleImport> import_bundle(const std::string& path, bool overwrite);
 
   /// Stores `e` for `fp` atomically together with the fingerprint record (durable when it returns ok).
   /// Retries for up to ~2 s while another process holds the database; then returns Unavailable and the caller
