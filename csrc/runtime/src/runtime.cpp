@@ -269,7 +269,9 @@ void on_device(int device) {
     Runtime& r = rt();
     if (!r.cache) return;
     auto h = r.cache->heal();
-    if (!h.ok())
+    if (!h.ok() && h.status().code() == Code::kUnavailable)  // another process is writing it: it can be used
+      CUDAL1_LOG(kInfo, "cache " << r.cache->dir() << " not checked now (" << h.status().to_string() << ")");
+    else if (!h.ok())
       CUDAL1_LOG(kWarn, "cache " << r.cache->dir() << " not checked (" << h.status().to_string() << ")");
     else if (h->healed)
       CUDAL1_LOG(kWarn, "cache " << r.cache->dir() << " was unusable (" << h->reason << "); kept as " << h->moved_to
