@@ -2,6 +2,8 @@
 /// generated from optimizer/families/CMakeLists.txt, Note [Family plug-ins]).
 #include "cudal1/optimizer/family.h"
 
+#include "cudal1/optimizer/chain_tuner.h"
+
 #include <nlohmann/json.hpp>
 
 namespace cudal1::optimizer {
@@ -79,7 +81,7 @@ std::string generators_fingerprint() {
   std::string s;
   for (const Family* f : families())
     s += (s.empty() ? "" : ",") + std::string(f->name()) + ":" + std::to_string(f->version());
-  return s;
+  return s + ",chains:" + std::to_string(kChainGeneratorVersion);  // chain kernels (Note [Chain tuning])
 }
 
 }  // namespace cudal1::optimizer

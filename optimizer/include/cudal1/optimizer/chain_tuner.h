@@ -26,6 +26,11 @@
 
 namespace cudal1::optimizer {
 
+/// The chain generators' version, part of the GPU fingerprint ("chains:N" in generators_fingerprint()): bumped
+/// whenever a chain kernel's code for a given plan and variant changes, so no cache serves an older one.
+/// 1: pointwise chains (session 33); 2: row chains, 16-byte packs, 16-bit pow by 3 rounding its square.
+constexpr int kChainGeneratorVersion = 2;
+
 struct ChainTuneOptions {
   int verify_trials = 5;
   int reps = 30;             ///< timed repetitions per variant (the winner is timed again with twice as many);

@@ -192,7 +192,7 @@ const std::vector<const Family*>& families();
 const Family* family_for(const std::string& op, const std::string& overload);
 /// The union of families' ops.
 std::vector<std::string> all_family_ops();
-/// "unary_elementwise:1" etc., joined: the generator part of the GPU fingerprint.
+/// "unary_elementwise:1" etc., joined, then "chains:N": the generator part of the GPU fingerprint.
 std::string generators_fingerprint();
 
 }  // namespace cudal1::optimizer
