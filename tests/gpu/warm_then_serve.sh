@@ -19,6 +19,9 @@ grep -qE "^3 signatures \(3 outcomes\): [1-3] kernels" "$dir.warm1" || { echo "F
 grep -qE "tuned as: aten::native_layer_norm" "$dir.warm1" || {
   echo "FAIL: the recorded aten::layer_norm (a composite op) should have tuned aten::native_layer_norm"; exit 1; }
 "$cli" cache ls || exit 1
+"$cli" cache verify | tee "$dir.verify"
+[ "${PIPESTATUS[0]}" -eq 0 ] && grep -q "every record is sound" "$dir.verify" || {
+  echo "FAIL: cudal1 cache verify should load every warmed kernel on this GPU"; exit 1; }
 "$cli" report --runs | grep -q "tune/warm" || { echo "FAIL: the warm run is not marked in cudal1 report --runs"; exit 1; }
 echo "== 3. cudal1 warm again: nothing left to tune"
 "$cli" warm --timeout 500 | tee "$dir.warm2"
