@@ -144,13 +144,14 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
   if (nodes_.size() == n_) nodes_.emplace_back();
   Open& open = nodes_[n_];  // the slot past the open chain: fill it, then admit it
   open.node.rec = call.rec;
+  open.node.inplace = call.inplace;
   open.node.inputs.clear();
   open.outputs.clear();
   bool connected = false;
   for (const at::Tensor* t : call.args) {
     ChainInput in{-1, -1};
     if (t && t->defined()) {
-      for (size_t k = 0; k < n_ && in.producer < 0; ++k)
+      for (size_t k = n_; k-- > 0 && in.producer < 0;)  // newest first: Note [In-place nodes]
         for (size_t m = 0; m < nodes_[k].outputs.size(); ++m)
           if (same_target(nodes_[k].outputs[m], *t)) {
             in = {static_cast<int>(k), static_cast<int>(m)};
@@ -235,8 +236,11 @@ const std::vector<std::string>& chain_ops() {
   // batch norm, pooling): powers and roots, log, clamp, erf: what eager code writes RMSNorm, GELU composites
   // and normalisations with. Casts are not among them: `_to_copy` has a BackendSelect kernel of its own, so
   // the hook cannot sit there, and a cast (x.to(float32)) splits a chain.
+  // The in-place forms models write activations and residuals with (Note [In-place nodes]).
   static const std::vector<std::string> ops = {"pow.Tensor_Scalar", "rsqrt", "sqrt", "log", "reciprocal",
-                                               "clamp", "erf"};
+                                               "clamp", "erf", "relu_", "add_.Tensor", "sub_.Tensor",
+                                               "mul_.Tensor", "div_.Tensor", "add_.Scalar", "mul_.Scalar",
+                                               "sigmoid_", "tanh_", "silu_", "gelu_"};
   return ops;
 }
 

@@ -2,6 +2,8 @@
 /// in hook_state.cpp; the two carriers in boxed_hook.cpp and typed_hook.cpp.
 #include "cudal1/dispatcher/hook.h"
 
+#include <algorithm>
+
 #include "cudal1/core/log.h"
 #include "hook_state.h"
 #include "region.h"
@@ -57,6 +59,19 @@ bool is_functional(const c10::FunctionSchema& schema) {
   return returns_tensor(schema);
 }
 
+bool is_inplace(const c10::FunctionSchema& schema) {
+  if (schema.is_vararg() || schema.is_varret() || schema.arguments().empty() || schema.returns().size() != 1)
+    return false;
+  const auto& args = schema.arguments();
+  const c10::AliasInfo* self = args[0].alias_info();
+  const c10::AliasInfo* ret = schema.returns()[0].alias_info();
+  if (!self || !self->isWrite() || !ret || !ret->isWrite() || self->beforeSets() != ret->beforeSets()) return false;
+  if (args[0].type()->kind() != c10::TypeKind::TensorType || args[0].is_out()) return false;
+  for (size_t i = 1; i < args.size(); ++i)
+    if (args[i].alias_info()) return false;
+  return true;
+}
+
 Status install_hooks(const HookOptions& opts, HookCallbacks callbacks) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
@@ -72,13 +87,23 @@ Status install_hooks(const HookOptions& opts, HookCallbacks callbacks) {
       if (!h || !h->hasSchema() || h->hasKernelForDispatchKey(c10::DispatchKey::BackendSelect)) continue;
       if (is_functional(h->schema())) names.push_back(n);
     }
+    if (opts.chains)  // Note [In-place nodes]: profile runs see relu_ and += inside chains too
+      for (const auto& spec : chain_ops()) {
+        const auto dot = spec.find('.');
+        c10::OperatorName n("aten::" + spec.substr(0, dot), dot == std::string::npos ? "" : spec.substr(dot + 1));
+        auto h = dispatcher.findSchema(n);
+        if (h && is_inplace(h->schema())) names.push_back(n);
+      }
   } else {
     for (const auto& spec : opts.ops) {
       const auto dot = spec.find('.');
       c10::OperatorName n("aten::" + spec.substr(0, dot), dot == std::string::npos ? "" : spec.substr(dot + 1));
       auto h = dispatcher.findSchema(n);
       if (!h) return Status(Code::kNotFound, "no ATen operator " + spec);
-      if (!is_functional(h->schema()))
+      const bool inplace_chain_op =
+          opts.chains && is_inplace(h->schema()) &&
+          std::find(chain_ops().begin(), chain_ops().end(), spec) != chain_ops().end();
+      if (!is_functional(h->schema()) && !inplace_chain_op)
         return Status(Code::kInvalidArgument, spec + " is a view, in-place, out= or mutable op; not hooked");
       if (h->hasKernelForDispatchKey(c10::DispatchKey::BackendSelect))
         return Status(Code::kInvalidArgument, spec + " already has a BackendSelect kernel (a factory op)");

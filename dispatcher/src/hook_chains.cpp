@@ -30,6 +30,7 @@ void observe_boxed_chain(HookState& st, SigRecord* rec, const c10::OperatorHandl
   try {
     ChainBuilder::Call call;
     call.rec = rec;
+    call.inplace = rec && rec->op.schema().is_mutable();  // only is_inplace ops among the hooked mutable ones
     for (const auto& t : inputs) call.args.push_back(&t);
     const size_t nret = op.schema().returns().size();
     for (size_t i = stack.size() >= nret ? stack.size() - nret : 0; i < stack.size(); ++i)

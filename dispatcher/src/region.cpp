@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <stdexcept>
 
 #include "cudal1/core/log.h"
 #include "cudal1/dispatcher/cuda_glue.h"
@@ -168,7 +169,9 @@ bool matches(const Region& r, ChainRecord& c, size_t k, const ChainBuilder::Call
              std::vector<const at::Tensor*>* bind) {
   if (k >= c.nodes.size()) return false;
   const ChainNode& node = c.nodes[k];
-  if (call.rec != node.rec || call.args.size() != node.inputs.size() || node.outputs.empty()) return false;
+  if (call.rec != node.rec || call.inplace != node.inplace || call.args.size() != node.inputs.size() ||
+      node.outputs.empty())
+    return false;
   const bool grad = c10::GradMode::is_enabled();
   for (size_t i = 0; i < call.args.size(); ++i) {
     const at::Tensor* t = call.args[i];
@@ -226,8 +229,16 @@ bool may_open(const ChainBuilder::Call& call, c10::Device* device) {
   return device->is_cpu();
 }
 
-/// Allocates the pending outputs of `node` on `device` (no dispatcher key, no hook).
-void allocate(const ChainNode& node, c10::Device device, std::vector<at::Tensor>* outs) {
+/// Allocates the pending outputs of `node` on `device` (no dispatcher key, no hook); an in-place node's one
+/// output is its first argument (Note [In-place nodes]).
+void allocate(const ChainNode& node, const ChainBuilder::Call& call, c10::Device device,
+              std::vector<at::Tensor>* outs) {
+  if (node.inplace) {
+    if (call.args.empty() || !call.args[0] || !call.args[0]->defined())
+      throw std::logic_error("an in-place node without its tensor");
+    outs->assign(1, *call.args[0]);
+    return;
+  }
   WorkScope work;
   c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
   BypassScope bypass;
@@ -275,7 +286,7 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
       if (!may_open(call, &device) || !region_deferral_allowed(device)) return false;
       bind.clear();
       if (!matches(r, *head, 0, call, &bind)) return false;
-      allocate(head->nodes[0], device, outs);
+      allocate(head->nodes[0], call, device, outs);
       std::lock_guard<std::mutex> lock(r.mu);
       if (r.chain) return false;  // cannot happen: only this thread opens its region
       r.chain = head;
@@ -287,7 +298,7 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
       chain = head;
       set_key_included(true);
     } else {
-      allocate(chain->nodes[k], r.stream.device(), outs);
+      allocate(chain->nodes[k], call, r.stream.device(), outs);
     }
     std::lock_guard<std::mutex> lock(r.mu);
     if (r.chain != chain || r.next != k) return false;  // flushed by another thread meanwhile: run as usual

@@ -167,8 +167,9 @@ Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at
           stack.emplace_back();
       }
       // Every output given: the op's out= overload writes them in place, allocating nothing (an early flush
-      // may run inside another thread's CUDA call). Otherwise the functional op, copied into what is given.
-      const bool given = k < outputs.size() && !outputs[k].empty() &&
+      // may run inside another thread's CUDA call). Otherwise the functional op, copied into what is given. An
+      // in-place node runs as itself on the tensor its producer wrote (Note [In-place nodes]).
+      const bool given = !node.inplace && k < outputs.size() && !outputs[k].empty() &&
                          std::all_of(outputs[k].begin(), outputs[k].end(), [](const at::Tensor& t) { return t.defined(); });
       const c10::OperatorHandle* out_op = given ? detail::out_overload(rec.op, outputs[k].size()) : nullptr;
       if (out_op) {
@@ -181,7 +182,8 @@ Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at
       for (auto& v : stack) produced[k].push_back(v.isTensor() ? v.toTensor() : at::Tensor());
       if (k >= outputs.size()) continue;
       for (size_t m = 0; m < outputs[k].size() && m < produced[k].size(); ++m)
-        if (outputs[k][m].defined() && produced[k][m].defined()) outputs[k][m].copy_(produced[k][m]);
+        if (outputs[k][m].defined() && produced[k][m].defined() && !outputs[k][m].is_same(produced[k][m]))
+          outputs[k][m].copy_(produced[k][m]);
     }
     return Status();
   } catch (const std::exception& e) {

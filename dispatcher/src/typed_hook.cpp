@@ -13,6 +13,7 @@
 #include <ATen/ops/argmax_ops.h>
 #include <ATen/ops/argmin_ops.h>
 #include <ATen/ops/avg_pool2d_ops.h>
+#include <ATen/ops/cudnn_batch_norm_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
@@ -30,6 +31,7 @@
 #include <ATen/ops/min_ops.h>
 #include <ATen/ops/minimum_ops.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_group_norm_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/neg_ops.h>
@@ -50,6 +52,7 @@
 #include <functional>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace cudal1::dispatcher::detail {
@@ -126,9 +129,10 @@ void chain_outputs(ChainBuilder::Call& c, const std::tuple<T...>& t) {
   std::apply([&](const auto&... o) { (c.outputs.push_back(&o), ...); }, t);
 }
 template <typename R, typename... Args>
-void observe_typed(HookState& st, SigRecord* rec, const R& out, const Args&... args) noexcept {
+void observe_typed(HookState& st, SigRecord* rec, bool inplace, const R& out, const Args&... args) noexcept {
   ChainBuilder::Call c;
   c.rec = rec;
+  c.inplace = inplace;
   (chain_arg(c, args), ...);
   chain_outputs(c, out);
   observe_chain(st, c);
@@ -140,6 +144,7 @@ template <typename Op, typename Schema = typename Op::schema>
 struct Typed;
 template <typename Op, typename R, typename... Args>
 struct Typed<Op, R(Args...)> {
+  static constexpr bool kInplace = std::is_reference_v<R>;  // Tensor& self: Note [In-place nodes]
   static R hook(c10::DispatchKeySet ks, Args... args) {
     HookState* st = active_state();
     if (!st) {  // bypassed or nested: an open region of this thread runs first (Note [Deferred regions])
@@ -154,13 +159,20 @@ struct Typed<Op, R(Args...)> {
     if (g_regions_live.load(std::memory_order_relaxed)) {  // defer it, or run this thread's region first
       ChainBuilder::Call c;
       c.rec = keyed && accepted(*st, key) ? lookup(*st, key) : nullptr;
+      c.inplace = kInplace;
       (chain_arg(c, args), ...);
       std::vector<at::Tensor> outs;
       if (defer_or_flush(*st, c.rec, c, &outs)) {
         c.rec->calls.fetch_add(1, std::memory_order_relaxed);
-        R out = FromVector<R>::take(outs);
-        if (recording_chains(*st)) observe_typed(*st, c.rec, out, args...);
-        return out;
+        if constexpr (kInplace) {  // Note [In-place nodes]: the pending output is `self` itself
+          R out = std::get<0>(std::forward_as_tuple(args...));
+          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, out, args...);
+          return out;
+        } else {
+          R out = FromVector<R>::take(outs);
+          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, out, args...);
+          return out;
+        }
       }
     }
     if (keyed) {
@@ -169,16 +181,18 @@ struct Typed<Op, R(Args...)> {
         if (!stack) stack.emplace(torch::jit::Stack{boxed(args)...});
         return &*stack;
       }, &v);
-      if (v.served) {
-        v.sample->finish();
-        R out = FromStack<R>::take(*stack);
-        if (recording_chains(*st)) observe_typed(*st, v.rec, out, args...);
-        return out;
+      if constexpr (!kInplace) {  // in-place ops have no replacements (no family serves them)
+        if (v.served) {
+          v.sample->finish();
+          R out = FromStack<R>::take(*stack);
+          if (recording_chains(*st)) observe_typed(*st, v.rec, kInplace, out, args...);
+          return out;
+        }
       }
     }
     R out = Op::redispatch(after_hook(ks), args...);  // ATen's own errors propagate unchanged
     if (v.sample) v.sample->finish();
-    if (v.rec && recording_chains(*st)) observe_typed(*st, v.rec, out, args...);
+    if (v.rec && recording_chains(*st)) observe_typed(*st, v.rec, kInplace, out, args...);
     return out;
   }
 };
@@ -219,6 +233,14 @@ const std::map<std::string, Registrar>& table() {
       {"pow.Tensor_Scalar", typed<ops::pow_Tensor_Scalar>()},
       {"rsqrt", typed<ops::rsqrt>()}, {"sqrt", typed<ops::sqrt>()}, {"log", typed<ops::log>()},
       {"reciprocal", typed<ops::reciprocal>()}, {"clamp", typed<ops::clamp>()}, {"erf", typed<ops::erf>()},
+      // in-place chain ops (Note [In-place nodes])
+      {"relu_", typed<ops::relu_>()}, {"add_.Tensor", typed<ops::add__Tensor>()},
+      {"sub_.Tensor", typed<ops::sub__Tensor>()}, {"mul_.Tensor", typed<ops::mul__Tensor>()},
+      {"div_.Tensor", typed<ops::div__Tensor>()}, {"add_.Scalar", typed<ops::add__Scalar>()},
+      {"mul_.Scalar", typed<ops::mul__Scalar>()}, {"sigmoid_", typed<ops::sigmoid_>()},
+      {"tanh_", typed<ops::tanh_>()}, {"silu_", typed<ops::silu_>()}, {"gelu_", typed<ops::gelu_>()},
+      // batch norms: typed so that an eval-mode batch norm can begin a deferred chain
+      {"cudnn_batch_norm", typed<ops::cudnn_batch_norm>()}, {"native_batch_norm", typed<ops::native_batch_norm>()},
   };
   return *t;
 }

@@ -396,5 +396,72 @@ TEST(Regions, ChainsWithSeveralOutputsAndRowOpsAreDeferredWhole) {
   EXPECT_EQ(region_counters().completed, before.completed + 1);
 }
 
+// Note [In-place nodes]: torchvision writes `relu(inplace=True)` and `out += identity`. A chain of in-place ops
+// on a chain value is recorded with each read resolved to the newest writer, deferred with the argument itself
+// as the pending output, and equals eager whole, kept, or flushed after any of its calls.
+at::Tensor scale_relu_add_relu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& id) {
+  at::Tensor t = x * w;
+  t.relu_();
+  t.add_(id);
+  t.relu_();
+  return t;
+}
+
+ChainRecord* inplace_chain() {
+  static ChainRecord* rec = [] {
+    const at::Tensor w = at::randn({4, 8});
+    for (int i = 0; i < 8; ++i) scale_relu_add_relu(at::randn({4, 8}), w, at::randn({4, 8}));
+    close_chain_on_this_thread();
+    ChainRecord* found = nullptr;
+    for_each_chain([&](ChainRecord& c) {
+      if (c.nodes.size() == 4 && c.nodes[1].inplace && c.nodes[3].inplace) found = &c;
+    });
+    return found;
+  }();
+  return rec;
+}
+
+TEST(Regions, InPlaceChainsReadTheNewestWriterAndRunWhole) {
+  ChainRecord* c = inplace_chain();
+  ASSERT_NE(c, nullptr);
+  const std::string text = c->text();
+  EXPECT_NE(text.find("%1 = aten::relu_("), std::string::npos) << text;
+  EXPECT_NE(text.find("<- %0.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("%2 = aten::add_.Tensor("), std::string::npos) << text;
+  EXPECT_NE(text.find("%3 = aten::relu_(f32[4,8]{8,1}@cpu) <- %2.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("<- %1.0 ext"), std::string::npos) << "add_ reads relu_'s value, not mul's\n" << text;
+  auto k = std::make_unique<Recording>(*c);
+  Recording* raw = k.get();
+  ASSERT_TRUE(fuse_chain(*c, std::move(k)).ok());
+  const at::Tensor w = at::randn({4, 8});
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor x = at::randn({4, 8}), id = at::randn({4, 8});
+    const RegionCounters before = region_counters();
+    const int runs = raw->runs;
+    const at::Tensor got = scale_relu_add_relu(x, w, id);
+    EXPECT_TRUE(region_open_on_this_thread());
+    const at::Tensor want = eager([&] { return scale_relu_add_relu(x, w, id); });  // runs the region first
+    EXPECT_EQ(raw->runs, runs + 1);
+    EXPECT_EQ(region_counters().completed, before.completed + 1);
+    EXPECT_TRUE(at::equal(got, want));
+  }
+  // Flushed after each call (a read of the tensor written in place): the prefix, in eager order.
+  for (int stop = 1; stop <= 3; ++stop) {
+    const at::Tensor x = at::randn({4, 8}), id = at::randn({4, 8});
+    at::Tensor t = x * w;
+    if (stop >= 2) t.relu_();
+    if (stop >= 3) t.add_(id);
+    const at::Tensor seen = t.clone();  // an unhooked op: flushes the prefix
+    EXPECT_FALSE(region_open_on_this_thread());
+    const at::Tensor want = eager([&] {
+      at::Tensor e = x * w;
+      if (stop >= 2) e.relu_();
+      if (stop >= 3) e.add_(id);
+      return e;
+    });
+    EXPECT_TRUE(at::equal(seen, want)) << "flushed after call " << stop;
+  }
+}
+
 }  // namespace
 }  // namespace cudal1::dispatcher

@@ -23,6 +23,17 @@
 /// A chain's device time is its count times the sum of its nodes' sampled mean times; it turns hot when it has
 /// been committed CUDAL1_HOT_CALLS times and holds at least CUDAL1_CHAIN_SHARE of all profiled device time.
 /// The builder only observes: what runs, and every result, is exactly what the hook would do without it.
+///
+/// Note [In-place nodes]
+/// Models write activations and residuals in place (torchvision's `ReLU(inplace=True)`, `out += identity`), so
+/// the hook also sees the in-place forms of the chain ops (`relu_`, `add_.Tensor`, ...; is_inplace() in hook.h)
+/// when chains are on. Such a call is a node whose one output *is* its first argument: the same TensorImpl now
+/// holds a new value. The builder therefore resolves a tensor argument to the *newest* node that output it, so a
+/// read after `relu_(t)` comes from the relu node, a read before it from t's producer. The planner computes the
+/// in-place node like its functional form and stores only the newest value of a storage (the kernel writes t
+/// once); deferral returns the argument itself as the pending output; an early flush runs the in-place op on
+/// the tensors the prefix already wrote. An in-place op on an external tensor (not a chain value) is recorded
+/// but not planned.
 #pragma once
 
 #include <array>
@@ -57,6 +68,7 @@ bool is_tensor_argument(const c10::Argument& a);
 /// metadata as first seen (a signature fixes them: deferral allocates outputs from these).
 struct ChainNode {
   SigRecord* rec = nullptr;
+  bool inplace = false;  ///< Note [In-place nodes]: its one output is its first argument
   std::vector<ChainInput> inputs;
   std::vector<TensorSpec> outputs;
 };
@@ -142,6 +154,7 @@ class ChainBuilder {
   /// and its tensor outputs. The pointers are the caller's, valid for the duration of observe().
   struct Call {
     SigRecord* rec = nullptr;
+    bool inplace = false;  ///< an in-place op: outputs[0] is args[0] (Note [In-place nodes])
     c10::SmallVector<const at::Tensor*, 6> args;
     c10::SmallVector<const at::Tensor*, 4> outputs;
   };

@@ -103,4 +103,9 @@ class BypassScope {
 /// views, in-place or out= variants), not mutable, returns at least one tensor.
 bool is_functional(const c10::FunctionSchema& schema);
 
+/// True when `schema` is an in-place op of the kind chains fuse (Note [In-place nodes] in chains.h): its first
+/// argument `self` is written, its one return is that same tensor, nothing else is written or aliased
+/// (`relu_`, `add_.Tensor`; not `out=` overloads, not views).
+bool is_inplace(const c10::FunctionSchema& schema);
+
 }  // namespace cudal1::dispatcher
