@@ -50,6 +50,25 @@ std::vector<ChainRow> chain_suite(bool small) {
                     return at::max_pool2d(y.relu(), {3, 3}, {2, 2}, {1, 1});
                   },
                   {4}});
+  // ResNet's block ends as torchvision writes them: eval-mode batch norm, then ReLU(inplace=True), and in a
+  // bottleneck's last stage `out += identity` before it (Note [In-place nodes], Note [Batch norm in chains]).
+  rows.push_back({"bn_relu_ f32", {{small ? 8 : 32, 64, small ? 28 : 112, small ? 28 : 112}, {64}, {64}, {64}, {64}},
+                  at::kFloat,
+                  [](const V& in) {
+                    at::Tensor y = at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5, true);
+                    return y.relu_();
+                  },
+                  {4}});
+  rows.push_back({"bn_add_relu_ f32",
+                  {{small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56}, {256}, {256}, {256}, {256},
+                   {small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56}},
+                  at::kFloat,
+                  [](const V& in) {
+                    at::Tensor y = at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5, true);
+                    y.add_(in[5]);
+                    return y.relu_();
+                  },
+                  {4}});
   rows.push_back({"residual_relu f32", {{small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56},
                                         {small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56}},
                   at::kFloat, [](const V& in) { return in[0].add(in[1]).relu(); }});

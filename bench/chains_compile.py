@@ -36,6 +36,17 @@ def bn_relu_maxpool(x, w, b, rm, rv):
     return F.max_pool2d(torch.relu(y), 3, 2, 1)
 
 
+def bn_relu_(x, w, b, rm, rv):
+    y = F.batch_norm(x, rm, rv, w, b, training=False, momentum=0.1, eps=1e-5)
+    return y.relu_()
+
+
+def bn_add_relu_(x, w, b, rm, rv, identity):
+    y = F.batch_norm(x, rm, rv, w, b, training=False, momentum=0.1, eps=1e-5)
+    y += identity
+    return y.relu_()
+
+
 ROWS = [
     ("rmsnorm_ops bf16", rmsnorm, [(8192, 4096), (4096,)], torch.bfloat16),
     ("swiglu bf16", lambda a, b: F.silu(a) * b, [(T, 11008), (T, 11008)], torch.bfloat16),
@@ -45,6 +56,9 @@ ROWS = [
     ("softmax_ops f32", softmax_ops, [(4096, 4096)], torch.float32),
     ("x_sigmoid_x f16", lambda x: x * torch.sigmoid(x), [(8192, 8192)], torch.float16),
     ("bn_relu_maxpool f32", bn_relu_maxpool, [(32, 64, 112, 112), (64,), (64,), (64,), (64,)], torch.float32),
+    ("bn_relu_ f32", bn_relu_, [(32, 64, 112, 112), (64,), (64,), (64,), (64,)], torch.float32),
+    ("bn_add_relu_ f32", bn_add_relu_, [(32, 256, 56, 56), (256,), (256,), (256,), (256,), (32, 256, 56, 56)],
+     torch.float32),
     ("residual_relu f32", lambda a, b: torch.relu(a + b), [(32, 256, 56, 56), (32, 256, 56, 56)], torch.float32),
 ]
 

@@ -1,4 +1,5 @@
 /// @brief The CUDA source of a pointwise chain variant (Note [Pointwise chains]).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -118,7 +119,27 @@ std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
   os << "  for (long long c = (long long)blockIdx.x * BLOCK + threadIdx.x; c < chunks; c += "
      << (v.looped ? "(long long)gridDim.x * BLOCK" : "chunks") << ") {\n";
   os << "    const long long i0 = c * VEC;\n";
-  // Externals: contiguous ones by packs, scalars once, broadcast ones through their strides.
+  // Externals: contiguous ones by packs, scalars once, broadcast ones through their strides (each distinct
+  // stride pattern's offset computed once: a batch norm's four parameters share one).
+  std::vector<std::vector<int64_t>> patterns;
+  for (const External& x : plan.externals) {
+    if (x.contiguous || x.scalar) continue;
+    if (std::find(patterns.begin(), patterns.end(), x.strides) != patterns.end()) continue;
+    const size_t k = patterns.size();
+    patterns.push_back(x.strides);
+    os << "    long long off" << k << " = 0;\n    { long long r = i0;\n";
+    for (int d = R - 1; d >= 0; --d) {
+      if (x.strides[static_cast<size_t>(d)] == 0 && d < R - 1) {
+        bool rest_zero = true;  // no stride left above this dim: stop dividing
+        for (int e = d; e >= 0; --e) rest_zero = rest_zero && x.strides[static_cast<size_t>(e)] == 0;
+        if (rest_zero) break;
+      }
+      os << "      { const long long i = r % " << plan.shape[static_cast<size_t>(d)] << "LL; r /= "
+         << plan.shape[static_cast<size_t>(d)] << "LL; off" << k << " += i * " << x.strides[static_cast<size_t>(d)]
+         << "LL; }\n";
+    }
+    os << "    }\n";
+  }
   for (size_t e = 0; e < plan.externals.size(); ++e) {
     const External& x = plan.externals[e];
     const char* st = mixed_storage_type(x.dtype);
@@ -131,14 +152,9 @@ std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
       os << "    { const float s = cvt_" << dtype_tag(x.dtype) << "(e" << e << "[0]);\n#pragma unroll\n"
          << "      for (int j = 0; j < VEC; ++j) x" << e << "[j] = s; }\n";
     } else {
-      os << "    { long long r = i0, off = 0;\n";
-      for (int d = R - 1; d >= 0; --d) {
-        os << "      { const long long i = r % " << plan.shape[static_cast<size_t>(d)] << "LL; r /= "
-           << plan.shape[static_cast<size_t>(d)] << "LL; off += i * " << x.strides[static_cast<size_t>(d)]
-           << "LL; }\n";
-      }
-      os << "#pragma unroll\n      for (int j = 0; j < VEC; ++j) x" << e << "[j] = cvt_" << dtype_tag(x.dtype) << "(e" << e
-         << "[off + j * " << (R ? x.strides.back() : 0) << "LL]); }\n";
+      const size_t k = static_cast<size_t>(std::find(patterns.begin(), patterns.end(), x.strides) - patterns.begin());
+      os << "    {\n#pragma unroll\n      for (int j = 0; j < VEC; ++j) x" << e << "[j] = cvt_" << dtype_tag(x.dtype)
+         << "(e" << e << "[off" << k << " + j * " << (R ? x.strides.back() : 0) << "LL]); }\n";
     }
   }
   for (size_t k = 0; k < plan.steps.size(); ++k) {

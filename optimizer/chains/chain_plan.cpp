@@ -3,6 +3,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace cudal1::optimizer::chains {
@@ -233,6 +234,27 @@ std::vector<int64_t> full_shape(const dispatcher::ChainRecord& chain) {
 
 }  // namespace
 
+namespace {
+
+/// "aten::relu_" -> "aten::relu", "aten::add_.Tensor" -> "aten::add.Tensor": an in-place node computes its
+/// functional form's value (Note [In-place nodes]).
+std::string functional_name(const std::string& op) {
+  const size_t dot = op.find('.');
+  std::string base = op.substr(0, dot), ov = dot == std::string::npos ? "" : op.substr(dot);
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  return base + ov;
+}
+
+bool batch_norm_op(const std::string& op) { return op == "aten::cudnn_batch_norm" || op == "aten::native_batch_norm"; }
+
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace
+
 Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
   if (chain.nodes.empty()) return unsupported("empty");
   ChainPlan p;
@@ -261,7 +283,9 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
   for (size_t k = 0; k < chain.nodes.size(); ++k) {
     const dispatcher::ChainNode& node = chain.nodes[k];
     const auto& schema = node.rec->op.schema();
-    const std::string op = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+    std::string op = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+    if (node.inplace) op = functional_name(op);
+    const bool bn = batch_norm_op(op);
     if (node.outputs.empty()) return unsupported("a node without outputs");
     std::vector<Operand> tensors;
     std::vector<std::pair<std::string, c10::IValue>> named;
@@ -275,6 +299,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
       }
       if (ti >= node.inputs.size()) return unsupported("inputs do not match the op");
       const dispatcher::ChainInput in = node.inputs[ti++];
+      const bool channel = bn && ti > 1;  // a batch norm's weight, bias, running mean or running var
       Operand o;
       if (in.producer >= 0) {
         const auto& steps = out_step[static_cast<size_t>(in.producer)];
@@ -286,8 +311,24 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
         o.kind = Operand::kExternal;
         o.index = in.index;
         const dispatcher::TensorSpec& t = node.rec->args[a].tensor;
+        External& e = p.externals[static_cast<size_t>(in.index)];
+        if (seen[static_cast<size_t>(in.index)] && e.channel != channel)
+          return unsupported("an external read both per channel and broadcast");
+        if (channel && ti == 5) e.positive = true;  // running_var
+        if (!seen[static_cast<size_t>(in.index)] && channel) {
+          if (!t.defined || !float_like(t.dtype)) return unsupported("a batch norm parameter of an unsupported dtype");
+          if (p.shape.size() < 2 || t.sizes.size() != 1 || t.sizes[0] != p.shape[1])
+            return unsupported("a batch norm parameter that is not per channel");
+          e.channel = true;
+          e.dtype = t.dtype;
+          e.sizes = t.sizes;
+          e.arg_strides = t.strides;
+          e.strides.assign(p.shape.size(), 0);
+          e.strides[1] = p.shape[1] == 1 ? 0 : t.strides[0];
+          e.scalar = e.strides[1] == 0;
+          seen[static_cast<size_t>(in.index)] = true;
+        }
         if (!seen[static_cast<size_t>(in.index)]) {
-          External& e = p.externals[static_cast<size_t>(in.index)];
           if (!t.defined || !float_like(t.dtype)) return unsupported("an external of an unsupported dtype");
           if (!broadcast(t, p.shape, &e.strides)) return unsupported("an external that does not broadcast");
           e.dtype = t.dtype;
@@ -326,6 +367,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
     std::vector<bool> out_row(node.outputs.size(), false);
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const dispatcher::TensorSpec& out = node.outputs[o];
+      if (bn && o > 0) continue;  // statistics: empty in eval mode, none computed (checked below)
       out_row[o] = p.rows && out.sizes == row_shape;
       if (out.sizes != p.shape && !out_row[o]) return unsupported("outputs of different shapes");
       const std::vector<int64_t> want = out_row[o] ? contiguous_strides(row_shape) : contig;
@@ -377,6 +419,32 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
       p.steps[static_cast<size_t>(y)].depth = p.steps[static_cast<size_t>(rstd)].depth + 1;  // one rounding
       p.steps[static_cast<size_t>(mean)].any_nonfinite = p.steps[static_cast<size_t>(rstd)].any_nonfinite = true;
       out_step[k] = {y, mean, rstd};
+    } else if (bn) {
+      // Note [Batch norm in chains]: ATen's eval formula in float, rounded once.
+      const c10::IValue* tr = arg("training");
+      const c10::IValue* ev = arg(op == "aten::cudnn_batch_norm" ? "epsilon" : "eps");
+      double eps = 0;
+      if (!tr || !tr->isBool() || tr->toBool()) return unsupported("batch norm in training mode");
+      if (!ev || !scalar_of(*ev, &eps)) return unsupported("batch norm eps");
+      if (p.rows) return unsupported("batch norm in a row chain");
+      if (tensors.size() != 5 || tensors[0].kind == Operand::kNone || tensors[3].kind != Operand::kExternal ||
+          tensors[4].kind != Operand::kExternal)
+        return unsupported("batch norm: operands (eval mode needs running statistics)");
+      for (int i : {1, 2})
+        if (tensors[static_cast<size_t>(i)].kind == Operand::kStep) return unsupported("batch norm: a computed weight");
+      for (size_t o = 1; o < node.outputs.size(); ++o)
+        if (numel_of(node.outputs[o].sizes) != 0) return unsupported("batch norm with statistics outputs");
+      const bool has_w = tensors[1].kind != Operand::kNone, has_b = tensors[2].kind != Operand::kNone;
+      const c10::ScalarType od = node.outputs[0].dtype;
+      const int d = w.add(make(StepOp::kSub, {tensors[0], tensors[3]}, F, false));
+      const int ve = w.add(make(StepOp::kAdd, {tensors[4], scalar_ref(eps)}, F, false));
+      const int sd = w.add(make(StepOp::kSqrt, {step_ref(ve)}, F, false));
+      const int inv = w.add(make(StepOp::kReciprocal, {step_ref(sd)}, F, false));
+      int y = w.add(make(StepOp::kMul, {step_ref(d), step_ref(inv)}, has_w || has_b ? F : od, false));
+      if (has_w) y = w.add(make(StepOp::kMul, {step_ref(y), tensors[1]}, has_b ? F : od, false));
+      if (has_b) y = w.add(make(StepOp::kAdd, {step_ref(y), tensors[2]}, od, false));
+      p.steps[static_cast<size_t>(y)].depth = p.steps[static_cast<size_t>(d)].depth + 2;  // one rounding
+      out_step[k][0] = y;
     } else if (op == "aten::_softmax") {
       const c10::IValue* h2f = arg("half_to_float");
       if (!last_dim_only(arg("dim"), p.shape.size())) return unsupported("softmax over other dims than the last");
@@ -399,8 +467,17 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
         if (s.row && !is_row(o)) return unsupported(op + ": a row value from a full one");
       out_step[k][0] = w.add(std::move(s));
     }
+    if (node.inplace) {  // Note [In-place nodes]: the storage now holds this node's value only
+      const dispatcher::ChainInput self = node.inputs.empty() ? dispatcher::ChainInput{} : node.inputs[0];
+      if (self.producer < 0) return unsupported("an in-place op on an external");
+      const auto superseded = std::find_if(p.outputs.begin(), p.outputs.end(), [&](const OutputSlot& s) {
+        return s.node == self.producer && s.out == self.index;
+      });
+      if (superseded == p.outputs.end()) return unsupported("an in-place op on a value the plan does not store");
+      p.outputs.erase(superseded);
+    }
     for (size_t o = 0; o < out_step[k].size(); ++o)
-      p.outputs.push_back(OutputSlot{static_cast<int>(k), static_cast<int>(o), out_step[k][o]});
+      if (out_step[k][o] >= 0) p.outputs.push_back(OutputSlot{static_cast<int>(k), static_cast<int>(o), out_step[k][o]});
   }
   for (size_t e = 0; e < seen.size(); ++e)
     if (!seen[e]) return unsupported("an external no node reads");

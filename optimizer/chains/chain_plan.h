@@ -27,6 +27,14 @@
 /// warps): phase p computes every full value whose inputs are ready after p reductions deep, accumulates the
 /// reductions of those values, and ends with them. A row of more than 32 values a thread (C > 32 x 1024) is
 /// declined.
+///
+/// Note [Batch norm in chains]
+/// An eval-mode batch norm (cudnn_batch_norm or native_batch_norm with training=false; the statistics outputs
+/// are then empty) is planned as ATen's per-element formula in float, (x - mean) * (1 / sqrt(var + eps)) * weight
+/// + bias, rounded once to the output dtype. Its four parameters are *channel* externals: [C] tensors read along
+/// dim 1 of the chain's shape (NCHW, or [N, C]). The statistics must be externals (running stats), not chain
+/// values; row chains do not take batch norms. So BN + ReLU (+ residual add + ReLU), torchvision's block ends with
+/// their in-place ReLUs (Note [In-place nodes]), are one pass over the activation.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -85,6 +93,10 @@ struct External {
   bool contiguous = false;       ///< the chain's shape, contiguous
   bool scalar = false;           ///< every stride 0 (one element read everywhere)
   bool row = false;              ///< row chains: stride 0 along the last dim (one value per row)
+  /// A batch norm's per-channel parameter: 1-D, read along the chain's dim 1 (strides 0 elsewhere) rather than
+  /// broadcast from the right (Note [Batch norm in chains]).
+  bool channel = false;
+  bool positive = false;         ///< a running variance: verification draws it >= 0
 };
 
 struct ChainPlan {

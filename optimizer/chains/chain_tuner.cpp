@@ -100,6 +100,12 @@ class GeneratedChainKernel final : public dispatcher::ChainKernel {
  private:
   bool matches_strides(const at::Tensor& t, const chains::External& x) const {
     const auto sizes = t.sizes(), strides = t.strides();
+    if (x.channel) {  // Note [Batch norm in chains]: [C] along dim 1
+      if (sizes.size() != 1 || plan_.shape.size() < 2 || sizes[0] != plan_.shape[1]) return false;
+      for (size_t d = 0; d < plan_.shape.size(); ++d)
+        if (x.strides[d] != (d == 1 && plan_.shape[1] != 1 ? strides[0] : 0)) return false;
+      return true;
+    }
     const size_t R = plan_.shape.size(), r = sizes.size();
     if (r > R) return false;
     for (size_t d = 0; d < R; ++d) {
@@ -162,6 +168,7 @@ std::vector<at::Tensor> make_externals(const ChainPlan& plan, int device, int tr
     for (size_t d = 0; d < s.sizes.size(); ++d) extent += (s.sizes[d] - 1) * s.arg_strides[d];
     const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::Device(at::kCUDA, static_cast<int8_t>(device)));
     at::Tensor base = at::randn({std::max<int64_t>(extent, 1)}, gen, opts).mul_(scale);
+    if (s.positive) base.abs_();  // a running variance
     if (trial > 0 && extent > 8) {  // specials at a few places
       const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
       for (int i = 0; i < 5; ++i) base[(trial * 7919 + i * 104729) % extent].fill_(specials[i]);

@@ -70,7 +70,7 @@ TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
   // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row).
   EXPECT_EQ(planned, (std::set<std::string>{"rmsnorm_ops bf16", "swiglu bf16", "gelu_new f16", "bias_gelu f16",
                                             "residual_layernorm f16", "softmax_ops f32", "x_sigmoid_x f16",
-                                            "residual_relu f32"}));
+                                            "bn_relu_ f32", "bn_add_relu_ f32", "residual_relu f32"}));
 }
 
 TEST(ChainPlan, GeluNewIsPlannedAsItsEightOps) {
@@ -96,7 +96,9 @@ TEST(ChainPlan, BroadcastInputsAreReadThroughTheirStrides) {
   ASSERT_NE(c, nullptr);
   auto sources = chain_sources(*c);
   ASSERT_TRUE(sources.ok()) << sources.status().to_string();
-  EXPECT_NE(sources.value().front().second.find("off += i * 0LL"), std::string::npos);  // the bias's row stride
+  const std::string& src = sources.value().front().second;
+  EXPECT_NE(src.find("off0 += i * 1LL"), std::string::npos) << src;  // the bias along the last dim
+  EXPECT_EQ(src.find("off0 += i * 0LL"), std::string::npos) << src;  // and no division above it
 }
 
 /// The source of the first variant of the chain `f` records (fails the test when it does not plan).
@@ -190,6 +192,63 @@ TEST(ChainPlan, CachedKernelsAreCheckedAgainstTheChainsPlanBeforeLoading) {
   // A description that matches: it gets as far as the device (a CPU chain has none).
   const auto k = load_chain_kernel(*c, described(plan.value().text, 4, 32), "");
   EXPECT_EQ(k.status().code(), Code::kUnsupported) << k.status().to_string();
+}
+
+// Note [Batch norm in chains] and [In-place nodes]: torchvision's bottleneck end, batch norm then `+= identity`
+// then ReLU(inplace=True), is one pass storing one value; its parameters are read per channel.
+TEST(ChainPlan, EvalBatchNormWithInPlaceResidualAndReluIsOnePass) {
+  const at::Tensor w = at::randn({16}), b = at::randn({16}), m = at::randn({16}), v = at::rand({16}).add_(0.5);
+  const at::Tensor id = at::randn({2, 16, 5, 7});
+  dispatcher::ChainRecord* c = bench::record_chain([&] {
+    at::Tensor y = at::batch_norm(at::randn({2, 16, 5, 7}), w, b, m, v, false, 0.1, 1e-5, true);
+    y.add_(id);
+    y.relu_();
+  }, 2);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->nodes.size(), 3u) << c->text();
+  auto plan = chains::plan_chain(*c);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string() << "\n" << c->text();
+  ASSERT_EQ(plan->outputs.size(), 1u) << "the batch norm's and add_'s values live in relu_'s storage";
+  EXPECT_EQ(plan->outputs[0].node, 2);
+  int channel = 0, positive = 0;
+  for (const auto& e : plan->externals) {
+    channel += e.channel;
+    positive += e.positive;
+    if (e.channel) EXPECT_EQ(e.strides, (std::vector<int64_t>{0, 1, 0, 0}));
+  }
+  EXPECT_EQ(channel, 4);
+  EXPECT_EQ(positive, 1);
+  EXPECT_NE(plan->text.find("reciprocal("), std::string::npos) << plan->text;
+  EXPECT_NE(plan->text.find("relu("), std::string::npos) << plan->text;
+  auto sources = chain_sources(*c);
+  ASSERT_TRUE(sources.ok());
+  const std::string& src = sources.value().front().second;
+  EXPECT_NE(src.find("off0 += i * 1LL"), std::string::npos) << src;  // the channel, once for all four
+  EXPECT_EQ(src.find("off1"), std::string::npos) << src;
+}
+
+TEST(ChainPlan, InPlaceOpsOnExternalsAndTrainingBatchNormsAreDeclined) {
+  const at::Tensor w = at::randn({16}), b = at::randn({16}), m = at::randn({16}), v = at::rand({16}).add_(0.5);
+  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
+      {[] {
+         at::Tensor x = at::randn({4, 16});
+         x.add_(x.exp());
+       },
+       "an in-place op on an external"},
+      {[&] {
+         at::Tensor y = at::batch_norm(at::randn({2, 16, 5, 7}), w, b, m.clone(), v.clone(), true, 0.1, 1e-5, true);
+         y.relu_();
+       },
+       "batch norm in training mode"},
+  };
+  for (const auto& [f, why] : cases) {
+    dispatcher::ChainRecord* c = bench::record_chain(f, 2);
+    ASSERT_NE(c, nullptr) << why;
+    auto plan = chains::plan_chain(*c);
+    ASSERT_FALSE(plan.ok()) << why << "\n" << c->text();
+    EXPECT_EQ(plan.status().code(), Code::kUnsupported);
+    EXPECT_NE(plan.status().message().find(why), std::string::npos) << plan.status().message();
+  }
 }
 
 }  // namespace

@@ -28,8 +28,9 @@ namespace cudal1::optimizer {
 
 /// The chain generators' version, part of the GPU fingerprint ("chains:N" in generators_fingerprint()): bumped
 /// whenever a chain kernel's code for a given plan and variant changes, so no cache serves an older one.
-/// 1: pointwise chains (session 33); 2: row chains, 16-byte packs, 16-bit pow by 3 rounding its square.
-constexpr int kChainGeneratorVersion = 2;
+/// 1: pointwise chains (session 33); 2: row chains, 16-byte packs, 16-bit pow by 3 rounding its square; 3: in-place
+/// nodes, eval batch norms, one offset per stride pattern.
+constexpr int kChainGeneratorVersion = 3;
 
 struct ChainTuneOptions {
   int verify_trials = 5;
