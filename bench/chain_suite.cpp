@@ -52,7 +52,7 @@ std::vector<ChainRow> chain_suite(bool small) {
                   {4}});
   // ResNet's block ends as torchvision writes them: eval-mode batch norm, then ReLU(inplace=True), and in a
   // bottleneck's last stage `out += identity` before it (Note [In-place nodes], Note [Batch norm in chains]).
-  rows.push_back({"bn_relu_ f32", {{small ? 8 : 32, 64, small ? 28 : 112, small ? 28 : 112}, {64}, {64}, {64}, {64}},
+  rows.push_back({"bn_relu_ f32", {{small ? 8 : 32, 128, small ? 14 : 56, small ? 14 : 56}, {128}, {128}, {128}, {128}},
                   at::kFloat,
                   [](const V& in) {
                     at::Tensor y = at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5, true);

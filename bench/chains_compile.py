@@ -56,7 +56,7 @@ ROWS = [
     ("softmax_ops f32", softmax_ops, [(4096, 4096)], torch.float32),
     ("x_sigmoid_x f16", lambda x: x * torch.sigmoid(x), [(8192, 8192)], torch.float16),
     ("bn_relu_maxpool f32", bn_relu_maxpool, [(32, 64, 112, 112), (64,), (64,), (64,), (64,)], torch.float32),
-    ("bn_relu_ f32", bn_relu_, [(32, 64, 112, 112), (64,), (64,), (64,), (64,)], torch.float32),
+    ("bn_relu_ f32", bn_relu_, [(32, 128, 56, 56), (128,), (128,), (128,), (128,)], torch.float32),
     ("bn_add_relu_ f32", bn_add_relu_, [(32, 256, 56, 56), (256,), (256,), (256,), (256,), (32, 256, 56, 56)],
      torch.float32),
     ("residual_relu f32", lambda a, b: torch.relu(a + b), [(32, 256, 56, 56), (32, 256, 56, 56)], torch.float32),

@@ -124,6 +124,12 @@ std::pair<ChainRecord*, bool> ChainTable::find_or_insert(uint64_t hash, const st
   return {records_.back().get(), true};
 }
 
+ChainRecord* ChainTable::find_or_insert(const std::vector<ChainNode>& nodes, int externals) {
+  std::vector<int64_t> key;
+  chain_key(nodes.size(), [&](size_t i) -> const ChainNode& { return nodes[i]; }, externals, &key);
+  return find_or_insert(hash_words(key.data(), key.size()), key, nodes, externals).first;
+}
+
 void ChainTable::for_each(const std::function<void(ChainRecord&)>& fn) const {
   std::vector<ChainRecord*> all;
   {

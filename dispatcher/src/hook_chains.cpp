@@ -2,6 +2,8 @@
 /// carriers' entry point, and the public queries over the hook's chain table.
 #include <ATen/core/ivalue.h>
 
+#include <algorithm>
+
 #include "cudal1/core/log.h"
 #include "hook_state.h"
 
@@ -66,6 +68,17 @@ void boxed_chain_inputs(const c10::OperatorHandle& op, const torch::jit::Stack& 
 void for_each_chain(const std::function<void(ChainRecord&)>& fn) {
   detail::HookState* st = detail::g_state.load();
   if (st && st->chains) st->chains->for_each(fn);
+}
+
+ChainRecord* prefix_chain(const ChainRecord& chain, size_t nodes) {
+  detail::HookState* st = detail::g_state.load();
+  if (!st || !st->chains || nodes < 2 || nodes > chain.nodes.size()) return nullptr;
+  std::vector<ChainNode> prefix(chain.nodes.begin(), chain.nodes.begin() + static_cast<std::ptrdiff_t>(nodes));
+  int externals = 0;  // slots are numbered by first use: the prefix reads slots 0 .. its largest
+  for (const ChainNode& n : prefix)
+    for (const ChainInput& in : n.inputs)
+      if (in.producer < 0 && in.index >= 0) externals = std::max(externals, in.index + 1);
+  return st->chains->find_or_insert(prefix, externals);
 }
 
 void set_chain_recording(bool on) noexcept {

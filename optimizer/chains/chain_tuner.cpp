@@ -190,7 +190,7 @@ std::vector<std::vector<at::Tensor>> make_outputs(const dispatcher::ChainRecord&
       }
       at::Tensor t = at::empty_strided(s.sizes, s.strides,
                                        at::TensorOptions().dtype(s.dtype).device(at::Device(at::kCUDA, static_cast<int8_t>(device))));
-      if (poison) t.fill_(NAN);
+      if (poison) t.fill_(at::isFloatingType(s.dtype) ? NAN : 1.0);  // a cudnn batch norm's uint8 reserve too
       outs[k].push_back(t);
     }
   }
@@ -368,6 +368,20 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
   if (device < 0) return Status(Code::kUnsupported, "chain: not on a CUDA device");
   CUDAL1_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModule> module, LoadedModule::load(device, cubin, "chain_kernel"));
   return std::unique_ptr<dispatcher::ChainKernel>(new GeneratedChainKernel(std::move(plan), v, module, device));
+}
+
+size_t fusable_prefix(const dispatcher::ChainRecord& chain) {
+  if (chains::plan_chain(chain).ok()) return 0;
+  for (size_t m = chain.nodes.size(); m-- > 2;) {
+    std::vector<dispatcher::ChainNode> nodes(chain.nodes.begin(), chain.nodes.begin() + static_cast<std::ptrdiff_t>(m));
+    int externals = 0;
+    for (const auto& n : nodes)
+      for (const auto& in : n.inputs)
+        if (in.producer < 0 && in.index >= 0) externals = std::max(externals, in.index + 1);
+    const dispatcher::ChainRecord prefix(0, {}, std::move(nodes), externals);
+    if (chains::plan_chain(prefix).ok()) return m;
+  }
+  return 0;
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain) {

@@ -119,6 +119,13 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
     o.min_speedup = 0;  // correctness here; speed is bench_chains' business
     ChainTuneReport rep;
     auto k = tune_chain(*c, o, &rep);
+    if (k.status().code() == Code::kUnsupported)
+      if (const size_t m = fusable_prefix(*c)) {  // BN + ReLU, then the max-pool: the prefix is fused
+        std::printf("%-24s %zu ops: %s; its first %zu fuse\n", row.name.c_str(), c->nodes.size(), rep.note.c_str(), m);
+        c = dispatcher::prefix_chain(*c, m);
+        ASSERT_NE(c, nullptr);
+        k = tune_chain(*c, o, &rep);
+      }
     std::printf("%-24s %zu ops: %s (%d of %d variants verified) %s\n", row.name.c_str(), c->nodes.size(),
                 k.ok() ? "fused" : "not fused", rep.verified, rep.variants, rep.note.c_str());
     if (k.status().code() == Code::kUnsupported) continue;  // neither pointwise nor a row chain
@@ -139,7 +146,7 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
     EXPECT_EQ(dispatcher::region_counters().completed, before.completed + 1);
     EXPECT_TRUE(close(got, want, static_cast<double>(c->nodes.size())));
   }
-  EXPECT_GE(fused, 8);  // all but BN + ReLU + max-pool
+  EXPECT_GE(fused, 11);  // every row (BN + ReLU + max-pool: its BN + ReLU)
   EXPECT_EQ(dispatcher::region_counters().lost, 0u);
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -249,6 +250,28 @@ TEST(ChainPlan, InPlaceOpsOnExternalsAndTrainingBatchNormsAreDeclined) {
     EXPECT_EQ(plan.status().code(), Code::kUnsupported);
     EXPECT_NE(plan.status().message().find(why), std::string::npos) << plan.status().message();
   }
+}
+
+// ResNet's stem, batch norm + ReLU + max-pool: the pooling window does not fuse, its first two ops do, as a chain
+// of their own in the hook's table (what the runtime then tunes and fuses).
+TEST(ChainPlan, AChainWhoseTailCannotFuseFusesItsLongestPrefix) {
+  auto rows = bench::chain_suite(true);
+  const auto row = std::find_if(rows.begin(), rows.end(), [](const bench::ChainRow& r) { return r.name == "bn_relu_maxpool f32"; });
+  ASSERT_NE(row, rows.end());
+  dispatcher::ChainRecord* c = bench::record_chain([&] { row->run(cpu_inputs(*row)); }, 2);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->nodes.size(), 3u) << c->text();
+  EXPECT_FALSE(chains::plan_chain(*c).ok());
+  ASSERT_EQ(fusable_prefix(*c), 2u);
+  dispatcher::ChainRecord* p = dispatcher::prefix_chain(*c, 2);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p, dispatcher::prefix_chain(*c, 2)) << "found, not inserted twice";
+  EXPECT_EQ(p->nodes.size(), 2u);
+  EXPECT_EQ(p->externals, 5);
+  EXPECT_TRUE(chains::plan_chain(*p).ok());
+  EXPECT_EQ(fusable_prefix(*p), 0u) << "the prefix plans whole";
+  EXPECT_EQ(dispatcher::prefix_chain(*c, 1), nullptr);
+  EXPECT_EQ(dispatcher::prefix_chain(*c, 4), nullptr);
 }
 
 }  // namespace

@@ -177,10 +177,22 @@ void fuse_hot_chains() {
     std::atomic<bool>& flag;
     ~Done() { flag.store(false); }
   } done{r.chain_tuning};
-  for (dispatcher::ChainRecord* c : hot) {
+  for (size_t i = 0; i < hot.size(); ++i) {
+    dispatcher::ChainRecord* c = hot[i];
     dispatcher::ChainState expected = dispatcher::ChainState::kHot;
     if (!c->state.compare_exchange_strong(expected, dispatcher::ChainState::kAten)) continue;  // tried once
     dispatcher::ChainOutcome out;
+    // Only a prefix fusable (ResNet's stem: batch norm, ReLU, then a max-pool): that prefix is a chain of its
+    // own, handled next; its region completes before the op the generators cannot fuse.
+    if (const size_t m = optimizer::fusable_prefix(*c)) {
+      if (dispatcher::ChainRecord* p = dispatcher::prefix_chain(*c, m)) {
+        out.note = "its first " + std::to_string(m) + " ops fuse as a chain of their own";
+        c->set_outcome(out);
+        dispatcher::ChainState cold = dispatcher::ChainState::kCold;
+        if (p->state.compare_exchange_strong(cold, dispatcher::ChainState::kHot)) hot.push_back(p);
+        continue;
+      }
+    }
     const std::string key = optimizer::chain_cache_key(*c);
     const auto cached = cached_entry(c->nodes.front().rec->device_index, key);
     if (!cached && r.cfg.mode != Mode::kTune) {  // nothing to fuse: deferral (and CUPTI) stays off

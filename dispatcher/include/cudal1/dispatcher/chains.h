@@ -139,6 +139,8 @@ class ChainTable {
   /// The record of `key` (hash `hash`), inserted from `nodes` and `externals` if new; and whether it was new.
   std::pair<ChainRecord*, bool> find_or_insert(uint64_t hash, const std::vector<int64_t>& key,
                                                const std::vector<ChainNode>& nodes, int externals);
+  /// The record of the chain made of `nodes` reading `externals` external slots (key computed here).
+  ChainRecord* find_or_insert(const std::vector<ChainNode>& nodes, int externals);
   void for_each(const std::function<void(ChainRecord&)>& fn) const;
   size_t size() const;
 
@@ -187,6 +189,11 @@ const std::vector<std::string>& chain_ops();
 
 /// Visits every chain the hook recorded (empty unless the hook was installed with chains on).
 void for_each_chain(const std::function<void(ChainRecord&)>& fn);
+
+/// The hook's record of the chain made of the first `nodes` (>= 2) nodes of `chain` (inserted if new; it is
+/// never committed by the builder, so its count stays 0): what fuses when only a prefix of a recurring chain is
+/// fusable (ResNet's stem: batch norm and ReLU, then a max-pool). Null without chains or for a bad length.
+ChainRecord* prefix_chain(const ChainRecord& chain, size_t nodes);
 
 /// Commits this thread's open chain now (e.g. at the end of a loop, before a report); a no-op without chains.
 void close_chain_on_this_thread() noexcept;

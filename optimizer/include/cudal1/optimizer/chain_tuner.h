@@ -51,6 +51,10 @@ struct ChainTuneReport {
   std::string cubin;        ///< the winner's code
 };
 
+/// The number of leading nodes of `chain` the generators can fuse when the whole chain is not fusable: the
+/// largest m >= 2 whose prefix plans, or 0 (none, or the whole chain plans). For prefix_chain (chains.h).
+size_t fusable_prefix(const dispatcher::ChainRecord& chain);
+
 /// Tunes `chain` on its device (Note [Chain tuning]): the kernel of the winning variant, or Unsupported (not a
 /// chain the generator can fuse, or no GPU), VerifyFailed (no variant verified) or NotFound (none faster by the
 /// margin), with `report` filled either way. Runs on the calling thread's current stream; hooks bypassed.
