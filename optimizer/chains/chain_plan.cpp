@@ -420,7 +420,8 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
       p.steps[static_cast<size_t>(mean)].any_nonfinite = p.steps[static_cast<size_t>(rstd)].any_nonfinite = true;
       out_step[k] = {y, mean, rstd};
     } else if (bn) {
-      // Note [Batch norm in chains]: ATen's eval formula in float, rounded once.
+      // Note [Batch norm in chains]: ATen's eval formula in float, as its native kernels associate it (and the
+      // batch norm family serves it, Note [Batch norm inference]), rounded once.
       const c10::IValue* tr = arg("training");
       const c10::IValue* ev = arg(op == "aten::cudnn_batch_norm" ? "epsilon" : "eps");
       double eps = 0;
@@ -436,14 +437,14 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
         if (numel_of(node.outputs[o].sizes) != 0) return unsupported("batch norm with statistics outputs");
       const bool has_w = tensors[1].kind != Operand::kNone, has_b = tensors[2].kind != Operand::kNone;
       const c10::ScalarType od = node.outputs[0].dtype;
-      const int d = w.add(make(StepOp::kSub, {tensors[0], tensors[3]}, F, false));
+      const int first = w.add(make(StepOp::kSub, {tensors[0], tensors[3]}, F, false));
+      int y = first;
+      if (has_w) y = w.add(make(StepOp::kMul, {step_ref(y), tensors[1]}, F, false));
       const int ve = w.add(make(StepOp::kAdd, {tensors[4], scalar_ref(eps)}, F, false));
-      const int sd = w.add(make(StepOp::kSqrt, {step_ref(ve)}, F, false));
-      const int inv = w.add(make(StepOp::kReciprocal, {step_ref(sd)}, F, false));
-      int y = w.add(make(StepOp::kMul, {step_ref(d), step_ref(inv)}, has_w || has_b ? F : od, false));
-      if (has_w) y = w.add(make(StepOp::kMul, {step_ref(y), tensors[1]}, has_b ? F : od, false));
+      const int inv = w.add(make(StepOp::kRsqrt, {step_ref(ve)}, F, false));
+      y = w.add(make(StepOp::kMul, {step_ref(y), step_ref(inv)}, has_b ? F : od, false));
       if (has_b) y = w.add(make(StepOp::kAdd, {step_ref(y), tensors[2]}, od, false));
-      p.steps[static_cast<size_t>(y)].depth = p.steps[static_cast<size_t>(d)].depth + 2;  // one rounding
+      p.steps[static_cast<size_t>(y)].depth = p.steps[static_cast<size_t>(first)].depth + 2;  // one rounding
       out_step[k][0] = y;
     } else if (op == "aten::_softmax") {
       const c10::IValue* h2f = arg("half_to_float");
