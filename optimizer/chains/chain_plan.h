@@ -30,8 +30,10 @@
 ///
 /// Note [Batch norm in chains]
 /// An eval-mode batch norm (cudnn_batch_norm or native_batch_norm with training=false; the statistics outputs
-/// are then empty) is planned as ATen's per-element formula in float, (x - mean) * (1 / sqrt(var + eps)) * weight
-/// + bias, rounded once to the output dtype. Its four parameters are *channel* externals: [C] tensors read along
+/// are then empty) is planned as ATen's per-element formula in float, ((x - mean) * weight) * rsqrt(var + eps) + bias,
+/// associated as ATen's native kernels and the batch norm family (Note [Batch norm inference]; cuDNN's own
+/// association differs by a few ulps), rounded once to the output dtype. On CUDA native_batch_norm's eval statistics
+/// outputs are not empty: only cudnn_batch_norm (fp32, fp16 with fp32 parameters) fuses. Its four parameters are *channel* externals: [C] tensors read along
 /// dim 1 of the chain's shape (NCHW, or [N, C]). The statistics must be externals (running stats), not chain
 /// values; row chains do not take batch norms. So BN + ReLU (+ residual add + ReLU), torchvision's block ends with
 /// their in-place ReLUs (Note [In-place nodes]), are one pass over the activation.
