@@ -85,19 +85,23 @@ double unit_roundoff(at::ScalarType t) {
   return t == at::kFloat ? 6e-8 : t == at::kHalf ? 4.9e-4 : t == at::kBFloat16 ? 3.9e-3 : 1.1e-16;
 }
 
-/// `t` in float64 moved by a random relative amount of up to one unit roundoff of its own dtype.
-at::Tensor nudged(const at::Tensor& t) {
+/// `t` in float64 moved by up to one unit roundoff u of its own dtype: mode 0 by a random relative amount per
+/// element, modes 1 and 2 all by (1 + u) or (1 - u) (a coherent move, as a reduction's rounded result shifts a
+/// whole row: random moves would average out in the sum).
+at::Tensor nudged(const at::Tensor& t, int mode) {
   const at::Tensor d = t.to(at::kDouble);
-  return d * (1.0 + unit_roundoff(t.scalar_type()) * (2.0 * at::rand_like(d) - 1.0));
+  const double u = unit_roundoff(t.scalar_type());
+  if (mode == 1 || mode == 2) return d * (mode == 1 ? 1.0 + u : 1.0 - u);
+  return d * (1.0 + u * (2.0 * at::rand_like(d) - 1.0));
 }
 
-/// The element-wise largest move of `run`'s float64 results (the chain's value and what it keeps) over three
-/// nudged evaluations against `exact`; a NaN on one side only counts as any move at all.
-std::vector<at::Tensor> chain_spread(const std::function<std::vector<at::Tensor>(bool)>& run,
+/// The element-wise largest move of `run`'s float64 results (the chain's value and what it keeps) over the
+/// three nudges against `exact`; a NaN on one side only counts as any move at all.
+std::vector<at::Tensor> chain_spread(const std::function<std::vector<at::Tensor>(int)>& run,
                                      const std::vector<at::Tensor>& exact) {
   std::vector<at::Tensor> spread(exact.size());
   for (int k = 0; k < 3; ++k) {
-    const std::vector<at::Tensor> moved = run(true);
+    const std::vector<at::Tensor> moved = run(k);
     for (size_t j = 0; j < exact.size(); ++j) {
       const at::Tensor d = at::nan_to_num((moved.at(j) - exact[j]).abs(), std::numeric_limits<double>::infinity());
       spread[j] = spread[j].defined() ? at::maximum(spread[j], d) : d;
@@ -156,6 +160,7 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
 struct RandomChain {
   std::vector<int> ops;  // op codes, see apply()
   std::vector<bool> keep;
+  std::vector<int> inplace;  // per op: an in-place op after it (0: none; 1 relu_, 2 mul_(1.5), 3 sigmoid_)
   at::Tensor apply(const at::Tensor& x, const at::Tensor& y, const at::Tensor& w, const at::Tensor& w32,
                    std::vector<at::Tensor>* kept) const {
     at::Tensor t = x;
@@ -193,6 +198,12 @@ struct RandomChain {
         }
         case 25: t = t.sub(t.amax({-1}, true)).exp(); break;
         default: t = t.add(t.amin({-1}, true)); break;
+      }
+      switch (k < inplace.size() ? inplace[k] : 0) {  // Note [In-place nodes]: on the value just computed
+        case 1: t.relu_(); break;
+        case 2: t.mul_(1.5); break;
+        case 3: t.sigmoid_(); break;
+        default: break;
       }
       if (keep[k]) kept->push_back(t);
     }
@@ -255,6 +266,8 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
       rc.keep.push_back(rng() % 3 == 0);
     }
     if (rc.ops[0] <= 3 || rc.ops[0] == 15) rc.ops[0] = 6;  // the first op reads x alone: the chain starts there
+    std::mt19937 ip_rng(static_cast<uint32_t>(i));  // its own generator: the chains drawn above stay as they were
+    for (int k = 0; k < n; ++k) rc.inplace.push_back(ip_rng() % 5 == 0 ? 1 + static_cast<int>(ip_rng() % 3) : 0);
     const int layout = static_cast<int>(rng() % 3);
     const auto opts = at::TensorOptions().dtype(dt).device(at::kCUDA);
     const at::Tensor y = at::randn(other, opts.dtype(ydt));
@@ -309,15 +322,15 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     }
     served += dispatcher::region_counters().completed > before.completed;
     // The chain in float64, exactly and on nudged inputs (value first, then what it keeps).
-    const auto in_double = [&](bool nudge) {
+    const auto in_double = [&](int nudge) {  // -1: exact
       dispatcher::BypassScope aten_only;
-      const auto f = [nudge](const at::Tensor& t) { return nudge ? nudged(t) : t.to(at::kDouble); };
+      const auto f = [nudge](const at::Tensor& t) { return nudge >= 0 ? nudged(t, nudge) : t.to(at::kDouble); };
       std::vector<at::Tensor> kept;
       std::vector<at::Tensor> all{rc.apply(f(x), f(y), f(w), f(w32), &kept)};
       all.insert(all.end(), kept.begin(), kept.end());
       return all;
     };
-    const std::vector<at::Tensor> exact = in_double(false);
+    const std::vector<at::Tensor> exact = in_double(-1);
     const std::vector<at::Tensor> spread = chain_spread(in_double, exact);
     const double steps = 2.0 * static_cast<double>(c->nodes.size()) + 2;
     EXPECT_TRUE(close(got, want, steps, exact[0], spread[0])) << "chain " << i << "\n" << rep.plan;
