@@ -28,6 +28,7 @@ std::string KernelCache::encode(const GpuFingerprint& fp, const KernelEntry& e) 
       {"signature", e.signature},
       {"has_kernel", e.has_kernel},
       {"family", e.family},
+      {"generator_version", e.generator_version},
       {"variant", e.variant},
       {"launch", e.launch_json},
       {"kernel_name", e.kernel_name},
@@ -69,6 +70,7 @@ Result<KernelEntry> KernelCache::decode(const std::string& value, const GpuFinge
       return Status(Code::kMismatch, "record is for signature " + e.signature);
     e.has_kernel = j.at("has_kernel").get<bool>();
     e.family = j.at("family").get<std::string>();
+    e.generator_version = j.at("generator_version").get<int>();
     e.variant = j.at("variant").get<std::string>();
     e.launch_json = j.at("launch").get<std::string>();
     e.kernel_name = j.at("kernel_name").get<std::string>();

@@ -6,6 +6,7 @@
 #include "cli_commands.h"
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/cuda_driver.h"
+#include "cudal1/core/version.h"
 
 namespace cudal1::cli {
 namespace {
@@ -32,6 +33,39 @@ Status load_here(const GpuFingerprint& f, const cache::KernelEntry& e) {
   d->cuModuleUnload(m);
   if (r != CUDA_SUCCESS) return cu_status(r, "cuModuleGetFunction(entry point)", __FILE__, __LINE__);
   return Status();
+}
+
+/// The key of the one fingerprint in `listing` that describes this machine's GPU 0 as far as the CLI can see it
+/// (name, compute capability, SM count, driver, cudal1 version and record format; torch's and NVRTC's versions
+/// are the app's, unknown here); an error saying why none or which several otherwise.
+Result<std::string> current_key(const std::vector<cache::FingerprintListing>& listing) {
+  CUDAL1_ASSIGN_OR_RETURN(const DriverApi* d, driver());
+  CUdevice dev = 0;
+  int major = 0, minor = 0, sms = 0;
+  char name[256] = {0};
+  CUDAL1_CU_TRY(d->cuDeviceGet(&dev, 0));
+  CUDAL1_CU_TRY(d->cuDeviceGetName(name, sizeof(name) - 1, dev));
+  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  std::vector<std::string> matches;
+  for (const auto& l : listing) {
+    if (!l.fingerprint.ok()) continue;
+    const GpuFingerprint& f = l.fingerprint.value();
+    if (f.gpu_name == name && f.sm == 10 * major + minor && f.sm_count == sms && f.driver_version == d->driver_version &&
+        f.cudal1_version == kVersion && f.format_version == kCacheFormatVersion)
+      matches.push_back(l.key + " (torch " + f.torch_version + ", NVRTC " + f.nvrtc_version + ")");
+  }
+  const std::string here = fmt::format("{} sm_{}{} ({} SMs), driver {}, cudal1 {}", name, major, minor, sms,
+                                       d->driver_version, kVersion);
+  if (matches.empty()) return Status(Code::kNotFound, "no fingerprint in this cache is this machine's GPU: " + here);
+  if (matches.size() > 1) {
+    std::string all;
+    for (const auto& m : matches) all += "\n  " + m;
+    return Status(Code::kInvalidArgument, "several fingerprints are this machine's GPU (" + here +
+                                              "): say which with --gpu KEY" + all);
+  }
+  return matches.front().substr(0, matches.front().find(' '));
 }
 
 }  // namespace
@@ -76,18 +110,26 @@ int cache_verify(const Options& o, bool repair, std::ostream& out) {
 int cache_export(const Options& o, std::ostream& out) {
   cache::KernelCache cache(cache_dir(o));
   std::string key = o.fingerprint;
-  if (key.empty()) {
+  if (key.empty() || key == "current") {
     auto listing = cache.list();
     if (!listing.ok()) {
       out << "error: " << listing.status().to_string() << "\n";
       return 1;
     }
-    if (listing->size() != 1) {
+    if (key == "current") {
+      auto here = current_key(listing.value());
+      if (!here.ok()) {
+        out << "error: --gpu current: " << here.status().to_string() << "\n";
+        return 1;
+      }
+      key = here.value();
+    } else if (listing->size() != 1) {
       out << "error: the cache holds " << listing->size() << " fingerprints: say which with --gpu KEY "
           << "(`cudal1 cache ls` shows them)\n";
       return 1;
+    } else {
+      key = listing->front().key;
     }
-    key = listing->front().key;
   }
   auto n = cache.export_bundle(key, o.bundle);
   if (!n.ok()) {

@@ -43,7 +43,7 @@ int cache_ls(const Options& o, std::ostream& out) {
       nlohmann::json entries = nlohmann::json::array();
       for (const auto& e : l.entries)
         entries.push_back({{"signature", e.signature}, {"has_kernel", e.has_kernel}, {"family", e.family},
-                           {"variant", e.variant}, {"speedup", e.speedup}, {"aten_us", e.aten_us},
+                           {"generator_version", e.generator_version}, {"variant", e.variant}, {"speedup", e.speedup}, {"aten_us", e.aten_us},
                            {"kernel_us", e.kernel_us}, {"trials", e.trials}, {"cubin_bytes", e.cubin.size()},
                            {"created_unix", e.created_unix}});
       j.push_back({{"fingerprint_key", l.key},
@@ -63,7 +63,7 @@ int cache_ls(const Options& o, std::ostream& out) {
       const auto& f = l.fingerprint.value();
       out << f.gpu_name << " sm_" << f.sm << " (" << f.sm_count << " SMs), driver " << f.driver_version
           << ", CUDA runtime " << f.cuda_runtime_version << ", NVRTC " << f.nvrtc_version << ", torch "
-          << f.torch_version << ", cudal1 " << f.cudal1_version << ", generators " << f.generators << ", format "
+          << f.torch_version << ", cudal1 " << f.cudal1_version << ", format "
           << f.format_version << "\n";
     } else {
       out << l.fingerprint.status().to_string() << "\n";
@@ -71,12 +71,15 @@ int cache_ls(const Options& o, std::ostream& out) {
     int kernels = 0;
     for (const auto& e : l.entries) kernels += e.has_kernel;
     out << fmt::format("  {} signatures tuned, {} served by cudal1 kernels\n", l.entries.size(), kernels);
-    out << fmt::format("  {:<9} {:>8} {:>10} {:>10}  {:<26} {:<16} {}\n", "outcome", "speedup", "ATen us",
-                       "kernel us", "variant", "tuned (UTC)", "signature");
+    // Each record's generator (family:version, Note [Generator versions]): the runtime serves a record only
+    // while its family's generator is still that version.
+    out << fmt::format("  {:<9} {:>8} {:>10} {:>10}  {:<22} {:<26} {:<16} {}\n", "outcome", "speedup", "ATen us",
+                       "kernel us", "generator", "variant", "tuned (UTC)", "signature");
     for (const auto& e : l.entries)
-      out << fmt::format("  {:<9} {:>7.2f}x {:>10.1f} {:>10.1f}  {:<26} {:<16} {}\n",
-                         e.has_kernel ? "kernel" : "aten", e.speedup, e.aten_us, e.kernel_us, e.variant,
-                         when(e.created_unix), e.signature);
+      out << fmt::format("  {:<9} {:>7.2f}x {:>10.1f} {:>10.1f}  {:<22} {:<26} {:<16} {}\n",
+                         e.has_kernel ? "kernel" : "aten", e.speedup, e.aten_us, e.kernel_us,
+                         e.family + ":" + std::to_string(e.generator_version), e.variant, when(e.created_unix),
+                         e.signature);
     for (const auto& r : l.rejected) out << "  rejected: " << r << "\n";
   }
   return 0;

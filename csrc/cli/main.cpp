@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
   auto* verify = cache->add_subcommand("verify", "check every record (and, on the GPU it was tuned for, that each "
                                                  "kernel loads); exit 1 if any is bad");
   auto* exp = cache->add_subcommand("export", "write one GPU fingerprint's records to a bundle file (to ship)");
-  exp->add_option("--gpu", opts.fingerprint, "fingerprint key (`cudal1 cache ls`); optional with one fingerprint");
+  exp->add_option("--gpu", opts.fingerprint,
+                  "fingerprint key (`cudal1 cache ls`), or `current`: this machine's GPU 0 (name, SMs, driver, "
+                  "cudal1 version); optional with one fingerprint");
   exp->add_option("-o,--output", opts.bundle, "bundle file to write")->required();
   auto* imp = cache->add_subcommand("import", "merge a bundle file into this cache");
   imp->add_option("bundle", opts.bundle, "bundle file (`cudal1 cache export`)")->required();

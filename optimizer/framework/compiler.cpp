@@ -1,6 +1,8 @@
 /// @brief NVRTC compile with one owner per nvrtcProgram.
 #include "cudal1/optimizer/compiler.h"
 
+#include <atomic>
+
 #include <vector>
 
 #include "cudal1/core/nvrtc.h"
@@ -35,9 +37,16 @@ std::string program_log(const NvrtcApi* api, nvrtcProgram p) {
 
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> g_compiles{0};
+}  // namespace
+
+uint64_t compiles_started() noexcept { return g_compiles.load(std::memory_order_relaxed); }
+
 Result<CompiledKernel> compile(const KernelSource& src, int sm, const std::vector<std::string>& extra_options) {
   CUDAL1_ASSIGN_OR_RETURN(const NvrtcApi* api, nvrtc());
   if (sm < 50 || sm > 200) return Status(Code::kInvalidArgument, "bad target sm " + std::to_string(sm));
+  g_compiles.fetch_add(1, std::memory_order_relaxed);
   nvrtcProgram raw = nullptr;
   CUDAL1_NVRTC_TRY(api, api->nvrtcCreateProgram(&raw, src.code.c_str(), "cudal1_kernel.cu", 0, nullptr, nullptr));
   Program prog(api, raw);

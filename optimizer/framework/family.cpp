@@ -2,6 +2,7 @@
 /// generated from optimizer/families/CMakeLists.txt, Note [Family plug-ins]).
 #include "cudal1/optimizer/family.h"
 
+#include "cudal1/cache/kernel_cache.h"
 #include "cudal1/optimizer/chain_tuner.h"
 
 #include <nlohmann/json.hpp>
@@ -75,6 +76,22 @@ std::vector<std::string> all_family_ops() {
   for (const Family* f : families())
     for (const auto& o : f->ops()) out.push_back(o);
   return out;
+}
+
+int generator_version(const std::string& family) {
+  if (family == "chain") return kChainGeneratorVersion;
+  for (const Family* f : families())
+    if (family == f->name()) return f->version();
+  return -1;
+}
+
+Status check_generator(const cache::KernelEntry& e) {
+  const int now = generator_version(e.family);
+  if (now < 0) return Status(Code::kMismatch, "made by family '" + e.family + "', which this cudal1 does not have");
+  if (e.generator_version != now)
+    return Status(Code::kMismatch, "made by the " + e.family + " generator " + std::to_string(e.generator_version) +
+                                       ", this cudal1 has " + std::to_string(now) + " (stale)");
+  return Status();
 }
 
 std::string generators_fingerprint() {

@@ -247,6 +247,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   cache::KernelEntry entry;
   entry.signature = rec.sig.text;
   entry.family = family->name();
+  entry.generator_version = family->version();
   entry.trials = result.tried;
   entry.created_unix = static_cast<int64_t>(std::time(nullptr));
   SigRecord::Outcome outcome;
@@ -363,6 +364,7 @@ Status attach_cached(SigRecord& rec, const cache::KernelEntry& e) {
   const std::string op = name.name.substr(name.name.rfind("::") + 2);
   const Family* family = family_for(op, name.overload_name);
   if (!family || e.family != family->name()) return Status(Code::kMismatch, "entry is from another family");
+  CUDAL1_RETURN_IF_ERROR(check_generator(e));  // Note [Generator versions]
   CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(Problem::from_record(rec, info.sm, info.sm_count)));
   CUDAL1_ASSIGN_OR_RETURN(Variant v, Variant::from_json(e.launch_json));
   CUDAL1_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModule> module, LoadedModule::load(device, e.cubin, e.kernel_name));

@@ -40,6 +40,8 @@ TEST_F(CacheTest, RoundTripKeepsEveryFieldAndTheBinary) {
   EXPECT_EQ(back->launch_json, want.launch_json);
   EXPECT_DOUBLE_EQ(back->speedup, 1.25);
   EXPECT_TRUE(back->has_kernel);
+  EXPECT_EQ(back->family, "unary_elementwise");
+  EXPECT_EQ(back->generator_version, 1);
   // A fresh object (as in a second process) sees it too.
   KernelCache again(dir_.string());
   auto all = again.load_all(fp(), nullptr);

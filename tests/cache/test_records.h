@@ -29,6 +29,7 @@ inline KernelEntry test_entry(const std::string& sig, bool kernel = true) {
   e.signature = sig;
   e.has_kernel = kernel;
   e.family = "unary_elementwise";
+  e.generator_version = 1;
   e.variant = "vec4.block256.unroll2.grid1";
   e.launch_json = "[[\"vec\",4]]";
   e.kernel_name = kernel ? "cudal1_unary" : "";

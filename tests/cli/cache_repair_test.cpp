@@ -12,6 +12,7 @@
 
 #include "cli_commands.h"
 #include "cudal1/cache/kernel_cache.h"
+#include "cudal1/core/cuda_driver.h"
 #include "cudal1/core/version.h"
 #include "cache/test_records.h"
 
@@ -114,6 +115,24 @@ TEST_F(RepairTest, ExportThenImportShipsACache) {
   std::ostringstream bad;
   EXPECT_EQ(cache_import(other, bad), 1);
   EXPECT_NE(bad.str().find("nothing was imported"), std::string::npos) << bad.str();
+}
+
+// `--gpu current` picks this machine's GPU's fingerprint; without a GPU it says so and writes nothing.
+TEST_F(RepairTest, ExportOfTheCurrentGpuNeedsOne) {
+  cache::KernelCache c(dir_.string());
+  ASSERT_TRUE(c.put(fp(), entry("a")).ok());
+  o_.fingerprint = "current";
+  o_.bundle = (dir_.parent_path() / (dir_.filename().string() + ".current.bundle")).string();
+  std::string text;
+  const int rc = run(cache_export, &text);
+  if (driver().ok()) {  // a GPU machine: the fake sm 1.1 record is not this GPU's
+    EXPECT_EQ(rc, 1);
+    EXPECT_NE(text.find("no fingerprint in this cache is this machine's GPU"), std::string::npos) << text;
+  } else {
+    EXPECT_EQ(rc, 1);
+    EXPECT_NE(text.find("error: --gpu current: Unavailable"), std::string::npos) << text;
+  }
+  EXPECT_FALSE(fs::exists(o_.bundle));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 /// @brief What the unary family accepts and declines, and the shape of its technique space.
 #include <gtest/gtest.h>
 
+#include "cudal1/cache/kernel_cache.h"
+#include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/optimizer/family.h"
 #include "optimizer/problems.h"
 
@@ -24,6 +26,28 @@ TEST(UnaryPlan, CoversTheRequiredOps) {
   EXPECT_EQ(family_for("relu", "out"), nullptr);
   EXPECT_EQ(generators_fingerprint(),
             "unary_elementwise:4,softmax:14,norm:9,pool:8,scan:4,reduce:6,binary_elementwise:1,batchnorm:1,chains:3");
+}
+
+// Note [Generator versions]: a record is served only while its family's generator is the one that made it.
+TEST(UnaryPlan, RecordsOfAnOlderGeneratorAreStaleFamilyByFamily) {
+  EXPECT_EQ(generator_version("unary_elementwise"), unary().version());
+  EXPECT_EQ(generator_version("norm"), family_for("native_layer_norm", "")->version());
+  EXPECT_EQ(generator_version("chain"), kChainGeneratorVersion);
+  EXPECT_EQ(generator_version("no_such_family"), -1);
+  cache::KernelEntry unary_now, norm_old, chain_now, unknown;
+  unary_now.family = "unary_elementwise";
+  unary_now.generator_version = unary().version();
+  norm_old.family = "norm";
+  norm_old.generator_version = generator_version("norm") - 1;  // as if the norm family had just been bumped
+  chain_now.family = "chain";
+  chain_now.generator_version = kChainGeneratorVersion;
+  unknown.family = "no_such_family";
+  EXPECT_TRUE(check_generator(unary_now).ok());
+  EXPECT_TRUE(check_generator(chain_now).ok());
+  const Status stale = check_generator(norm_old);
+  EXPECT_EQ(stale.code(), Code::kMismatch);
+  EXPECT_NE(stale.message().find("stale"), std::string::npos) << stale.message();
+  EXPECT_EQ(check_generator(unknown).code(), Code::kMismatch);
 }
 
 TEST(UnaryPlan, DeclinesWhatItCannotDoExactly) {

@@ -17,7 +17,6 @@ std::string GpuFingerprint::canonical() const {
   s += "nvrtc=" + nvrtc_version + "\n";
   s += "torch=" + torch_version + "\n";
   s += "cudal1=" + cudal1_version + "\n";
-  s += "generators=" + generators + "\n";
   s += "format=" + std::to_string(format_version) + "\n";
   return s;
 }

@@ -42,6 +42,7 @@
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/chain_tuner.h"
+#include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/device_info.h"
 #include "cudal1/optimizer/family.h"
 #include "cudal1/optimizer/tuner.h"
@@ -145,6 +146,7 @@ void store_chain_outcome(const dispatcher::ChainRecord& c, const std::string& ke
   e.signature = key;
   e.has_kernel = has_kernel;
   e.family = "chain";
+  e.generator_version = optimizer::kChainGeneratorVersion;
   e.variant = rep.variant;
   e.launch_json = has_kernel ? rep.launch_json : "";
   e.kernel_name = "chain_kernel";
@@ -161,6 +163,13 @@ void store_chain_outcome(const dispatcher::ChainRecord& c, const std::string& ke
   r.cached[device][key] = e;
 }
 
+/// Note [Serve mode]
+/// CUDAL1_MODE=serve is for deployment: no Tuner is built and fuse_hot_chains tunes nothing, so after start-up
+/// cudal1 never compiles or times anything on the app's GPU. Signatures and chains are served from the cache
+/// (loading a cubin is all it does); a cached kernel that does not load, or whose generator is older than this
+/// cudal1's (Note [Generator versions]), leaves its signature or chain on ATen, with one warning per signature or
+/// chain. Stats::compiled counts NVRTC compilations and stays 0 (tests/gpu/warm_app.cpp checks it).
+///
 /// Note [Chain tuning]: each chain that turned hot is handled once, on the tuner's thread: served from the cache
 /// when a tuning run stored its outcome (a kernel is fused; "ATen not beaten" leaves it one by one), else tuned
 /// in tune mode and its outcome stored; serve mode tunes nothing. Deferral (the DeferredInit key, the CUPTI
@@ -320,9 +329,21 @@ void load_cache(int device) {
                                   << "); continuing without it");
     return;
   }
+  std::map<std::string, int> stale;  // Note [Generator versions]: per family, records an older generator made
   std::lock_guard<std::mutex> lock(r.cached_mu);
   auto& m = r.cached[device];
-  for (auto& e : entries.value()) m.emplace(e.signature, std::move(e));
+  for (auto& e : entries.value()) {
+    if (!optimizer::check_generator(e).ok()) {
+      ++stale[e.family];
+      continue;
+    }
+    m.emplace(e.signature, std::move(e));
+  }
+  for (const auto& [family, n] : stale)
+    CUDAL1_LOG(kInfo, "device " << device << ": " << n << " cached outcomes of " << family
+                                << " were made by an older generator (version now "
+                                << optimizer::generator_version(family) << "): not used"
+                                << (r.cfg.mode == Mode::kTune ? ", tuned again when hot" : ""));
   CUDAL1_LOG(kInfo, "device " << device << " (" << fp->gpu_name << "): " << m.size()
                               << " cached outcomes for fingerprint " << fp->key());
 }
@@ -504,7 +525,8 @@ std::string status_line() {
            std::to_string(s.replaced) + " replaced (" + std::to_string(s.cache_hits) + " from cache), " +
            std::to_string(s.replaced_calls) + " calls served by cudal1 kernels; " + std::to_string(s.chains_hot) +
            " hot chains, " + std::to_string(s.chains_fused) + " fused, regions " +
-           std::to_string(s.regions_completed) + " whole / " + std::to_string(s.regions_early) + " flushed early";
+           std::to_string(s.regions_completed) + " whole / " + std::to_string(s.regions_early) + " flushed early; " +
+           std::to_string(s.compiled) + " kernels compiled";
   } catch (...) {
     return "unknown";
   }
@@ -535,6 +557,7 @@ Stats stats() noexcept {
     const auto rc = dispatcher::region_counters();
     s.regions_completed = rc.completed;
     s.regions_early = rc.diverged + rc.by_op + rc.by_cuda + rc.by_other;
+    s.compiled = optimizer::compiles_started();
   } catch (...) {
   }
   return s;

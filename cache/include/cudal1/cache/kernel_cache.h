@@ -10,6 +10,13 @@
 /// when magic, format, checksum, the fingerprint's canonical text and the signature all match what was
 /// asked for; anything else is reported as Corrupt/Mismatch and ignored by callers (with a warning).
 ///
+/// Note [Generator versions]
+/// The fingerprint names the card and the software stack (driver, CUDA, NVRTC, torch, cudal1, record format); each
+/// record names the generator version of its own family (Family::version(), kChainGeneratorVersion for chains).
+/// A record whose family's generator has moved on since is *stale*: the runtime does not serve it (the signature
+/// tunes again in tune mode and the new outcome replaces it; serve mode leaves it on ATen), `cudal1 cache verify`
+/// lists it and `repair` drops it. So bumping one family's version invalidates that family's records only.
+///
 /// Note [Cache processes]
 /// RocksDB lets one process at a time open a directory for writing. Apps run as several processes (one per
 /// GPU), so a KernelCache never keeps the database open: reads open it read-only, writes open it read-write
@@ -52,7 +59,8 @@ namespace cudal1::cache {
 struct KernelEntry {
   std::string signature;     ///< Signature::text (the key)
   bool has_kernel = false;   ///< false: tuned, and no variant beat ATen (the signature stays on ATen)
-  std::string family;        ///< generator family, e.g. "unary_elementwise"
+  std::string family;        ///< generator family, e.g. "unary_elementwise" ("chain" for chain kernels)
+  int generator_version = 0;  ///< the family's generator version that made it (Note [Generator versions])
   std::string variant;       ///< readable technique choice, e.g. "vec4.b256.u2.grid"
   std::string launch_json;   ///< family-specific launch description (JSON)
   std::string kernel_name;   ///< entry point in the cubin

@@ -31,6 +31,7 @@ struct Stats {
   uint64_t chains_fused = 0;       ///< chains a chain kernel computes (their calls are deferred)
   uint64_t regions_completed = 0;  ///< deferred regions run whole by a chain kernel
   uint64_t regions_early = 0;      ///< deferred regions flushed before their last call (their prefix ran in ATen)
+  uint64_t compiled = 0;           ///< NVRTC compilations in this process (0 in serve mode: Note [Serve mode])
 };
 
 /// True when cudal1 is on in this process and its hooks are registered.

@@ -39,6 +39,10 @@ using SourceMaker = std::function<Result<KernelSource>(size_t i)>;
 /// error; none escapes. Blocks until every job is done. Note [Concurrent NVRTC] in parallel_compile.cpp.
 std::vector<VariantBuild> compile_concurrently(size_t n, const SourceMaker& make, int sm, size_t max_threads);
 
+/// NVRTC compilations started in this process (every compile() call that reached NVRTC). Serve mode's guarantee
+/// that nothing is compiled on the app's GPU after start-up is checked against it (Stats::compiled).
+uint64_t compiles_started() noexcept;
+
 /// NVRTC's version as "13.0", or "" when NVRTC is unavailable.
 std::string nvrtc_version();
 

@@ -27,6 +27,10 @@
 #include "cudal1/core/status.h"
 #include "cudal1/dispatcher/sig_record.h"
 
+namespace cudal1::cache {
+struct KernelEntry;
+}  // namespace cudal1::cache
+
 namespace cudal1::optimizer {
 
 /// One signature, as a family sees it.
@@ -192,7 +196,12 @@ const std::vector<const Family*>& families();
 const Family* family_for(const std::string& op, const std::string& overload);
 /// The union of families' ops.
 std::vector<std::string> all_family_ops();
-/// "unary_elementwise:1" etc., joined, then "chains:N": the generator part of the GPU fingerprint.
+/// "unary_elementwise:1" etc., joined, then "chains:N": the fingerprint's (informational) generator list.
 std::string generators_fingerprint();
+/// The current generator version of `family` (a Family::name(), or "chain" for chain kernels); -1 when unknown.
+int generator_version(const std::string& family);
+/// Ok when `e` was made by its family's current generator; Mismatch saying which versions otherwise (Note
+/// [Generator versions] in kernel_cache.h: such a record is stale, never served).
+Status check_generator(const cache::KernelEntry& e);
 
 }  // namespace cudal1::optimizer

@@ -18,10 +18,13 @@ struct GpuFingerprint {
   std::string nvrtc_version;     ///< "13.0"
   std::string torch_version;     ///< "2.11.0"
   std::string cudal1_version;    ///< kVersion
-  std::string generators;        ///< "unary_elementwise:1,..." from the optimizer's family registry
+  /// "unary_elementwise:1,..." from the optimizer's family registry: shown, not part of canonical() or key()
+  /// (each record carries its own family's version instead: Note [Generator versions] in kernel_cache.h).
+  std::string generators;
   int format_version = 0;        ///< kCacheFormatVersion
 
-  /// Canonical text, one "field=value" per line in a fixed order: what the key hashes.
+  /// Canonical text, one "field=value" per line in a fixed order: what the key hashes (every field but
+  /// `generators`).
   std::string canonical() const;
   /// 16 hex digits: hash of canonical(). Equal keys mean equal fingerprints (up to hash collisions, which the
   /// stored canonical text rules out on read).
