@@ -290,7 +290,8 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
 }
 
 Policy& Tuner::policy_for(const std::string& family, size_t dim, int device) {
-  auto it = policies_.find(family);
+  const std::string key = family + "@" + std::to_string(device);  // two GPUs in one process learn apart
+  auto it = policies_.find(key);
   if (it != policies_.end() && it->second.dim() == dim) return it->second;
   Policy p(dim, opts_.seed);
   if (cache_) {
@@ -303,14 +304,16 @@ Policy& Tuner::policy_for(const std::string& family, size_t dim, int device) {
       }
     }
   }
-  return policies_.insert_or_assign(family, std::move(p)).first->second;
+  return policies_.insert_or_assign(key, std::move(p)).first->second;
 }
 
 void Tuner::save_policy(const std::string& family, int device) {
   if (!cache_) return;
   auto fp = fingerprint_for(device);
   if (!fp.ok()) return;
-  const Status s = cache_->put_state(fp.value(), "policy." + family, policies_.at(family).to_json());
+  const auto it = policies_.find(family + "@" + std::to_string(device));
+  if (it == policies_.end()) return;
+  const Status s = cache_->put_state(fp.value(), "policy." + family, it->second.to_json());
   if (!s.ok()) CUDAL1_LOG(kDebug, "policy not saved: " << s.to_string());
 }
 

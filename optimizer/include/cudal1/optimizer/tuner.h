@@ -116,7 +116,7 @@ class Tuner {
   std::thread thread_;
   uint64_t tuned_ = 0;
   std::mutex tune_mu_;  // one signature at a time (GPU timing must not overlap)
-  std::map<std::string, Policy> policies_;
+  std::map<std::string, Policy> policies_;  ///< by "family@device": each GPU learns its own (stored per fingerprint)
   std::vector<std::pair<int, cache::KernelEntry>> pending_writes_;
   uint64_t seq_ = 0;
 };
