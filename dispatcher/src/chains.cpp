@@ -1,6 +1,7 @@
 /// @brief Chain profiling: the per-thread builder, the chain table and records (Note [Chain profiling]).
 #include "cudal1/dispatcher/chains.h"
 
+#include <algorithm>
 #include <sstream>
 #include <utility>
 
@@ -122,6 +123,14 @@ std::pair<ChainRecord*, bool> ChainTable::find_or_insert(uint64_t hash, const st
     if (r->hash == hash && r->key == key) return {r.get(), false};
   records_.push_back(std::make_unique<ChainRecord>(hash, key, nodes, externals));
   return {records_.back().get(), true};
+}
+
+int externals_read(const std::vector<ChainNode>& nodes) {
+  int externals = 0;
+  for (const ChainNode& n : nodes)
+    for (const ChainInput& in : n.inputs)
+      if (in.producer < 0 && in.index >= 0) externals = std::max(externals, in.index + 1);
+  return externals;
 }
 
 ChainRecord* ChainTable::find_or_insert(const std::vector<ChainNode>& nodes, int externals) {

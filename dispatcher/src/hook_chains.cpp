@@ -74,11 +74,7 @@ ChainRecord* prefix_chain(const ChainRecord& chain, size_t nodes) {
   detail::HookState* st = detail::g_state.load();
   if (!st || !st->chains || nodes < 2 || nodes > chain.nodes.size()) return nullptr;
   std::vector<ChainNode> prefix(chain.nodes.begin(), chain.nodes.begin() + static_cast<std::ptrdiff_t>(nodes));
-  int externals = 0;  // slots are numbered by first use: the prefix reads slots 0 .. its largest
-  for (const ChainNode& n : prefix)
-    for (const ChainInput& in : n.inputs)
-      if (in.producer < 0 && in.index >= 0) externals = std::max(externals, in.index + 1);
-  return st->chains->find_or_insert(prefix, externals);
+  return st->chains->find_or_insert(prefix, externals_read(prefix));
 }
 
 void set_chain_recording(bool on) noexcept {

@@ -128,12 +128,9 @@ std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
     const size_t k = patterns.size();
     patterns.push_back(x.strides);
     os << "    long long off" << k << " = 0;\n    { long long r = i0;\n";
-    for (int d = R - 1; d >= 0; --d) {
-      if (x.strides[static_cast<size_t>(d)] == 0 && d < R - 1) {
-        bool rest_zero = true;  // no stride left above this dim: stop dividing
-        for (int e = d; e >= 0; --e) rest_zero = rest_zero && x.strides[static_cast<size_t>(e)] == 0;
-        if (rest_zero) break;
-      }
+    int top = 0;  // the outermost dim with a stride: no dividing above it
+    while (top < R - 1 && x.strides[static_cast<size_t>(top)] == 0) ++top;
+    for (int d = R - 1; d >= top; --d) {
       os << "      { const long long i = r % " << plan.shape[static_cast<size_t>(d)] << "LL; r /= "
          << plan.shape[static_cast<size_t>(d)] << "LL; off" << k << " += i * " << x.strides[static_cast<size_t>(d)]
          << "LL; }\n";

@@ -374,10 +374,7 @@ size_t fusable_prefix(const dispatcher::ChainRecord& chain) {
   if (chains::plan_chain(chain).ok()) return 0;
   for (size_t m = chain.nodes.size(); m-- > 2;) {
     std::vector<dispatcher::ChainNode> nodes(chain.nodes.begin(), chain.nodes.begin() + static_cast<std::ptrdiff_t>(m));
-    int externals = 0;
-    for (const auto& n : nodes)
-      for (const auto& in : n.inputs)
-        if (in.producer < 0 && in.index >= 0) externals = std::max(externals, in.index + 1);
+    const int externals = dispatcher::externals_read(nodes);
     const dispatcher::ChainRecord prefix(0, {}, std::move(nodes), externals);
     if (chains::plan_chain(prefix).ok()) return m;
   }

@@ -190,6 +190,9 @@ const std::vector<std::string>& chain_ops();
 /// Visits every chain the hook recorded (empty unless the hook was installed with chains on).
 void for_each_chain(const std::function<void(ChainRecord&)>& fn);
 
+/// The external slots `nodes` read: slots are numbered by first use, so this is 1 + the largest read (0 for none).
+int externals_read(const std::vector<ChainNode>& nodes);
+
 /// The hook's record of the chain made of the first `nodes` (>= 2) nodes of `chain` (inserted if new; it is
 /// never committed by the builder, so its count stays 0): what fuses when only a prefix of a recurring chain is
 /// fusable (ResNet's stem: batch norm and ReLU, then a max-pool). Null without chains or for a bad length.
