@@ -258,6 +258,7 @@ TEST(ChainPlan, AChainWhoseTailCannotFuseFusesItsLongestPrefix) {
   auto rows = bench::chain_suite(true);
   const auto row = std::find_if(rows.begin(), rows.end(), [](const bench::ChainRow& r) { return r.name == "bn_relu_maxpool f32"; });
   ASSERT_NE(row, rows.end());
+  row->input_sizes = {{2, 64, 9, 9}, {64}, {64}, {64}, {64}};  // a shape of its own: a chain the first test did not record
   dispatcher::ChainRecord* c = bench::record_chain([&] { row->run(cpu_inputs(*row)); }, 2);
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(c->nodes.size(), 3u) << c->text();
