@@ -29,6 +29,7 @@
 #include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_ops.h>
+#include <ATen/ops/mm_ops.h>
 #include <ATen/ops/minimum_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
@@ -239,6 +240,8 @@ const std::map<std::string, Registrar>& table() {
       {"div_.Tensor", typed<ops::div__Tensor>()}, {"add_.Scalar", typed<ops::add__Scalar>()},
       {"mul_.Scalar", typed<ops::mul__Scalar>()}, {"sigmoid_", typed<ops::sigmoid_>()},
       {"tanh_", typed<ops::tanh_>()}, {"silu_", typed<ops::silu_>()}, {"gelu_", typed<ops::gelu_>()},
+      // GEMM rewrites (Note [Padded GEMM]): every linear layer calls mm, so its cold path must stay cheap
+      {"mm", typed<ops::mm>()},
       // batch norms: typed so that an eval-mode batch norm can begin a deferred chain
       {"cudnn_batch_norm", typed<ops::cudnn_batch_norm>()}, {"native_batch_norm", typed<ops::native_batch_norm>()},
   };

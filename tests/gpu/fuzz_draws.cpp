@@ -460,6 +460,19 @@ Problem binary(Rng& rng, int sm) {
   return testing::binary_problem(op, overload, std::move(args), sm);
 }
 
+/// mm (Note [Padded GEMM]): fp16 and bf16 mostly (fp32 and fp64 now and then: declined), M from draw_size (0, 1,
+/// odd, prime), K a multiple of 8 up to 1024 (one in eight not: declined), N odd or prime up to ~5000 (one in eight
+/// a multiple of 8: declined); a and b contiguous, transposed (b as nn.Linear's weight), sliced or stepped.
+Problem gemm(Rng& rng, int sm) {
+  const c10::ScalarType dt = rng() % 8 == 0 ? draw_dtype(rng) : (rng() % 2 ? at::kHalf : at::kBFloat16);
+  const int64_t m = std::min<int64_t>(draw_size(rng), 600);
+  int64_t k = 8 * pick(rng, {1, 2, 3, 8, 16, 96, 128});
+  if (rng() % 8 == 0) k += pick(rng, {1, 3, 5});
+  int64_t n = pick(rng, {1, 3, 5, 7, 31, 97, 127, 129, 257, 499, 1000, 1023, 2049, 5003});
+  if (rng() % 8 == 0) n = 8 * pick(rng, {1, 16, 125});
+  return testing::problem("mm", sm, {tensor(rng, dt, {m, k}, 4), tensor(rng, dt, {k, n}, 4)});
+}
+
 /// Softmax variants the fuzz favours: the shared tiles and cluster rows (Note [Softmax shared tiles]), whose
 /// index arithmetic and cluster exchange the small fuzz shapes would otherwise reach too rarely.
 bool softmax_cluster_variant(const optimizer::Variant& v) { return v.get("cluster", 0) > 0; }

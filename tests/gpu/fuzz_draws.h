@@ -32,6 +32,7 @@ Problem pool(Rng& rng, int sm);
 Problem scan(Rng& rng, int sm);
 Problem reduction(Rng& rng, int sm);
 Problem binary(Rng& rng, int sm);
+Problem gemm(Rng& rng, int sm);
 
 /// The variants a family's fuzz draws two times in three where the space has any.
 bool softmax_cluster_variant(const optimizer::Variant& v);

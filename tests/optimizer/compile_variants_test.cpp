@@ -397,6 +397,17 @@ TEST_P(CompileVariants, EveryBinaryVariant) {
   expect_every_variant_compiles(*family_for("add", "Tensor"), problems, sm);
 }
 
+TEST_P(CompileVariants, EveryGemmVariant) {
+  const int sm = GetParam();
+  // GPT-2's vocabulary head (a weight seen transposed), a contiguous [K, N] operand, bf16, a tiny odd one.
+  const std::vector<Problem> problems = {
+      testing::mm_problem(at::kHalf, 4096, 768, 50257, sm),
+      testing::mm_problem(at::kBFloat16, 512, 1024, 32001, sm, {32001, 1}),
+      testing::mm_problem(at::kHalf, 3, 8, 5, sm),
+  };
+  expect_every_variant_compiles(*family_for("mm", ""), problems, sm);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, CompileVariants, ::testing::Values(80, 90),
                          [](const auto& info) { return "sm_" + std::to_string(info.param); });
 

@@ -75,6 +75,15 @@ inline optimizer::Problem binary_problem(const std::string& op, const std::strin
 }
 
 /// A 0-dim tensor argument.
+/// An mm problem: a [M, K] (row-major unless `a_strides` given) times b [K, N], by default a [N, K] weight seen
+/// transposed as nn.Linear passes it (strides {1, K}).
+inline optimizer::Problem mm_problem(c10::ScalarType dt, int64_t m, int64_t k, int64_t n, int sm = 90,
+                                     std::vector<int64_t> b_strides = {}, std::vector<int64_t> a_strides = {}) {
+  if (a_strides.empty()) a_strides = {k, 1};
+  if (b_strides.empty()) b_strides = {1, k};
+  return problem("mm", sm, {tensor_arg(dt, {m, k}, std::move(a_strides)), tensor_arg(dt, {k, n}, std::move(b_strides))});
+}
+
 inline dispatcher::ArgSpec zero_dim_arg(c10::ScalarType dt) { return tensor_arg(dt, {}, {}); }
 
 /// Contiguous strides of `sizes`.

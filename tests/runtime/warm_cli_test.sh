@@ -25,7 +25,7 @@ cat > sigs.txt <<'S'
 # one signature a line; comments and blank lines are ignored
 aten::gelu(f32[4,6]{6,1}, approximate='tanh')
 
-aten::mm(f32[4,4]{4,1}, f32[4,4]{4,1})
+aten::bmm(f32[2,4,4]{16,4,1}, f32[2,4,4]{16,4,1})
 aten::_log_softmax(bf16[32,32000,64]{2048000,64,1}, 1, False)
 aten::gelu(f32[4,6]{6,1}, approximate='tanh')
 S
@@ -88,7 +88,7 @@ check "--run and --signatures exclude each other" 108 "excludes" $c warm --run 1
 check "no hot signatures" 1 "no signatures to warm .*--all" $c warm --signatures /dev/null
 # Without a GPU (no driver, or a CPU-only LibTorch) cudal1 is off: tuning is refused with the reason. On a GPU
 # machine cudal1 is on, so the foreign signature is only skipped (gpu.warm_then_serve tests tuning there).
-echo 'aten::mm(f32[4,4]{4,1}, f32[4,4]{4,1})' > foreign.txt
+echo 'aten::bmm(f32[2,4,4]{16,4,1}, f32[2,4,4]{16,4,1})' > foreign.txt
 if $c warm --signatures foreign.txt 2>&1 | grep -q "cudal1 is off"; then
   check "cudal1 off: nothing warmed, and why" 1 "cudal1 warm: cudal1 is off: .*nothing warmed" \
     $c warm --signatures foreign.txt
@@ -106,8 +106,10 @@ check "source: a packed-pair variant's kernel" 0 "set\.gt\.u32\.f16x2" $c source
 check "source: the first variant by default" 0 "^extern \"C\" __global__ void __launch_bounds__" $c source "$stem"
 check "source: another compute capability" 0 "variants for sm_80" $c source "$stem" --sm 80 --list
 check "source: no such variant" 1 "error: no variant nope in its space for sm_90" $c source "$stem" --variant nope
-check "source: an op no family serves" 1 "error: no cudal1 family serves aten::mm" \
-  $c source 'aten::mm(f32[4,4]{4,1}, f32[4,4]{4,1})'
+check "source: an op no family serves" 1 "error: no cudal1 family serves aten::bmm" \
+  $c source 'aten::bmm(f32[2,4,4]{16,4,1}, f32[2,4,4]{16,4,1})'
+check "source: GPT-2's vocabulary head is the gemm family's" 0 "^// family: gemm, 24 variants for sm_90" \
+  $c source 'aten::mm(f16[4096,768]{768,1}, f16[768,50257]{1,768})' --list
 check "source: a signature the family declines" 1 "declines this signature \(ATen keeps it\): dtype Double" \
   $c source 'aten::relu(f64[8]{1})'
 check "source: malformed text" 1 "error: InvalidArgument: argument self: unknown dtype 'f33'" \

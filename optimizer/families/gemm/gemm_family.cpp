@@ -1,0 +1,112 @@
+/// @brief The gemm family: what it accepts (Note [Padded GEMM]), its technique space, features and binding.
+#include "gemm_family.h"
+
+#include "codegen_common.h"
+
+namespace cudal1::optimizer::gemm {
+namespace {
+
+constexpr int kPads[] = {8, 64};
+constexpr int kOrients[] = {0, 1};
+constexpr int kVecs[] = {2, 4, 8};
+constexpr int kBlocks[] = {256, 512};
+
+class GemmPlan final : public Plan {
+ public:
+  explicit GemmPlan(GemmShape s) : s_(std::move(s)) {}
+
+  std::vector<Variant> space() const override {
+    std::vector<Variant> out;
+    for (int pad : kPads)
+      for (int orient : kOrients)
+        for (int vec : kVecs)
+          for (int block : kBlocks)
+            out.push_back(Variant{{{"pad", pad}, {"orient", orient}, {"vec", vec}, {"block", block}}});
+    return out;
+  }
+
+  std::vector<float> features(const Variant& v) const override {
+    std::vector<float> knobs;
+    for (int x : kPads) knobs.push_back(v.get("pad") == x);
+    for (int x : kOrients) knobs.push_back(v.get("orient") == x);
+    for (int x : kVecs) knobs.push_back(v.get("vec") == x);
+    for (int x : kBlocks) knobs.push_back(v.get("block") == x);
+    const bool weight_rows = s_.b_strides[0] == 1;  // b is a [N, K] weight seen transposed (nn.Linear)
+    const std::vector<float> ctx = {1.f, weight_rows ? 1.f : 0.f, s_.m * s_.n >= (int64_t{1} << 24) ? 1.f : 0.f,
+                                    s_.k >= 2048 ? 1.f : 0.f};
+    return crossed_features(ctx, knobs);
+  }
+
+  int stratum(const Variant& v) const override { return v.get("orient"); }
+
+  Result<KernelSource> source(const Variant& v) const override {
+    CUDAL1_ASSIGN_OR_RETURN(GemmKnobs k, knobs_of(v));
+    return generate_unpad(s_, k);
+  }
+
+  Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
+    if (!m) return Status(Code::kInvalidArgument, "no module");
+    CUDAL1_ASSIGN_OR_RETURN(GemmKnobs k, knobs_of(v));
+    return make_gemm_kernel(s_, k, std::move(m));
+  }
+
+ private:
+  Result<GemmKnobs> knobs_of(const Variant& v) const {
+    bool found = false;
+    for (const auto& x : space()) found = found || x.id() == v.id();
+    if (!found) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+    return GemmKnobs{v.get("pad"), v.get("orient"), v.get("vec"), v.get("block")};
+  }
+
+  GemmShape s_;
+};
+
+class GemmFamily final : public Family {
+ public:
+  const char* name() const override { return "gemm"; }
+  int version() const override { return 1; }
+  std::vector<std::string> ops() const override { return {"mm"}; }
+
+  Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
+    CUDAL1_ASSIGN_OR_RETURN(GemmShape s, parse_mm(p));
+    return std::unique_ptr<Plan>(new GemmPlan(std::move(s)));
+  }
+};
+
+}  // namespace
+
+Result<GemmShape> parse_mm(const Problem& p) {
+  if (p.op != "mm" || !p.overload.empty()) return Status(Code::kUnsupported, "op " + p.op + " is not in this family");
+  if (p.args.size() != 2) return Status(Code::kUnsupported, "unexpected arguments");
+  for (const auto& a : p.args)
+    if (!a.is_tensor || !a.tensor.defined) return Status(Code::kUnsupported, "an operand is not a tensor");
+  const auto& a = p.args[0].tensor;
+  const auto& b = p.args[1].tensor;
+  if (a.sizes.size() != 2 || b.sizes.size() != 2) return Status(Code::kUnsupported, "operands are not matrices");
+  if (a.dtype != b.dtype) return Status(Code::kUnsupported, "operand dtypes differ");
+  if (a.dtype != c10::ScalarType::Half && a.dtype != c10::ScalarType::BFloat16)
+    return Status(Code::kUnsupported, std::string("dtype ") + c10::toString(a.dtype) + " (fp16 and bf16 only)");
+  if (p.sm < 80) return Status(Code::kUnsupported, "sm_80+ only");
+  GemmShape s;
+  s.dtype = a.dtype;
+  s.m = a.sizes[0];
+  s.k = a.sizes[1];
+  s.n = b.sizes[1];
+  if (b.sizes[0] != s.k) return Status(Code::kUnsupported, "inner sizes differ (ATen raises)");
+  if (s.m == 0 || s.k == 0 || s.n == 0) return Status(Code::kUnsupported, "empty operand");
+  if (s.n % 8 == 0) return Status(Code::kUnsupported, "N is a multiple of 8: cuBLAS stores aligned rows already");
+  if (s.k % 8 != 0) return Status(Code::kUnsupported, "K is not a multiple of 8: padding N does not mend the loads");
+  if (s.m * (s.n + 64) > (int64_t{1} << 40)) return Status(Code::kUnsupported, "too large");
+  s.a_strides = a.strides;
+  s.b_strides = b.strides;
+  s.a_offset = a.storage_offset;
+  s.b_offset = b.storage_offset;
+  return s;
+}
+
+const Family& gemm_family() {
+  static const GemmFamily f;
+  return f;
+}
+
+}  // namespace cudal1::optimizer::gemm

@@ -1,0 +1,96 @@
+/// @brief The bound kernel of the gemm family: pads the weight, runs cuBLAS through at::mm on the call's stream
+/// and launches the unpadding copy there (Note [Padded GEMM]).
+#include <ATen/ATen.h>
+
+#include "codegen_common.h"
+#include "cudal1/core/cuda_driver.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "gemm_family.h"
+#include "grid.h"
+
+namespace cudal1::optimizer::gemm {
+namespace {
+
+class GemmKernel final : public BoundKernel {
+ public:
+  GemmKernel(GemmShape s, GemmKnobs k, std::shared_ptr<LoadedModule> m) : s_(std::move(s)), k_(k), module_(std::move(m)) {
+    outputs_.push_back(OutputSpec{s_.dtype, {s_.m, s_.n}, {s_.n, 1}});  // mm's result: contiguous
+  }
+
+  const std::vector<OutputSpec>& outputs() const override { return outputs_; }
+
+  OutputTolerance output_tolerance(size_t) const override {
+    // Note [Padded GEMM]: fp32 accumulation in another order (up to K fp32 ulps of the largest output), and
+    // split-K partial sums that cuBLAS may reduce in the output's dtype (ATen allows it by default: one ulp of
+    // the dtype at the largest output, for either side). In units of fp32 eps x max|output|.
+    OutputTolerance t;
+    const double dtype_ulps = s_.dtype == c10::ScalarType::Half ? 8192.0 : 65536.0;  // eps(dtype) / eps(fp32)
+    t.output_scaled = static_cast<double>(s_.k) + 2 * dtype_ulps;
+    t.nonfinite_equivalent = true;  // Inf + -Inf meeting in one order, Inf * 0 in another
+    t.overflow_equivalent = true;   // sums at fp16's edge round to 65504 or Inf
+    return t;
+  }
+
+  Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
+    try {
+      if (nargs != 2 || !args[0].isTensor() || !args[1].isTensor())
+        return Status(Code::kUnsupported, "unexpected arguments");
+      const at::Tensor& a = args[0].toTensor();
+      const at::Tensor& b = args[1].toTensor();
+      if (!a.defined() || !b.defined() || a.scalar_type() != s_.dtype || b.scalar_type() != s_.dtype ||
+          a.sizes() != c10::IntArrayRef({s_.m, s_.k}) || b.sizes() != c10::IntArrayRef({s_.k, s_.n}) ||
+          a.strides() != c10::IntArrayRef(s_.a_strides) || b.strides() != c10::IntArrayRef(s_.b_strides))
+        return Status(Code::kUnsupported, "call does not match the planned shape");
+      at::Tensor& out = outs[0];
+      if (reinterpret_cast<uintptr_t>(out.data_ptr()) % (2 * k_.vec) != 0)
+        return Status(Code::kUnsupported, "result not aligned for the copy's vector width");
+      // at::mm below runs on torch's current stream: it must be the one this launch was given.
+      auto current = dispatcher::current_stream(static_cast<int>(a.get_device()));
+      if (!current.ok() || current.value() != stream)
+        return Status(Code::kUnsupported, "the launch stream is not torch's current stream");
+      const int64_t np = k_.padded_n(s_.n);
+      at::Tensor scratch;
+      if (k_.orient == 0) {  // [NP, K], its extra rows zero, used transposed
+        at::Tensor w = at::empty({np, s_.k}, b.options());
+        w.narrow(0, s_.n, np - s_.n).zero_();
+        w.narrow(0, 0, s_.n).copy_(b.t());
+        scratch = at::mm(a, w.t());
+      } else {  // [K, NP], its extra columns zero
+        at::Tensor w = at::empty({s_.k, np}, b.options());
+        w.narrow(1, s_.n, np - s_.n).zero_();
+        w.narrow(1, 0, s_.n).copy_(b);
+        scratch = at::mm(a, w);
+      }
+      if (!scratch.is_contiguous() || scratch.sizes() != c10::IntArrayRef({s_.m, np}))
+        return Status(Code::kInternal, "at::mm gave an unexpected scratch layout");
+      auto d = driver();
+      if (!d.ok()) return d.status();
+      const void* src = scratch.data_ptr();
+      void* dst = out.data_ptr();
+      void* params[] = {&src, &dst};
+      const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim(unpad_grid(s_, k_)), 1, 1,
+                                                   static_cast<unsigned>(k_.block), 1, 1, 0, stream, params, nullptr);
+      if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
+      // scratch and the padded weight go back to the caching allocator here: it reuses them only for work
+      // queued later on this stream, after the copy.
+      return Status();
+    } catch (const std::exception& e) {
+      return Status(Code::kInternal, std::string("gemm launch raised: ") + e.what());
+    }
+  }
+
+ private:
+  GemmShape s_;
+  GemmKnobs k_;
+  std::shared_ptr<LoadedModule> module_;
+  std::vector<OutputSpec> outputs_;
+};
+
+}  // namespace
+
+std::unique_ptr<BoundKernel> make_gemm_kernel(const GemmShape& s, const GemmKnobs& k,
+                                              std::shared_ptr<LoadedModule> module) {
+  return std::make_unique<GemmKernel>(s, k, std::move(module));
+}
+
+}  // namespace cudal1::optimizer::gemm

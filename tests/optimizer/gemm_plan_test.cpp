@@ -1,0 +1,78 @@
+/// @brief What the gemm family accepts and declines (Note [Padded GEMM]), the output it promises (mm's
+/// contiguous result) and its space, and the unpadding copy's source.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cudal1/optimizer/family.h"
+#include "gemm/gemm_family.h"
+#include "optimizer/problems.h"
+
+namespace cudal1::optimizer {
+namespace {
+
+using testing::mm_problem;
+
+const Family& family() { return *family_for("mm", ""); }
+Code code(const Problem& p) { return family().plan(p).status().code(); }
+
+TEST(GemmPlan, ServesUnalignedRowsInHalfPrecision) {
+  EXPECT_STREQ(family().name(), "gemm");
+  EXPECT_TRUE(family().plan(mm_problem(at::kHalf, 4096, 768, 50257)).ok());  // GPT-2's lm_head
+  EXPECT_TRUE(family().plan(mm_problem(at::kBFloat16, 4096, 768, 50257)).ok());
+  EXPECT_TRUE(family().plan(mm_problem(at::kHalf, 4096, 1024, 32001, 80, {32001, 1})).ok());  // contiguous b
+  EXPECT_TRUE(family().plan(mm_problem(at::kHalf, 7, 16, 3, 90, {1, 16}, {1, 7})).ok());     // transposed a
+}
+
+TEST(GemmPlan, DeclinesWhatPaddingDoesNotMend) {
+  EXPECT_EQ(code(mm_problem(at::kHalf, 4096, 768, 50264)), Code::kUnsupported);   // N aligned already
+  EXPECT_EQ(code(mm_problem(at::kHalf, 4096, 1001, 4096)), Code::kUnsupported);   // K unaligned
+  EXPECT_EQ(code(mm_problem(at::kHalf, 4096, 1001, 4097)), Code::kUnsupported);
+  EXPECT_EQ(code(mm_problem(at::kFloat, 4096, 768, 50257)), Code::kUnsupported);  // fp32: no gain measured
+  EXPECT_EQ(code(mm_problem(at::kHalf, 4096, 768, 50257, 75)), Code::kUnsupported);
+  EXPECT_EQ(code(mm_problem(at::kHalf, 0, 768, 50257)), Code::kUnsupported);
+  auto mixed = mm_problem(at::kHalf, 64, 64, 63);
+  mixed.args[1].tensor.dtype = at::kBFloat16;
+  EXPECT_EQ(code(mixed), Code::kUnsupported);
+  auto inner = mm_problem(at::kHalf, 64, 64, 63);
+  inner.args[1].tensor.sizes = {32, 63};
+  EXPECT_EQ(code(inner), Code::kUnsupported);
+  auto batched = mm_problem(at::kHalf, 64, 64, 63);
+  batched.args[0] = testing::tensor_arg(at::kHalf, {2, 64, 64}, {4096, 64, 1});
+  EXPECT_EQ(code(batched), Code::kUnsupported);
+  auto other = mm_problem(at::kHalf, 64, 64, 63);
+  other.op = "bmm";
+  EXPECT_EQ(code(other), Code::kUnsupported);
+}
+
+TEST(GemmPlan, PromisesMmsContiguousResultAndEveryTechnique) {
+  const Problem p = mm_problem(at::kHalf, 40, 64, 50257);
+  auto plan = family().plan(p);
+  ASSERT_TRUE(plan.ok());
+  const auto space = plan.value()->space();
+  EXPECT_EQ(space.size(), 24u);  // pad 8/64 x orient 0/1 x vec 2/4/8 x block 256/512
+  std::set<std::string> ids;
+  for (const auto& v : space) {
+    ids.insert(v.id());
+    EXPECT_EQ(plan.value()->features(v).size(), plan.value()->features(space.front()).size());
+  }
+  EXPECT_EQ(ids.size(), space.size());
+  auto shape = gemm::parse_mm(p);
+  ASSERT_TRUE(shape.ok());
+  const auto kernel = gemm::make_gemm_kernel(shape.value(), gemm::GemmKnobs{}, nullptr);
+  ASSERT_EQ(kernel->outputs().size(), 1u);
+  EXPECT_EQ(kernel->outputs()[0].sizes, (std::vector<int64_t>{40, 50257}));
+  EXPECT_EQ(kernel->outputs()[0].strides, (std::vector<int64_t>{50257, 1}));
+  EXPECT_EQ(kernel->outputs()[0].dtype, at::kHalf);
+  // The copy reads padded rows of NP = 50264 (pad 8) or 50304 (pad 64) and writes rows of N.
+  auto src = plan.value()->source(Variant{{{"pad", 64}, {"orient", 1}, {"vec", 8}, {"block", 256}}});
+  ASSERT_TRUE(src.ok());
+  EXPECT_NE(src->code.find("kNP = 50304LL"), std::string::npos) << src->code;
+  EXPECT_NE(src->code.find("kN = 50257LL"), std::string::npos);
+  EXPECT_EQ(src->kernel_name, "cudal1_gemm_unpad");
+  EXPECT_FALSE(plan.value()->source(Variant{{{"pad", 16}, {"orient", 0}, {"vec", 8}, {"block", 256}}}).ok());
+  EXPECT_EQ(gemm::GemmKnobs{}.padded_n(50257), 50264);
+}
+
+}  // namespace
+}  // namespace cudal1::optimizer
