@@ -227,8 +227,10 @@ std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_a
   at::Tensor close = exact ? at::eq(out, ref) : at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
   if (tol.nonfinite_equivalent && !exact) close = close | (~at::isfinite(o) & ~at::isfinite(r));
   if (tol.overflow_equivalent && !exact) {
-    const double edge = dtype_max(ref.scalar_type()) * (1.0 - rtol);
-    close = close | ((o.abs() >= edge) & (r.abs() >= edge) & (at::sign(o) == at::sign(r)));
+    const double edge = dtype_max(ref.scalar_type()) * (tol.overflow_edge > 0 ? tol.overflow_edge : 1.0 - rtol);
+    // A finite value at the edge against an infinity of its sign (two finite values are held to rtol above).
+    close = close | ((o.abs() >= edge) & (r.abs() >= edge) & (at::sign(o) == at::sign(r)) &
+                     (at::isinf(o) | at::isinf(r)));
   }
   const bool finite_any = at::isfinite(r).any().item<bool>();
   if (finite_any) {

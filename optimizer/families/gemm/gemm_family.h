@@ -17,8 +17,9 @@
 /// GEMM's own loss is larger, which the tuner measures against ATen like any variant. The values are cuBLAS's
 /// with fp32 accumulation in another tile order, so verification allows the accumulation's rounding (K fp32
 /// ulps of the largest output, plus two ulps of the output dtype there: cuBLAS may reduce split-K partial sums
-/// in fp16/bf16, which ATen allows by default), Inf against NaN where specials meet in a sum, and the overflow
-/// edge.
+/// in fp16/bf16, which ATen allows by default), Inf against NaN where specials meet in a sum, and a finite value
+/// above 1/16 of the dtype's range against an Inf of its sign (a split-K partial sum reduced in fp16 overflows
+/// where the whole sum does not: the GPU fuzz met ATen's Inf against 59040 at K = 1024, inputs of scale 30).
 /// Accepted: rank-2 fp16/bf16 operands of one dtype, K a multiple of 8 (an unaligned K slows the inputs' loads
 /// too, which padding the weight does not mend: the probe's odd-K rows), N not a multiple of 8; any strides
 /// (at::mm and the weight copy take them all). Declined: everything else, which stays on ATen.

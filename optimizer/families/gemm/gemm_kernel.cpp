@@ -27,7 +27,8 @@ class GemmKernel final : public BoundKernel {
     const double dtype_ulps = s_.dtype == c10::ScalarType::Half ? 8192.0 : 65536.0;  // eps(dtype) / eps(fp32)
     t.output_scaled = static_cast<double>(s_.k) + 2 * dtype_ulps;
     t.nonfinite_equivalent = true;  // Inf + -Inf meeting in one order, Inf * 0 in another
-    t.overflow_equivalent = true;   // sums at fp16's edge round to 65504 or Inf
+    t.overflow_equivalent = true;   // a split-K partial sum reduced in fp16 may overflow where the sum does not
+    t.overflow_edge = 1.0 / 16;
     return t;
   }
 

@@ -140,6 +140,10 @@ struct OutputTolerance {
   /// sign beyond it, Inf included: two fp32 values a few ulps apart may round to 65504 and Inf in fp16 when a
   /// kernel associates differently from ATen's (cuDNN's batch norm, Note [Batch norm inference]).
   bool overflow_equivalent = false;
+  /// With overflow_equivalent: the fraction of the dtype's largest finite magnitude from which a finite value
+  /// counts as at the edge; 0 means 1 - rtol. A GEMM sets 1/16: cuBLAS may reduce split-K partial sums in fp16,
+  /// so ATen's result can overflow to Inf where the whole sum is well inside range (Note [Padded GEMM]).
+  double overflow_edge = 0;
 };
 
 /// A variant compiled, loaded and bound to one signature: launches with the call's own arguments.
