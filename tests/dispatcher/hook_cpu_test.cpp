@@ -25,7 +25,7 @@ class HookEnv : public ::testing::Environment {
     o.mode = Mode::kTune;
     o.ops = {"relu",        "clamp_min",         "gelu",           "sigmoid", "exp",    "mul.Tensor",
              "add.Tensor",  "where.self",        "native_layer_norm", "max.dim", "cumsum", "var.correction",
-             "sum.dim_IntList", "native_batch_norm"};
+             "sum.dim_IntList", "native_batch_norm", "mm"};
     o.hot_calls = 10;
     o.sample_every = 1;
     o.profile_cpu = true;
@@ -165,6 +165,17 @@ TEST(HookCpu, BinaryOpsKeyTheirScalarsAndPassThroughUnchanged) {
   EXPECT_EQ(calls_of("aten::add.Tensor(f32[4,6]{6,1}@cpu, f32[6]{1}@cpu, alpha=1)"), 2u);
   EXPECT_EQ(calls_of("aten::add.Tensor(f32[4,6]{6,1}@cpu, f32[6]{1}@cpu, alpha=0.5)"), 2u);
   EXPECT_EQ(calls_of("aten::where.self(b8[4,6]{6,1}@cpu, f32[4,6]{6,1}@cpu, f32[6]{1}@cpu)"), 2u);
+}
+
+TEST(HookCpu, MmThroughTheTypedHookKeysItsLayoutsAndPassesThrough) {
+  // Every linear layer reaches mm (Note [Padded GEMM]): its typed kernel keys both operands' layouts, and the
+  // result is ATen's, through nn.Linear's transposed weight too.
+  const at::Tensor a = at::randn({5, 8}), w = at::randn({3, 8});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(at::equal(at::mm(a, w.t()), aten_only([&] { return at::mm(a, w.t()); })));
+    EXPECT_TRUE(at::equal(at::linear(a, w), aten_only([&] { return at::linear(a, w); })));
+  }
+  EXPECT_EQ(calls_of("aten::mm(f32[5,8]{8,1}@cpu, f32[8,3]{1,8}@cpu)"), 6u);
 }
 
 /// A CPU replacement: relu computed by ATen's where(), counting its calls; or declining / failing on demand.
