@@ -71,7 +71,8 @@ Result<int64_t> KernelCache::export_bundle(const std::string& fp_key, const std:
   return n;
 }
 
-Result<BundleImport> KernelCache::import_bundle(const std::string& path, bool overwrite) {
+Result<BundleImport> KernelCache::import_bundle(const std::string& path, bool overwrite,
+                                                const std::function<Status(const GpuFingerprint&)>& check) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status(Code::kIoError, "cannot read " + path);
   std::stringstream ss;
@@ -93,6 +94,7 @@ Result<BundleImport> KernelCache::import_bundle(const std::string& path, bool ov
     fp_json = j.at("fingerprint").get<std::string>();
     CUDAL1_ASSIGN_OR_RETURN(GpuFingerprint fp, GpuFingerprint::from_json(fp_json));
     if (fp.key() != rep.fingerprint_key) return Status(Code::kCorrupt, path + ": fingerprint and its key disagree");
+    if (check) CUDAL1_RETURN_IF_ERROR(check(fp));
     for (const auto& rec : j.at("records")) {
       const std::string sig = rec.at("signature").get<std::string>();
       const auto& bytes = rec.at("record").get_binary();

@@ -3,6 +3,8 @@
 /// (Note [Cache bundles]).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli_commands.h"
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/cuda_driver.h"
@@ -35,11 +37,12 @@ Status load_here(const GpuFingerprint& f, const cache::KernelEntry& e) {
   return Status();
 }
 
-/// The key of the one fingerprint in `listing` that describes this machine's GPU 0 as far as the CLI can see it
-/// (name, compute capability, SM count, driver, cudal1 version and record format; torch's and NVRTC's versions
-/// are the app's, unknown here); an error saying why none or which several otherwise.
-Result<std::string> current_key(const std::vector<cache::FingerprintListing>& listing) {
-  CUDAL1_ASSIGN_OR_RETURN(const DriverApi* d, driver());
+/// What the driver says of this machine's GPU 0: name, compute capability, SM count and driver version (the rest
+/// of the fingerprint left empty); Unavailable without a driver or a GPU.
+Result<GpuFingerprint> this_gpu() {
+  auto api = driver();
+  if (!api.ok()) return Status(Code::kUnavailable, "no GPU here");
+  const DriverApi* d = api.value();
   CUdevice dev = 0;
   int major = 0, minor = 0, sms = 0;
   char name[256] = {0};
@@ -48,16 +51,29 @@ Result<std::string> current_key(const std::vector<cache::FingerprintListing>& li
   CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
   CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
   CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  GpuFingerprint f;
+  f.gpu_name = name;
+  f.sm = 10 * major + minor;
+  f.sm_count = sms;
+  f.driver_version = d->driver_version;
+  return f;
+}
+
+/// The key of the one fingerprint in `listing` that describes this machine's GPU 0 as far as the CLI can see it
+/// (name, compute capability, SM count, driver, cudal1 version and record format; torch's and NVRTC's versions
+/// are the app's, unknown here); an error saying why none or which several otherwise.
+Result<std::string> current_key(const std::vector<cache::FingerprintListing>& listing) {
+  CUDAL1_ASSIGN_OR_RETURN(const GpuFingerprint g, this_gpu());
   std::vector<std::string> matches;
   for (const auto& l : listing) {
     if (!l.fingerprint.ok()) continue;
     const GpuFingerprint& f = l.fingerprint.value();
-    if (f.gpu_name == name && f.sm == 10 * major + minor && f.sm_count == sms && f.driver_version == d->driver_version &&
+    if (f.gpu_name == g.gpu_name && f.sm == g.sm && f.sm_count == g.sm_count && f.driver_version == g.driver_version &&
         f.cudal1_version == kVersion && f.format_version == kCacheFormatVersion)
       matches.push_back(l.key + " (torch " + f.torch_version + ", NVRTC " + f.nvrtc_version + ")");
   }
-  const std::string here = fmt::format("{} sm_{}{} ({} SMs), driver {}, cudal1 {}", name, major, minor, sms,
-                                       d->driver_version, kVersion);
+  const std::string here = fmt::format("{} sm_{} ({} SMs), driver {}, cudal1 {}", g.gpu_name, g.sm, g.sm_count,
+                                       g.driver_version, kVersion);
   if (matches.empty()) return Status(Code::kNotFound, "no fingerprint in this cache is this machine's GPU: " + here);
   if (matches.size() > 1) {
     std::string all;
@@ -141,14 +157,56 @@ int cache_export(const Options& o, std::ostream& out) {
 }
 
 int cache_import(const Options& o, std::ostream& out) {
+  const auto& t = cache::transferable_fields();
+  for (const auto& f : o.allow)
+    if (std::find(t.begin(), t.end(), f) == t.end()) {
+      out << "error: --allow " << f << ": not a field that may differ (driver, cuda_runtime, nvrtc, torch, cudal1; "
+          << "the GPU model, SM count and record format never may)\nnothing was imported\n";
+      return 1;
+    }
   cache::KernelCache cache(cache_dir(o));
-  auto r = cache.import_bundle(o.bundle, o.overwrite);
+  GpuFingerprint bundle_fp;
+  // Note [Cache transfer]: what the CLI can see of this machine (GPU 0 through the driver, and cudal1's own
+  // version) must match the bundle or differ only where allowed; torch's, NVRTC's and the CUDA runtime's
+  // versions are the app's, checked by it at start-up.
+  auto check = [&](const GpuFingerprint& fp) -> Status {
+    bundle_fp = fp;
+    auto here = this_gpu();
+    if (!here.ok()) return Status();  // no GPU here (an image build): the app checks at start-up
+    GpuFingerprint seen = fp;
+    seen.gpu_name = here->gpu_name;
+    seen.sm = here->sm;
+    seen.sm_count = here->sm_count;
+    seen.driver_version = here->driver_version;
+    seen.cudal1_version = kVersion;
+    const Status s = cache::transfer_check(fp, seen, o.allow);
+    if (s.ok()) return s;
+    std::string allow;
+    for (const auto& f : fp.differing_fields(seen))
+      if (std::find(t.begin(), t.end(), f) != t.end()) allow += (allow.empty() ? "" : ",") + f;
+    return Status(Code::kMismatch, "this machine (" + here->gpu_name + ", driver " +
+                                       std::to_string(here->driver_version) + ", cudal1 " + kVersion + "): " +
+                                       s.message() +
+                                       (allow.empty() ? "" : "; pass --allow " + allow + " to import it anyway"));
+  };
+  auto r = cache.import_bundle(o.bundle, o.overwrite, check);
   if (!r.ok()) {
     out << "error: " << r.status().to_string() << "\nnothing was imported\n";
     return 1;
   }
   out << fmt::format("imported {} records of fingerprint {} into {} ({} already there and kept, {} rejected)\n",
                      r->imported, r->fingerprint_key, cache.dir(), r->kept, r->rejected);
+  if (!o.allow.empty()) {
+    const Status s = cache.allow_transfer(bundle_fp, o.allow);
+    if (!s.ok()) {
+      out << "error: the allowance was not stored: " << s.to_string() << "\n";
+      return 1;
+    }
+    std::string fields;
+    for (const auto& f : o.allow) fields += (fields.empty() ? "" : ", ") + f;
+    out << "its records serve a GPU whose fingerprint differs in " << fields
+        << " too, each kernel verified against ATen there before its first call\n";
+  }
   return r->rejected ? 1 : 0;
 }
 

@@ -17,6 +17,7 @@ struct Options {
   std::string fingerprint;  ///< cache clear / export: a fingerprint key
   std::string bundle;       ///< cache export: the file written; cache import: the file read
   bool overwrite = false;   ///< cache import: replace records this cache already has
+  std::vector<std::string> allow;  ///< cache import: fingerprint fields that may differ (Note [Cache transfer])
   std::string run;
   std::string signatures_file;  ///< warm: where the signatures come from (else the run `run`, or the newest)
   int device = 0;               ///< warm: CUDA device index

@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
   auto* imp = cache->add_subcommand("import", "merge a bundle file into this cache");
   imp->add_option("bundle", opts.bundle, "bundle file (`cudal1 cache export`)")->required();
   imp->add_flag("--overwrite", opts.overwrite, "replace records this cache already has");
+  imp->add_option("--allow", opts.allow,
+                  "fingerprint fields that may differ where its records serve (driver,cuda_runtime,nvrtc,torch,"
+                  "cudal1): each kernel is then verified on that machine before it serves")
+      ->delimiter(',');
   auto* repair = cache->add_subcommand("repair", "drop the records `verify` finds bad; an unreadable database is "
                                                  "kept aside and replaced by a fresh one");
 

@@ -373,6 +373,15 @@ Status attach_cached(SigRecord& rec, const cache::KernelEntry& e) {
   CUDAL1_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModule> module, LoadedModule::load(device, e.cubin, e.kernel_name));
   CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<BoundKernel> bound, plan->bind(v, std::move(module)));
   o.note = "from cache";
+  if (!e.transferred_from.empty()) {  // Note [Cache transfer]: tuned under another fingerprint: verify it here
+    const Problem p = Problem::from_record(rec, info.sm, info.sm_count);
+    const Status ok = verify(p, rec.op, *bound, device, kTransferVerifyTrials, std::hash<std::string>()(e.signature),
+                             nullptr);
+    if (!ok.ok())
+      return Status(Code::kVerifyFailed, "transferred from fingerprint " + e.transferred_from +
+                                             ", failed verification here: " + ok.to_string());
+    o.note = "from cache, fingerprint " + e.transferred_from + ", verified here";
+  }
   rec.install(std::make_unique<KernelReplacement>(std::move(bound), device, e.family + " " + e.variant), o);
   return Status();
 }

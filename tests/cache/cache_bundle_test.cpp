@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 
@@ -129,6 +130,55 @@ TEST_F(BundleTest, AnUnknownFingerprintIsNotFound) {
   EXPECT_EQ(KernelCache((root_ / "a").string()).export_bundle("0123456789abcdef", (root_ / "x").string()).status().code(),
             Code::kNotFound);
   EXPECT_FALSE(fs::exists(root_ / "x"));
+}
+
+// Note [Cache transfer]: which fingerprint differences an allowance can cover, and what is stored.
+TEST(CacheTransfer, OnlyTheSoftwareStackMayDifferAndOnlyWhereAllowed) {
+  const GpuFingerprint tuned = test_fingerprint();
+  GpuFingerprint node = tuned;
+  EXPECT_TRUE(transfer_check(tuned, node, {}).ok());  // the same fingerprint
+  node.driver_version += 10;
+  node.torch_version = "2.11.1";
+  EXPECT_EQ(tuned.differing_fields(node), (std::vector<std::string>{"driver", "torch"}));
+  const Status none = transfer_check(tuned, node, {});
+  EXPECT_EQ(none.code(), Code::kMismatch);
+  EXPECT_NE(none.message().find("differs in driver, torch"), std::string::npos) << none.message();
+  EXPECT_EQ(transfer_check(tuned, node, {"driver"}).code(), Code::kMismatch);  // torch not allowed
+  EXPECT_TRUE(transfer_check(tuned, node, {"driver", "torch"}).ok());
+  for (auto change : std::vector<std::function<void(GpuFingerprint&)>>{
+           [](GpuFingerprint& f) { f.gpu_name = "NVIDIA H100 80GB HBM3"; }, [](GpuFingerprint& f) { f.sm = 100; },
+           [](GpuFingerprint& f) { f.sm_count = 114; }, [](GpuFingerprint& f) { f.format_version += 1; }}) {
+    GpuFingerprint other = tuned;
+    change(other);
+    const Status s = transfer_check(tuned, other, transferable_fields());
+    EXPECT_EQ(s.code(), Code::kMismatch);
+    EXPECT_NE(s.message().find("never transfer"), std::string::npos) << s.message();
+  }
+}
+
+TEST_F(BundleTest, AnAllowanceIsStoredPerFingerprintAndAnImportCheckCanRefuse) {
+  const std::string path = bundle();
+  KernelCache b((root_ / "b").string());
+  // A check that refuses: nothing is written.
+  auto refused = b.import_bundle(path, false, [](const GpuFingerprint& fp) {
+    return Status(Code::kMismatch, "not for " + fp.gpu_name);
+  });
+  EXPECT_EQ(refused.status().code(), Code::kMismatch);
+  EXPECT_NE(refused.status().message().find("not for NVIDIA H200"), std::string::npos);
+  EXPECT_TRUE(b.load_all(h200_, nullptr)->empty());
+  ASSERT_TRUE(b.import_bundle(path, false, [](const GpuFingerprint&) { return Status(); }).ok());
+  EXPECT_EQ(b.transfer_allowance(h200_).status().code(), Code::kNotFound);
+  EXPECT_EQ(b.allow_transfer(h200_, {"driver", "sm"}).code(), Code::kInvalidArgument);
+  ASSERT_TRUE(b.allow_transfer(h200_, {"driver", "nvrtc"}).ok());
+  auto allowed = b.transfer_allowance(h200_);
+  ASSERT_TRUE(allowed.ok()) << allowed.status().to_string();
+  EXPECT_EQ(allowed.value(), (std::vector<std::string>{"driver", "nvrtc"}));
+  EXPECT_EQ(b.transfer_allowance(a100_).status().code(), Code::kNotFound);
+  auto fps = b.fingerprints();
+  ASSERT_TRUE(fps.ok());
+  ASSERT_EQ(fps->size(), 1u);
+  EXPECT_EQ(fps->front().key(), h200_.key());
+  EXPECT_TRUE(KernelCache((root_ / "none").string()).fingerprints()->empty());
 }
 
 }  // namespace

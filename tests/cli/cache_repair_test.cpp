@@ -117,6 +117,39 @@ TEST_F(RepairTest, ExportThenImportShipsACache) {
   EXPECT_NE(bad.str().find("nothing was imported"), std::string::npos) << bad.str();
 }
 
+// Note [Cache transfer]: --allow names the fields that may differ and stores them with the records; a field that
+// can never differ is refused before anything is read. Without a GPU the machine is not compared (the app checks
+// at start-up); on a GPU machine the fake sm 1.1 bundle is for another GPU model and is refused whole.
+TEST_F(RepairTest, ImportAllowsNamedFieldsToDiffer) {
+  cache::KernelCache c(dir_.string());
+  ASSERT_TRUE(c.put(fp(), entry("a")).ok());
+  o_.bundle = (dir_.parent_path() / (dir_.filename().string() + ".allow.bundle")).string();
+  std::string text;
+  ASSERT_EQ(run(cache_export, &text), 0) << text;
+  Options other = o_;
+  other.cache_dir = dir_.string() + ".allow";
+  other.allow = {"driver", "sm"};
+  std::ostringstream bad;
+  EXPECT_EQ(cache_import(other, bad), 1);
+  EXPECT_NE(bad.str().find("--allow sm: not a field that may differ"), std::string::npos) << bad.str();
+  EXPECT_FALSE(fs::exists(other.cache_dir));
+  other.allow = {"driver", "torch"};
+  std::ostringstream out;
+  const int rc = cache_import(other, out);
+  if (driver().ok()) {
+    EXPECT_EQ(rc, 1);
+    EXPECT_NE(out.str().find("never transfer across GPU models"), std::string::npos) << out.str();
+  } else {
+    EXPECT_EQ(rc, 0) << out.str();
+    EXPECT_NE(out.str().find("differs in driver, torch too, each kernel verified"), std::string::npos) << out.str();
+    auto allowed = cache::KernelCache(other.cache_dir).transfer_allowance(fp());
+    ASSERT_TRUE(allowed.ok()) << allowed.status().to_string();
+    EXPECT_EQ(allowed.value(), (std::vector<std::string>{"driver", "torch"}));
+  }
+  fs::remove_all(other.cache_dir);
+  fs::remove(o_.bundle);
+}
+
 // `--gpu current` picks this machine's GPU's fingerprint; without a GPU it says so and writes nothing.
 TEST_F(RepairTest, ExportOfTheCurrentGpuNeedsOne) {
   cache::KernelCache c(dir_.string());

@@ -37,12 +37,16 @@ TEST(Fingerprint, EveryFieldChangesTheKey) {
       [](GpuFingerprint& f) { f.format_version = 2; },
   };
   std::set<std::string> keys = {base().key()};
-  for (const auto& change : changes) {
+  const std::vector<std::string> names = {"gpu_name", "sm",    "sm_count", "driver", "cuda_runtime",
+                                          "nvrtc",    "torch", "cudal1",   "format"};
+  for (size_t i = 0; i < changes.size(); ++i) {
     GpuFingerprint f = base();
-    change(f);
+    changes[i](f);
     EXPECT_NE(f, base());
+    EXPECT_EQ(f.differing_fields(base()), std::vector<std::string>{names[i]});  // Note [Cache transfer]
     keys.insert(f.key());
   }
+  EXPECT_TRUE(base().differing_fields(base()).empty());
   EXPECT_EQ(keys.size(), changes.size() + 1);
   EXPECT_EQ(base().key().size(), 16u);
   EXPECT_EQ(base().key(), base().key());

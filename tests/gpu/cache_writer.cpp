@@ -1,5 +1,7 @@
 /// @brief GPU test, first process: tunes one relu signature (any verified kernel is kept) and writes it to the
-/// cache directory given as argv[1]. Exit 77 (skip) without a GPU.
+/// cache directory given as argv[1]. With argv[2] "--transfer" (or "--refused") the record is moved to this
+/// fingerprint with the driver version lowered by one, and the move allowed for "driver" (or only for "torch"):
+/// Note [Cache transfer]. Exit 77 (skip) without a GPU.
 #include <ATen/ATen.h>
 
 #include <cstdio>
@@ -13,7 +15,9 @@
 
 int main(int argc, char** argv) {
   using namespace cudal1;
-  if (argc != 2) return 2;
+  if (argc != 2 && argc != 3) return 2;
+  const std::string mode = argc == 3 ? argv[2] : "";
+  if (!mode.empty() && mode != "--transfer" && mode != "--refused") return 2;
   std::string why;
   if (!testing::gpu_available(&why)) {
     std::printf("skip: %s\n", why.c_str());
@@ -45,6 +49,18 @@ int main(int argc, char** argv) {
   if (!e.ok() || !e->has_kernel) {
     std::printf("no cache entry: %s\n", e.status().to_string().c_str());
     return 1;
+  }
+  if (!mode.empty()) {  // the same record as if tuned under an older driver, allowed to serve this one or not
+    GpuFingerprint older = fp.value();
+    older.driver_version -= 1;
+    if (!cache.put(older, e.value()).ok() || !cache.erase(fp->key()).ok() ||
+        !cache.allow_transfer(older, {mode == "--transfer" ? "driver" : "torch"}).ok()) {
+      std::printf("could not move the record\n");
+      return 1;
+    }
+    std::printf("moved %s to fingerprint %s (driver %d), allowed to differ in %s\n", rec->sig.text.c_str(),
+                older.key().c_str(), older.driver_version, mode == "--transfer" ? "driver" : "torch only");
+    return 0;
   }
   std::printf("wrote %s -> %s (%zu bytes of cubin) for fingerprint %s\n", rec->sig.text.c_str(), e->variant.c_str(),
               e->cubin.size(), fp->key().c_str());

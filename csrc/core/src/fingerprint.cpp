@@ -21,6 +21,23 @@ std::string GpuFingerprint::canonical() const {
   return s;
 }
 
+std::vector<std::string> GpuFingerprint::differing_fields(const GpuFingerprint& o) const {
+  std::vector<std::string> out;
+  auto field = [&](const char* name, const std::string& a, const std::string& b) {
+    if (a != b) out.push_back(name);
+  };
+  field("gpu_name", gpu_name, o.gpu_name);
+  field("sm", std::to_string(sm), std::to_string(o.sm));
+  field("sm_count", std::to_string(sm_count), std::to_string(o.sm_count));
+  field("driver", std::to_string(driver_version), std::to_string(o.driver_version));
+  field("cuda_runtime", std::to_string(cuda_runtime_version), std::to_string(o.cuda_runtime_version));
+  field("nvrtc", nvrtc_version, o.nvrtc_version);
+  field("torch", torch_version, o.torch_version);
+  field("cudal1", cudal1_version, o.cudal1_version);
+  field("format", std::to_string(format_version), std::to_string(o.format_version));
+  return out;
+}
+
 std::string GpuFingerprint::key() const {
   const std::string c = canonical();
   return hash_hex(c.data(), c.size());

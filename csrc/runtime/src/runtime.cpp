@@ -311,6 +311,49 @@ void on_device(int device) {
   });
 }
 
+/// Note [Cache transfer]: the records of other fingerprints whose allowance covers how they differ from `own`,
+/// added to `m` where `own` has none for the signature, each marked for verification at first use. Chain
+/// kernels are left out (they tune again here). Logs what it took and what it refused.
+void load_transferable(int device, const GpuFingerprint& own, std::unordered_map<std::string, cache::KernelEntry>* m,
+                       std::map<std::string, int>* stale) {
+  Runtime& r = rt();
+  auto fps = r.cache->fingerprints();
+  if (!fps.ok()) return;
+  for (const GpuFingerprint& other : fps.value()) {
+    if (other.key() == own.key()) continue;
+    auto allowed = r.cache->transfer_allowance(other);
+    if (!allowed.ok()) continue;  // no allowance: that fingerprint's records serve only itself
+    const Status ok = cache::transfer_check(other, own, allowed.value());
+    if (!ok.ok()) {
+      CUDAL1_LOG(kInfo, "device " << device << ": records of fingerprint " << other.key() << " not used: "
+                                  << ok.message());
+      continue;
+    }
+    std::vector<std::string> rejected;
+    auto entries = r.cache->load_all(other, &rejected);
+    if (!entries.ok()) continue;
+    int taken = 0, chains = 0;
+    for (auto& e : entries.value()) {
+      if (e.family == "chain") {
+        ++chains;
+        continue;
+      }
+      if (!optimizer::check_generator(e).ok()) {
+        ++(*stale)[e.family];
+        continue;
+      }
+      e.transferred_from = other.key();
+      taken += m->emplace(e.signature, std::move(e)).second;
+    }
+    std::string differs;
+    for (const auto& f : other.differing_fields(own)) differs += (differs.empty() ? "" : ", ") + f;
+    CUDAL1_LOG(kInfo, "device " << device << ": " << taken << " cached outcomes of fingerprint " << other.key()
+                                << " (differs in " << differs << ", allowed) taken; each kernel is checked "
+                                << "against ATen on this GPU before its first call" << (chains ? "; " + std::to_string(chains) +
+                                                                     " chain kernels left to tune here" : ""));
+  }
+}
+
 void load_cache(int device) {
   Runtime& r = rt();
   if (!r.cache) return;
@@ -339,6 +382,7 @@ void load_cache(int device) {
     }
     m.emplace(e.signature, std::move(e));
   }
+  load_transferable(device, fp.value(), &m, &stale);
   for (const auto& [family, n] : stale)
     CUDAL1_LOG(kInfo, "device " << device << ": " << n << " cached outcomes of " << family
                                 << " were made by an older generator (version now "
@@ -378,7 +422,10 @@ void on_new_record(dispatcher::SigRecord& rec) {
   }
   r.cache_hits.fetch_add(1);
   CUDAL1_LOG(kInfo, rec.sig.text << ": " << (e.has_kernel ? "replaced by " + e.variant : std::string("stays on ATen"))
-                              << " (from cache)");
+                              << (e.transferred_from.empty() || !e.has_kernel
+                                      ? " (from cache)"
+                                      : " (from the cache of fingerprint " + e.transferred_from +
+                                            ", re-verified on this GPU)"));
 }
 
 void on_hot(dispatcher::SigRecord& rec) {

@@ -41,6 +41,15 @@
 /// record already present is kept unless told to overwrite. Records stay under the bundle's fingerprint: a node
 /// serves them when its own fingerprint is the same (same GPU model, driver, CUDA, NVRTC, torch, cudal1 and
 /// generators), as an image-based fleet has.
+///
+/// Note [Cache transfer]
+/// Records serve only the fingerprint they were tuned under, unless told otherwise: `cudal1 cache import BUNDLE
+/// --allow driver,torch` also stores an *allowance* for the bundle's fingerprint (state "transfer": the fields
+/// that may differ). A process whose own fingerprint differs from an allowed one in those fields alone (never in
+/// the GPU model, SM count or record format: transfer_check) may use that fingerprint's records, each kernel
+/// verified against ATen on this machine before its first call is served (attach_cached), and its own records
+/// first. Chain kernels do not transfer (they tune again here). So a fleet whose nodes run a newer driver patch
+/// level than the tuning node serves the shipped kernels without re-tuning, and never an unverified one.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +79,18 @@ struct KernelEntry {
   double kernel_us = 0;      ///< median time of the stored kernel (or best variant), microseconds
   int64_t trials = 0;        ///< variants tried
   int64_t created_unix = 0;  ///< seconds since the epoch
+  /// Not stored: set by the runtime on a record of another fingerprint it may use once the kernel is verified
+  /// on this machine (Note [Cache transfer]); that fingerprint's key. Empty for the process's own records.
+  std::string transferred_from;
 };
+
+/// The fields an allowance may name (Note [Cache transfer]): "driver", "cuda_runtime", "nvrtc", "torch", "cudal1".
+const std::vector<std::string>& transferable_fields();
+
+/// Ok when records tuned under `from` may serve a process whose fingerprint is `to` after re-verification, given
+/// the allowed fields; Mismatch naming the fields that differ otherwise (the GPU model, SM count and record format
+/// never transfer).
+Status transfer_check(const GpuFingerprint& from, const GpuFingerprint& to, const std::vector<std::string>& allowed);
 
 /// A report of one run (written by the runtime, shown by `cudal1 report`).
 struct RunRecord {
@@ -141,7 +161,17 @@ class KernelCache {
 
   /// Merges the bundle at `path` into this cache (Note [Cache bundles]): Corrupt for a damaged or foreign file,
   /// Mismatch for another bundle format; nothing is written then. Existing records are kept unless `overwrite`.
-  Result<BundleImport> import_bundle(const std::string& path, bool overwrite);
+  /// `check`, when given, sees the bundle's fingerprint before anything is written; its error aborts the import.
+  Result<BundleImport> import_bundle(const std::string& path, bool overwrite,
+                                     const std::function<Status(const GpuFingerprint&)>& check = {});
+
+  /// Every fingerprint the cache holds a fingerprint record for (unreadable ones skipped).
+  Result<std::vector<GpuFingerprint>> fingerprints() const;
+  /// Stores the allowance of `fp` (Note [Cache transfer]): `fields` from transferable_fields(), else
+  /// InvalidArgument naming the bad one.
+  Status allow_transfer(const GpuFingerprint& fp, const std::vector<std::string>& fields);
+  /// The allowance of `fp`: NotFound when there is none.
+  Result<std::vector<std::string>> transfer_allowance(const GpuFingerprint& fp) const;
 
   /// Stores `e` for `fp` atomically together with the fingerprint record (durable when it returns ok).
   /// Retries for up to ~2 s while another process holds the database; then returns Unavailable and the caller

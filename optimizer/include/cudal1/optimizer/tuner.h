@@ -121,9 +121,15 @@ class Tuner {
   uint64_t seq_ = 0;
 };
 
+/// Verification trials of a kernel tuned under another fingerprint before it serves (Note [Cache transfer]): one
+/// per input scale of make_inputs, fresh inputs each.
+constexpr int kTransferVerifyTrials = 6;
+
 /// Attaches a cached winner to a freshly created record on its first use: plans the signature, loads the
-/// stored cubin, binds it and installs it. A no-winner entry moves the record to kAten. Returns Mismatch or
-/// Unsupported (and leaves the record cold) when the entry does not fit this signature.
+/// stored cubin, binds it and installs it; a winner tuned under another fingerprint (KernelEntry::transferred_from)
+/// is verified against ATen first, on the calling thread's current stream. A no-winner entry moves the record to
+/// kAten. Returns Mismatch or Unsupported (and leaves the record cold) when the entry does not fit this
+/// signature, VerifyFailed when a transferred kernel does not verify here.
 Status attach_cached(dispatcher::SigRecord& rec, const cache::KernelEntry& e);
 
 }  // namespace cudal1::optimizer

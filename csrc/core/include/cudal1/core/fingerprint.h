@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cudal1/core/status.h"
 
@@ -32,6 +33,10 @@ struct GpuFingerprint {
   /// JSON round trip (for cache records and the CLI).
   std::string to_json() const;
   static Result<GpuFingerprint> from_json(const std::string& text);
+
+  /// The canonical fields ("gpu_name", "sm", "sm_count", "driver", "cuda_runtime", "nvrtc", "torch", "cudal1",
+  /// "format") whose values differ from `o`'s, in canonical order; empty when the fingerprints are equal.
+  std::vector<std::string> differing_fields(const GpuFingerprint& o) const;
 
   bool operator==(const GpuFingerprint& o) const { return canonical() == o.canonical(); }
   bool operator!=(const GpuFingerprint& o) const { return !(*this == o); }
