@@ -17,6 +17,7 @@
 #include "cudal1/optimizer/search.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -129,6 +130,12 @@ Result<TuneResult> Tuner::tune(SigRecord& rec) {
     o.note = r.status().to_string();
     rec.set_outcome(o);
   }
+#if defined(CUDAL1_TORCH_CUDA)
+  try {  // Note [Tuning memory]: what this signature's tuning left cached goes back to the app
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  } catch (...) {
+  }
+#endif
   SigState tuning = SigState::kTuning;
   rec.state.compare_exchange_strong(tuning, SigState::kAten);  // unless installed (kReplaced) or failed
   std::lock_guard<std::mutex> l2(mu_);
@@ -183,6 +190,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
 #endif
   TuneResult result;
+  bool budget_checked = false;
   Trials done;  // indices into `space`, in trial order, with their features and speedups
   std::unique_ptr<Candidate> best;
   const uint64_t seed = opts_.seed * 1000003ULL + (++seq_);
@@ -215,6 +223,15 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
       }
       auto bound = plan->bind(v, module.value());
       if (!bound.ok()) continue;
+      if (!budget_checked) {  // Note [Tuning memory]: before anything of this signature's size is allocated
+        budget_checked = true;
+        const int64_t need = tuning_bytes(problem, *bound.value());
+        auto budget = tuning_budget(device);
+        if (budget.ok() && need > budget.value())
+          return Status(Code::kUnavailable, "not tuned: it needs ~" + std::to_string(need >> 20) +
+                                                " MiB of GPU memory, the budget allows " +
+                                                std::to_string(budget.value() >> 20) + " MiB (CUDAL1_TUNE_MEMORY)");
+      }
       const Status vs = verify(problem, rec.op, *bound.value(), device, static_cast<int>(opts_.verify_trials),
                                seed + idx, nullptr);
       if (!vs.ok()) {

@@ -45,6 +45,25 @@ TEST(Config, FuseIsOnByDefaultAndTakesOnOffAndAShare) {
   EXPECT_NE(w[0].find("CUDAL1_FUSE='sometimes'"), std::string::npos);
 }
 
+TEST(Config, TuneMemoryTakesASizeOrAShareOfFreeMemory) {  // Note [Tuning memory]
+  EXPECT_EQ(parse({}).tune_memory_bytes, 0);
+  EXPECT_DOUBLE_EQ(parse({}).tune_memory_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(parse({{"CUDAL1_TUNE_MEMORY", "30%"}}).tune_memory_fraction, 0.3);
+  EXPECT_DOUBLE_EQ(parse({{"CUDAL1_TUNE_MEMORY", "0.25"}}).tune_memory_fraction, 0.25);
+  EXPECT_EQ(parse({{"CUDAL1_TUNE_MEMORY", "512M"}}).tune_memory_bytes, int64_t{512} << 20);
+  EXPECT_EQ(parse({{"CUDAL1_TUNE_MEMORY", "2GiB"}}).tune_memory_bytes, int64_t{2} << 30);
+  EXPECT_EQ(parse({{"CUDAL1_TUNE_MEMORY", "1.5g"}}).tune_memory_bytes, int64_t{3} << 29);
+  EXPECT_EQ(parse({{"CUDAL1_TUNE_MEMORY", "4096"}}).tune_memory_bytes, 4096);
+  for (const char* bad : {"lots", "-1G", "150%", "0", "2X", "1.5"}) {
+    std::vector<std::string> w;
+    const Config c = parse({{"CUDAL1_TUNE_MEMORY", bad}}, &w);
+    EXPECT_EQ(c.tune_memory_bytes, 0) << bad;
+    EXPECT_DOUBLE_EQ(c.tune_memory_fraction, 0.5) << bad;
+    ASSERT_EQ(w.size(), 1u) << bad;
+    EXPECT_NE(w[0].find("neither a size"), std::string::npos) << w[0];
+  }
+}
+
 TEST(Config, XdgCacheHomeWinsOverHomeAndExplicitDirWinsOverBoth) {
   EXPECT_EQ(parse({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}}).cache_dir, "/x/cudal1");
   EXPECT_EQ(parse({{"HOME", "/h"}, {"XDG_CACHE_HOME", "/x"}, {"CUDAL1_CACHE_DIR", "/c"}}).cache_dir, "/c");

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cudal1/optimizer/family.h"
+#include "cudal1/optimizer/measure.h"
 #include "gemm/gemm_family.h"
 #include "optimizer/problems.h"
 
@@ -72,6 +73,16 @@ TEST(GemmPlan, PromisesMmsContiguousResultAndEveryTechnique) {
   EXPECT_EQ(src->kernel_name, "cudal1_gemm_unpad");
   EXPECT_FALSE(plan.value()->source(Variant{{{"pad", 16}, {"orient", 0}, {"vec", 8}, {"block", 256}}}).ok());
   EXPECT_EQ(gemm::GemmKnobs{}.padded_n(50257), 50264);
+}
+
+TEST(GemmPlan, TuningMemoryCountsTheScratch) {  // Note [Tuning memory]
+  const Problem p = mm_problem(at::kHalf, 4096, 768, 50257);
+  auto shape = gemm::parse_mm(p);
+  ASSERT_TRUE(shape.ok());
+  const auto k = gemm::make_gemm_kernel(shape.value(), gemm::GemmKnobs{}, nullptr);
+  const int64_t inputs = 2 * (4096 * 768 + 768 * 50257), out = int64_t{2} * 4096 * 50257;
+  EXPECT_EQ(k->scratch_bytes(), 2 * (50264 * 768 + 4096 * int64_t{50264}));
+  EXPECT_EQ(tuning_bytes(p, *k), inputs + 3 * out + 4 * 8 * (out / 2) + (int64_t{256} << 20) + k->scratch_bytes());
 }
 
 }  // namespace

@@ -29,6 +29,36 @@ bool parse_bool(const char* name, const char* v, bool dflt, std::vector<std::str
   return dflt;
 }
 
+/// CUDAL1_TUNE_MEMORY: "30%" or "0.3" (a share of free memory, in (0, 1]), or "512M", "2G", "1T", "4096K",
+/// "123456" (bytes; binary units). A bad value keeps the default share with a warning.
+void parse_memory(const char* name, const char* v, Config* c, std::vector<std::string>* w) {
+  std::string s = lower(v);
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  const std::string unit = end ? std::string(end) : "";
+  const bool number = end != s.c_str() && errno == 0 && x > 0;
+  if (number && unit == "%" && x <= 100) {
+    c->tune_memory_fraction = x / 100;
+    c->tune_memory_bytes = 0;
+    return;
+  }
+  if (number && unit.empty() && x <= 1 && s.find('.') != std::string::npos) {
+    c->tune_memory_fraction = x;
+    c->tune_memory_bytes = 0;
+    return;
+  }
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1}, {"k", 1024.0}, {"m", 1024.0 * 1024}, {"g", 1024.0 * 1024 * 1024}, {"t", 1024.0 * 1024 * 1024 * 1024}};
+  for (const auto& [u, scale] : kUnits)
+    if (number && (unit == u || unit == std::string(u) + "b" || unit == std::string(u) + "ib") && x * scale >= 1 &&
+        x * scale < 9.0e18 && (scale > 1 || s.find('.') == std::string::npos)) {  // no fractional bytes
+      c->tune_memory_bytes = static_cast<int64_t>(x * scale);
+      return;
+    }
+  if (w) w->push_back(quoted(name, v) + " is neither a size (512M, 2G) nor a share (30%, 0.3); using 50%");
+}
+
 int64_t parse_int(const char* name, const char* v, int64_t dflt, int64_t lo, int64_t hi,
                   std::vector<std::string>* w) {
   errno = 0;
@@ -121,11 +151,15 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_NVRTC_LIBRARY", "(search libnvrtc.so.13, .12, libnvrtc.so)",
        "path of the NVRTC library (only it, when set)"},
       {"CUDAL1_FUSE", "on",
-       "on: also hook the chain ops (pow, rsqrt, sqrt, log, reciprocal, clamp, erf) and record recurring "
-       "chains of connected calls with their dataflow, listed by `cudal1 report` (chain kernels are not built "
-       "yet: nothing is fused); off: exactly the single-op behaviour"},
+       "on: also hook the chain ops (pow, rsqrt, sqrt, log, reciprocal, clamp, erf, in-place forms) and record "
+       "recurring chains of connected calls with their dataflow; hot chains are tuned as chain kernels and, "
+       "where one wins, deferred and run as it (`cudal1 report` lists them); off: exactly the single-op "
+       "behaviour"},
       {"CUDAL1_CHAIN_SHARE", "0.01",
        "share of the profiled device time a chain recorded CUDAL1_HOT_CALLS times needs to turn hot"},
+      {"CUDAL1_TUNE_MEMORY", "50%",
+       "GPU memory one signature's tuning may hold: a size (512M, 2G, bytes) or a share of the device's free "
+       "memory (30%, 0.3); a signature that would need more is not tuned (`cudal1 report` says why)"},
   };
   return vars;
 }
@@ -185,6 +219,7 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   if (const char* v = env("CUDAL1_FUSE")) c.fuse = parse_bool("CUDAL1_FUSE", v, true, w);
   if (const char* v = env("CUDAL1_CHAIN_SHARE"))
     c.chain_share = parse_double("CUDAL1_CHAIN_SHARE", v, 0.01, 0.0, 1.0, w);
+  if (const char* v = env("CUDAL1_TUNE_MEMORY")) parse_memory("CUDAL1_TUNE_MEMORY", v, &c, w);
   return c;
 }
 

@@ -32,6 +32,11 @@ class GemmKernel final : public BoundKernel {
     return t;
   }
 
+  int64_t scratch_bytes() const override {  // the padded weight and the [M, NP] result, 2-byte elements
+    const int64_t np = k_.padded_n(s_.n);
+    return 2 * (np * s_.k + s_.m * np);
+  }
+
   Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
     try {
       if (nargs != 2 || !args[0].isTensor() || !args[1].isTensor())

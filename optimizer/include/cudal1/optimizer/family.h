@@ -161,6 +161,8 @@ class BoundKernel {
   virtual double input_scaled_atol() const { return 0.0; }
   /// Per-output tolerance beyond the above (reductions and normalisations). Default: none.
   virtual OutputTolerance output_tolerance(size_t /*output*/) const { return {}; }
+  /// GPU bytes one launch allocates beyond its outputs (Note [Tuning memory] in measure.h). Default: none.
+  virtual int64_t scratch_bytes() const { return 0; }
 };
 
 /// A family's view of one signature.

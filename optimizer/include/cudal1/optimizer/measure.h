@@ -42,6 +42,16 @@
 /// last round's.
 /// The speedup is the median of the per-repetition ratios; a kernel is accepted when that median reaches the
 /// margin and its 25th percentile is at least 1 (noise-aware).
+///
+/// Note [Tuning memory]
+/// The optimizer tunes inside the app's process, on the app's GPU: its allocations must never be why the app's
+/// own fail. Before a signature's first variant is verified the tuner estimates the peak it will hold
+/// (tuning_bytes: the call's inputs, ATen's reference outputs, the candidate's guarded outputs and the timing
+/// outputs, the comparison's float64 copies of one output pair, the L2 flush buffer and the kernel's own scratch,
+/// BoundKernel::scratch_bytes) and tunes only when that fits the budget: CUDAL1_TUNE_MEMORY as a size, or as a
+/// share of the device's free memory then (default 50%). A signature that does not fit stays on ATen for this run
+/// with the reason in its outcome (not cached: a later run with room tunes it). After each signature the tuner
+/// returns what torch's caching allocator holds unused, so the memory goes back to the app.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -89,6 +99,13 @@ struct EscapeCheck {
 /// The rule of Note [Timing] on the per-repetition extra times (us) between the end event and the event after
 /// the device-wide synchronize, for the candidate and for ATen. Empty inputs count as 0.
 EscapeCheck check_escape(const std::vector<double>& kernel_extra_us, const std::vector<double>& aten_extra_us);
+
+/// Peak GPU bytes tuning `kernel` for `problem` may hold (Note [Tuning memory]).
+int64_t tuning_bytes(const Problem& problem, const BoundKernel& kernel);
+
+/// The bytes one signature's tuning may hold on `device` now (Note [Tuning memory]): CUDAL1_TUNE_MEMORY's size,
+/// or its share of the free memory; Unavailable when the driver cannot say.
+Result<int64_t> tuning_budget(int device);
 
 /// Times `kernel` against ATen with `reps` interleaved repetitions (Note [Timing]). Returns VerifyFailed when
 /// work escaped the stream; Unavailable in CPU-only builds.

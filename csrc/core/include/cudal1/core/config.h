@@ -55,6 +55,10 @@ struct Config {
   std::string nvrtc_library;        ///< explicit libnvrtc path; empty: search
   bool fuse = true;                 ///< record op chains (Note [Chain profiling] in dispatcher/chains.h)
   double chain_share = 0.01;        ///< share of profiled device time at which a recurring chain turns hot
+  /// GPU memory one signature's tuning may hold (Note [Tuning memory] in optimizer/measure.h): a size in bytes
+  /// when > 0, else this fraction of the device's free memory at the time.
+  int64_t tune_memory_bytes = 0;
+  double tune_memory_fraction = 0.5;
   /// Test-only (no variable): profile calls on CPU tensors too, so host-only tests can see the profiler.
   bool profile_cpu = false;
 };

@@ -19,7 +19,8 @@ namespace cudal1 {
   X(cuLaunchKernel) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                 \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamSynchronize) X(cuStreamIsCapturing)             \
   X(cuStreamCreate) X(cuMemsetD32Async) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                  \
-  X(cuLaunchCooperativeKernel) X(cuLaunchKernelEx) X(cuFuncSetAttribute) X(cuOccupancyMaxActiveClusters)
+  X(cuLaunchCooperativeKernel) X(cuLaunchKernelEx) X(cuFuncSetAttribute) X(cuOccupancyMaxActiveClusters) \
+  X(cuMemGetInfo)
 
 /// Function table of the driver. Only obtainable through driver(); every pointer is non-null there.
 struct DriverApi {
