@@ -1,0 +1,174 @@
+/// @brief The search replay (search_replay.h): landscapes from the logs, and the tuner's rounds over them.
+#include "search_replay.h"
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <regex>
+
+#include "optimizer/problems.h"
+
+namespace cudal1::bench {
+
+using optimizer::Plan;
+using optimizer::Policy;
+using optimizer::Trials;
+using optimizer::Variant;
+namespace t = cudal1::testing;
+
+double Outcome::quantile(double q) const {
+  std::vector<double> r = ratios;
+  std::sort(r.begin(), r.end());
+  const auto n = static_cast<size_t>(q * static_cast<double>(r.size()) + 0.5);
+  return r.empty() ? 0 : r[std::min(r.size(), std::max<size_t>(n, 1)) - 1];
+}
+
+namespace {
+
+Landscape landscape(const std::string& family, const Plan& plan, const std::map<std::string, double>& times) {
+  Landscape l;
+  l.family = family;
+  l.space = plan.space();
+  double slowest = 0;
+  for (const auto& [id, us] : times) slowest = std::max(slowest, us), l.best = std::min(l.best, us);
+  for (const auto& v : l.space) {
+    l.feats.push_back(plan.features(v));
+    l.strata.push_back(plan.stratum(v));
+    const auto it = times.find(v.id());
+    l.timed += it != times.end();
+    l.truth.push_back(it != times.end() ? it->second : 1.5 * slowest);
+  }
+  return l;
+}
+
+/// Tunes one row of seed `seed` with `policy` (round 1, and the fallback of later rounds) as Tuner::tune_unlocked
+/// does; returns the kept variant's true time over the best's, leaves the trials in `done` and sets `trials95` to
+/// the trials until one within 95% of the best's speed was tried (o.trials + 1: none was).
+double tune_row(const Landscape& l, Policy& policy, const Options& o, int seed, Trials& done, size_t* trials95) {
+  std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
+  std::normal_distribution<double> noise(0.0, 0.015);
+  const auto search = o.strategy == "policy"       ? TuneSearch::kPolicy
+                     : o.strategy == "knobs-mean" ? TuneSearch::kKnobsMean
+                     : o.strategy == "knobs"      ? TuneSearch::kKnobs
+                                                  : TuneSearch::kGp;
+  size_t kept = 0;
+  *trials95 = o.trials + 1;
+  double kept_us = 1e300;
+  while (done.size() < o.trials) {
+    const size_t k = std::min(o.round, o.trials - done.size());
+    std::vector<size_t> picks;
+    if (o.strategy == "random") {
+      for (size_t i = 0; i < l.space.size(); ++i)
+        if (std::find(done.index.begin(), done.index.end(), i) == done.index.end()) picks.push_back(i);
+      std::shuffle(picks.begin(), picks.end(), rng);
+      picks.resize(std::min(k, picks.size()));
+    } else {  // as Tuner::tune_unlocked
+      const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * done.size());
+      picks = optimizer::next_round(policy, search, l.space, l.feats, l.strata, done, k, round_seed);
+    }
+    if (picks.empty()) break;
+    for (size_t i : picks) {
+      const double measured = l.truth[i] * (1.0 + noise(rng));
+      done.add(i, l.feats[i], 100.0 / measured);  // "ATen" at 100 us: only ratios matter
+      if (l.truth[i] <= l.best / 0.95 && *trials95 > o.trials) *trials95 = done.size();
+      if (measured < kept_us) kept_us = measured, kept = i;
+    }
+  }
+  return l.truth[kept] / l.best;
+}
+
+}  // namespace
+
+std::vector<Row> known_rows() {
+  const auto c = [](std::vector<int64_t> s) { return t::contiguous(std::move(s)); };
+  // In the benchmark table's order (the order a carried policy meets them).
+  return {
+      {"gelu f16 [4096,11008]",
+       t::unary_problem("gelu", at::kHalf, {4096, 11008}, c({4096, 11008}), 90, 0, "none"), "s17_gelu_f16.log",
+       "aten::gelu("},
+      {"silu bf16 gate half [8192,2x4096]", t::unary_problem("silu", at::kBFloat16, {8192, 4096}, {8192, 1}),
+       "s17_silu_gate.log", "aten::silu("},
+      {"group_norm bf16 [32,320,64,64] g32", t::group_norm_problem(at::kBFloat16, {32, 320, 64, 64}, 32),
+       "run8_g32_stem.log", "bf16[32,320,64,64]"},
+      {"group_norm f16 [64,256,28,28] g32", t::group_norm_problem(at::kHalf, {64, 256, 28, 28}, 32),
+       "run8_g32_stem.log", "f16[64,256,28,28]"},
+      {"max_pool2d f16 [64,64,112,112] k3 s2 p1",
+       t::max_pool_problem(at::kHalf, {64, 64, 112, 112}, {}, {3, 3}, {2, 2}, {1, 1}, {1}, false),
+       "run8_g32_stem.log", "f16[64,64,112,112]"},
+      {"cumsum bf16 [8192,4096] last dim",
+       t::scan_problem("cumsum", at::kBFloat16, {8192, 4096}, c({8192, 4096}), -1), "s13_cumsum.log",
+       "aten::cumsum("},
+      {"sum f32 [16,256,256] dim1 (small)",
+       t::reduce_problem("sum.dim_IntList", at::kFloat, {16, 256, 256}, c({16, 256, 256}), t::dims({1})),
+       "s17_sum.log", "aten::sum.dim_IntList("},
+      {"argmax f32 [128,4096,32] dim1",
+       t::reduce_problem("argmax", at::kFloat, {128, 4096, 32}, c({128, 4096, 32}), c10::IValue(int64_t{1})),
+       "s17_argmax.log", "aten::argmax("},
+      {"var f32 [4096,4096] dim0",
+       t::reduce_problem("var.correction", at::kFloat, {4096, 4096}, c({4096, 4096}), t::dims({0})),
+       "s17_var.log", "aten::var."},
+      {"vector_norm f32 [4096,4096] dim 0 ord 1",
+       t::vector_norm_problem(at::kFloat, {4096, 4096}, c({4096, 4096}), c10::IValue(1.0), t::dims({0})),
+       "run5_columns.log", "aten::linalg_vector_norm("},
+  };
+}
+
+std::map<std::string, double> read_times(const std::string& path, const std::string& match) {
+  static const std::regex re(R"(: (\S+) speedup \S+ \(p25 \S+, ATen \S+ us, kernel ([0-9.]+) us\))");
+  std::map<std::string, double> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.find(match) != std::string::npos && std::regex_search(line, m, re)) out[m[1]] = std::stod(m[2]);
+  }
+  return out;
+}
+
+
+
+
+std::vector<Landscape> load_landscapes(const std::string& dir, std::vector<std::string>* skipped) {
+  std::vector<Landscape> rows;
+  for (const Row& row : known_rows()) {
+    const auto times = read_times(dir + "/" + row.log, row.match);
+    const auto* family = optimizer::family_for(row.problem.op, row.problem.overload);
+    auto plan = family ? family->plan(row.problem) : Status(Code::kUnsupported, "no family");
+    if (times.empty() || !plan.ok()) {
+      if (skipped) skipped->push_back(row.name + " (no timings in " + row.log + ", or not planned)");
+      continue;
+    }
+    rows.push_back(landscape(family->name(), *plan.value(), times));
+    rows.back().name = row.name;
+  }
+  return rows;
+}
+
+std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o) {
+  std::vector<Outcome> out(rows.size());
+  for (int seed = 1; seed <= o.seeds; ++seed) {
+    std::map<std::string, Policy> carried;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const Landscape& l = rows[r];
+      Policy fresh(l.feats.front().size(), static_cast<uint64_t>(seed));
+      Policy* policy = &fresh;
+      if (o.carry) policy = &carried.try_emplace(l.family, l.feats.front().size(), seed).first->second;
+      Trials done;
+      size_t trials95 = 0;
+      const double ratio = tune_row(l, *policy, o, seed, done, &trials95);
+      out[r].mean_trials95 += static_cast<double>(trials95) / o.seeds;
+      if (o.carry) policy->learn(done.features, done.speedups);
+      out[r].mean_ratio += ratio / o.seeds;
+      out[r].ratios.push_back(ratio);
+      out[r].within2 += ratio <= 1.02 ? 100.0 / o.seeds : 0.0;
+      out[r].within5 += ratio <= 1.05 ? 100.0 / o.seeds : 0.0;
+    }
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    out[r].variants = rows[r].space.size();
+    out[r].timed = rows[r].timed;
+    out[r].best = rows[r].best;
+  }
+  return out;
+}
+
+}  // namespace cudal1::bench
