@@ -8,6 +8,7 @@
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/amax_ops.h>
 #include <ATen/ops/amin_ops.h>
 #include <ATen/ops/argmax_ops.h>
@@ -241,7 +242,7 @@ const std::map<std::string, Registrar>& table() {
       {"mul_.Scalar", typed<ops::mul__Scalar>()}, {"sigmoid_", typed<ops::sigmoid_>()},
       {"tanh_", typed<ops::tanh_>()}, {"silu_", typed<ops::silu_>()}, {"gelu_", typed<ops::gelu_>()},
       // GEMM rewrites (Note [Padded GEMM]): every linear layer calls mm, so its cold path must stay cheap
-      {"mm", typed<ops::mm>()},
+      {"mm", typed<ops::mm>()}, {"addmm", typed<ops::addmm>()},
       // batch norms: typed so that an eval-mode batch norm can begin a deferred chain
       {"cudnn_batch_norm", typed<ops::cudnn_batch_norm>()}, {"native_batch_norm", typed<ops::native_batch_norm>()},
   };

@@ -462,7 +462,8 @@ Problem binary(Rng& rng, int sm) {
 
 /// mm (Note [Padded GEMM]): fp16 and bf16 mostly (fp32 and fp64 now and then: declined), M from draw_size (0, 1,
 /// odd, prime), K a multiple of 8 up to 1024 (one in eight not: declined), N odd or prime up to ~5000 (one in eight
-/// a multiple of 8: declined); a and b contiguous, transposed (b as nn.Linear's weight), sliced or stepped.
+/// a multiple of 8: declined); a and b contiguous, transposed (b as nn.Linear's weight), sliced or stepped; one in
+/// three an addmm with a [N] bias (one in eight of those with beta 0.5: declined).
 Problem gemm(Rng& rng, int sm) {
   const c10::ScalarType dt = rng() % 8 == 0 ? draw_dtype(rng) : (rng() % 2 ? at::kHalf : at::kBFloat16);
   const int64_t m = std::min<int64_t>(draw_size(rng), 600);
@@ -470,7 +471,14 @@ Problem gemm(Rng& rng, int sm) {
   if (rng() % 8 == 0) k += pick(rng, {1, 3, 5});
   int64_t n = pick(rng, {1, 3, 5, 7, 31, 97, 127, 129, 257, 499, 1000, 1023, 2049, 5003});
   if (rng() % 8 == 0) n = 8 * pick(rng, {1, 16, 125});
-  return testing::problem("mm", sm, {tensor(rng, dt, {m, k}, 4), tensor(rng, dt, {k, n}, 4)});
+  Problem p = testing::problem("mm", sm, {tensor(rng, dt, {m, k}, 4), tensor(rng, dt, {k, n}, 4)});
+  if (rng() % 3 == 0) {  // addmm(bias [N], a, b), now and then with beta or alpha other than 1 (declined)
+    p.op = "addmm";
+    p.args.insert(p.args.begin(), testing::tensor_arg(dt, {n}, {1}));
+    p.args.push_back(testing::value_arg(rng() % 8 ? c10::IValue(int64_t{1}) : c10::IValue(0.5)));
+    p.args.push_back(testing::value_arg(c10::IValue(int64_t{1})));
+  }
+  return p;
 }
 
 /// Softmax variants the fuzz favours: the shared tiles and cluster rows (Note [Softmax shared tiles]), whose

@@ -404,6 +404,7 @@ TEST_P(CompileVariants, EveryGemmVariant) {
       testing::mm_problem(at::kHalf, 4096, 768, 50257, sm),
       testing::mm_problem(at::kBFloat16, 512, 1024, 32001, sm, {32001, 1}),
       testing::mm_problem(at::kHalf, 3, 8, 5, sm),
+      testing::addmm_problem(at::kHalf, 64, 768, 1001, sm),
   };
   expect_every_variant_compiles(*family_for("mm", ""), problems, sm);
 }

@@ -25,6 +25,27 @@ TEST(GemmPlan, ServesUnalignedRowsInHalfPrecision) {
   EXPECT_TRUE(family().plan(mm_problem(at::kHalf, 7, 16, 3, 90, {1, 16}, {1, 7})).ok());     // transposed a
 }
 
+TEST(GemmPlan, ServesAddmmWithAVectorBiasAndUnitScalars) {
+  ASSERT_EQ(family_for("addmm", ""), &family());
+  EXPECT_TRUE(family().plan(testing::addmm_problem(at::kHalf, 4096, 768, 50257)).ok());
+  EXPECT_TRUE(family().plan(testing::addmm_problem(at::kBFloat16, 8, 64, 1001, 90, c10::IValue(1.0))).ok());
+  auto shape = gemm::parse_mm(testing::addmm_problem(at::kHalf, 4, 8, 3));
+  ASSERT_TRUE(shape.ok());
+  EXPECT_TRUE(shape->bias);
+  EXPECT_EQ(gemm::make_gemm_kernel(shape.value(), gemm::GemmKnobs{}, nullptr)->outputs()[0].strides,
+            (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(code(testing::addmm_problem(at::kHalf, 64, 64, 63, 90, c10::IValue(0.5))), Code::kUnsupported);
+  EXPECT_EQ(code(testing::addmm_problem(at::kHalf, 64, 64, 63, 90, c10::IValue(int64_t{1}), c10::IValue(2.0))),
+            Code::kUnsupported);
+  auto full_bias = testing::addmm_problem(at::kHalf, 64, 64, 63);
+  full_bias.args[0] = testing::tensor_arg(at::kHalf, {64, 63}, {63, 1});  // a [M, N] "bias": not nn.Linear's
+  EXPECT_EQ(code(full_bias), Code::kUnsupported);
+  auto f32_bias = testing::addmm_problem(at::kHalf, 64, 64, 63);
+  f32_bias.args[0].tensor.dtype = at::kFloat;
+  EXPECT_EQ(code(f32_bias), Code::kUnsupported);
+  EXPECT_EQ(code(testing::addmm_problem(at::kHalf, 64, 64, 64)), Code::kUnsupported);  // aligned N
+}
+
 TEST(GemmPlan, DeclinesWhatPaddingDoesNotMend) {
   EXPECT_EQ(code(mm_problem(at::kHalf, 4096, 768, 50264)), Code::kUnsupported);   // N aligned already
   EXPECT_EQ(code(mm_problem(at::kHalf, 4096, 1001, 4096)), Code::kUnsupported);   // K unaligned

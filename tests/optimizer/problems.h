@@ -84,6 +84,18 @@ inline optimizer::Problem mm_problem(c10::ScalarType dt, int64_t m, int64_t k, i
   return problem("mm", sm, {tensor_arg(dt, {m, k}, std::move(a_strides)), tensor_arg(dt, {k, n}, std::move(b_strides))});
 }
 
+/// An addmm problem: bias [N] + a [M, K] x b [K, N] (b as nn.Linear's transposed weight), beta and alpha given.
+inline optimizer::Problem addmm_problem(c10::ScalarType dt, int64_t m, int64_t k, int64_t n, int sm = 90,
+                                        c10::IValue beta = c10::IValue(int64_t{1}),
+                                        c10::IValue alpha = c10::IValue(int64_t{1})) {
+  optimizer::Problem p = mm_problem(dt, m, k, n, sm);
+  p.op = "addmm";
+  p.args.insert(p.args.begin(), tensor_arg(dt, {n}, {1}));
+  p.args.push_back(value_arg(std::move(beta)));
+  p.args.push_back(value_arg(std::move(alpha)));
+  return p;
+}
+
 inline dispatcher::ArgSpec zero_dim_arg(c10::ScalarType dt) { return tensor_arg(dt, {}, {}); }
 
 /// Contiguous strides of `sizes`.

@@ -65,7 +65,7 @@ class GemmFamily final : public Family {
  public:
   const char* name() const override { return "gemm"; }
   int version() const override { return 1; }
-  std::vector<std::string> ops() const override { return {"mm"}; }
+  std::vector<std::string> ops() const override { return {"mm", "addmm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
     CUDAL1_ASSIGN_OR_RETURN(GemmShape s, parse_mm(p));
@@ -75,13 +75,28 @@ class GemmFamily final : public Family {
 
 }  // namespace
 
+namespace {
+
+/// True when `v` is the number 1 (addmm's beta and alpha as the hook records them: int or double).
+bool is_one(const c10::IValue& v) {
+  return (v.isInt() && v.toInt() == 1) || (v.isDouble() && v.toDouble() == 1.0);
+}
+
+}  // namespace
+
 Result<GemmShape> parse_mm(const Problem& p) {
-  if (p.op != "mm" || !p.overload.empty()) return Status(Code::kUnsupported, "op " + p.op + " is not in this family");
-  if (p.args.size() != 2) return Status(Code::kUnsupported, "unexpected arguments");
-  for (const auto& a : p.args)
-    if (!a.is_tensor || !a.tensor.defined) return Status(Code::kUnsupported, "an operand is not a tensor");
-  const auto& a = p.args[0].tensor;
-  const auto& b = p.args[1].tensor;
+  const bool addmm = p.op == "addmm";
+  if ((p.op != "mm" && !addmm) || !p.overload.empty())
+    return Status(Code::kUnsupported, "op " + p.op + " is not in this family");
+  if (p.args.size() != (addmm ? 5u : 2u)) return Status(Code::kUnsupported, "unexpected arguments");
+  const size_t first = addmm ? 1 : 0;  // addmm(self=bias, mat1, mat2, beta, alpha)
+  for (size_t i = 0; i < (addmm ? 3u : 2u); ++i)
+    if (!p.args[i].is_tensor || !p.args[i].tensor.defined)
+      return Status(Code::kUnsupported, "an operand is not a tensor");
+  if (addmm && (!is_one(p.args[3].value) || !is_one(p.args[4].value)))
+    return Status(Code::kUnsupported, "addmm with beta or alpha other than 1");
+  const auto& a = p.args[first].tensor;
+  const auto& b = p.args[first + 1].tensor;
   if (a.sizes.size() != 2 || b.sizes.size() != 2) return Status(Code::kUnsupported, "operands are not matrices");
   if (a.dtype != b.dtype) return Status(Code::kUnsupported, "operand dtypes differ");
   if (a.dtype != c10::ScalarType::Half && a.dtype != c10::ScalarType::BFloat16)
@@ -97,6 +112,12 @@ Result<GemmShape> parse_mm(const Problem& p) {
   if (s.n % 8 == 0) return Status(Code::kUnsupported, "N is a multiple of 8: cuBLAS stores aligned rows already");
   if (s.k % 8 != 0) return Status(Code::kUnsupported, "K is not a multiple of 8: padding N does not mend the loads");
   if (s.m * (s.n + 64) > (int64_t{1} << 40)) return Status(Code::kUnsupported, "too large");
+  if (addmm) {
+    const auto& bias = p.args[0].tensor;
+    if (bias.dtype != s.dtype || bias.sizes != std::vector<int64_t>{s.n} || bias.strides != std::vector<int64_t>{1})
+      return Status(Code::kUnsupported, "addmm whose bias is not a contiguous [N] vector of the operands' dtype");
+    s.bias = true;
+  }
   s.a_strides = a.strides;
   s.b_strides = b.strides;
   s.a_offset = a.storage_offset;

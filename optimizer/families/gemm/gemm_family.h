@@ -20,6 +20,8 @@
 /// in fp16/bf16, which ATen allows by default), Inf against NaN where specials meet in a sum, and a finite value
 /// above 1/16 of the dtype's range against an Inf of its sign (a split-K partial sum reduced in fp16 overflows
 /// where the whole sum does not: the GPU fuzz met ATen's Inf against 59040 at K = 1024, inputs of scale 30).
+/// `addmm(bias, a, b)` with beta = alpha = 1 and a [N] bias (nn.Linear with a bias) is served the same way, the bias
+/// padded with zeros too and cuBLAS's bias epilogue doing the add, as ATen's own addmm does.
 /// Accepted: rank-2 fp16/bf16 operands of one dtype, K a multiple of 8 (an unaligned K slows the inputs' loads
 /// too, which padding the weight does not mend: the probe's odd-K rows), N not a multiple of 8; any strides
 /// (at::mm and the weight copy take them all). Declined: everything else, which stays on ATen.
@@ -34,6 +36,7 @@ const Family& gemm_family();
 
 /// One planned mm signature.
 struct GemmShape {
+  bool bias = false;  ///< addmm with a [N] bias (beta = alpha = 1); else mm
   c10::ScalarType dtype = c10::ScalarType::Half;
   int64_t m = 0, k = 0, n = 0;
   std::vector<int64_t> a_strides, b_strides;  ///< the call's layouts (checked at every launch)
@@ -49,7 +52,7 @@ struct GemmKnobs {
   int64_t padded_n(int64_t n) const { return (n + pad - 1) / pad * pad; }
 };
 
-/// The shape of an mm call, or Unsupported (Note [Padded GEMM]).
+/// The shape of an mm or addmm call, or Unsupported (Note [Padded GEMM]).
 Result<GemmShape> parse_mm(const Problem& p);
 
 /// Blocks of the unpadding copy.

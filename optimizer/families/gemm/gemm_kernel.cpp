@@ -32,17 +32,26 @@ class GemmKernel final : public BoundKernel {
     return t;
   }
 
-  int64_t scratch_bytes() const override {  // the padded weight and the [M, NP] result, 2-byte elements
+  int64_t scratch_bytes() const override {  // the padded weight, bias and [M, NP] result, 2-byte elements
     const int64_t np = k_.padded_n(s_.n);
-    return 2 * (np * s_.k + s_.m * np);
+    return 2 * (np * s_.k + s_.m * np + (s_.bias ? np : 0));
   }
 
   Status launch(const c10::IValue* args, size_t nargs, at::Tensor* outs, CUstream stream) noexcept override {
     try {
-      if (nargs != 2 || !args[0].isTensor() || !args[1].isTensor())
+      const size_t first = s_.bias ? 1 : 0;  // addmm(bias, a, b, beta, alpha) or mm(a, b)
+      if (nargs != (s_.bias ? 5u : 2u) || !args[first].isTensor() || !args[first + 1].isTensor() ||
+          (s_.bias && !args[0].isTensor()))
         return Status(Code::kUnsupported, "unexpected arguments");
-      const at::Tensor& a = args[0].toTensor();
-      const at::Tensor& b = args[1].toTensor();
+      const at::Tensor& a = args[first].toTensor();
+      const at::Tensor& b = args[first + 1].toTensor();
+      at::Tensor bias;
+      if (s_.bias) {
+        bias = args[0].toTensor();
+        if (!bias.defined() || bias.scalar_type() != s_.dtype || bias.sizes() != c10::IntArrayRef({s_.n}) ||
+            !bias.is_contiguous())
+          return Status(Code::kUnsupported, "bias does not match the planned shape");
+      }
       if (!a.defined() || !b.defined() || a.scalar_type() != s_.dtype || b.scalar_type() != s_.dtype ||
           a.sizes() != c10::IntArrayRef({s_.m, s_.k}) || b.sizes() != c10::IntArrayRef({s_.k, s_.n}) ||
           a.strides() != c10::IntArrayRef(s_.a_strides) || b.strides() != c10::IntArrayRef(s_.b_strides))
@@ -55,16 +64,23 @@ class GemmKernel final : public BoundKernel {
       if (!current.ok() || current.value() != stream)
         return Status(Code::kUnsupported, "the launch stream is not torch's current stream");
       const int64_t np = k_.padded_n(s_.n);
-      at::Tensor scratch;
+      at::Tensor w;
       if (k_.orient == 0) {  // [NP, K], its extra rows zero, used transposed
-        at::Tensor w = at::empty({np, s_.k}, b.options());
-        w.narrow(0, s_.n, np - s_.n).zero_();
-        w.narrow(0, 0, s_.n).copy_(b.t());
-        scratch = at::mm(a, w.t());
+        at::Tensor rows = at::empty({np, s_.k}, b.options());
+        rows.narrow(0, s_.n, np - s_.n).zero_();
+        rows.narrow(0, 0, s_.n).copy_(b.t());
+        w = rows.t();
       } else {  // [K, NP], its extra columns zero
-        at::Tensor w = at::empty({s_.k, np}, b.options());
+        w = at::empty({s_.k, np}, b.options());
         w.narrow(1, s_.n, np - s_.n).zero_();
         w.narrow(1, 0, s_.n).copy_(b);
+      }
+      at::Tensor scratch;
+      if (s_.bias) {  // the bias padded with zeros too; cuBLAS adds it in its epilogue, as ATen's addmm does
+        at::Tensor padded_bias = at::zeros({np}, bias.options());
+        padded_bias.narrow(0, 0, s_.n).copy_(bias);
+        scratch = at::addmm(padded_bias, a, w);
+      } else {
         scratch = at::mm(a, w);
       }
       if (!scratch.is_contiguous() || scratch.sizes() != c10::IntArrayRef({s_.m, np}))
