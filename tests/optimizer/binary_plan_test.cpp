@@ -71,6 +71,17 @@ TEST(BinaryPlan, PromotesLikeTorchResultType) {
   EXPECT_EQ(result(binary_problem("where", "self",
                                   {dense(at::kBool, {4, 8}), dense(at::kHalf, {4, 8}), zero_dim_arg(at::kFloat)})),
             at::kHalf);
+  // Only 0-dim values (an attention mask made additive, as GPT-2's traced layers do): 0-dim fp32/fp16/bf16 are
+  // never wrapped numbers, so they promote among themselves; a float64 or integer one may be wrapped: declined.
+  const auto mask = testing::tensor_arg(at::kBool, {8, 1, 512, 512}, {262144, 262144, 512, 1});
+  EXPECT_EQ(result(binary_problem("where", "self", {mask, zero_dim_arg(at::kHalf), zero_dim_arg(at::kHalf)})),
+            at::kHalf);
+  EXPECT_EQ(result(binary_problem("where", "self", {mask, zero_dim_arg(at::kHalf), zero_dim_arg(at::kFloat)})),
+            at::kFloat);
+  EXPECT_EQ(declined(binary_problem("where", "self", {mask, zero_dim_arg(at::kHalf), zero_dim_arg(at::kDouble)})),
+            Code::kUnsupported);
+  EXPECT_EQ(declined(binary_problem("where", "self", {mask, zero_dim_arg(at::kLong), zero_dim_arg(at::kHalf)})),
+            Code::kUnsupported);
 }
 
 TEST(BinaryPlan, OutputLayoutIsTensorIterators) {

@@ -393,6 +393,10 @@ TEST_P(CompileVariants, EveryBinaryVariant) {
                      {dense(at::kBool, {256}), dense(at::kHalf, {32, 256}), testing::zero_dim_arg(at::kHalf)}, sm),
       binary_problem("where", "self",
                      {dense(at::kBool, {32, 1}), dense(at::kFloat, {32, 256}), dense(at::kHalf, {256})}, sm),
+      binary_problem("where", "self",
+                     {tensor_arg(at::kBool, {8, 1, 512, 512}, {262144, 262144, 512, 1}),
+                      testing::zero_dim_arg(at::kHalf), testing::zero_dim_arg(at::kHalf)},
+                     sm),
   };
   expect_every_variant_compiles(*family_for("add", "Tensor"), problems, sm);
 }

@@ -133,6 +133,23 @@ Result<BinaryShape> plan_binary(const Problem& p) {
   c10::ScalarType common = c10::ScalarType::Undefined;
   for (int k = first_value; k < n_ins; ++k)
     if (s.ins[k].kind == OperandKind::kTensor) common = promote(common, s.ins[k].dtype);
+  if (common == c10::ScalarType::Undefined) {
+    // Only 0-dim value operands (where.self's mask decides the shape: an attention mask turned additive). A
+    // wrapped number (a Python or C++ scalar made a tensor) is always float64, int64, bool or complex, so 0-dim
+    // fp32/fp16/bf16 operands are plain 0-dim tensors and promote as such; anything else needs the wrapped-number
+    // flag the signature does not carry.
+    for (int k = first_value; k < n_ins; ++k) {
+      const auto& o = s.ins[k];
+      const bool plain = o.kind == OperandKind::kZeroDim &&
+                         (o.dtype == c10::ScalarType::Float || o.dtype == c10::ScalarType::Half ||
+                          o.dtype == c10::ScalarType::BFloat16);
+      if (!plain) {
+        common = c10::ScalarType::Undefined;
+        break;
+      }
+      common = promote(common, o.dtype);
+    }
+  }
   if (common == c10::ScalarType::Undefined)
     return Status(Code::kUnsupported, "no value operand of rank >= 1 (result dtype needs wrapped-number info)");
   s.out_dtype = common;
