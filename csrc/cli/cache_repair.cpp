@@ -2,6 +2,7 @@
 /// checked, a kernel's code loaded on this machine's GPU when it is that GPU's entry), `export` and `import`
 /// (Note [Cache bundles]).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -12,30 +13,6 @@
 
 namespace cudal1::cli {
 namespace {
-
-/// Loads `e`'s cubin on device 0 and finds its entry point, when device 0 is the GPU `f` describes (its compute
-/// capability); Unavailable ("not checked here") without a GPU or for another GPU's entry.
-Status load_here(const GpuFingerprint& f, const cache::KernelEntry& e) {
-  auto api = driver();
-  if (!api.ok()) return Status(Code::kUnavailable, "no GPU here");
-  const DriverApi* d = api.value();
-  CUdevice dev = 0;
-  int major = 0, minor = 0;
-  CUDAL1_CU_TRY(d->cuDeviceGet(&dev, 0));
-  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  if (f.sm != 10 * major + minor) return Status(Code::kUnavailable, "another GPU's entry");
-  CUcontext ctx = nullptr;
-  CUDAL1_CU_TRY(d->cuDevicePrimaryCtxRetain(&ctx, dev));
-  CUDAL1_CU_TRY(d->cuCtxSetCurrent(ctx));
-  CUmodule m = nullptr;
-  CUDAL1_CU_TRY(d->cuModuleLoadData(&m, e.cubin.data()));
-  CUfunction fn = nullptr;
-  const CUresult r = d->cuModuleGetFunction(&fn, m, e.kernel_name.c_str());
-  d->cuModuleUnload(m);
-  if (r != CUDA_SUCCESS) return cu_status(r, "cuModuleGetFunction(entry point)", __FILE__, __LINE__);
-  return Status();
-}
 
 /// What the driver says of this machine's GPU 0: name, compute capability, SM count and driver version (the rest
 /// of the fingerprint left empty); Unavailable without a driver or a GPU.
@@ -57,6 +34,27 @@ Result<GpuFingerprint> this_gpu() {
   f.sm_count = sms;
   f.driver_version = d->driver_version;
   return f;
+}
+
+/// Loads `e`'s cubin on device 0 and finds its entry point, when device 0 is the GPU `f` describes (its compute
+/// capability); Unavailable ("not checked here") without a GPU or for another GPU's entry.
+Status load_here(const GpuFingerprint& f, const cache::KernelEntry& e) {
+  auto here = this_gpu();
+  if (!here.ok()) return Status(Code::kUnavailable, "no GPU here");
+  if (f.sm != here->sm) return Status(Code::kUnavailable, "another GPU's entry");
+  const DriverApi* d = driver().value();
+  CUdevice dev = 0;
+  CUDAL1_CU_TRY(d->cuDeviceGet(&dev, 0));
+  CUcontext ctx = nullptr;
+  CUDAL1_CU_TRY(d->cuDevicePrimaryCtxRetain(&ctx, dev));
+  CUDAL1_CU_TRY(d->cuCtxSetCurrent(ctx));
+  CUmodule m = nullptr;
+  CUDAL1_CU_TRY(d->cuModuleLoadData(&m, e.cubin.data()));
+  CUfunction fn = nullptr;
+  const CUresult r = d->cuModuleGetFunction(&fn, m, e.kernel_name.c_str());
+  d->cuModuleUnload(m);
+  if (r != CUDA_SUCCESS) return cu_status(r, "cuModuleGetFunction(entry point)", __FILE__, __LINE__);
+  return Status();
 }
 
 /// The key of the one fingerprint in `listing` that describes this machine's GPU 0 as far as the CLI can see it
@@ -181,13 +179,14 @@ int cache_import(const Options& o, std::ostream& out) {
     seen.cudal1_version = kVersion;
     const Status s = cache::transfer_check(fp, seen, o.allow);
     if (s.ok()) return s;
-    std::string allow;
+    std::vector<std::string> allow;
     for (const auto& f : fp.differing_fields(seen))
-      if (std::find(t.begin(), t.end(), f) != t.end()) allow += (allow.empty() ? "" : ",") + f;
-    return Status(Code::kMismatch, "this machine (" + here->gpu_name + ", driver " +
-                                       std::to_string(here->driver_version) + ", cudal1 " + kVersion + "): " +
-                                       s.message() +
-                                       (allow.empty() ? "" : "; pass --allow " + allow + " to import it anyway"));
+      if (std::find(t.begin(), t.end(), f) != t.end()) allow.push_back(f);
+    return Status(Code::kMismatch,
+                  fmt::format("this machine ({}, driver {}, cudal1 {}): {}{}", here->gpu_name, here->driver_version,
+                              kVersion, s.message(),
+                              allow.empty() ? "" : fmt::format("; pass --allow {} to import it anyway",
+                                                               fmt::join(allow, ","))));
   };
   auto r = cache.import_bundle(o.bundle, o.overwrite, check);
   if (!r.ok()) {
@@ -202,10 +201,8 @@ int cache_import(const Options& o, std::ostream& out) {
       out << "error: the allowance was not stored: " << s.to_string() << "\n";
       return 1;
     }
-    std::string fields;
-    for (const auto& f : o.allow) fields += (fields.empty() ? "" : ", ") + f;
-    out << "its records serve a GPU whose fingerprint differs in " << fields
-        << " too, each kernel verified against ATen there before its first call\n";
+    out << fmt::format("its records serve a GPU whose fingerprint differs in {} too, each kernel verified against "
+                       "ATen there before its first call\n", fmt::join(o.allow, ", "));
   }
   return r->rejected ? 1 : 0;
 }
