@@ -72,6 +72,19 @@ std::vector<ChainRow> chain_suite(bool small) {
   rows.push_back({"residual_relu f32", {{small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56},
                                         {small ? 8 : 32, 256, small ? 14 : 56, small ? 14 : 56}},
                   at::kFloat, [](const V& in) { return in[0].add(in[1]).relu(); }});
+  // Library chains (Note [Library chains]). GPT-2's Conv1D (c_fc) as a traced model runs it: TorchScript's
+  // DecomposeOps splits addmm(b, x, w) into b + x.mm(w).
+  rows.push_back({"conv1d_bias f16", {{T, 768}, {768, small ? 256 : 3072}, {small ? 256 : 3072}}, at::kHalf,
+                  [](const V& in) { return in[2].add(in[0].mm(in[1])); }, {}, /*gemm=*/true});
+  // Linear + GELU (tanh form) + linear at 4096^2: the first two are one cuBLASLt call with a GELU epilogue.
+  rows.push_back({"linear_gelu_tanh_linear f16",
+                  {{small ? 64 : 4096, small ? 256 : 4096}, {small ? 256 : 4096, small ? 256 : 4096}, {small ? 256 : 4096},
+                   {small ? 256 : 4096, small ? 256 : 4096}, {small ? 256 : 4096}},
+                  at::kHalf,
+                  [](const V& in) {
+                    return at::linear(at::gelu(at::linear(in[0], in[1], in[2]), "tanh"), in[3], in[4]);
+                  },
+                  {}, /*gemm=*/true});
   return rows;
 }
 

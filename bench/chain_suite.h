@@ -18,6 +18,7 @@ struct ChainRow {
   at::ScalarType dtype = at::kFloat;
   std::function<at::Tensor(const std::vector<at::Tensor>&)> run;  ///< the chain as eager ops; returns its result
   std::vector<size_t> positive = {};  ///< inputs drawn from [0.5, 1.5) (a running variance), the rest N(0, 1)
+  bool gemm = false;  ///< led by a GEMM (compute-bound): the byte floor does not bound it (Note [Library chains])
 };
 
 /// The suite at the sizes (`small`: the same chains at test sizes).

@@ -122,11 +122,11 @@ Result<std::vector<RecordProblem>> KernelCache::verify(const KernelCheck& check_
     std::string why;
     if (!finite_nonneg(k.speedup) || !finite_nonneg(k.aten_us) || !finite_nonneg(k.kernel_us) || k.trials < 0)
       why = "a speedup, time or trial count that is negative or not finite";
-    else if (k.has_kernel && (k.cubin.empty() || k.kernel_name.empty()))
-      why = "a kernel without code or entry point";
+    else if (k.has_kernel && (k.cubin.empty() != k.library() || k.kernel_name.empty()))
+      why = k.library() ? "a library call with code" : "a kernel without code or entry point";
     else if (!k.has_kernel && !k.cubin.empty())
       why = "an ATen outcome with code";
-    else if (k.has_kernel && check_kernel)
+    else if (k.has_kernel && !k.library() && check_kernel)
       if (const Status s = check_kernel(f->second.value(), k); !s.ok() && s.code() != Code::kUnavailable)
         why = "the kernel does not load here: " + s.to_string();
     if (!why.empty()) out.push_back({key, why});

@@ -81,8 +81,8 @@ Result<KernelEntry> KernelCache::decode(const std::string& value, const GpuFinge
     e.kernel_us = j.at("kernel_us").get<double>();
     e.trials = j.at("trials").get<int64_t>();
     e.created_unix = j.at("created_unix").get<int64_t>();
-    if (e.has_kernel && (e.cubin.empty() || e.kernel_name.empty()))
-      return Status(Code::kCorrupt, "record claims a kernel but has no code");
+    if (e.has_kernel && (e.cubin.empty() != e.library() || e.kernel_name.empty()))
+      return Status(Code::kCorrupt, e.library() ? "a library-call record with code" : "record claims a kernel but has no code");
     return e;
   } catch (const nlohmann::json::exception& ex) {
     return Status(Code::kCorrupt, std::string("record fields: ") + ex.what());

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
 
 #include "chain_plan.h"
 #include "codegen_common.h"
@@ -82,6 +83,8 @@ std::string step_formula(const Step& s, const std::function<std::string(const Op
     }
     case StepOp::kRowSum: case StepOp::kRowMean: case StepOp::kRowMax: case StepOp::kRowMin:
       break;  // reductions are the row kernel's (chain_rows.cpp)
+    case StepOp::kGemm:
+      throw std::logic_error("a GEMM step has no generated formula (library chains: chain_library.h)");
   }
   return a;
 }

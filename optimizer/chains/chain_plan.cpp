@@ -74,6 +74,7 @@ const char* op_name(StepOp op) {
     case StepOp::kRowMean: return "row_mean";
     case StepOp::kRowMax: return "row_max";
     case StepOp::kRowMin: return "row_min";
+    case StepOp::kGemm: return "gemm";
   }
   return "?";
 }
@@ -255,6 +256,12 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
 
 }  // namespace
 
+std::string functional_op(const dispatcher::ChainNode& node) {
+  const auto& schema = node.rec->op.schema();
+  const std::string op = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  return node.inplace ? functional_name(op) : op;
+}
+
 Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
   if (chain.nodes.empty()) return unsupported("empty");
   ChainPlan p;
@@ -283,8 +290,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
   for (size_t k = 0; k < chain.nodes.size(); ++k) {
     const dispatcher::ChainNode& node = chain.nodes[k];
     const auto& schema = node.rec->op.schema();
-    std::string op = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
-    if (node.inplace) op = functional_name(op);
+    const std::string op = functional_op(node);
     const bool bn = batch_norm_op(op);
     if (node.outputs.empty()) return unsupported("a node without outputs");
     std::vector<Operand> tensors;

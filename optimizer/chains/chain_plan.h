@@ -57,6 +57,7 @@ enum class StepOp : uint8_t {
   kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kSilu, kRelu, kAbs, kReciprocal, kErf,
   kGelu, kGeluTanh, kPow, kClamp,
   kRowSum, kRowMean, kRowMax, kRowMin,  // row chains: a reduction of a full value along the last dim
+  kGemm,  // library chains only (chain_library.h): a GEMM's value, computed by cuBLAS, never generated
 };
 bool is_reduction(StepOp op);
 
@@ -80,6 +81,10 @@ struct Step {
   /// A layer norm's mean or rstd: where ATen's value is not finite, any non-finite value matches (ATen's Welford
   /// gives inf or NaN for a row holding an infinity, depending on where in its thread layout it sits).
   bool any_nonfinite = false;
+  /// > 0: a value computed from a GEMM over this many products (Note [Library chains]): verification adds
+  /// (gemm_k + 2 ulps of the dtype) fp32 eps of the largest output, and a finite value beyond 1/16 of the dtype's
+  /// range matches an infinity of its sign (split-K partial sums reduced in the dtype: Note [Padded GEMM]).
+  int64_t gemm_k = 0;
 };
 
 /// One output of one node, in the kernel's parameter order (nodes in order, each node's outputs in order).
@@ -114,6 +119,10 @@ struct ChainPlan {
 
 /// The plan of `chain`, or Unsupported saying what is not pointwise.
 Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain);
+
+/// The op a node computes, by its schema name and overload ("aten::add.Tensor"), an in-place node by its
+/// functional form ("aten::relu_" -> "aten::relu"; Note [In-place nodes]).
+std::string functional_op(const dispatcher::ChainNode& node);
 
 /// True for the dtypes the generator computes in float: fp32, fp16, bf16.
 bool float_like(c10::ScalarType t);

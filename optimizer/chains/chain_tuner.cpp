@@ -14,7 +14,9 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #endif
 
+#include "chain_library.h"
 #include "chain_plan.h"
+#include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
@@ -158,6 +160,15 @@ double eps_of(c10::ScalarType t) {
   }
 }
 
+/// The largest finite value of a float-like dtype.
+double finite_max_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return 65504.0;
+    case c10::ScalarType::BFloat16: return 3.3895313892515355e38;
+    default: return 3.4028234663852886e38;
+  }
+}
+
 /// Fresh inputs at the externals' exact sizes and strides (Note [Chain tuning]).
 std::vector<at::Tensor> make_externals(const ChainPlan& plan, int device, int trial, at::Generator& gen) {
   static const double kScales[] = {1, 4, 0.01, 30, 1000};
@@ -223,6 +234,14 @@ bool close_enough(const ChainPlan& plan, const std::vector<at::Tensor>& ext,
     at::Tensor ok = at::isclose(o, r, rtol, atol, /*equal_nan=*/true);
     const chains::Step& step = plan.steps[static_cast<size_t>(slot.step)];
     if (step.any_nonfinite) ok = ok | (~finite & ~at::isfinite(o));
+    if (step.gemm_k > 0) {  // Note [Library chains]: a GEMM's order of accumulation, and its edge of overflow
+      const double eps = eps_of(ref[n][i].scalar_type()), eps32 = eps_of(c10::ScalarType::Float);
+      const double gemm_atol = atol + (static_cast<double>(step.gemm_k) * eps32 + 2 * eps) * maxabs;
+      ok = ok | at::isclose(o, r, rtol, gemm_atol, /*equal_nan=*/true);
+      const double edge = finite_max_of(ref[n][i].scalar_type()) / 16;
+      const at::Tensor inf_o = at::isinf(o), inf_r = at::isinf(r);
+      ok = ok | (inf_r & ~inf_o & (o * at::sign(r) >= edge)) | (inf_o & finite & (r * at::sign(o) >= edge));
+    }
     if (step.op == chains::StepOp::kRowSum || step.op == chains::StepOp::kRowMean) {
       // A float sum in another order differs by up to ~log2(C) eps of the sum of |x| (not of the result, which
       // cancellation can make small): each row's bound, from the reference's own input.
@@ -244,11 +263,14 @@ bool close_enough(const ChainPlan& plan, const std::vector<at::Tensor>& ext,
   return true;
 }
 
+/// `library`: a library chain (Note [Library chains]), which computes only the last output and replays the
+/// chain through ATen when an intermediate is wanted: every trial stores the last output only, and one more
+/// stores them all.
 Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
-                      int device, int trials, uint64_t seed) {
+                      int device, int trials, uint64_t seed, bool library = false) {
   at::Generator gen = device_generator(device, seed);
   for (int t = 0; t <= trials; ++t) {
-    const bool last_only = t == trials;  // one more trial storing the last output only
+    const bool last_only = library ? t < trials : t == trials;  // one more trial storing the other way
     const std::vector<at::Tensor> ext = make_externals(plan, device, t, gen);
     auto ref = make_outputs(c, device, /*poison=*/true, /*last_only=*/false);
     CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, ref));
@@ -335,6 +357,50 @@ std::string launch_json_of(const ChainPlan& plan, const ChainVariant& v) {
       .dump();
 }
 
+/// Records the winner's timing in `rep`; NotFound when it does not beat the ATen chain by the margin (its median
+/// speedup at least `o.min_speedup` and its 25th percentile at least 1).
+Status judge(const ChainTiming& t, const ChainTuneOptions& o, ChainTuneReport& rep) {
+  rep.aten_us = t.aten_us;
+  rep.kernel_us = t.kernel_us;
+  rep.speedup = t.speedup;
+  rep.speedup_p25 = t.p25;
+  if (t.speedup < o.min_speedup || t.p25 < 1.0) {
+    rep.note = "no variant beat the ATen chain by the margin";
+    return Status(Code::kNotFound, rep.note);
+  }
+  return Status();
+}
+
+std::string library_launch_json(const chains::LibraryPlan& p) {
+  return nlohmann::json{{"library", p.call()}, {"plan", p.check.text}}.dump();
+}
+
+/// tune_chain for a library chain (Note [Library chains]): its one kernel verified and timed like a variant.
+Result<std::unique_ptr<dispatcher::ChainKernel>> tune_library(const dispatcher::ChainRecord& chain,
+                                                              chains::LibraryPlan plan, const ChainTuneOptions& o,
+                                                              ChainTuneReport& rep) {
+  const int device = chain.nodes.front().rec->device_index;
+  if (device < 0) return Status(Code::kUnsupported, rep.note = "chain: not on a CUDA device");
+  dispatcher::BypassScope bypass;
+  rep.plan = plan.check.text;
+  rep.variants = 1;
+  rep.kernel_name = cache::kLibraryKernel;
+  const ChainPlan check = plan.check;
+  const std::string id = "library." + plan.call(), launch = library_launch_json(plan);
+  std::unique_ptr<dispatcher::ChainKernel> k = chains::library_chain_kernel(chain, std::move(plan));
+  if (const Status v = verify_variant(chain, check, *k, device, o.verify_trials, o.seed, /*library=*/true); !v.ok()) {
+    rep.note = "no variant verified (" + id + ": " + v.to_string() + ")";
+    return Status(Code::kVerifyFailed, rep.note);
+  }
+  rep.verified = 1;
+  rep.variant = id;
+  if (o.reps <= 0) return k;
+  CUDAL1_ASSIGN_OR_RETURN(ChainTiming t, time_variant(chain, check, *k, device, 2 * o.reps, o.seed + 7));
+  rep.launch_json = launch;
+  CUDAL1_RETURN_IF_ERROR(judge(t, o, rep));
+  return k;
+}
+
 }  // namespace
 
 std::string chain_cache_key(const dispatcher::ChainRecord& chain) {
@@ -347,6 +413,19 @@ std::string chain_cache_key(const dispatcher::ChainRecord& chain) {
 Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatcher::ChainRecord& chain,
                                                                    const std::string& launch_json,
                                                                    const std::string& cubin) {
+  bool library = false;
+  try {
+    library = nlohmann::json::parse(launch_json).contains("library");
+  } catch (const std::exception& e) {
+    return Status(Code::kCorrupt, std::string("chain launch description: ") + e.what());
+  }
+  if (library) {  // Note [Library chains]: no code, the plan is all there is to check
+    CUDAL1_ASSIGN_OR_RETURN(chains::LibraryPlan plan, chains::plan_library_chain(chain));
+    if (launch_json != library_launch_json(plan)) return Status(Code::kMismatch, "the chain's plan differs from the cached one's");
+    if (!cubin.empty()) return Status(Code::kCorrupt, "a library chain with code");
+    if (chain.nodes.front().rec->device_index < 0) return Status(Code::kUnsupported, "chain: not on a CUDA device");
+    return chains::library_chain_kernel(chain, std::move(plan));
+  }
   CUDAL1_ASSIGN_OR_RETURN(ChainPlan plan, chains::plan_chain(chain));
   ChainVariant v;
   std::string planned;
@@ -371,18 +450,28 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
 }
 
 size_t fusable_prefix(const dispatcher::ChainRecord& chain) {
-  if (chains::plan_chain(chain).ok()) return 0;
+  auto plans = [](const dispatcher::ChainRecord& c) {
+    return chains::plan_chain(c).ok() || chains::plan_library_chain(c).ok();
+  };
+  if (plans(chain)) return 0;
   for (size_t m = chain.nodes.size(); m-- > 2;) {
     std::vector<dispatcher::ChainNode> nodes(chain.nodes.begin(), chain.nodes.begin() + static_cast<std::ptrdiff_t>(m));
     const int externals = dispatcher::externals_read(nodes);
     const dispatcher::ChainRecord prefix(0, {}, std::move(nodes), externals);
-    if (chains::plan_chain(prefix).ok()) return m;
+    if (plans(prefix)) return m;
   }
   return 0;
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain) {
-  CUDAL1_ASSIGN_OR_RETURN(ChainPlan plan, chains::plan_chain(chain));
+  auto planned = chains::plan_chain(chain);
+  if (!planned.ok()) {
+    auto library = chains::plan_library_chain(chain);
+    if (!library.ok()) return planned.status();
+    return Status(Code::kUnsupported, "a library chain (" + library.value().check.text +
+                                          "): one ATen call, nothing is generated or compiled");
+  }
+  const ChainPlan& plan = planned.value();
   std::vector<std::pair<std::string, std::string>> out;
   for (const ChainVariant& v : chains::variants(plan)) out.emplace_back(v.id(), chains::chain_source(plan, v));
   return out;
@@ -395,6 +484,15 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
   rep = ChainTuneReport();
   auto planned = chains::plan_chain(chain);
   if (!planned.ok()) {
+    auto library = chains::plan_library_chain(chain);
+    if (library.ok()) {
+      try {
+        return tune_library(chain, std::move(library).value(), o, rep);
+      } catch (const std::exception& e) {
+        rep.note = std::string("chain tuning raised: ") + e.what();
+        return Status(Code::kInternal, rep.note);
+      }
+    }
     rep.note = planned.status().message();
     return planned.status();
   }
@@ -467,14 +565,7 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
     if (again.ok()) best_t = again.value();
     rep.variant = best_v.id();
     rep.launch_json = launch_json_of(plan, best_v);
-    rep.aten_us = best_t.aten_us;
-    rep.kernel_us = best_t.kernel_us;
-    rep.speedup = best_t.speedup;
-    rep.speedup_p25 = best_t.p25;
-    if (best_t.speedup < o.min_speedup || best_t.p25 < 1.0) {
-      rep.note = "no variant beat the ATen chain by the margin";
-      return Status(Code::kNotFound, rep.note);
-    }
+    CUDAL1_RETURN_IF_ERROR(judge(best_t, o, rep));
     return best;
   } catch (const std::exception& e) {
     rep.note = std::string("chain tuning raised: ") + e.what();

@@ -180,6 +180,15 @@ TEST_F(HealTest, VerifyNamesEveryBadRecordAndDropRemovesExactlyThose) {
   aten_code.cubin = "code";
   ASSERT_TRUE(c.put(fp(), aten_code).ok());
   ASSERT_TRUE(c.put(fp(), entry("refused_here")).ok());
+  KernelEntry library = entry("library");  // a chain rewritten to one library call: no code, nothing to load
+  library.family = "chain";
+  library.kernel_name = kLibraryKernel;
+  library.cubin.clear();
+  ASSERT_TRUE(c.put(fp(), library).ok());
+  KernelEntry library_code = library;
+  library_code.signature = "library_code";
+  library_code.cubin = "code";
+  ASSERT_TRUE(c.put(fp(), library_code).ok());
   ASSERT_TRUE(c.put_run({"1-1", "{\"ok\": true}"}).ok());
   {
     rocksdb::DB* raw = nullptr;
@@ -191,6 +200,7 @@ TEST_F(HealTest, VerifyNamesEveryBadRecordAndDropRemovesExactlyThose) {
   }
   const KernelCheck check = [](const GpuFingerprint&, const KernelEntry& e) {
     if (e.signature == "refused_here") return Status(Code::kInternal, "CUDA_ERROR_INVALID_IMAGE");
+    if (e.library()) return Status(Code::kInternal, "a library call has nothing to load: never checked");
     if (e.signature == "good") return Status(Code::kUnavailable, "no GPU here");  // not checked: fine
     return Status();
   };
@@ -200,15 +210,18 @@ TEST_F(HealTest, VerifyNamesEveryBadRecordAndDropRemovesExactlyThose) {
   for (const auto& p : problems.value()) keys.insert(p.key);
   const std::string k = "k/" + fp().key() + "/";
   EXPECT_EQ(keys, (std::set<std::string>{k + "no_code", k + "nan", k + "aten_code", k + "refused_here", k + "garbage",
-                                         "k/nofp/orphan", "r/2-2"}));
+                                         k + "library_code", "k/nofp/orphan", "r/2-2"}));
   auto dropped = c.drop(problems.value());
   ASSERT_TRUE(dropped.ok());
-  EXPECT_EQ(dropped.value(), 7);
+  EXPECT_EQ(dropped.value(), 8);
   auto again = c.verify(check);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->empty());
   EXPECT_TRUE(c.get(fp(), "good").ok());
   EXPECT_TRUE(c.get(fp(), "aten").ok());
+  auto lib = c.get(fp(), "library");
+  ASSERT_TRUE(lib.ok()) << lib.status().to_string();
+  EXPECT_TRUE(lib->library());
   auto runs = c.runs();
   ASSERT_TRUE(runs.ok());
   EXPECT_EQ(runs->size(), 1u);

@@ -32,7 +32,7 @@ class ChainGpuEnv : public ::testing::Environment {
     o.ops = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "sub.Scalar", "mul.Scalar",
              "div.Scalar", "maximum", "minimum", "neg", "exp", "tanh", "sigmoid", "silu", "relu", "abs", "gelu",
              "mean.dim", "sum.dim_IntList", "amax", "amin", "native_layer_norm", "_softmax", "native_batch_norm",
-             "cudnn_batch_norm", "max_pool2d_with_indices"};
+             "cudnn_batch_norm", "max_pool2d_with_indices", "mm", "addmm"};
     for (const auto& op : dispatcher::chain_ops()) o.ops.push_back(op);
     o.hot_calls = 1000000;
     o.sample_every = 1000000;

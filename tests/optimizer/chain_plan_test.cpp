@@ -30,7 +30,7 @@ class ChainPlanEnv : public ::testing::Environment {
     o.mode = Mode::kProfile;
     o.ops = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "add.Scalar", "mul.Scalar", "div.Scalar",
              "tanh", "sigmoid", "silu", "relu", "gelu", "exp", "mean.dim", "sum.dim_IntList", "native_layer_norm",
-             "amax", "_softmax", "native_batch_norm", "max_pool2d_with_indices"};
+             "amax", "_softmax", "native_batch_norm", "max_pool2d_with_indices", "mm", "addmm"};
     for (const auto& op : dispatcher::chain_ops()) o.ops.push_back(op);
     o.hot_calls = 1000000;
     o.sample_every = 1000000;

@@ -149,7 +149,7 @@ void store_chain_outcome(const dispatcher::ChainRecord& c, const std::string& ke
   e.generator_version = optimizer::kChainGeneratorVersion;
   e.variant = rep.variant;
   e.launch_json = has_kernel ? rep.launch_json : "";
-  e.kernel_name = "chain_kernel";
+  e.kernel_name = rep.kernel_name;
   e.cubin = has_kernel ? rep.cubin : "";
   e.speedup = rep.speedup;
   e.aten_us = rep.aten_us;

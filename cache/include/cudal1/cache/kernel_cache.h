@@ -65,6 +65,9 @@
 namespace cudal1::cache {
 
 /// One tuning outcome for one signature on one fingerprint.
+/// KernelEntry::kernel_name of a kernel that is a library call (no code).
+inline constexpr const char* kLibraryKernel = "library";
+
 struct KernelEntry {
   std::string signature;     ///< Signature::text (the key)
   bool has_kernel = false;   ///< false: tuned, and no variant beat ATen (the signature stays on ATen)
@@ -72,8 +75,8 @@ struct KernelEntry {
   int generator_version = 0;  ///< the family's generator version that made it (Note [Generator versions])
   std::string variant;       ///< readable technique choice, e.g. "vec4.b256.u2.grid"
   std::string launch_json;   ///< family-specific launch description (JSON)
-  std::string kernel_name;   ///< entry point in the cubin
-  std::string cubin;         ///< compiled code for the fingerprint's sm (bytes)
+  std::string kernel_name;   ///< entry point in the cubin; kLibraryKernel: a library call, no code
+  std::string cubin;         ///< compiled code for the fingerprint's sm (bytes); empty for a library call
   double speedup = 0;        ///< median paired speedup over ATen, measured when tuned (best seen if no winner)
   double aten_us = 0;        ///< median ATen time, microseconds
   double kernel_us = 0;      ///< median time of the stored kernel (or best variant), microseconds
@@ -82,6 +85,10 @@ struct KernelEntry {
   /// Not stored: set by the runtime on a record of another fingerprint it may use once the kernel is verified
   /// on this machine (Note [Cache transfer]); that fingerprint's key. Empty for the process's own records.
   std::string transferred_from;
+
+  /// A kernel that is a call into a library ATen links (a chain rewritten to cuBLAS, Note [Library chains] in
+  /// optimizer/chains/chain_library.h): it has no code, and nothing to load.
+  bool library() const { return has_kernel && kernel_name == kLibraryKernel; }
 };
 
 /// The fields an allowance may name (Note [Cache transfer]): "driver", "cuda_runtime", "nvrtc", "torch", "cudal1".

@@ -1,5 +1,6 @@
-/// @brief Chain kernels: the generator of pointwise chains (Note [Pointwise chains] in optimizer/chains/) and its
-/// tuner, which verifies each variant against the ATen chain and times it against it (Note [Chain tuning]).
+/// @brief Chain kernels: the generators of pointwise and row chains (Note [Pointwise chains] in optimizer/chains/),
+/// library chains (Note [Library chains]: one cuBLASLt-epilogue call), and their tuner, which verifies each variant
+/// against the ATen chain and times it against it (Note [Chain tuning]).
 ///
 /// Note [Chain tuning]
 /// For a hot chain the tuner plans it (pointwise and row chains), compiles every variant with NVRTC
@@ -28,8 +29,9 @@ namespace cudal1::optimizer {
 
 /// The chain generators' version, part of the GPU fingerprint ("chains:N" in generators_fingerprint()): bumped
 /// whenever a chain kernel's code for a given plan and variant changes, so no cache serves an older one.
-/// 1: pointwise chains (session 33); 2: row chains, 16-byte packs, 16-bit pow by 3 rounding its square; 3: in-place
-/// nodes, eval batch norms, one offset per stride pattern.
+/// 1: pointwise chains; 2: row chains, 16-byte packs, 16-bit pow by 3 rounding its square; 3: in-place nodes, eval
+/// batch norms, one offset per stride pattern. Library chains (Note [Library chains]) add plans, not code: a chain
+/// planned as one before them never was cached with a kernel.
 constexpr int kChainGeneratorVersion = 3;
 
 struct ChainTuneOptions {
@@ -48,7 +50,8 @@ struct ChainTuneReport {
   double aten_us = 0, kernel_us = 0, speedup = 0, speedup_p25 = 0;
   std::string note;       ///< why no kernel, when none
   std::string launch_json;  ///< the winner as load_chain_kernel reads it (variant and plan), when one was timed
-  std::string cubin;        ///< the winner's code
+  std::string cubin;        ///< the winner's code (none for a library chain)
+  std::string kernel_name = "chain_kernel";  ///< its entry point; "library" for a library chain (no code)
 };
 
 /// The number of leading nodes of `chain` the generators can fuse when the whole chain is not fusable: the
@@ -72,7 +75,8 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
                                                                    const std::string& launch_json,
                                                                    const std::string& cubin);
 
-/// Each variant's id and CUDA source for `chain` (what NVRTC compiles); Unsupported when the generators cannot fuse it.
+/// Each variant's id and CUDA source for `chain` (what NVRTC compiles); Unsupported when the generators cannot fuse it
+/// or it is a library chain (Note [Library chains]: nothing is compiled; the message says which call it is).
 Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain);
 
 }  // namespace cudal1::optimizer
