@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
-#include <regex>
 
 #include "optimizer/problems.h"
 
@@ -84,57 +83,58 @@ std::vector<Row> known_rows() {
   // In the benchmark table's order (the order a carried policy meets them).
   return {
       {"gelu f16 [4096,11008]",
-       t::unary_problem("gelu", at::kHalf, {4096, 11008}, c({4096, 11008}), 90, 0, "none"), "s17_gelu_f16.log",
-       "aten::gelu("},
+       t::unary_problem("gelu", at::kHalf, {4096, 11008}, c({4096, 11008}), 90, 0, "none"), "gelu_f16_4096x11008.csv"},
       {"silu bf16 gate half [8192,2x4096]", t::unary_problem("silu", at::kBFloat16, {8192, 4096}, {8192, 1}),
-       "s17_silu_gate.log", "aten::silu("},
+       "silu_bf16_gate_8192x2x4096.csv"},
       {"group_norm bf16 [32,320,64,64] g32", t::group_norm_problem(at::kBFloat16, {32, 320, 64, 64}, 32),
-       "run8_g32_stem.log", "bf16[32,320,64,64]"},
+       "group_norm_bf16_32x320x64x64_g32.csv"},
       {"group_norm f16 [64,256,28,28] g32", t::group_norm_problem(at::kHalf, {64, 256, 28, 28}, 32),
-       "run8_g32_stem.log", "f16[64,256,28,28]"},
+       "group_norm_f16_64x256x28x28_g32.csv"},
       {"max_pool2d f16 [64,64,112,112] k3 s2 p1",
        t::max_pool_problem(at::kHalf, {64, 64, 112, 112}, {}, {3, 3}, {2, 2}, {1, 1}, {1}, false),
-       "run8_g32_stem.log", "f16[64,64,112,112]"},
+       "max_pool2d_f16_64x64x112x112_k3s2p1.csv"},
       {"cumsum bf16 [8192,4096] last dim",
-       t::scan_problem("cumsum", at::kBFloat16, {8192, 4096}, c({8192, 4096}), -1), "s13_cumsum.log",
-       "aten::cumsum("},
+       t::scan_problem("cumsum", at::kBFloat16, {8192, 4096}, c({8192, 4096}), -1), "cumsum_bf16_8192x4096_last.csv"},
       {"sum f32 [16,256,256] dim1 (small)",
        t::reduce_problem("sum.dim_IntList", at::kFloat, {16, 256, 256}, c({16, 256, 256}), t::dims({1})),
-       "s17_sum.log", "aten::sum.dim_IntList("},
+       "sum_f32_16x256x256_dim1.csv"},
       {"argmax f32 [128,4096,32] dim1",
        t::reduce_problem("argmax", at::kFloat, {128, 4096, 32}, c({128, 4096, 32}), c10::IValue(int64_t{1})),
-       "s17_argmax.log", "aten::argmax("},
+       "argmax_f32_128x4096x32_dim1.csv"},
       {"var f32 [4096,4096] dim0",
        t::reduce_problem("var.correction", at::kFloat, {4096, 4096}, c({4096, 4096}), t::dims({0})),
-       "s17_var.log", "aten::var."},
+       "var_f32_4096x4096_dim0.csv"},
       {"vector_norm f32 [4096,4096] dim 0 ord 1",
        t::vector_norm_problem(at::kFloat, {4096, 4096}, c({4096, 4096}), c10::IValue(1.0), t::dims({0})),
-       "run5_columns.log", "aten::linalg_vector_norm("},
+       "vector_norm_f32_4096x4096_dim0_ord1.csv"},
   };
 }
 
-std::map<std::string, double> read_times(const std::string& path, const std::string& match) {
-  static const std::regex re(R"(: (\S+) speedup \S+ \(p25 \S+, ATen \S+ us, kernel ([0-9.]+) us\))");
+std::map<std::string, double> read_times(const std::string& path) {
   std::map<std::string, double> out;
   std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (line.find(match) != std::string::npos && std::regex_search(line, m, re)) out[m[1]] = std::stod(m[2]);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("variant,kernel_us", 0) != 0) return out;  // the header
+  while (std::getline(in, line)) {
+    const size_t comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    try {
+      out[line.substr(0, comma)] = std::stod(line.substr(comma + 1));
+    } catch (const std::exception&) {
+      continue;  // a malformed line is skipped, not fatal
+    }
   }
   return out;
 }
 
-
-
-
 std::vector<Landscape> load_landscapes(const std::string& dir, std::vector<std::string>* skipped) {
   std::vector<Landscape> rows;
   for (const Row& row : known_rows()) {
-    const auto times = read_times(dir + "/" + row.log, row.match);
+    const auto times = read_times(dir + "/" + row.csv);
     const auto* family = optimizer::family_for(row.problem.op, row.problem.overload);
     auto plan = family ? family->plan(row.problem) : Status(Code::kUnsupported, "no family");
     if (times.empty() || !plan.ok()) {
-      if (skipped) skipped->push_back(row.name + " (no timings in " + row.log + ", or not planned)");
+      if (skipped) skipped->push_back(row.name + " (no timings in " + row.csv + ", or not planned)");
       continue;
     }
     rows.push_back(landscape(family->name(), *plan.value(), times));
@@ -142,6 +142,27 @@ std::vector<Landscape> load_landscapes(const std::string& dir, std::vector<std::
   }
   return rows;
 }
+
+namespace {
+
+/// Adds one seed's result to `out` (o.seeds seeds in all).
+void tally(Outcome& out, double ratio, size_t trials95, const Options& o) {
+  out.mean_trials95 += static_cast<double>(trials95) / o.seeds;
+  out.mean_ratio += ratio / o.seeds;
+  out.ratios.push_back(ratio);
+  out.within2 += ratio <= 1.02 ? 100.0 / o.seeds : 0.0;
+  out.within5 += ratio <= 1.05 ? 100.0 / o.seeds : 0.0;
+}
+
+void describe(std::vector<Outcome>& out, const std::vector<Landscape>& rows) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    out[r].variants = rows[r].space.size();
+    out[r].timed = rows[r].timed;
+    out[r].best = rows[r].best;
+  }
+}
+
+}  // namespace
 
 std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o) {
   std::vector<Outcome> out(rows.size());
@@ -155,19 +176,37 @@ std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o
       Trials done;
       size_t trials95 = 0;
       const double ratio = tune_row(l, *policy, o, seed, done, &trials95);
-      out[r].mean_trials95 += static_cast<double>(trials95) / o.seeds;
       if (o.carry) policy->learn(done.features, done.speedups);
-      out[r].mean_ratio += ratio / o.seeds;
-      out[r].ratios.push_back(ratio);
-      out[r].within2 += ratio <= 1.02 ? 100.0 / o.seeds : 0.0;
-      out[r].within5 += ratio <= 1.05 ? 100.0 / o.seeds : 0.0;
+      tally(out[r], ratio, trials95, o);
     }
   }
-  for (size_t r = 0; r < rows.size(); ++r) {
-    out[r].variants = rows[r].space.size();
-    out[r].timed = rows[r].timed;
-    out[r].best = rows[r].best;
-  }
+  describe(out, rows);
+  return out;
+}
+
+std::vector<Outcome> replay_held_out(const std::vector<Landscape>& rows, const Options& o, std::vector<int>* taught_by) {
+  std::vector<Outcome> out(rows.size());
+  if (taught_by) taught_by->assign(rows.size(), 0);
+  Options teach = o;
+  teach.strategy = "gp";  // the teaching rows are tuned as the tuner tunes them
+  for (int seed = 1; seed <= o.seeds; ++seed)
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const Landscape& l = rows[r];
+      Policy policy(l.feats.front().size(), static_cast<uint64_t>(seed));
+      for (size_t q = 0; q < rows.size(); ++q) {  // the family's other rows, in table order
+        if (q == r || rows[q].family != l.family || rows[q].feats.front().size() != l.feats.front().size()) continue;
+        Trials taught;
+        size_t unused = 0;
+        tune_row(rows[q], policy, teach, seed + 1000, taught, &unused);
+        policy.learn(taught.features, taught.speedups);
+        if (taught_by && seed == 1) ++(*taught_by)[r];
+      }
+      Trials done;
+      size_t trials95 = 0;
+      const double ratio = tune_row(l, policy, o, seed, done, &trials95);
+      tally(out[r], ratio, trials95, o);
+    }
+  describe(out, rows);
   return out;
 }
 

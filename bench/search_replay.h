@@ -1,5 +1,6 @@
 /// @brief The search replay shared by bench_tuner_replay and the search test (tests/optimizer/search_replay_test.cpp):
-/// GPU-measured kernel landscapes (bench/replay/*.log) replayed through the tuner's search offline, CPU only.
+/// GPU-measured kernel landscapes (bench/replay/*.csv, one a benchmark row: variant id, kernel time in us; their
+/// provenance in bench/replay/README.md) replayed through the tuner's search offline, CPU only.
 /// Each row's space is planned today exactly as the tuner plans it (sm_90); a variant its log lacks counts as 1.5x
 /// the slowest one timed; every timing the search sees is the logged one with 1.5% Gaussian noise.
 #pragma once
@@ -18,15 +19,15 @@ namespace cudal1::bench {
 struct Row {
   std::string name;
   optimizer::Problem problem;
-  std::string log;    ///< file under the log directory
-  std::string match;  ///< substring of the log lines of this row's signature
+  std::string csv;  ///< its landscape: a file under the replay directory
 };
 
 /// The rows with logs in bench/replay, in the benchmark table's order (the order a carried policy meets them).
 std::vector<Row> known_rows();
 
-/// Kernel times (us) by variant id from the log lines of one row.
-std::map<std::string, double> read_times(const std::string& path, const std::string& match);
+/// Kernel times (us) by variant id from a landscape CSV (header "variant,kernel_us"); empty when the file is missing
+/// or lacks the header; malformed lines are skipped.
+std::map<std::string, double> read_times(const std::string& path);
 
 /// What replaying one row over the seeds gave.
 struct Outcome {
@@ -60,12 +61,18 @@ struct Landscape {
   int timed = 0;
 };
 
-/// The landscapes of every known row whose log in `dir` has timings and whose problem plans today; `skipped`
+/// The landscapes of every known row whose CSV in `dir` has timings and whose problem plans today; `skipped`
 /// (may be null) gets a line for each other row.
 std::vector<Landscape> load_landscapes(const std::string& dir, std::vector<std::string>* skipped);
 
 /// Replays every row over `o.seeds` seeds: a fresh policy a row, or (o.carry) one a family carried across the
 /// rows in their order, learning from each row's trials as the tuner's persistent policy does.
 std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o);
+
+/// The learner held out (Note [Contrastive policy]): each row is tuned with `o.strategy` by a policy that first
+/// learned, as the persistent policy does, from tuning the *other* rows of its family (in table order, default
+/// search, `o.trials` trials each), never from the row itself. `taught_by` (may be null) gets, per row, how many
+/// rows taught its policy (0: the family has no other row; the policy starts untrained).
+std::vector<Outcome> replay_held_out(const std::vector<Landscape>& rows, const Options& o, std::vector<int>* taught_by);
 
 }  // namespace cudal1::bench

@@ -1,10 +1,9 @@
 /// @brief Replays kernel times measured on the GPU through the tuner's search, offline (CPU only), so that a
-/// search strategy can be compared on real landscapes without device time (docs/PERF.md, session 10).
+/// search strategy can be compared on real landscapes without device time (docs/PERF.md, "Tuner replay").
 ///
-/// Input: debug logs of `bench_kernels` (CUDAL1_LOG_LEVEL=debug, enough trials that every variant of a row was
-/// timed), one line per variant: "<signature>: <variant id> speedup S (p25 P, ATen A us, kernel K us)". The rows
-/// it knows are planned here exactly as the tuner plans them (sm_90); a variant the log lacks counts as 1.5x the
-/// slowest one timed. For each row and seed the strategy picks `trials` variants in rounds of `round`, each
+/// Input: one CSV a benchmark row (bench/replay/*.csv, "variant,kernel_us"), GPU-measured kernel times of every
+/// variant (bench/replay/README.md: where they come from and how to record more). The rows it knows are planned
+/// here exactly as the tuner plans them (sm_90); a variant the CSV lacks counts as 1.5x the slowest one timed. For each row and seed the strategy picks `trials` variants in rounds of `round`, each
 /// timing is the logged one with 1.5% Gaussian noise, and the variant kept is the fastest as measured; the
 /// table gives its true time over the best one's (mean over the seeds), how often it is within 2% and 5%, the
 /// ratio 90% of the seeds stay within, the worst seed's, and the mean trials until a variant within 95% of the
@@ -20,9 +19,10 @@
 ///   random  uniform picks without repeats.
 /// A "+carry" suffix (gp+carry, knobs+carry) keeps one policy a family for each seed, carried across the rows
 /// in the benchmark table's order and taught by each row's trials (Policy::learn), as the bench's tuner does; the
-/// table's rows without a log here still teach the real tuner's policy first, which the replay cannot.
+/// table's rows without a CSV here still teach the real tuner's policy first, which the replay cannot.
+/// A "+heldout" suffix tunes each row with a policy taught only by the family's other rows (replay_held_out).
 ///
-/// Usage: bench_tuner_replay LOG_DIR [strategy[+carry]] [trials] [round] [seeds]
+/// Usage: bench_tuner_replay DIR [strategy[+carry|+heldout]] [trials] [round] [seeds]
 ///   e.g. build/bench/bench_tuner_replay bench/replay gp+carry 24 4 400
 #include <algorithm>
 #include <cstdio>
@@ -36,7 +36,7 @@ using namespace cudal1::bench;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LOG_DIR [gp|knobs|knobs-mean|policy|random][+carry] [trials] [round] [seeds]\n",
+    std::fprintf(stderr, "usage: %s DIR [gp|knobs|knobs-mean|policy|random][+carry|+heldout] [trials] [round] [seeds]\n",
                  argv[0]);
     return 2;
   }
@@ -46,22 +46,29 @@ int main(int argc, char** argv) {
   if (argc > 3) o.trials = static_cast<size_t>(std::max(1, std::atoi(argv[3])));
   if (argc > 4) o.round = static_cast<size_t>(std::max(1, std::atoi(argv[4])));
   if (argc > 5) o.seeds = std::max(1, std::atoi(argv[5]));
-  const std::string carry = "+carry";
-  const size_t stem = o.strategy.size() - std::min(o.strategy.size(), carry.size());
-  if (stem > 0 && o.strategy.compare(stem, carry.size(), carry) == 0) o.carry = true, o.strategy.resize(stem);
+  bool held_out = false;
+  for (const std::string suffix : {"+carry", "+heldout"}) {
+    const size_t stem = o.strategy.size() - std::min(o.strategy.size(), suffix.size());
+    if (stem == 0 || o.strategy.compare(stem, suffix.size(), suffix) != 0) continue;
+    (suffix == "+carry" ? o.carry : held_out) = true;
+    o.strategy.resize(stem);
+  }
   if (o.strategy != "gp" && o.strategy != "knobs" && o.strategy != "knobs-mean" && o.strategy != "policy" &&
       o.strategy != "random") {
     std::fprintf(stderr, "unknown strategy '%s' (gp, knobs, knobs-mean, policy or random)\n", o.strategy.c_str());
     return 2;
   }
   std::printf("strategy %s%s, %zu trials in rounds of %zu, %d seeds, 1.5%% timing noise\n", o.strategy.c_str(),
-              o.carry ? " (one policy a family, carried across the rows)" : "", o.trials, o.round, o.seeds);
+              o.carry      ? " (one policy a family, carried across the rows)"
+              : held_out ? " (each row's policy taught by its family's other rows only)"
+                         : "",
+              o.trials, o.round, o.seeds);
   std::printf("%-42s %8s %6s %9s %10s %9s %9s %6s %6s %8s\n", "row", "variants", "timed", "best us", "kept/best",
               "within2%", "within5%", "p90", "worst", "to95%");
   std::vector<std::string> skipped;
   const std::vector<Landscape> rows = load_landscapes(dir, &skipped);
   for (const auto& s : skipped) std::printf("%s\n", s.c_str());
-  const std::vector<Outcome> out = replay(rows, o);
+  const std::vector<Outcome> out = held_out ? replay_held_out(rows, o, nullptr) : replay(rows, o);
   for (size_t r = 0; r < rows.size(); ++r)
     std::printf("%-42s %8zu %6d %9.2f %10.4f %8.0f%% %8.0f%% %6.3f %6.3f %8.1f\n", rows[r].name.c_str(),
                 out[r].variants, out[r].timed, out[r].best, out[r].mean_ratio, out[r].within2, out[r].within5,
