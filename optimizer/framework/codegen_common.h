@@ -47,11 +47,10 @@ const char* cluster_primitives_source();
 /// every copy, committed or not). Each is one volatile asm with a "memory" clobber, so the compiler moves no
 /// load or store across a copy's start or a wait. A copy's bytes are visible to the thread that started it after
 /// its wait, and to the other threads of the block only after a barrier too.
-/// Tried (session 16, H200, 2026-12-01, docs/PERF.md "Session 16", run 8): the L2 prefetch-size hint
-/// .L2::128B on every cp.async, each row's kept variant timed twice each way in one run. Column log_softmax bf16
-/// [32,32000,64] dim 1 102.2-102.4 -> 104.7-104.8 us (its 64-byte tile rows; the other half line belongs to
-/// another cluster), softmax f32 [4096,65536], log_softmax bf16 [8192,32000], f16 attention over queries,
-/// spatial softmax and argmax columns within 0.4%. Not kept.
+/// No L2 prefetch-size hint (.L2::128B) on the copies: it slows column log_softmax bf16 [32,32000,64] dim 1 by
+/// ~2.5% (its 64-byte tile rows; the other half line belongs to another cluster) and moves softmax f32
+/// [4096,65536], log_softmax bf16 [8192,32000], f16 attention over queries, spatial softmax and argmax columns
+/// by under 0.4%.
 /// Where the source defines VEC_BYTES (sizeof(vec_t): 2, 4, 8 or 16) and vec_t first, also the vector form:
 /// `copy_in(s, g)` (*g to *s: cp_async<VEC_BYTES> of the global address, or a plain load and store for 2-byte
 /// vectors), `copy_commit()` and `copy_wait<N>()` (nothing for 2-byte vectors).

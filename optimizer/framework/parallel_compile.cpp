@@ -8,9 +8,9 @@
 /// nvrtcGetTypeName (Windows) as not thread-safe, and cudal1 never calls it. Each job here owns its program
 /// (compile() creates and destroys it), so threads share nothing but NVRTC's loaded library. How much faster a
 /// round gets is therefore bounded by NVRTC's internal locking (users report contention on 11.8 and 12.3, and
-/// CUDA 12.3 U2 notes improved NVVM concurrency). Measured on the build host (NVRTC 13.0, 2 idle cores, 2026-11-30):
-/// 16 softmax-row variants (f32 [4096,32000], sm_90) took 1.2 s on one thread and 0.6 s on two, the same CPU
-/// time, so 13.0 does compile in parallel; the tune-seconds column of bench_kernels shows it on the GPU host.
+/// CUDA 12.3 U2 notes improved NVVM concurrency). On a build host with 2 idle cores (NVRTC 13.0), 16 softmax-row
+/// variants (f32 [4096,32000], sm_90) take 1.2 s on one thread and 0.6 s on two, the same CPU time, so 13.0 does
+/// compile in parallel; the tune-seconds column of bench_kernels shows it on the GPU host.
 /// The GPU part of tuning (load, bind, verify, time) stays serial on the tuner thread.
 #include <atomic>
 #include <exception>

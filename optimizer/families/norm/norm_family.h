@@ -19,8 +19,8 @@
 ///
 /// Bytes, at the H200's ~4.15 TB/s (floor = input read once + output written once; mean/rstd, the affine
 /// parameters and the workspace are < 0.1%). Mode 2 moves 3 tensor-sizes where the floor moves 2: 1.5x the floor
-/// before any launch cost, measured 1.64-1.68x (layer norm f32 [16,64,256,256]: 217 us against 129 us). Only the
-/// last ~50 MB of the first pass can still be in L2 when the second starts (`rev` reuses those, ~1%).
+/// before any launch cost, about 1.65x in practice (layer norm f32 [16,64,256,256]: 217 us against 129 us). Only
+/// the last ~50 MB of the first pass can still be in L2 when the second starts (`rev` reuses those, ~1%).
 ///
 /// Note [Norm groups]
 /// Mode 3 walks the rows in groups of ~`chunk_mb` MB (whole rows; one row when a row is larger): every block
@@ -39,26 +39,14 @@
 /// `ahead` reads group g + 1 before waiting on group g: the wait is then almost always over when reached
 /// (no drain at the barrier), but L2 must hold two groups of input plus the output in flight, so it suits
 /// `chunk_mb` = 8 (~24 MB live), not rows of 16 MB (~48 MB live: the reread misses).
-/// Prediction (per-group wait ~1.5 us: drain, atomics, ramp-up; memset + launch ~3 us):
-/// - layer norm f32 [16,64,256,256]: rows of 16 MB, 16 groups, no ahead: 129 + 16 x 1.5 + 3 = ~156 us, 1.21x
-///   (mode 2: 1.68x);
-/// - layer norm f32 [64,1048576] (4 MB rows) and group norm f32 [16,64,256,256] g8 (2 MB rows): 8 MB groups with
-///   ahead: ~129 x 1.05 + 3 = ~140 us, 1.09x; 16 MB groups without: ~156 us (mode 2: 1.64-1.67x).
 /// Rejected: one stats launch and one normalise launch per L2-sized group (the same bytes) costs 2 kernel
 /// boundaries (~2-4 us each: launch gap, tail, ramp-up) per group: 32 boundaries for 268 MB in 16 MB groups,
 /// 64-128 us against the 64 us of HBM reads it saves. A thread-block cluster holds rows up to ~4.6 MB (Note
 /// [Norm clusters]), not the 16 MB rows.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 4): the prediction was wrong. On layer norm f32
-/// [64,1048576] the best mode-3 variant (8 sampled: splits64, chunk16, ahead1, block 512) ran 210 us (1.66x the
-/// floor) and the others 238-669 us, against 215 us for mode 2; the KernelBench rows stay on mode 2 (1.68-1.71x).
-/// Not profiled yet: the per-group waits and the share of the reread that really hits L2 are the unknowns.
-/// Tried and removed (session 12, H200, 2026-11-30, docs/PERF.md): cache hints, the reread loaded with
-/// ld.global.cs and the output stored with st.global.cs (evict-first), so that dead lines stop evicting the
-/// group that waits for its reread. Nsight Compute (layer norm [64,1048576], block 512, splits 64, ahead): at
-/// chunk 8 DRAM read one tensor size (271.6 MB: the whole reread hit L2) and the kernel slowed to 276 us (DRAM
-/// 38.7%); at chunk 16 (32 MB live) 484 MB read, 202 us against 205 us unhinted. The reread is not what holds
-/// mode 3 back: its blocks step through the groups in turn, each part's loads, Welford, reduction and wait in
-/// series. Gains of 1-3% (a loss on group norm g8) did not pay for the variants the tuner must cover.
+/// In practice mode 3 runs level with mode 2 (about 1.66x the floor on layer norm f32 [64,1048576]) and stays a
+/// knob: its blocks step through the groups in turn, each part's loads, Welford, reduction and wait in series.
+/// The reread is not what holds it back: with evict-first hints on the reread and the output the whole reread
+/// hits L2 and the kernel is no faster, so the loads carry no cache hints.
 ///
 /// Note [Norm clusters]
 /// Mode 4 splits a row over one cluster of `cluster` (2-16) blocks; block r of the cluster holds vectors
@@ -90,68 +78,33 @@
 /// resident at once; max_active_clusters counts an empty GPU, and a kernel on another stream or MPS limits
 /// can hold SMs so that a spinning cluster waits on one that never starts. Only a cooperative launch
 /// guarantees co-residency (mode 3 uses it, without clusters). Those rows stay on modes 2 and 3.
-/// Prediction (floor at ~4.2 TB/s; per row a cluster streams its slice in, waits ~1-2 us on the block
-/// reduction and the cluster barrier with HBM idle for it, streams out; ~1 us of block turnover; launch ~3 us):
-/// - layer norm f32 [64,1048576]: one block per SM, ~7-8 clusters of 16 resident, so 8-10 waves of rows in
-///   step; ~2.5 us of idle HBM a wave over 13-15 us of streaming: ~145-155 us, 1.15-1.22x (mode 2: 1.70x);
-/// - group norm f32 [16,64,256,256] g8 (2 MB rows, 128 rows): occ 1 (16 x 128 KB, 1 block per SM): 16 waves
-///   of 7.6 us + 2.5 us, ~1.3x; occ 2 (512 threads, 112 KB shared + 2 float4 registers a thread): two
-///   clusters' blocks share each SM and drift apart, one streams while the other waits: ~1.1-1.15x; cluster 8
-///   (224 KB + 2 registers at 1024 threads) packs better into GPCs: ~1.15x;
-/// - group norm bf16 [32,320,64,64] g32 (1024 rows of 80 KB): mode 1 is at 1.61x because a 1024-thread block
-///   per row (40 elements a thread, 64 registers) leaves 2 blocks per SM, 264 rows per wave, ~3.9 waves whose
-///   two blocks per SM load, reduce twice (4 block barriers) and write in step: HBM idles at every reduction
-///   and turnover, ~5 us per 10 us wave. Clusters of 2-8 blocks of 128-256 threads keep 20-40 KB slices in
-///   shared memory: up to 5-8 blocks per SM (up to ~200 KB in flight, more than mode 1's 160 KB) from
-///   different rows, out of step: ~1.2-1.3x;
-/// - group norm f16 [64,256,28,28] g32 (2048 rows of 12.5 KB, 25.7 MB): every mapping is one wave (2048 rows,
-///   132 x 16 blocks of 128 threads), all reads then all writes: ~12 us of streaming plus ~4 us of launch,
-///   ramp, first-byte latency and drain. No knob removes that fixed part; predicted no gain (~1.35-1.45x).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2-3): the prediction was wrong. Layer norm f32
-/// [64,1048576]: mode 4 cluster16 ran 251 us (block 512) and 262 us (block 1024), against 213 us for mode 2
-/// and 210 us for mode 3 (kept). Group norm f32 [16,64,256,256] g8: occ2 block 256 207 us (occ1 block 1024:
-/// 314 us), equal to mode 3's 206 us and mode 2's 212 us. The unaccounted part is presumably the per-element
-/// Welford (a division per element) run from shared memory while HBM idles: every cluster of the GPU loads,
-/// computes and writes in step, and with the whole row on chip there is no room to load the next row while
-/// one is reduced; not profiled. The group norm bf16 UNet row stayed on mode 1 (52.8 us, 1.33x the floor,
-/// 1.18x the copy of the same bytes). Mode 4 stays a knob; it is verified (the norm fuzz drew it 393 times).
-/// Tried and removed (session 18, H200, 2026-12-01, docs/PERF.md "Session 18", runs 3-4): per-thread two-pass
-/// statistics (mode 6's) and each shared-memory slot refilled with the cluster's next row as soon as it was
-/// written out. Layer norm [64,1048576] 249.7 us (251 before; mode 6 187.2 in the same run), group norm g8 202.0
-/// (207; mode 6 184.9). Nsight Compute: only 7 clusters of 16 resident (112 of 132 SMs), 16 warps an SM, DRAM
-/// 42.7%, 4.6 of 14.4 cycles between a warp's instructions on L1TEX, and the old loop already issued the next
-/// row's copies right after its stores. (Session 18 blamed weight and bias loads; that row has neither, so no
-/// affine loads run: the L1TEX waits are the x copies', and the 58% L2 hit rate is unexplained.)
-/// Probed, not built (session 19, H200, 2026-12-01, docs/PERF.md "Session 19", bench/probes/cluster_reread_probe.cu):
-/// a cluster per row that holds nothing on chip and reads its slices twice, the second time hoping for L2 (L2
-/// evict_last / evict_first policies, streaming stores; one cluster barrier a row, no grid barrier). Layer norm
-/// [64,1048576]: 209-248 us by cluster size and block (copy 134 us); group norm g8 200-284 us. Taken apart (cluster 8,
-/// 15 clusters, block 1024): pass 1 alone 90.5 us (a 256 MB read at 2.8 TB/s), pass 2 alone 147 us (no cheaper
-/// than a copy from HBM: its reread does not come from L2 for less), the cluster barrier ~13 us. Not a way under
-/// the line.
+/// Mode 4 stays a knob and is rarely the fastest: every cluster of the GPU loads, computes and writes in step,
+/// and with the whole row pinned in shared memory nothing loads the next row while one is reduced (layer norm
+/// f32 [64,1048576]: ~250 us against ~213 us for mode 2; Nsight Compute: 7 clusters of 16 resident on 112 of
+/// 132 SMs, DRAM ~43%, warps waiting on L1TEX). Mode 7 (Note [Norm held]) keeps the cluster and removes that.
+/// Probed, not built: a cluster per row that holds nothing on chip and reads its slices twice, hoping for L2
+/// (bench/probes/cluster_reread_probe.cu): its second read costs about what a read from HBM does.
 ///
 /// Note [Norm ring]
-/// Mode 5 removes what the measurements above blame: mode 3's reread misses L2 (Nsight Compute on the 210 us
-/// mode-3 kernel: 77.7% DRAM throughput, 3.74 TB/s x 206 us = 3 tensor sizes, L2 hit rate 37.7%: writes and the
-/// next group's reads evict the group before it is reread), and mode 4's clusters load, reduce and write in
-/// step with nothing loading while a row is reduced (latency-bound, DRAM 44%). A cooperative grid of one block
-/// per SM (sm_count blocks; co-residency as in Note [Norm groups]: a grid that cannot be resident fails to
-/// launch, streams being captured are declined, ATen serves the call) walks the rows in steps of ~`step` MB
-/// (whole rows, RPS of them; one row when a row is larger). Every row of a step is dealt over all blocks: block
-/// b holds vectors [b x ch, (b + 1) x ch) of it, ch = ceil(vectors / grid) (the last blocks may hold fewer or
-/// none: they still publish an empty triple and arrive). A block keeps its parts of a step in one slot of a
-/// `ring`-slot ring in dynamic shared memory, filled by cp.async (16-, 8- or 4-byte vectors; 2-byte vectors are
-/// not offered), one commit group a step: the prologue issues steps 0..RING-2; step s issues step s + RING - 1
-/// into the slot step s - 1 freed, waits (cp.async.wait_group RING - 1) for its own copies of step s, computes
-/// per-thread Welford over each row's part from shared memory (vector order, as mode 2), block-merges it, thread
-/// 0 writes the triple of each row to the workspace at row x grid + b and arrives on step s's counter (fence,
-/// atomicAdd), spins until all blocks arrived (as mode 3), then every block merges the row's grid triples in the
-/// same order and tree (bit-identical statistics everywhere; mode 3's merge_row) and normalises its part from
-/// shared memory into y; a block barrier ends the step before its slot is refilled. A thread only reads back
-/// what it copied itself, so no block barrier orders the copies. Past the last step the issued commit groups
-/// are empty, so the count stays uniform. HBM moves the floor's bytes (one read, one write) plus rows x grid x
-/// 12 bytes of triples (0.04% on the targets); while a block waits at step s's barrier and writes step s, its
-/// copies of steps s + 1..s + RING - 1 keep HBM reading.
+/// Mode 5 addresses what holds modes 3 and 4 back: mode 3's reread misses L2 (Nsight Compute: DRAM moves 3 tensor
+/// sizes, L2 hit rate ~38%: writes and the next group's reads evict the group before it is reread), and mode 4's
+/// clusters load, reduce and write in step with nothing loading while a row is reduced (latency-bound, DRAM ~44%). A
+/// cooperative grid of one block per SM (sm_count blocks; co-residency as in Note [Norm groups]: a grid that cannot be
+/// resident fails to launch, streams being captured are declined, ATen serves the call) walks the rows in steps of
+/// ~`step` MB (whole rows, RPS of them; one row when a row is larger). Every row of a step is dealt over all blocks:
+/// block b holds vectors [b x ch, (b + 1) x ch) of it, ch = ceil(vectors / grid) (the last blocks may hold fewer or
+/// none: they still publish an empty triple and arrive). A block keeps its parts of a step in one slot of a `ring`-slot
+/// ring in dynamic shared memory, filled by cp.async (16-, 8- or 4-byte vectors; 2-byte vectors are not offered), one
+/// commit group a step: the prologue issues steps 0..RING-2; step s issues step s + RING - 1 into the slot step s - 1
+/// freed, waits (cp.async.wait_group RING - 1) for its own copies of step s, computes per-thread Welford over each
+/// row's part from shared memory (vector order, as mode 2), block-merges it, thread 0 writes the triple of each row to
+/// the workspace at row x grid + b and arrives on step s's counter (fence, atomicAdd), spins until all blocks arrived
+/// (as mode 3), then every block merges the row's grid triples in the same order and tree (bit-identical statistics
+/// everywhere; mode 3's merge_row) and normalises its part from shared memory into y; a block barrier ends the step
+/// before its slot is refilled. A thread only reads back what it copied itself, so no block barrier orders the copies.
+/// Past the last step the issued commit groups are empty, so the count stays uniform. HBM moves the floor's bytes (one
+/// read, one write) plus rows x grid x 12 bytes of triples (0.04% on the targets); while a block waits at step s's
+/// barrier and writes step s, its copies of steps s + 1..s + RING - 1 keep HBM reading.
 /// Sizing: the planner sizes the ring for a reference grid (132 blocks on sm_90+, H100 SXM/H200; 108 on sm_80,
 /// A100): ring x RPS x ch x vector bytes within one block's shared memory (227 KB on sm_90, 163 KB on sm_80,
 /// less 512 bytes of static arrays), ch >= the block (every thread has a vector of every row). The bound kernel
@@ -164,35 +117,16 @@
 /// need 248 KB. A finer ring (the next row's first ~100 KB loading while this row finishes, slots freed chunk by
 /// chunk) would need per-chunk completion (mbarrier-tracked or TMA bulk copies) instead of commit groups; those
 /// rows stay on modes 2 and 3.
-/// Prediction (before measurement; floor at ~4.2 TB/s; a step moves 2 x step bytes, 3.8 us for 8 MB; the serial
-/// chain of a step, stats from shared memory ~0.5 us + grid barrier ~1.5 us + merge and store issue ~0.5-1 us,
-/// stays shorter, so HBM streams; plus ~2 us of first load, ~2 us of last drain, ~3 us of memset and launch):
-/// - layer norm f32 [64,1048576] (4 MB rows), step 8 ring 3: 32 steps of 2 rows, ~135-145 us, 1.05-1.13x (mode 3
-///   210 us); step 4 (1.9 us a step, about the chain): ~1.2x;
-/// - group norm f32 [16,64,256,256] g8 (2 MB rows), step 8 ring 3: 32 steps of 4 rows (4 merges a step), ~1.1x;
-/// - ring 2 loads only one step ahead (it has the chain's time to land): ~1.15-1.25x.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 6, runs 2-3): wrong. Layer norm f32 [64,1048576]: step8 ring3
-/// block 512 344 us, step4 ring2 block 1024 422 us (mode 3 kept, 210 us); group norm g8: 547-560 us (mode 3
-/// 206 us). Nsight Compute (step8 ring3, block 512, 341 us): DRAM 31%, one block of 16 warps an SM (190 KB of
-/// shared memory), an instruction issued every 2.6 cycles a scheduler, a third of the stalls at block barriers:
-/// the per-step work on chip (Welford with a division per element from shared memory, block merges, barriers)
-/// is ~58 instructions an element on 16 warps, not the ~0.5 us predicted, and it serialises with the grid wait.
-/// Next: per-thread two-pass statistics (no division per element) and fewer block barriers a step, or more
-/// warps. The mode stays a knob (verified: the norm fuzz drew it 75 times, 0 mismatches).
-/// Tried and removed (session 16, H200, 2026-12-01, docs/PERF.md "Session 16", run 4): two-pass part
-/// statistics, which mode 6 got in session 7 and mode 5 never did. Each thread summed its vectors of a row's part
-/// from shared memory, divided once and summed the squared deviations in a second read (~3.5 instructions an
-/// element instead of a Welford combine with its division a vector; ~8 with the normalisation instead of ~58).
-/// Predicted from the count (issue falls to ~60 us; the step's chain then sets the pace): layer norm
-/// [64,1048576] and group norm g8 ~150-190 us. Measured (every mode-5 variant of both rows; norm fuzz 784 of 784,
-/// 0 mismatches): layer norm 328.2 us (step 8, ring 3, block 256) against 344 us before, group norm g8 559.3 us
-/// against 547-560; mode 6 in the same run 188.7 and 186.8 us. Wrong: the per-element arithmetic was not what
-/// held mode 5; its per-step chain (block barriers for every row's merges, the grid wait, then the writes) is.
+/// Mode 5 stays a knob (verified by the norm fuzz) and is rarely the fastest (~2.5x the floor on layer norm f32
+/// [64,1048576]; Nsight Compute: DRAM ~31%, one block of 16 warps an SM, a third of the stalls at block
+/// barriers): its per-step chain on chip (block merges for every row, the grid wait, then the writes) sets the
+/// pace, not the per-element arithmetic (per-thread two-pass statistics, ~8 instructions an element instead of
+/// ~58, leave it within 5%).
 ///
 /// Note [Norm parts]
-/// Mode 6 removes what sank modes 4 and 5 (the Notes above: per-element Welford with a division, block
+/// Mode 6 avoids what holds modes 4 and 5 back (the Notes above: per-element Welford with a division, block
 /// barriers, shared-memory round trips, and every block loading, reducing and writing in step with the rest)
-/// and what sank mode 3 (the L2 reread). A row is cut into P parts of BLOCK x PER vectors (PER 4 or 8; 32
+/// and what holds mode 3 back (the L2 reread). A row is cut into P parts of BLOCK x PER vectors (PER 4 or 8; 32
 /// registers of data at 8 x 16 bytes). A persistent cooperative grid of what the device keeps resident (2 blocks
 /// of 512 or 4 of 256 an SM: __launch_bounds__ minimum blocks) takes parts by ticket (thread 0's atomicAdd, in
 /// order, asked before it is needed): a block loads its part into registers with every load issued at once,
@@ -202,7 +136,8 @@
 /// raises the row's flag; every part's block waits only for its row's flag, then normalises from registers.
 /// With `ahead` a block holds two parts: it loads and publishes its next part before it waits on the current
 /// one's row, so HBM keeps reading through the wait (a part is always published right after its loads, never
-/// after a wait, so no row waits on another). HBM moves the floor's bytes.
+/// after a wait: publishing after the wait would chain every row to the one before). HBM moves the floor's
+/// bytes.
 /// Deadlock freedom: tickets go out in order and a part is published without waiting, so every part of the
 /// oldest unfinished row is published or not yet issued, and then a block is free to take it as long as the
 /// grid holds >= P blocks; the planner offers P <= the reference grid (ring_reference_blocks x minimum
@@ -210,47 +145,14 @@
 /// and the cooperative launch fails (ATen) where the grid cannot be resident. Workspace: rows x P triples, a
 /// counter and a flag per row, the ticket counter (zeroed by cuMemsetD32Async), each row's mean and rstd;
 /// streams being captured are declined (no cooperative graph nodes), as modes 3 and 5.
-/// Prediction (before measurement; H200, copy 4.15-4.2 TB/s; memset + launch ~3-4 us, ramp and drain ~2-3 us):
-/// layer norm f32 [64,1048576] ~135-140 us (1.05-1.08x the copy; mode 3 210 us); group norm f32
-/// [16,64,256,256] g8 ~135-140 us (mode 3 206 us); layer norm f32 [16,64,256,256] (16 MB rows, 256 parts of a
-/// 264-block grid: rows nearly one at a time, in step) ~160 us (mode 2 216 us).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 7): wrong. One part a block, a merge in every block:
-/// 205-212 us, 186-188 us, 231-237 us. A first `ahead` that published the next part only after the wait
-/// chained every row to the one before: 336-602 us. The version above: layer norm [64,1048576] 182-189 us
-/// (256 threads, 4 vectors, ahead), group norm g8 182-188 us, KernelBench 200-246 us (mode 2 kept there).
-/// Nsight Compute (ahead, 256 x 4, layer norm, 194 us): DRAM 55% (2.64 TB/s), 8 warps a scheduler, an
-/// instruction every 2.8 cycles, 65% of cycles without an eligible warp: latency-bound; each block still
-/// serialises its loads' latency, the atomics and the flag wait with ~16-32 KB of its own loads in flight.
-/// Tried and removed (session 10, H200, 2026-11-30, docs/PERF.md): parts through a ring of 3 shared-memory
-/// slots (cp.async; a block held tickets t0 < t1 < t2, t2's copies in flight while it waited on t0's row and
-/// wrote t0, every part published once landed and before any wait on its own row). Predicted from the profile
-/// above (more bytes in flight through the waits): ~135-145 us on both rows. Every ring variant verified (39
-/// mode-6 variants on four edge shapes, norm fuzz 0 mismatches) and every one lost: layer norm [64,1048576]
-/// 198-233 us against 188.5 us (256 x 8, ahead), group norm g8 193-218 us against 187.0 us. Bytes in flight
-/// during the waits are not what holds mode 6 back: Nsight Compute on the kept variant (layer norm, 256 x 8,
-/// ahead) splits the 16.4 cycles between a warp's instructions into 5.5 waiting on loads, 3.8 at block barriers,
-/// 2.2 on fixed-latency dependencies and 1.6 at memory fences: the per-part barriers (ticket, block reduction,
-/// arrival) and fences are a third of the stall.
-/// Tried and removed (session 12, H200, 2026-11-30, docs/PERF.md): roles. The grid split by block parity into
-/// statistics blocks (tickets in order: load, publish, the row's last part merges) and output blocks (tickets in
-/// order: wait on the row's flag, reload the part from L2 with ld.global.cs, normalise, st.global.cs), statistics
-/// at most max(a row's parts, lag MB) ahead of the parts written (no deadlock: the oldest unwritten part's row
-/// needs tickets within a row of it), so a row need not be resident at once and the 16 MB rows fit too. Every
-/// variant verified; every one lost: layer norm [64,1048576] 206-387 us (lag 32-8) against 187 us, group norm g8
-/// 193-321 us against 185 us, the 16 MB rows 316 us against 206 us. Nsight Compute (lag 16): the reread hit L2
-/// (269 MB read), and 19 of 35 cycles between a warp's instructions waited at block barriers while thread 0
-/// spun on a row flag or the lag counter: a row's outputs start only after its last part, and the ~16 MB that
-/// L2 keeps for the reread is four 4 MB rows, so the roles wait on each other through the window.
-/// Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md): one fence by thread 0 after the block barrier
-/// in arrive_last and flag_raise (codegen_common's ticket_source), as cooperative groups' grid sync does, instead
-/// of a __threadfence by every thread (session 6's profile: 1.6 of 16.4 cycles at membar). Predicted 5-15%.
-/// Measured (every mode-6 variant, norm fuzz 784 of 784): group norm g8 183.8 us, layer norm [64,1048576] 188.4
-/// us, against 184.5 and 187.1 us in session 11's table: no change.
-/// The floor of this design (H200, 2026-12-01, docs/PERF.md session 17, runs 6-8, bench/probes/row_sync_probe.cu):
-/// the bare pattern (static parts over a cooperative grid, a sum and one arrival a block a row, 1-3 rows loaded and
-/// published ahead of the wait, nothing else) ran layer norm's shape [64,1048576] in 175-200 us against a 134 us
-/// copy; counters in lines of their own and spaced polls moved it a few percent. Mode 6 (187 us) is at that cost:
-/// the next step is a design without a barrier over the whole grid per row, not a leaner mode 6.
+/// Speed: ~1.4x a copy of the same bytes on layer norm f32 [64,1048576] and group norm f32 [16,64,256,256] g8 (256
+/// threads, 4-8 vectors, ahead). Nsight Compute: DRAM ~55%, 65% of cycles without an eligible warp: latency-bound; of
+/// the ~16 cycles between a warp's instructions ~5.5 wait on loads and a third on the per-part barriers (ticket, block
+/// reduction, arrival) and fences. The floor of this design (bench/probes/row_sync_probe.cu): the bare pattern (static
+/// parts over a cooperative grid, a sum and one arrival a block a row, 1-3 rows loaded and published ahead of the wait,
+/// nothing else) runs layer norm's shape [64,1048576] in 175-200 us against a 134 us copy, and mode 6 (~187 us) is at
+/// that cost: going faster takes a design without a barrier over the whole grid per row (mode 8, Note [Norm held]), not
+/// a leaner mode 6.
 ///
 /// Note [Norm held]
 /// Mode 7 keeps what made mode 4 right (a row over one thread-block cluster, read once, no wait on any other cluster)
@@ -269,6 +171,8 @@
 /// y with plain vector stores. An inbox slot is rewritten two rows later, by a block that has received this block's
 /// triple of the row between, which this block sends only after it has read the slot. Clusters are independent (no
 /// deadlock, whatever is resident): the grid is min(rows, clusters the device holds) clusters looping over rows.
+/// Two passes over registers, not one: a one-pass form (per-thread shifted sums as the chunks arrive, one Welford
+/// block reduction, half the barriers) is no faster, since the row's reductions are not what holds mode 7.
 /// Rows too long for a cluster's registers (layer norm [64, 1048576] fp32: 256 KB a block at 16) keep their
 /// first KEEP chunks and reread the other DROP (<= KEEP) after the exchange: the block's statistics are then
 /// per-thread sums shifted by the thread's first element (merged with Chan's formula; the cancellation is bounded
@@ -282,18 +186,12 @@
 /// ring; with rereads, 512 consumers (two producer warps leave 113 registers a thread) and the deep ring only.
 /// Offered where mode 2 is, on sm_90+, for 16-byte vectors (the bulk copies' alignment; the bound kernel checks
 /// the pointers).
-/// Probe (H200, 2026-12-01, docs/PERF.md "Session 20", bench/probes/bulk_hold_probe.cu and bulk_hybrid_probe.cu;
-/// group norm g8's shape, 128 rows of 2 MB, f32, clusters of 16: 7 resident, 112 SMs; copy of the same bytes 134 us): a
-/// bulk copy through such a ring alone 139-141 us; slices held in shared memory with a cluster barrier a row 209-254
-/// us, with st.async instead of the barrier 176-180 us (each block's own statistics, no exchange: 149-152 us); slices
-/// held in registers with the ring streaming through the exchange 146-164 us (16 KB x 9 slots the best), 142 us for 256
-/// rows of 1 MB in clusters of 8. Rows of 4 MB with half of each slice reread: 165-185 us (Nsight Compute: 306 MB read
-/// from DRAM for a 268 MB input, so ~70% of the rereads hit L2; DRAM 68% of peak). Measured in the library (same
-/// session, runs 5-11, tuner's choice, 24 trials): group norm f32 [16,64,256,256] g8 148.3-155.4 us, 1.17-1.24x the
-/// copy (mode 6: 184.8 us, 1.47x); layer norm f32 [64,1048576] 167.6-168.4 us, 1.33-1.34x (mode 6: 187-188 us, 1.50x);
-/// group norm bf16 [32,320,64,64] g32 48.8-49.0 us (mode 1: 49.7). What keeps the 4 MB rows above the 2 MB ones: a
-/// slice takes 256 KB of the SM's ~354 KB on chip, so the ring holds less than one next slice while the row is written;
-/// and 64 rows over 7 clusters leave one row alone at the end. The norm fuzz drew mode 7 80 times, 0 mismatches.
+/// Probe (bench/probes/bulk_hold_probe.cu and bulk_hybrid_probe.cu, group norm g8's 2 MB rows in clusters
+/// of 16): a bulk copy through such a ring alone runs at about a copy's pace; slices held in shared memory with a
+/// cluster barrier a row are ~1.6-1.9x slower, st.async instead of the barrier ~1.3x, slices held in registers with
+/// the ring streaming through the exchange ~1.1-1.2x. The 4 MB rows run slower than the 2 MB ones: a slice takes
+/// 256 KB of the SM's ~354 KB on chip, so the ring holds less than one next slice while the row is written; and 64
+/// rows over 7 clusters leave one row alone at the end. Mode 8 removes both.
 /// Mode 8 is mode 7 with the cluster replaced by GP consecutive blocks of a cooperative grid: GP = the fewest
 /// blocks whose registers hold the row (128 KB each, 2..132), so no chunk is reread, and rows of 16 MB (132 x
 /// 128 KB) fit. The grid is floor(SMs / GP) groups of GP blocks (rows cid, cid + groups, ...), one block an SM;
@@ -309,36 +207,15 @@
 /// spins on the row's counter until GP blocks arrived, merges the GP triples (lane l takes l, l + 32, ... in order,
 /// then the warp's tree: the same bits in every block), writes mean and rstd (rank 0) and hands (mean, rstd) to the
 /// consumers in shared memory on a per-parity mbarrier (a parity's slot is rewritten two rows later, after the row
-/// between arrived everywhere, so after the consumers read it).
-/// Prediction (first version, statistics from registers and the wait in the consumers; HBM moves the copy's bytes,
-/// each exchange ~2-3 us hidden by the next row's loads): layer norm f32 [16,64,256,256] ~135-145 us, layer norm f32
-/// [64,1048576] ~135-145 us, group norm g8 ~140-150 us. Measured (H200, 2026-12-01, docs/PERF.md "Session 21"):
-/// wrong, 191.3 / 184.8 / 182.4 us: the wait was not hidden (each block stopped on it, every row). A row ahead:
-/// 166.0 / 164.8 / 163.3; with the exchange warp (kept): **166.4-167.8 / 150.1-151.7 / 147.3-148.3 us**, 1.33x /
-/// 1.20x / 1.17x the copy (modes 2 / 7 / 7 before: 205 / 168 / 148-155). The 16 MB rows run one at a time on all
-/// 128 blocks, in step: Nsight Compute on them (170.4 us) DRAM 62%, L2 72%, 0.27 instructions issued a cycle a
-/// scheduler. The norm fuzz drew mode 8 31 times, 0 mismatches; every mode-8 variant of five edge signatures
-/// verified (tests/gpu/norm_held_test.cpp).
-/// Interleaved (session 23, family version 9). Above, row r was written whole and only then was row r + 1 moved
-/// from the ring into registers, so the ring stayed full through the write: the deep ring (7 slots of 32 KB for a
-/// 4-chunk slice) loaded at most 3 chunks of row r + 2 meanwhile and the last one after the write, and the next
-/// triple waited for it (~1-2 us a row; at 16 MB rows all 128 blocks in step, so HBM saw a read phase and a write
-/// phase a row). Now chunk k of row r is written and chunk k of row r + 1 taken into the registers it freed, at
-/// once, so each slot frees as soon as its registers do and the producer loads row r + 2 during row r's write.
-/// Predicted ~1.5-2 us a row off the 16 MB rows (165 -> ~140-145 us) and less off the 4 MB ones. Measured (H200,
-/// 2026-12-01, docs/PERF.md "Session 23", run 1; mode 8 alone / the tuner over the whole space, 24 trials):
-/// layer norm KernelBench **153.4 / 153.2 us** (1.22x the copy; was 165-167), layer norm [64,1048576] **139.6 /
-/// 140.8** (1.12x; was 150-151), group norm g8 **139.3 / 139.8** (1.11x; was 147-148). Better than predicted on
-/// the 4 MB rows, worse on the 16 MB ones. NormHeld 40 of 40 mode-8 variants verified.
-/// One pass (tried and removed, session 23). Mode 7 without rereads takes the block's statistics in two passes
-/// over registers (a block sum, the mean, a block sum of squared deviations: two block reductions, four barriers a
-/// row). Taking them as the rereads do (per-thread sums shifted by the thread's first element, read as the chunks
-/// arrive, one Welford block reduction, two barriers) was aimed at group norm bf16 [32,320,64,64] g32 (80 KB rows,
-/// one a block, ~8 rows a block: 49.6-49.8 us, 1.24x the copy), predicted 49.8 -> ~46-48 us. Measured (H200,
-/// 2026-12-01, docs/PERF.md "Session 23", run 9): wrong, its best mode-7 variant 50.7 us (cluster 2; cluster 1
-/// 51.2-51.4, against 48.8-49.7 for the two-pass ones in sessions 20-22), and the tuner kept mode 1 (49.7 us).
-/// Verified (NormHeld 50 of 50 mode 7, norm fuzz 784 of 784), but no faster: the row's reductions are not what
-/// holds it.
+/// between arrived everywhere, so after the consumers read it). Both are needed: with the wait in the consumers
+/// every block stops on it every row (~1.2x slower), and the row ahead alone leaves the merge on their path.
+/// Interleaved: chunk k of row r is written and chunk k of row r + 1 taken into the registers it freed, at once, so
+/// each slot frees as soon as its registers do and the producer loads row r + 2 during row r's write. Writing row r
+/// whole before moving row r + 1 would keep the ring full through the write (the deep ring then loads at most part
+/// of row r + 2 meanwhile, and the next triple waits for the rest: ~1-2 us a row; at 16 MB rows, where all 128
+/// blocks run in step, HBM would see a read phase and a write phase a row).
+/// Speed (H200): ~1.1x a copy of the same bytes on the 4 MB and 2 MB rows (layer norm f32 [64,1048576], group norm
+/// g8), ~1.2x on the 16 MB KernelBench layer-norm rows, which run one at a time on all 128 blocks, in step.
 #pragma once
 
 #include "cudal1/optimizer/family.h"

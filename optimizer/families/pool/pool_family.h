@@ -43,32 +43,27 @@
 /// come from L2); the L1 pipe drops to ~0.04 wavefronts per output for the fill plus ~0.11 for the patch
 /// reads (k4 s1, 4x4 tiles, block 128: 19 x 132 floats = 10 KB). Limits: static shared memory <= 48 KB
 /// (kMaxSmemBytes: the launch passes no dynamic shared memory and sets no attribute), the register patch,
-/// read in whole vectors, <= kMaxPatch floats. Predictions (H200, floor = input read once + outputs written
-/// once): max_pool2d f32 [32,64,512,512] k4 s1 p1 1.67x -> ~1.15-1.25x without indices and 1.54x -> ~1.1-1.2x
-/// with (the 8-byte index stores are then 2/3 of the bytes); the f16 k3 s2 stem 1.34x -> ~1.15-1.2x (tiny:
-/// 231 MB, launch and tail effects of a ~56 us kernel remain).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 4): wrong. On the 4x4 stride-1 inference row the smem=1
-/// variants ran 2529-4578 us against 1721-2060 us for the register tiles, and no row picked smem=1. Kept as
-/// knob values (the tuner measures them per signature); the fill loop's scalar loads and the __syncthreads per
-/// tile are the first suspects.
+/// read in whole vectors, <= kMaxPatch floats.
+/// The smem variants are rarely the fastest (on max_pool2d f32 [32,64,512,512] k4 s1 p1 ~1.2-2.7x the register
+/// tiles' time; the fill loop's scalar loads and the __syncthreads per tile are the likely cost). They stay knob
+/// values: the tuner measures them per signature.
 ///
 /// Note [Pooling channels-last tiles]
 /// Knob px (channels-last, overlapping windows only). With px=0 thread t takes channel group t % (C/OPW) of
 /// pixel t / (C/OPW): a block of 256 threads x 8 bf16 channels covers 4 adjacent pixels of a 512-channel
 /// image, so its 3x3 stride-1 windows need 3 x 6 input pixels for 4 outputs: 4.5 input reads per output from
 /// L2 (vertical neighbours sit in other blocks, whose lines L1 rarely still holds). That is why avg_pool2d
-/// bf16 channels-last [64,512,28,28] k3 s1 ran at 2.19x the floor. With px > 0 a block is SG channel groups
+/// bf16 channels-last [64,512,28,28] k3 s1 runs at ~2.2x the floor with px=0. With px > 0 a block is SG channel groups
 /// (a power of two dividing C/OPW, at most 128 bytes of channels: one full line per pixel) x PY x px output
 /// pixels (SG * PY * px = block): its windows meet in L1, and L2 reads fall to (PY+2)(px+2)/(PY*px) per
 /// output for k3 s1: 8 x 4 pixels 1.9, 4 x 8 1.9, 8 x 8 (block 512) 1.56; for the k3 s2 stem from 6.75/4 to
 /// 9 x 17 / (4 * 8) / 4 = 1.2x the input bytes. A warp still reads whole 128-byte lines (4 pixels x 8 groups x
 /// 16 bytes). Only the thread-to-(pixel, channels) map changes; each output's window loop is the px=0 one, so
-/// results are identical. Predictions: avg_pool2d bf16 channels-last k3 s1 2.19x -> ~1.3x (28 = 3.5 x 8: an
-/// 8-wide tile idles 1/8 of its threads; the 4 x 8 tile fits 28 = 7 x 4 columns exactly but not the rows),
-/// max_pool2d bf16 channels-last stem 1.37x -> ~1.2x. Not done here: adaptive_avg_pool2d f32 [128,512,14,14] ->
-/// 7x7 (1.77x; its 2x2 windows do not overlap, so neither knob applies; see Note [Pooling adaptive staging]).
-/// Measured (H200, 2026-11-30): the bf16 channels-last stem took px4, 1.37x -> 1.21x the floor; the
-/// channels-last k3 s1 avg pool kept px0 at 2.25x.
+/// results are identical. On 28-wide images an 8-wide tile idles 1/8 of its threads; the 4 x 8 tile fits 28 = 7 x 4
+/// columns exactly but not the rows. px pays on the bf16 channels-last k3 s2 max_pool2d stem (~1.2x the floor,
+/// against ~1.37x with px=0), not on the k3 s1 avg pool row (Note [Pooling channels-last walk] serves that).
+/// Not done here: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 (its 2x2 windows do not overlap, so neither
+/// knob applies; see Note [Pooling adaptive staging]).
 ///
 /// Note [Pooling slide]
 /// Knobs slide = VEC (4: fp32 16-byte or 16-bit 8-byte loads; 8: 16-bit only) and seg (output rows per walk: 8,
@@ -105,9 +100,8 @@
 /// row pass takes the maxima of neighbouring column pairs once (RC - 1 combines) and each output folds its
 /// KW / 2 pairs, and the column pass starts from the first row summary instead of -Inf (the first combine
 /// gives exactly that value). k4 s1 VEC 4: 10 + 12 combines per input row instead of 16 + 16, on a kernel that
-/// Nsight showed issue-bound (docs/PERF.md session 5 run 5: SM 78%, DRAM 62%). With indices the loops stay
-/// as above (the first-in-image start index needs the -Inf step). Measured (run 6): the inference row
-/// 1403 -> 1261 us, 1.24x the floor (predicted ~1.2 ms); the pool fuzz verified 698 of 698, 0 mismatches.
+/// is issue-bound (Nsight Compute: SM 78%, DRAM 62%): ~10% off the k4 s1 inference row. With indices the loops
+/// stay as above (the first-in-image start index needs the -Inf step).
 /// Bytes (H200 floor = input read once + outputs written once, ~4.2 TB/s): DRAM reads the input once (a
 /// segment's first KH - 1 rows, (KH-1)/SEG = 9% at SEG 32, are the segment above's, mostly from L2); per VEC
 /// outputs a row costs 1 vector load (+ KW-1 shuffles, lanes 0/31 KW-1 scalars): 4-5 wavefronts a warp-row for
@@ -117,56 +111,23 @@
 /// a per-warp shared-memory buffer (a __syncwarp each side) and store e of lane L writes slot 32e + L:
 /// consecutive addresses within a row, whole sectors. Instructions per output (fp32 VEC 4): max ~30 (k4, ~50
 /// with indices), avg k3 ~30 (9 adds, the divisor, an IEEE division) against ~33 T thread-instructions/s.
-/// Predictions: max_pool2d f32 [32,64,512,512] k4 s1 p1 inference (floor 1011 us; 1.70x at opw4.oph4) -> ~1.2x
-/// (~1.2 ms: ~0.5 ms of issue hidden under the memory time); with indices (floor
-/// ~2.04 ms: 8.6 GB; 1.55x) -> ~1.15x; avg_pool2d f16 [64,128,112,112] k3 s1 p1 (floor 97 us; 2.78x) -> ~1.25-1.4x
-/// (VEC 8, vector stores, but ~30 instructions per output make it nearly issue-bound: ~90 us of issue against
-/// 97 us of memory). Not done: channels-last (the avg_pool2d bf16 channels-last k3 s1 row, 2.25x, keeps its
-/// Note [Pooling channels-last tiles] variants).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2-3): with indices 3131 -> 2361 us, **1.16x** the
-/// floor (slide4 seg8, predicted ~1.15x); inference 1721 -> 1403 us, 1.38x (slide4 seg32; predicted ~1.2x),
-/// then **1261 us, 1.24x** with fewer combines (run 6, below);
-/// avg_pool2d f16 k3 s1: the slide variants ran 292-434 us, slower than the 4x4 register tile (224 us, 2.29x,
-/// kept): the prediction (~1.25-1.4x) was wrong, presumably the ~100 registers a thread (16-24 warps an SM) with
-/// 8-byte loads keep too few bytes in flight for a 16-bit row. Version 5 found the cause elsewhere (Note [Pooling
-/// exact division]: NVVM had split the 16-bit vector stores into scalar 2-byte stores) and rewrote the avg walk.
-/// Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md "Session 13"): the walk at stride 2 (a thread's
-/// VEC outputs from one 16-byte load of VEC x 2 input columns a row, KW - 2 - PW columns of right halo, a window
-/// ended every second row) for the fp16 ResNet stem max_pool2d [64,64,112,112] k3 s2 p1 with indices (70.2-70.5
-/// us on opw1 oph2 tiles, 1.28x the copy). Predicted ~58-63 us from ~10 instructions an output against ~30.
-/// Measured 71.1 us (slide4 seg8; seg 32 and whole planes 83-105 us), 69.9 us with 3 rows loaded ahead and an
-/// unroll of 3 (so that no register of a pending load is moved at the loop's back edge). Nsight Compute: the
-/// tile and the walk both at ~3.1 TB/s (DRAM 63-65%), the walk at 80 registers (37.5% occupancy) against 27,
-/// and L2 at ~180K sectors/us, near the ~200K/us the relu row reaches at the floor. Every variant verified
-/// (42 of 42, pool fuzz 721 of 721); removed, since it won nothing.
-/// Tried and removed (session 14, H200, 2026-11-30, docs/PERF.md "Session 14", runs 6-8): pair loads for the
-/// same stem. Nsight Compute on the opw1 oph2 tile (68.6 us): L2 throughput 85.6% against DRAM 63.8%, L1 hit
-/// rate 58%, 27 registers, occupancy 85%: the tile is bound by L2. Each patch row is three scalar loads whose
-/// warp-wide spans overlap (columns 2 ow - 1, 2 ow, 2 ow + 1). The variant loaded columns 2 ow and 2 ow + 1 as
-/// one 2-element vector and took column 2 ow - 1 from the lane to the left by __shfl_up_sync (lane 0 loaded its
-/// own). Predicted: L2 read sectors down to the input's once plus the tiles' halo rows, ~61-64 us. Measured:
-/// 108.3 us at oph 2 (Nsight Compute: L2 66.9%, DRAM 40.9%, L1 hit 30%); with every row's loads issued before
-/// the first shuffle (a shuffle had held each row's load behind the one before), 91.3 us at oph 2, 87.5 us at
-/// oph 1, against 70.5 / 78.2 us for the scalar tiles. All 45 variants of five edge signatures verified (the
-/// stem, part-filled warps, one output a row, dilated rows, avg with and without the padding); removed. Why
-/// fewer load instructions cost time was not profiled further (device time).
-/// Probed, not built (session 16, H200, 2026-12-01, docs/PERF.md "Session 16", run 3; bench/probes/stem_probe.cu,
-/// standalone kernels with the same results bit for bit): the stem's kept tile runs 1.82 L2 sectors per DRAM
-/// sector against 1.62 for the relu at the floor (11.96M: fp16 outputs in 112-byte rows, each warp store a part
-/// of a sector, 0.27M more store sectors than the output; input rows and halo columns read again, 0.52M more
-/// read sectors), so fewer sectors were the hope, as whole-sector stores gave the bf16 cumsum (Note [Scans]).
-/// Blocks of whole output row pairs staging their outputs in shared memory (one contiguous range a block, whole
-/// sectors) cut the sectors to 11.35M (2 row pairs), 11.12M (4) and 10.99M (7) and ran 112.7, 115.7 and 133.3
-/// us against 71.5 us for the flat tile (occupancy 69-57% against 87%, a barrier between the windows and the
-/// stores); blocks of 32 x 4 tiles (vertical neighbours in one block) ran 77.3 us with more read sectors
-/// (L1 hit 59% against 64%). L2 sectors are not what holds this tile: its loads' latency is. The same probe's
-/// flat tile with the L2 prefetch-size hint on its loads (ld.global.nc.L2::128B / ::256B, run 8) ran 97.1 / 96.7
-/// us against 71.3 us (not profiled).
+/// Not done: channels-last (Note [Pooling channels-last walk] covers channels-last avg).
+/// Speed: max_pool2d f32 [32,64,512,512] k4 s1 p1 ~1.16x the floor with indices (slide4 seg8), ~1.24x without
+/// (slide4 seg32, fewer combines). 16-bit rows need Note [Pooling exact division]'s packed stores (NVVM splits a
+/// struct of 16-bit conversions into 2-byte scalar stores) for the slide to beat the register tiles.
+/// Not offered at column stride 2: a walk whose thread takes VEC outputs from one 16-byte load of VEC x 2 input
+/// columns a row runs the fp16 ResNet stem max_pool2d [64,64,112,112] k3 s2 p1 no faster than the register tile
+/// (both at ~3.1 TB/s; the walk needs 80 registers against 27). Nor do pair loads with the left column shuffled in
+/// help that tile (slower: 87-108 us against 70-78 us). Note [Pooling packed pairs] (pool_pairs.cpp) serves that
+/// stem.
+/// Probed, not built (bench/probes/stem_probe.cu): blocks that stage whole-sector output rows of the stem in shared
+/// memory cut its L2 sectors but lower occupancy and run slower, and the L2 prefetch-size hint on the tile's loads
+/// slows it too: the tile's loads' latency holds it, not L2 sectors.
 ///
 /// Note [Pooling exact division]
-/// Nsight showed the avg kernels issue-bound (docs/PERF.md: SM 84-86%, DRAM 30-35%, ~55-66 instructions per
-/// output where ~35 fit 1.25x the floor), so version 5 cuts the instructions around ATen's fp32 sum (whose order
-/// is kept: h outer, w inner, from +0):
+/// The avg kernels are issue-bound without these (Nsight Compute: SM 84-86%, DRAM 30-35%, ~55-66 instructions per
+/// output where ~35 fit 1.25x the floor), so they cut the instructions around ATen's fp32 sum (whose order is
+/// kept: h outer, w inner, from +0):
 /// - Division: ATen computes RN(sum / (float)divisor) with div.rn. With y = RN(1/d) (compile time: d is
 ///   CONST_DIV, the signature's divisor where every window has the same one: divisor_override, or
 ///   count_include_pad where the last window does not overhang the padded image; else INNER_DIV for windows
@@ -184,8 +145,8 @@
 /// - Zero fill: a patch or sliding-window cell outside the image holds +0, and the running sum, starting at +0,
 ///   is never -0 (x + y is -0 only when both are -0), so adding +0 is adding nothing: no in-image test per cell
 ///   (the register tiles, the smem tiles and the slide walk; the untiled kernel still reads memory, so it tests).
-/// - 16-bit vectors: NVVM split the tile and slide stores of a struct of 16-bit conversions into 2-byte scalar
-///   stores (PTX: 7 stores per 8 f16 outputs, each warp store a strided partial-sector write). Values are now
+/// - 16-bit vectors: NVVM splits the tile and slide stores of a struct of 16-bit conversions into 2-byte scalar
+///   stores (PTX: 7 stores per 8 f16 outputs, each warp store a strided partial-sector write), so values are
 ///   packed in pairs (cvt.rn.f16x2/bf16x2 on sm_80+, the same rounding) and stored as one 4/8/16-byte vector;
 ///   loads keep pairs packed as words and unpack at use (bf16: a shift or a mask; f16: cvt each half). The
 ///   slide walk's prefetch ring holds words, and avg unrolls the row loop by PFD = KH (>= 3; else 4), a
@@ -202,25 +163,17 @@
 /// Instructions (sm_90 cubin .text, nvcc 12 -O3, the rare division path stubbed out; no disassembler here, so
 /// counted as the .text growth per unrolled loop iteration, or as the whole kernel on its fast path):
 /// slide8 f16 k3 s1 p1 ~187 per row of 8 outputs (~23 per output: 9 FADD, 3 for the division, 3 guard
-/// compares, ~1 unpack, ~0.5 pack, the rest shared by the row) against ~45 before (the old loop: ~363 per row,
-/// with 8 scalar stores, 60 16-bit ring moves and div.rn per output); the opw4.oph4 tile's whole kernel 1104 ->
-/// 824 instructions for 16 outputs (its 140 selects gone, 16 scalar stores -> 4 vector stores); channels-last
-/// opw8 ~36 per output (whole kernel / 8; was ~65), cpx 4 ~27, cpx 2 ~30. Predictions (time = max(floor,
-/// instructions / 0.93 T warp-instructions/s), plus ~10-20% where the two are close):
-/// avg_pool2d f16 [64,128,112,112] k3 s1 p1: slide8 23 x 3.2M warp-outputs = 75M -> 81 us of issue under the 98
-/// us floor: ~110-120 us (1.1-1.25x; was 224 us); the 4x4 tile (~51 a output) ~175 us. avg_pool2d bf16 channels-last
-/// [64,512,28,28] k3 s1 p1: opw8 36 x 0.8M = 29M -> 31 us against the 24.5 us floor: ~33-36 us (was 54); cpx 4
-/// (28 = 7 runs of 4) 27 x 0.8M -> 23 us of issue: ~27-31 us (1.1-1.25x). The old slide
-/// variants' 253-434 us: the scalar 2-byte stores (8 store instructions per 8 outputs, each a partial-sector
-/// write, ~8x the L2 write transactions) on top of ~45 instructions per output.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 6, run 2): avg_pool2d f16 k3 s1 p1 224.6 -> 121.6 us, 1.23x
-/// the floor and 1.21x the device copy (slide8 seg8 block 256; predicted 110-120 us): within target. Channels-last
-/// bf16 k3 s1: 54.0 -> 46.7 us (opw8 block 512 kept; 1.89x the floor), so the prediction (33-36 us for opw8, 27-31
-/// for cpx 4) was wrong: the cpx variants did not win; not profiled yet. Run 5 (same kernels): the tuner's 24
-/// sampled trials kept slide4 seg32 for the f16 row, 139.0 us (1.37x): slide8 seg8 was not sampled.
+/// compares, ~1 unpack, ~0.5 pack, the rest shared by the row) against ~45 without these techniques (~363 per row,
+/// with 8 scalar stores, 60 16-bit ring moves and div.rn per output); the opw4.oph4 tile's whole kernel 824
+/// instructions for 16 outputs against 1104 (140 selects and 16 scalar stores against 4 vector stores);
+/// channels-last opw8 ~36 per output (whole kernel / 8; ~65 without), cpx 4 ~27, cpx 2 ~30. The scalar 2-byte
+/// stores (8 store instructions per 8 outputs, each a partial-sector write, ~8x the L2 write transactions) on top
+/// of ~45 instructions per output are what make a 16-bit slide walk without them slower than the register tile.
+/// Speed: avg_pool2d f16 [64,128,112,112] k3 s1 p1 ~1.2x both the floor and the device copy (slide8 seg8, block 256).
+/// On avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1 the cpx runs do not beat opw8 (~1.9x the floor),
+/// which is issue-bound: Note [Pooling channels-last walk] serves that row.
 /// Not done: adaptive_avg_pool2d's two divisions by window extents are left as ATen's (compile-time powers of two
-/// in the staged kernel, Note [Pooling adaptive staging]), channels-last max. The channels-last walk down H came
-/// in version 6 (Note [Pooling channels-last walk]).
+/// in the staged kernel, Note [Pooling adaptive staging]), channels-last max.
 ///
 /// Note [Pooling channels-last walk]
 /// Knob walk (2, 3, 4; 0 off), with opw (16- or 8-byte channel vectors) and cpx (1, 2, 4 adjacent output
@@ -228,8 +181,8 @@
 /// OPW x CPX >= 8 outputs a row, and KH x CPX x OPW accumulators + two rows of RC = CPX + KW - 1 pixel words
 /// <= kMaxWalkRegisters (80) floats; walks of walk x KH output rows (a longer walk only where the shorter one
 /// does not already cover the image), blocks of 128 or 256 threads, launch bounds capping registers at 128.
-/// Why: Nsight showed the opw8 kernel (46.7 us, 1.89x the floor on avg_pool2d bf16 channels-last
-/// [64,512,28,28] k3 s1 p1, count_include_pad=False) issue-bound (SM 86%, DRAM 35%): per 8 outputs it loads
+/// Why: the opw8 kernel (~1.9x the floor on avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1,
+/// count_include_pad=False) is issue-bound (Nsight Compute: SM 86%, DRAM 35%): per 8 outputs it loads
 /// and unpacks all 9 window pixels (72 unpacks, 9 vector loads with their 64-bit address arithmetic), 72 FADDs,
 /// the division, and 14% of its pixels (the image border) take the per-window divisor and the IEEE division;
 /// ~36-38 instructions an output, and its L1 reads ~4.5x the input from L2 (vertical neighbours sit in other
@@ -251,7 +204,7 @@
 /// ATen's per-window divisor d with y = __frcp_rn(d) (RN(1/d), so div_rn stays exact; an empty window, which
 /// the arguments ATen accepts never give, sums +0 cells and divides by 1: ATen's 0).
 /// Then div_rn_n (Note [Pooling exact division]) for every dtype.
-/// Tried and dropped, bf16 division by q0 = RN(s x y) alone: q0 lies within one fp32 ulp of RN(s / d) for every
+/// Not used: bf16 division by q0 = RN(s x y) alone: q0 lies within one fp32 ulp of RN(s / d) for every
 /// s, so both round to the same bf16 unless q0's low 16 bits are 0x7fff, 0x8000 or 0x8001 (checked on the CPU:
 /// 2.47e9 pairs, 0 differences). But sums of 4-9 bf16 values have few significant bits, and q0's low half is
 /// exactly 0x8000 for 1.8% (d = 9) to 15% (d = 4) of random outputs (exact quotients sitting on a bf16 tie), so
@@ -275,20 +228,15 @@
 /// L1 reads from L2 (CPX + KW - 1) / CPX x (WALK + KH - 1) / WALK of the input per thread, less where the
 /// block's adjacent runs share their halo columns in L1: opw8 cpx2 2.4x (1.5x with that), opw4 cpx4 1.8x,
 /// against ~4.5x for opw8 and ~3.4x for the cpx runs.
-/// Prediction (H200; floor 24.7 us = 102.8 MB once; device copy 28.6 us): avg_pool2d bf16 channels-last
-/// [64,512,28,28] k3 s1 p1: 0.8M warp-outputs x ~26.5 = ~21M warp-instructions, ~23 us of issue against the
-/// 24.7 us floor, so still near issue-bound: ~29-34 us (1.2-1.4x the floor; was 46.7 us, scaling the measured
-/// time by the instruction ratio gives ~32 us); walk 3 or 4 expected to win. The rest of the way to 1.25x lies
-/// in the exact order itself: 9 FADD and ~6 for the exact division an output are 60% of it (a separable sum
-/// would need 6 adds but changes the rounding: declined, the family's results stay bit-identical).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6): wrong on the size. walk 3 (opw8, block 128) won at
-/// 40.2 us (46.7 before), 1.66x the floor, 1.34x the copy; bit-identical (pool fuzz 714 of 714). Not profiled.
+/// Speed: the best walk (opw8, walk 3, block 128 on the row above) runs ~1.3x a copy of the same bytes, bit-identical,
+/// and stays near issue-bound: 9 FADD and ~6 for the exact division an output are 60% of its instructions, which
+/// only giving up ATen's order removes (Note [Pooling separable sums]).
 ///
 /// Note [Pooling separable sums]
 /// Knob sep (walk variants only; 0 off). The one pooling technique that gives up ATen's bits: a walk with sep=1
 /// sums each input row's KW cells once per output column, adds those row sums down the KH output rows that
 /// hold them (the first sets its slot), and multiplies the sum by y = RN(1/d) instead of the exact division.
-/// Why: the walk kernel is issue-bound (session 9's Nsight: SM 71%, 0.76 instructions issued a cycle a
+/// Why: the walk kernel is issue-bound (Nsight Compute: SM 71%, 0.76 instructions issued a cycle a
 /// scheduler, DRAM 50%, 35.1 us of kernel on avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1), and of its
 /// ~24.6 instructions an output, 9 FADD keep ATen's order and ~6 make the division exact (Note [Pooling
 /// channels-last walk]).
@@ -302,16 +250,9 @@
 /// dtype's rtol, which covers the one-ulp flips of the 16-bit rounding. The verifier holds every variant to it
 /// on fresh inputs (the tuner keeps only what passes), and the tuner weighs sep=1 like any knob value. Sums
 /// that overflow fp32 in one order only (cells near 3.4e38) can be Inf in one and finite in the other.
-/// Prediction (H200; floor 24.4 us, device copy 25.6 us in session 14's table; kept walk opw4 cpx2 walk2 36.8
-/// us): ~45% fewer instructions an output; if the kernel stays issue-bound ~20-22 us of issue, so memory
-/// decides: ~27-30 us in the bench (1.05-1.17x the copy).
-/// Measured (H200, 2026-12-01, docs/PERF.md session 15, run 1; every walk variant of the row timed, 400 trials):
-/// best separable walk 30.7 us (opw8 cpx2 walk2, block 128; 1.20x the copy, 1.25x the floor) against 36.9 us
-/// for the best in ATen's order: just above the predicted range. Every separable variant (24) beat every
-/// ATen-order one (30.7-33.6 against 36.9-41.4 us). Nsight Compute on opw4 cpx2 walk2 sep1 (30.4 us): no
-/// longer issue-bound (SM 48%, DRAM 57%, 1.08 eligible warps of 6.2 a scheduler, 39.5% occupancy at 72
-/// registers): latency-bound. The sweep test verified 72 of 72 separable variants on four signatures; pool
-/// fuzz 714 of 714, 0 mismatches.
+/// Speed (avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1): every separable variant beats every walk in
+/// ATen's order; the best (opw8 cpx2 walk2, block 128) runs ~1.2x a copy of the same bytes against ~1.45x. It is no
+/// longer issue-bound but latency-bound (Nsight Compute: SM 48%, DRAM 57%, 39.5% occupancy at 72 registers).
 ///
 /// Note [Pooling adaptive staging]
 /// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
@@ -319,8 +260,8 @@
 /// thread sums one serially, unrolled) over a dense NCHW input (every dim of
 /// size > 1 at its contiguous stride), so that the AKH x W input elements of each output row are contiguous and
 /// consecutive (plane, output row) pairs follow each other in memory.
-/// Why: adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 ran at 27.2 us, 2.35 TB/s (1.77x the 15.4 us floor,
-/// 1.38x the device copy). Its opw2 kernel loads scalars: per warp instruction 32 lanes at 8-byte steps over
+/// Why: without it adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 runs at ~1.8x the floor (~1.4x the device
+/// copy). Its opw2 kernel loads scalars: per warp instruction 32 lanes at 8-byte steps over
 /// parts of 8 rows of 56 bytes (rows are only 8-byte aligned), ~28 sectors a request each used 4 bytes at a
 /// time, 8 such requests for every 2 outputs a thread; the window bounds at run time (divisions by constants,
 /// loops not unrolled), two IEEE divisions an output, and OW = 7 in tiles of 2 idles 1/8 of the threads.
@@ -336,10 +277,7 @@
 /// Instructions: ~20 an output (2x2 f32: 1 load and 1 shared store a vector, 4 shared loads, 4 FADD, 2 FMUL,
 /// the store, index arithmetic); 0.1M warp-outputs: ~2 us of issue. Shared memory: block 256 x flat 4 = 146
 /// rows of 112 bytes (16 KB): 8 blocks an SM, ~128 KB in flight.
-/// Prediction (H200; floor 15.4 us = 64.2 MB; device copy 19.8 us): adaptive_avg_pool2d f32 [128,512,14,14] ->
-/// 7x7 ~17-20 us (1.1-1.3x the floor, about the copy; was 27.2 us).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6): 21.6 us with flat 2 (1.42x the floor, 1.08x the
-/// copy), just above the predicted range; bit-identical (pool fuzz 714 of 714).
+/// Speed: that row ~1.4x the floor with flat 2, about a copy of the same bytes; bit-identical.
 #pragma once
 
 #include <memory>

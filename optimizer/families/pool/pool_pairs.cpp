@@ -13,9 +13,9 @@ namespace cudal1::optimizer::pool {
 /// column stride 2, no column dilation, unit column stride, W and the row/plane/batch strides multiples of 4 (the
 /// data pointer's 8-byte alignment is checked at the launch), PW <= 2, KW - PW <= 4, OW <= W / 2; any rows (KH,
 /// DH, PH, dilation, ceil mode). Its own stratum (16).
-/// Why (H200, 2026-12-02, docs/PERF.md session 24, run 1; bench/probes/stem_probe.cu k16-k18): the fp16 ResNet
-/// stem [64,64,112,112] k3 s2 p1 with indices stayed at ~70 us (1.28x the copy) through every tile, walk, staging
-/// and load-width variant of sessions 13-23, all at ~3.1 TB/s. A flat stream of the same bytes (8-byte loads, one
+/// Why (H200; bench/probes/stem_probe.cu k16-k18): the fp16 ResNet stem [64,64,112,112] k3 s2 p1 with indices
+/// runs at ~70 us (1.28x the copy) in every tile, walk, staging and load-width variant of pool_family.h, all
+/// at ~3.1 TB/s. A flat stream of the same bytes (8-byte loads, one
 /// fp16 and one int64 store a thread) ran 60 us, so the bytes allowed more. The register tile makes each output
 /// from 9 scalar loads (3 overlapping ones a row, ~58% L1 hits) and ~5 instructions a candidate in fp32.
 /// How: lane L of a warp owns input columns 4 jg .. 4 jg + 3 (jg = 32 x chunk + L) and outputs 2 jg, 2 jg + 1 of
@@ -35,13 +35,10 @@ namespace cudal1::optimizer::pool {
 /// row stride 2 a lane's two outputs of a row take 2 new 8-byte loads and 2 shuffles, where the tile's two outputs
 /// (a column, two rows) take 15 scalar loads. Registers: the stem at RS 8 keeps 17 rows x 3 words (64 registers,
 /// no spills; kMaxPairWords caps the words).
-/// Probe (run 1, outputs and indices bit for bit the generator tile's on inputs with NaN, +-Inf, a plane of -Inf,
-/// one of NaN and one constant): 57.2-58.4 us at RS 4, 7, 8, 14 (blocks 128 and 256) against 71.6 us for the
-/// tile and 54.8 us for a copy of the same bytes. Predicted for the table's row: 70.0 -> ~57-59 us (1.05-1.08x
-/// the copy).
-/// Measured (H200, 2026-12-02, docs/PERF.md session 24, run 2): the stem 70.0 -> 58.5 us (pair 4, block 128;
-/// 1.06x the copy, 1.07x the floor, 3.59x over ATen); every pair variant 58.3-58.9 us. Verified: the GPU sweep
-/// PoolPairs 22 of 22, pool fuzz 750 of 1000 (a packed-pair class of draws), 0 mismatches.
+/// Speed: the stem ~58.5 us (pair 4, block 128; 1.06x the copy, 1.07x the floor) against ~70 us for the register
+/// tile; every pair variant within 1% of that. The probe's kernels give outputs and indices bit for bit the
+/// generator tile's on inputs with NaN, +-Inf, a plane of -Inf, one of NaN and one constant; the GPU sweep
+/// (PoolPairs) and the pool fuzz check the generated ones.
 
 PairGeometry pair_geometry(const PoolShape& s, const PoolKnobs& k) {
   PairGeometry g;

@@ -24,15 +24,14 @@ constexpr int kClusterUnrolls[] = {2, 4, 8};       // unr (16-byte vectors of fp
 constexpr int64_t kClusterWaveThreads = int64_t{132} * kClusterTileThreadsPerSm;
 
 // Note [Norm chains]
-// A norm of ord 1, 2 or p sums non-negative terms. One fp32 accumulator fed a long serial chain of them drifts
-// low: once the running sum is large, every term below half its ulp rounds away, and |x|^2 of normal inputs has
-// most of its mass near 0, so the roundings do not cancel as the random-walk bound of the verification tolerance
-// assumes (Note [Verification]; reduce_kernel.cpp). The H200 fuzz (2026-11-30) caught mode 3 with one thread per
-// output summing 1.26 M squares serially, 3.7e-4 low against a tolerance of 2.7e-4, and the same variant 10% low
-// on 67 M elements. Verification rejected both, so nothing wrong was swapped in, but such a variant cannot win
-// and only costs a trial: variants whose accumulators take more than kMaxNormChain terms are not planned for
-// these norms (ATen's trees keep every chain short). Signed sums (sum, mean) stay unbiased and var/std use
-// Welford, so the bound is theirs only.
+// A norm of ord 1, 2 or p sums non-negative terms. One fp32 accumulator fed a long serial chain of them drifts low:
+// once the running sum is large, every term below half its ulp rounds away, and |x|^2 of normal inputs has most of its
+// mass near 0, so the roundings do not cancel as the random-walk bound of the verification tolerance assumes
+// (Note [Verification]; reduce_kernel.cpp): mode 3 with one thread per output summing 1.26 M squares serially comes out
+// 3.7e-4 low against a tolerance of 2.7e-4, and 10% low on 67 M elements. Verification rejects such a variant, so
+// nothing wrong is swapped in, but it cannot win and only costs a trial: variants whose accumulators take more than
+// kMaxNormChain terms are not planned for these norms (ATen's trees keep every chain short). Signed sums (sum, mean)
+// stay unbiased and var/std use Welford, so the bound is theirs only.
 constexpr int64_t kMaxNormChain = 8192;
 
 ReduceKnobs column_knobs(int mode, int vec, int block, int ty, int splits, int unr = 0, int cluster = 0) {
@@ -59,7 +58,7 @@ class ReducePlan final : public Plan {
       if (norm_sum && elements_per_accumulator(k) > kMaxNormChain) return;  // Note [Norm chains]
       out.push_back(Variant{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"splits", k.splits},
                              {"ty", k.ty}}});
-      if (k.unr > 0) out.back().knobs.emplace_back("unr", k.unr);  // the older variants keep their ids
+      if (k.unr > 0) out.back().knobs.emplace_back("unr", k.unr);  // variants without unr keep their ids
       if (k.cluster > 0) out.back().knobs.emplace_back("cluster", k.cluster);
       if (k.ring > 0) out.back().knobs.emplace_back("ring", k.ring);
     };

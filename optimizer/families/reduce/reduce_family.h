@@ -37,17 +37,17 @@
 /// pin down.
 ///
 /// Note [Column tiles in flight]
-/// Why: the H200 rows var f32 [4096,4096] dim0, argmax f32 [128,4096,32] dim1 and vector_norm f32 [4096,4096]
-/// dim0 ord 1 (64 MB read; floor 16 us, a copy of the same bytes 20.7 us) ran 33.0 / 28.5 / 28.0 us on mode 4.
-/// Nsight (var, ty2 splits 8): DRAM 55%, 22% occupancy, no eligible warp 61% of cycles: latency-bound. Little's
-/// law wants ~4.2 TB/s x ~1 us = 4+ MB in flight, ~32 KB per SM, all the time; a tile thread issues UNR loads,
+/// Why: without it the H200 rows var f32 [4096,4096] dim0, argmax f32 [128,4096,32] dim1 and vector_norm f32
+/// [4096,4096] dim0 ord 1 (64 MB read; floor 16 us, a copy of the same bytes 20.7 us) run ~1.35-1.6x the copy in
+/// mode 4. Nsight Compute (var, ty2 splits 8): DRAM 55%, 22% occupancy, no eligible warp 61% of cycles: latency-bound.
+/// Little's law wants ~4.2 TB/s x ~1 us = 4+ MB in flight, ~32 KB per SM, all the time; a tile thread issues UNR loads,
 /// then pushes them (Welford: a division each) with nothing in flight, and splits cost a second launch (2-4 us).
-/// What (knob unr = U in {4, 8}, mode 4 only; variants without it are the older kernel, ids unchanged):
+/// What (knob unr = U in {4, 8}, mode 4 only; variants without it keep the plain tile and its ids):
 /// - each thread loads rows r, r + NW, ..., r + (U - 1) NW of its CPT vectors, then loads the next U rows
 ///   before pushing these (U x CPT x VEC in 8..16 elements; registers for twice that), so a warp always has a
-///   batch in flight while it computes. The pushes are the older kernel's, in the same order (increasing r per
-///   column; the (value, index) run relies on it); rows past the last full batch go one at a time as before, so
-///   any K (not a multiple of U, of NW or of the split) is served.
+///   batch in flight while it computes. The pushes are the plain tile's, in the same order (increasing r per
+///   column; the (value, index) run relies on it); rows past the last full batch go one at a time, so any K
+///   (not a multiple of U, of NW or of the split) is served.
 /// - splits in {1, 4, 16} over blockIdx.y (up to ~16 blocks per tile: several waves of small blocks on
 ///   narrow outputs) in ONE launch: each block writes its partials to ws as the two-launch form does, then
 ///   (threadFenceReduction) fences and counts itself in on its tile's counter; the block that sees S - 1 merges
@@ -57,30 +57,21 @@
 ///   ld.global.cg. The counters (one u32 per tile, padded to 16 bytes, ahead of the partials in the workspace)
 ///   are zeroed by cuMemsetD32Async on the call's stream before the launch (a memset node, cheaper than a
 ///   second kernel and its drain; fine under graph capture).
-/// Prediction (before measurement): splits 1, block 1024, vec 1, U 8 on [4096,4096]: 128 blocks of 32 warps
-/// (one per SM, 4 SMs idle), 32 KB of loads per SM per batch and up to 64 KB while the next one lands, so
-/// 4-8 MB in flight; ~16 us x 132/128 + ~1.5 us ramp and drain = ~18-19 us of kernel, ~20-21 us measured
-/// (argmax, norm ord 1); var adds ~13 instructions per element (~6.5 us of issue over 528 schedulers, hidden
-/// under the loads when the batches overlap): ~21-22 us. One-launch splits 4 (vec 2, block 512: 256 blocks,
-/// 64 KB per SM per batch) should land the same ~20-22 us. Both <= 1.1x the copy figure; the older best
-/// variants stay in the space if the prediction is wrong.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 6, runs 2-3): wrong. var f32 [4096,4096] dim 0 33.0 ->
-/// 30.1-32.5 us (unr8, one launch, splits 4), vector_norm ord 1 28.0 -> 26.9 us, argmax [128,4096,32] 31.7-32.9
-/// us (the older splits1 tile, 28.5 us in the morning's run, was not among the 24 sampled trials). Nsight
-/// Compute (var, splits1 unr8 block 512: 26.9 us): DRAM 54%, 128 blocks of 16 warps, occupancy 23%, no eligible
-/// warp 56% of cycles: still latency-bound; one block per SM of loads in flight is too few (128 x 512 threads x
-/// 8 floats = 2 MB against ~4 MB needed), and the splits that add blocks pay the counters' memset and the merge.
+/// With it the var row runs ~1.5x the copy and vector_norm ord 1 ~1.3x, still latency-bound (Nsight Compute, var,
+/// splits1 unr8 block 512: DRAM 54%, 128 blocks of 16 warps, occupancy 23%, no eligible warp 56% of cycles): one
+/// block per SM of loads in flight is too few (128 x 512 threads x 8 floats = 2 MB against ~4 MB needed), and the
+/// splits that add blocks pay the counters' memset and the merge. Note [Column tiles in clusters] fills the GPU.
 ///
 /// Note [Column tiles in clusters]
 /// Why: the column rows above need ~4 MB in flight (Little's law: 4.2 TB/s x ~1 us), so ~32 KB per SM on every SM for
 /// the whole kernel: a grid that fills all SMs at once (no second wave, no tail) with every thread holding 32-128 bytes
 /// of loads, and a split merge that costs neither a launch nor a memset. O = 4096 columns make only 32 tiles of 16-byte
 /// vectors, so the rows of a tile must be split over ~16 blocks.
-/// What (knob cluster = 1, mode 4 with unr, sm_90+ only; the older variants are unchanged): the S = splits blocks of a
+/// What (knob cluster = 1, mode 4 with unr, sm_90+ only; the other variants are unchanged): the S = splits blocks of a
 /// tile form one thread-block cluster (a 1-d grid of tiles x S blocks, clusters of S along x, rank = chunk of rows;
 /// Note [Clusters] in module.cpp). Each block runs the pipelined tile (CPT 1, VEC up to 16 bytes, UNR x VEC in 8..16
 /// elements, the next batch loaded before this one is pushed) and merges its warps' partials in shared memory in a
-/// fixed tree (log2 NW levels, every thread working; one warp merging NW partials per column in turn took ~1000 cycles
+/// fixed tree (log2 NW levels, every thread working; one warp merging NW partials per column in turn takes ~1000 cycles
 /// for var); after a cluster barrier block `rank` gathers TILE / S columns of the S blocks through distributed shared
 /// memory (one remote read a thread, all in flight at once: a loop of S dependent remote reads and merges would take ~S
 /// x 250 cycles), merges them in a fixed tree and stores them; a second barrier keeps every block's partials alive
@@ -96,25 +87,15 @@
 /// var/std fold each column's batch of UNR rows (all in registers) as one Welford partial: mean as the sum of x / UNR
 /// (exact scalings, no overflow), m2 by a second pass, then Chan's merge with the factor UNR / (n + UNR) shared by the
 /// thread's columns (they have seen the same rows): ~3.5 instructions an element instead of ~18 with a division each
-/// (at 4 elements per cycle per SM the division alone took half the issue slots). Same rounding class as ATen's Chan
+/// (at 4 elements per cycle per SM the division alone takes half the issue slots). Same rounding class as ATen's Chan
 /// merges, within the (16 + K) eps bound; max/min/arg pushes are unchanged (increasing r per column), the cluster merge
 /// keeps ATen's total order.
-/// Prediction (before measurement): var, vector_norm ord 1 [4096,4096] dim 0 and argmax [128,4096,32] dim 1 (O = K =
-/// 4096): vec 4, block 256, S 16 (or block 512, S 8), unr 4: 512 x 256 = 131072 threads, 1024 on each of 128 SMs, each
-/// with 64-128 bytes in flight (one or two batches of 4 x 16 B): 64-128 KB per SM, 8-16 MB on the chip, 2-4x what
-/// Little's law asks; block 192, S 16: 98304 threads, 48-96 KB per SM, 6-12 MB; the half-wave variants 4-8 MB. A block
-/// reads 256 rows x 512 B (8 batches a warp at block 256). Kernel: 64 MB / ~4.1 TB/s = ~16 us + ~1 us ramp (first
-/// batches, block launch) + ~0.5 us tail (7 tree levels, two cluster barriers, one remote read) = ~17.5 us; the bench
-/// rows ~19-21 us (<= 1.0x the 20.6 us copy, against 26.9-32.5 us now). If a full-wave variant lands near 2x that, GPC
-/// placement sent a cluster into a second wave: the 192-thread and half-wave variants then win.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 7, run 6, 24 trials): wrong. var 28.1 us and argmax 29.3 us with
-/// vec 2, block 256, S 8, unr 4 (32.5 and 32.9 before; 1.38x and 1.44x the copy); vector_norm ord 1 kept an older
-/// mode-4 tile at 25.2 us (1.24x the copy). Reduce fuzz 748 of 748 (the cluster variants drawn 23 times). Which
-/// cluster variants the 24 trials timed, and whether GPC placement doubled any, was not logged or profiled.
+/// Speed: var and argmax ~1.4x the copy with vec 2, block 256, S 8, unr 4; vector_norm ord 1 keeps a plain mode-4
+/// tile (~1.25x the copy).
 ///
 /// Note [Column tiles in rings]
-/// Why: Nsight Compute on the best var cluster tile (vec 2, block 256, S 8, unr 4; H200, 2026-11-30, session 9)
-/// measured 21.2 us of kernel, DRAM 68%, 50% occupancy, 69% of the stall cycles waiting on loads: still latency-bound.
+/// Why: the best var cluster tile (vec 2, block 256, S 8, unr 4) is still latency-bound (Nsight Compute: 21.2 us of
+/// kernel, DRAM 68%, 50% occupancy, 69% of the stall cycles waiting on loads).
 /// A thread holds one batch in flight while it folds the other (32 bytes at vec 2, unr 4), ~32 KB an SM.
 /// What (knob ring = 1, cluster tiles of 4+ byte vectors and 32-byte batches; the others are unchanged): each
 /// thread copies its own batches with cp.async (copy_in, Note [Async copies]) into a ring of RING stages (UNR x
@@ -125,25 +106,16 @@
 /// one is folded, 96 bytes a thread (~96 KB an SM at 1024 threads, against ~32 KB), 128 bytes of shared memory.
 /// A thread reads back only what it copied, so no barrier orders the ring; a stage is refilled one iteration
 /// after it was read, when the pushes that used its values have issued. Empty commit groups past the last
-/// batch keep the group count uniform; the rows past the last whole batch go one at a time, as before.
-/// Prediction (before measurement): kernel 21 -> ~17-18 us (DRAM ~80-85%), the bench's var, argmax and
-/// vector_norm ord 1 column rows 28.3 / 28.5 / 25.2 us -> ~24-25 us (<= 1.25x the 20.5 us copy).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 9, runs 3-4): wrong. Best ring variant (vec 2, block 512,
-/// S 2, unr 4) var 26.5 us, argmax 27.3-27.7 us, vector_norm 25.7 us (every variant timed; the best plain tiles
-/// 28.3 / 28.5 / 25.2); Nsight Compute gives that kernel the same 21.1 us as the plain tile (DRAM 68.6%, one
-/// block of 16 warps on 128 SMs), so the gain is only in the bench's dirty-L2 timing. Reduce fuzz 748 of 748
-/// (ring drawn 9 times). Kept as a knob: it is the best variant of the var and argmax rows when the tuner finds it.
-/// Rings of 3 stages of 64 bytes (192 bytes of shared memory a thread) were offered in runs 3-4: on the var row
-/// the 32-byte stages of the same tile were faster in 8 of 12 pairs (e.g. vec 4, block 512, S 4: 29.6 against
-/// 33.0 us), tied within 0.02 us in 2 and slower by ~0.9 us in 2, and the best ring of every row had 32-byte
-/// stages: the 64-byte ones are no longer offered, which halves the ring stratum for the 24-trial tuner.
-/// Run 5 tried 8 stages for the half-wave tiles (the best, vec 2, block 512, S 2, holds one 16-warp block an SM,
-/// 48 KB in flight; predicted var ~24-25 us): wrong, slower on all three rows (var 27.3, argmax 28.1, vector_norm
-/// 26.2 us against 26.5, 27.3-27.7 and 25.7 with 4 stages), so every ring has 4 stages.
-/// What is left (H200, 2026-12-01, docs/PERF.md session 17, runs 4-5, bench/probes/column_read_probe.cu): reading
-/// 64 MB and nothing else takes 19.1-20.7 us in flat chunks, these tiles' shapes or bands of whole row segments
-/// alike (3.2-3.5 TB/s; a copy's writes drain from L2 after its end event, so the 17.7 us copy is no bound for a
-/// reduction). The best var and argmax tiles (20.8 and 21.3 us) are within ~10% of that read.
+/// batch keep the group count uniform; the rows past the last whole batch go one at a time, as in the plain tile.
+/// Speed: the best ring variant (vec 2, block 512, S 2, unr 4) is the best variant of the var and argmax rows (~1.3x
+/// the copy), though Nsight Compute gives its kernel the plain tile's time (~21 us, DRAM ~69%, one block of 16
+/// warps on 128 SMs): the gain shows only in the bench's dirty-L2 timing. Kept as a knob for that.
+/// Every ring has 4 stages of 32 bytes: 3 stages of 64 bytes are slower on most tiles (and never the best ring of
+/// a row), 8 stages slower on all three rows; one stage size keeps the ring stratum small for the tuner.
+/// What is left (bench/probes/column_read_probe.cu): reading 64 MB and nothing else takes 19.1-20.7 us in flat
+/// chunks, these tiles' shapes or bands of whole row segments alike (3.2-3.5 TB/s; a copy's writes drain from L2
+/// after its end event, so the 17.7 us copy is no bound for a reduction). The best var and argmax tiles (20.8 and
+/// 21.3 us) are within ~10% of that read.
 #pragma once
 
 #include "cudal1/optimizer/family.h"

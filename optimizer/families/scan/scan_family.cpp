@@ -36,7 +36,7 @@ class ScanPlan final : public Plan {
     std::vector<Variant> out;
     auto add = [&](int mode, int vec, int block, int splits, bool native = false, int ahead = 1, bool st = false) {
       Variant v{{{"mode", mode}, {"vec", vec}, {"block", block}, {"splits", splits}}};
-      if (native) v.knobs.push_back({"nat", 1});  // older variants keep their ids
+      if (native) v.knobs.push_back({"nat", 1});  // variants without nat keep their ids
       if (ahead > 1) v.knobs.push_back({"ahead", ahead});
       if (st) v.knobs.push_back({"st", 1});
       out.push_back(std::move(v));

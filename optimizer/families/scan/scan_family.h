@@ -25,7 +25,7 @@
 ///
 /// Reaching the memory floor (floor = input read once + output written once at ~4.15 TB/s on the H200):
 ///   - Outer dims (kColumnSplit, [4096, 8192] f32 dim 0: 256 MiB moved, floor 64.5 us) read the input twice
-///     (chunk totals, then the scan from the carries): 3 passes, 1.5x the floor at best, measured 1.78x. Too few
+///     (chunk totals, then the scan from the carries): 3 passes, 1.5x the floor at best, ~1.8x in practice. Too few
 ///     columns (8192) to stream without splitting the dimension: 62 columns per SM cannot keep the ~32 KiB per SM
 ///     in flight that the floor needs. kColumnLookback keeps a tile (32 x VEC columns x BLOCK/32 x R rows) in
 ///     registers (R x VEC <= 64 values per thread), publishes its column totals as 64-bit (flag, value) status
@@ -33,8 +33,8 @@
 ///     fixed and the result does not depend on timing, unlike a look-back that stops at the first inclusive
 ///     prefix) and writes. Bytes: one read, one write, plus status: chunks x lines x 8 B written (2 MiB for 32
 ///     chunks of 128 rows over 8192 columns) and sum_c c x that / chunks read from L2 (31 MiB), the memset of
-///     the status words (2 MiB): predicted 1.05-1.15x the floor (100 registers, 2 blocks of 256 per SM, 128 KiB
-///     of loads in flight per SM). At most 64 chunks: the look-back reads grow with chunks^2. A tile waits only
+///     the status words (2 MiB); 100 registers, 2 blocks of 256 per SM: 128 KiB of loads in flight per SM. At
+///     most 64 chunks: the look-back reads grow with chunks^2. A tile waits only
 ///     on tiles of lower chunks, which have lower block indices and were dispatched first (CUB's assumption),
 ///     and publishes before it waits: no deadlock.
 ///   - Exact rows (ATen's Tx = 16 tiles, [8192, 4096] bf16: floor 32.3 us; cumprod f32 [4096, 4096] too).
@@ -42,7 +42,7 @@
 ///     Sklansky steps s = 1..Tx: element ti = (k / s) * 2s + s + k % s takes op(buf[ti], buf[ti - k % s - 1]),
 ///     each combine rounded to the dtype; the carry is the tile's last element. kRowExact runs that with a warp
 ///     per tile (5 shuffle levels plus a carry shuffle on the serial path, ~230 cycles a tile): a row is 128
-///     tiles, the 8192 rows are one wave of warps, so the kernel time is one row's latency (measured 2.35x the
+///     tiles, the 8192 rows are one wave of warps, so the kernel time is one row's latency (~2.35x the
 ///     floor); it also needs 6 shuffles per 32 elements (~24 us of shuffle throughput for this tensor). The
 ///     association itself is cheap enough: element e > 0 is op(S_e, out[2^hb(e) - 1]) where S_e (e's value
 ///     before the step at its highest bit) does not depend on the carry, and the carry reaches the next tile
@@ -54,11 +54,10 @@
 ///     ATen's loop (fp16 sums and products, lengths 1-700, 4/8/16 lanes). Offered only where the exact order is
 ///     required (fp32 cumsum rows are at the floor reassociated). bf16 costs 3-4 instructions a
 ///     rounded combine: ~0.6 warp-instructions per element, ~19 us of issue for [8192, 4096] against the 32 us
-///     floor, so the exact order does not pin the speed above the floor; predicted 1.1-1.25x. Risk: a warp's
+///     floor, so the exact order does not pin the speed above the floor. A warp's
 ///     16-byte accesses are 64/128 bytes apart (2x the L2 sector writes of coalesced stores), so vec 1 on
 ///     contiguous rows is a staged variant instead: coalesced element loads and stores, transposed through 33
-///     floats of shared memory per lane (+~0.2 warp-instructions per element). cumprod f32 rounds for free:
-///     ~1.1x predicted either way. Measured: bf16 [8192, 4096] 48.2-48.6 us, 1.35x the copy (mode 6, 8 lanes).
+///     floats of shared memory per lane (+~0.2 warp-instructions per element). cumprod f32 rounds for free.
 ///   - Native combines (knob nat, kRowLanes fp16/bf16 cumsum). A rounded combine in fp32 is an FADD, a cvt.rn to
 ///     the dtype and a shift or cvt back (3 instructions, ~15 a element with the unpacking and packing); kept in
 ///     the dtype's bits it is one fma.rn.bf16 / fma.rn.f16 (sm_80 / sm_53) of a x 1 + b: an exact product, one
@@ -68,60 +67,33 @@
 ///     ATen's at::BFloat16 / at::Half + is exactly that fp32 sum rounded. The GPU test ScanNative checks every
 ///     one of the 2^32 operand pairs of both dtypes on the device against RND(a + b) (NaN payloads aside), the
 ///     same test that holds the claim on subnormals (the hardware could flush them). Products are left in fp32:
-///     a bf16 product can fall below fp32's normal range, where double rounding is not innocuous. Predicted: ~5
-///     instructions an element instead of ~15, bf16 [8192, 4096] ~38-42 us (issue and latency both shrink).
-///     Measured (H200, 2026-11-30, docs/PERF.md session 9, run 1): ScanNative 0 differing pairs of 2^32 for
-///     each dtype; bf16 [8192, 4096] 48.2 -> 41.5 us (1.16x the copy), 8 lanes, block 128; the kernel is now
-///     latency-bound (DRAM 59%, 15.5 warps an SM).
-///   - Tried and removed (session 13, H200, 2026-11-30, docs/PERF.md "Session 13"), both on bf16 [8192, 4096]
-///     (42.0-43.5 us with 8 lanes, native combines; Nsight Compute: 256 blocks, one wave at 23% occupancy,
-///     0.27 instructions a cycle a scheduler, 9.7 of 14 cycles between a warp's instructions waiting on L1TEX):
-///     1. Loads two steps ahead (a second register tile a lane, 16 registers). Predicted ~36-38 us if a step
-///        waits on its loads. Measured 43.5 us when the tiles were copied between steps (a move waits for the
-///        pending load it copies) and 41.9 us when the step loop alternated two tiles: within the noise. The step
-///        does not wait on memory latency.
-///     2. Whole-sector stores. L2 took 2.89M store sectors for a 2.1M-sector output: a lane's tile is 64
-///        contiguous bytes and lanes sit a tile apart, so each 16-byte store fills half of 32 sectors. Lanes
-///        2m and 2m + 1 swapped half their chunks (shuffles) so that each store instruction wrote whole sectors.
-///        Predicted ~38 us if L2's sector rate binds. Measured 60.6 us (207 us with the chunks chosen as structs,
-///        which went to local memory). Every variant verified (42 of 42); removed.
-///     3. Loads that do not wait. Nsight Compute's stall sampling (run 11): 60% of all samples on one instruction,
-///        the @!P PRMT that merges a just-issued 16-byte load into the tile's 16-bit registers (the load writes
-///        the tile or, past the row, the identity: the merge sits right after the load at the loop's back edge),
-///        so every step waited for its own next-step loads. Tried: the tile kept as 32-bit words written only by
-///        the predicated loads, the identity chosen where the next step reads them. Measured (run 12): 43.0-43.2
-///        us (4 lanes) and 45.7-48.6 us (8 lanes) against 42.0-43.5: no gain alone; removed. Measured together
-///        with two steps ahead in session 14: see "Loads ahead".
-///   - Loads ahead (knob ahead = 2, kRowLanes with vector loads; session 14, H200, 2026-11-30, docs/PERF.md
-///     "Session 14"). Two register tiles a lane, the step loop unrolled twice so each copy uses its own tile;
-///     the loads take no predicate (an index past the row reads the row's element 0) so nothing but the load
-///     writes a tile, and the step picks the identity past the row where it reads the tile. Registers (sm_90,
-///     bf16, native): 51-62 -> 96-124. Predicted: if the step waits on memory latency, 8 lanes ~36-38 us on
-///     [8192, 4096]. Measured (runs 1-2, variant times of one bench process): [8192, 4096] 8 lanes 42.0-43.2 ->
-///     46.9-50.1 us (slower), 16 lanes 51.9-59.8 -> 43.6-43.9 us (faster, not the best); the best stays 8 lanes
-///     with one tile. Rows that are not a whole number of 8-lane steps gain: [8192, 4032] best 50.3 -> 45.1 us
-///     (4 lanes), [8192, 4160] 51.8 -> 48.6 us (16 lanes). Kept in the space for those rows (12 more variants
-///     a 16-bit cumsum row); ScanLanes verified all 84 vector lane variants of its four signatures. So the
-///     bench row's step waits on memory only where a warp has too few tiles in flight (16 lanes: 2 rows a
-///     warp); at 8 lanes it is not latency that holds the step.
-///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at 1.04x: unchanged.
-///   - Whole-sector stores (knob st, kRowLanes with vector loads, ahead 1; session 16). Why: Nsight Compute
-///     (session 13, run 5) put every kernel it measured, the relu at the floor included, at 178-208K L2 sectors
-///     a microsecond, so a kernel's L2 sectors per DRAM sector set its pace: relu 1.60, the bf16 cumsum 2.16.
-///     Of the cumsum's, 2.89M store sectors carry a 2.1M-sector output: each 16-byte store instruction writes a
-///     half sector of 32 tiles 64 bytes apart, and L2 takes most sectors twice. Session 13's exchange by shuffles
-///     (lanes 2m, 2m + 1 swapping half their chunks) ran 60.6 us, its cost not profiled. What: a step's outputs
-///     go through a per-warp shared-memory buffer (lane k's tile as 32 / VEC vectors, one of padding a lane), and
-///     store i of lane L writes vector 32 i + L of the warp's step in row order: each store instruction writes
-///     SPLITS x 32 contiguous elements (a 512-byte row step at 8 lanes), whole sectors. Same values, same
-///     combines: only where they are written from changes. Cost: per step and lane 2 x 32 / VEC shared-memory
-///     vectors and two __syncwarp, against ~190 instructions of scan. Predicted: L2 sectors 7.56M -> ~6.6M, bf16
-///     [8192, 4096] 42 -> ~36-39 us (line 40.6 us: 1.25 x its 32.5 us copy).
-///     Measured (H200, 2026-12-01, docs/PERF.md session 16, run 1; every vec-8 lane variant timed in two
-///     processes): right. Best 42.3-42.6 -> 36.5-36.6 us (8 lanes, block 256; 1.12x the copy), tuned as in the
-///     table 36.5 us; every 8- and 16-lane staged variant beat every unstaged one. Nsight Compute (8 lanes,
-///     block 128): L2 sectors 7.58M -> 6.38M (stores 2.90M -> 2.10M, the output's own; fabric 2.53M -> 2.12M),
-///     40.5 -> 35.7 us. ScanLanes 126 of 126, scan fuzz 621 of 621 (staged stores drawn 22 times), 0 mismatches.
+///     a bf16 product can fall below fp32's normal range, where double rounding is not innocuous. ~5
+///     instructions an element instead of ~15: bf16 [8192, 4096] runs ~1.16x the copy (8 lanes, block 128; ~1.35x
+///     without), and the kernel is then latency-bound (DRAM 59%, 15.5 warps an SM). ScanNative finds 0 differing
+///     pairs of 2^32 for each dtype.
+///   - Loads ahead (knob ahead = 2, kRowLanes with vector loads). Two register tiles a lane, the step loop unrolled
+///     twice so each copy uses its own tile; the loads take no predicate (an index past the row reads the row's
+///     element 0) so nothing but the load writes a tile (a tile copied between steps, or merged with the identity
+///     right after its load, makes every step wait for its own loads), and the step picks the identity past the
+///     row where it reads the tile. Registers (sm_90, bf16, native): 96-124, against 51-62 with one tile. It pays
+///     only where a warp has too few tiles in flight: on [8192, 4096] 16 lanes (2 rows a warp) gain ~15-25% but
+///     8 lanes lose ~10-15% and stay the best with one tile; rows that are not a whole number of 8-lane steps gain
+///     ~6-10% ([8192, 4032] at 4 lanes, [8192, 4160] at 16). Kept in the space for those rows (12 more variants a
+///     16-bit cumsum row). At 8 lanes it is not memory latency that holds the step.
+///   - Long fp32 rows ([32768, 32768] dim 1, kRowBlock) are at ~1.04x the floor.
+///   - Whole-sector stores (knob st, kRowLanes with vector loads, ahead 1). Why: on the H200 every kernel Nsight
+///     Compute profiles, the relu at the floor included, runs at 178-208K L2 sectors a microsecond, so a kernel's
+///     L2 sectors per DRAM sector set its pace: relu 1.60, the unstaged bf16 cumsum 2.16. Of the cumsum's, 2.89M
+///     store sectors carry a 2.1M-sector output: each 16-byte store instruction writes a half sector of 32 tiles
+///     64 bytes apart, and L2 takes most sectors twice. (Lanes 2m and 2m + 1 swapping half their chunks by
+///     shuffles instead is far slower.) What: a step's outputs go through a per-warp shared-memory buffer (lane
+///     k's tile as 32 / VEC vectors, one of padding a lane), and store i of lane L writes vector 32 i + L of the
+///     warp's step in row order: each store instruction writes SPLITS x 32 contiguous elements (a 512-byte row
+///     step at 8 lanes), whole sectors. Same values, same combines: only where they are written from changes.
+///     Cost: per step and lane 2 x 32 / VEC shared-memory vectors and two __syncwarp, against ~190 instructions of
+///     scan. Speed: bf16 [8192, 4096] ~1.12x the copy (8 lanes, block 256; ~1.3x unstaged), and every 8- and
+///     16-lane staged variant beats every unstaged one; L2 sectors 7.58M -> 6.38M (stores 2.90M -> 2.10M, the
+///     output's own).
 #pragma once
 
 #include "cudal1/optimizer/family.h"

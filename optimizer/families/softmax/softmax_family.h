@@ -19,7 +19,7 @@
 ///
 /// Note [Softmax column tiles]
 /// Why (bytes, H200): with `split` threads per column a warp covers block/split adjacent columns, 64 bytes of a
-/// row at best, and three reads when the column does not fit registers: log_softmax bf16 [32,32000,64] ran at
+/// row at best, and three reads when the column does not fit registers: log_softmax bf16 [32,32000,64] runs at
 /// 6.4x its floor (2048 columns: 128 blocks, each thread a serial column of 1000), f16 [8,16,2048,2048] dim 2
 /// at 2.3x (three reads of 512 MB; L2 holds 50 MB), f32 [64,1000,56,56] dim 1 at 1.4x (half lines per warp).
 /// A tile variant (`tile` = 1) gives each warp 32 x vec adjacent inner elements of one n-row (128 bytes for fp32
@@ -32,8 +32,8 @@
 /// columns = 32 tiles of 64), `chunks` blocks split each column's n over two launches: phase 0 writes each
 /// chunk's merged pairs to an fp32 workspace [2][chunks][outer * inner], phase 1 merges them in chunk order,
 /// re-reads its rows and writes, walking the blocks backwards so that its first blocks hit what phase 0 left
-/// in L2. Predicted: spatial f32 one read + one write at whole lines, ~1.1x the floor; [32,32000,64] two reads
-/// less the ~50 MB L2 tail of 131 MB, ~1.35x; f16 attention columns between 1.2x (vec 1, L2 hits) and 1.5x.
+/// in L2. Bytes: spatial f32 one read + one write at whole lines; [32,32000,64] two reads less the ~50 MB L2
+/// tail of 131 MB.
 /// Special values as the two-pass kernels: m is the fmaxf maximum (never NaN); an element -Inf adds 0 (exactly
 /// exp(-Inf - max) when the column max is finite; a column whose max stays -Inf, every element -Inf or NaN, gets
 /// sum NaN like exp(-Inf - -Inf) in the two-pass sum); NaN and +Inf make the sum NaN (exp(NaN), exp(Inf - Inf));
@@ -42,8 +42,8 @@
 ///
 /// Note [Softmax shared tiles]
 /// Why (bytes, H200): the tiles above read a column twice whenever it does not fit registers (log_softmax bf16
-/// [32,32000,64] dim 1 ran at 3.89x its floor with two launches whose re-read missed L2; f16 [8,16,2048,2048]
-/// dim 2 at 2.18x), and a block per long row reads it three times (f32 [4096,65536]: 1.66x). Shared memory
+/// [32,32000,64] dim 1 runs at ~3.9x its floor with two launches whose re-read misses L2; f16 [8,16,2048,2048]
+/// dim 2 at ~2.2x), and a block per long row reads it three times (f32 [4096,65536]: 1.66x). Shared memory
 /// (227 KB a block, 228 KB an SM) holds the data between the statistics and the output instead: one read.
 /// Column tiles (`tile` = 2, sm_90+): a block holds its tile (32 x vec adjacent inner columns, vec such that a
 /// warp row is 64 to 256 bytes) for its range of n in dynamic shared memory in the storage dtype, folds online
@@ -63,39 +63,26 @@
 /// the cluster in rank order; the epilogue and the special values are the row kernel's (a two-pass kernel).
 /// Strata: shared tiles 14..16 and cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), so that the
 /// tuner's first picks cover each occupancy class rather than one random cluster size.
-/// Predictions (floor = input read + output written at ~4.2 TB/s): f16 [8,16,2048,2048] dim 2 at vec 2 (128 B
-/// lines, 256 KB tiles), C = 4: 68 KB a block, 3 blocks per SM, 16384 blocks in ~41 waves, ~1.1-1.15x (506 us
-/// floor; C = 2 at one block per SM ~1.3x); f32 [64,1000,56,56] dim 1 at vec 1 (128 KB tiles), C = 2: 66 KB,
-/// 3 per SM, 12544 blocks, ~1.1x; bf16 [32,32000,64] dim 1 only fits at vec 1 (64-byte half lines, 2 MB tiles)
-/// with C = 16: 136 KB a block, one per SM, 64 clusters of which ~7-8 are resident (GPCs of 16-18 SMs), 8
-/// waves: ~1.3x (62 us floor); with `keep` at vec 1 (1680 rows x 64 B + 4 KB = 109 KB) two blocks per SM
-/// overlap one's write with the other's read, ~1.15-1.2x; `keep` at vec 2 (whole lines, 1680 x 128 B = 218 KB,
-/// one per SM) ~1.25x; f32 [4096,65536] rows at vec 4, C = 4: 64 KB slices, 3 blocks per SM, 16384 blocks,
-/// ~1.1-1.15x (511 us floor) instead of three reads. f16 [16384,1024] rows are launch-bound, not addressed.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 5, runs 2 and 4): right for the long rows, wrong for the
-/// column tiles. softmax f32 [4096,65536]: cluster rows (vec 4, block 256, C = 8) 842 -> 612 us, 1.20x the
-/// floor (was 1.66x). log_softmax bf16 [32,32000,64] dim 1: tile2 C = 16 keep 216 us, 3.47x (was 241 us,
-/// 3.89x; without keep 406 us). softmax f16 [8,16,2048,2048] dim 2: the shared tiles ran 1450-3283 us against
-/// 1155 us for the whole-line tile (kept, 2.27x); f32 [64,1000,56,56] dim 1: 684-3598 us against 525 us for
-/// split32 (kept, 1.38x). Not profiled; as with the norm clusters, a block that reduces its tile from shared
-/// memory and waits at the cluster barrier leaves HBM idle, and the blocks of a wave do so in step.
-/// Tried and removed (session 7, H200, 2026-11-30, docs/PERF.md): ticketed column tiles, Note [Norm parts]'s
-/// design for columns (parts of a column tile dealt by ticket over a cooperative grid, kept in registers, the
-/// group's last part merging the parts' pairs once and raising a flag the others wait on; predicted ~1.3-1.6x
-/// the copy). Every variant verified (softmax fuzz, 0 mismatches) and every one lost: log_softmax bf16
-/// [32,32000,64] dim 1 388-1811 us (215 us kept), f16 [8,16,2048,2048] dim 2 1819-5271 us (1093 us), f32
-/// [64,1000,56,56] dim 1 682-6958 us (492-590 us); time fell with fewer, larger parts, so the per-part
-/// ticket, merge and wait cost dominated, not HBM. Not profiled (no device time left).
+/// f16 [16384,1024] rows are launch-bound, not addressed here.
+/// Speed: the cluster rows serve softmax f32 [4096,65536] at ~1.2x the floor (vec 4, block 256, C = 8) where three
+/// reads cost ~1.66x. Without the async copies and two-pass folding below (Note [Softmax async tiles],
+/// Note [Softmax fast exp]), the shared column tiles lose to the whole-line tile on f16 [8,16,2048,2048] dim 2 and to
+/// split32 on f32 [64,1000,56,56] dim 1: as with the norm clusters, a block that reduces its tile from shared memory
+/// and waits at the cluster barrier leaves HBM idle, and the blocks of a wave do so in step.
+/// Not done: Note [Norm parts]'s design for columns (parts of a column tile dealt by ticket over a cooperative grid,
+/// kept in registers, the group's last part merging the parts' pairs once and raising a flag the others wait on):
+/// every variant is ~1.2-14x slower than the kept tiles, and fewer, larger parts are faster, so the per-part
+/// ticket, merge and wait cost dominates, not HBM.
 ///
 /// Note [Softmax cluster merge]
-/// Why (Nsight Compute source-level stall sampling, H200, 2026-12-01, docs/PERF.md session 15, run 4; log_softmax
-/// bf16 [32,32000,64] dim 1, the kept pair tile, cluster 16, 133.4 us, DRAM 37%, 45% achieved occupancy): only
-/// 23% of the 13888 warp stall samples fall in the loops over the tile's rows. The rest sit in the merges:
-/// 11% on the memory barriers that each warp's `barrier.cluster.arrive.release` brings (ERRBAR, stall_membar),
-/// 9% in the cluster barrier's wait, and ~15% on the combines of two_pass_merge waiting for their remote loads
-/// (stall_long_sb): every thread read the 16 ranks' values one round trip at a time (`ld.shared::cluster` is
-/// volatile asm with a memory clobber, so no load was issued before the previous combine), 512 threads a block
-/// reading the same 16 x NE words.
+/// Why: with every thread reading the ranks' values itself, the merges cost more than the tile's rows (Nsight
+/// Compute source-level stall sampling, log_softmax bf16 [32,32000,64] dim 1, the pair tile, cluster 16, DRAM 37%,
+/// 45% achieved occupancy): only 23% of the warp stall samples fall in the loops over the tile's rows. The rest
+/// sit in the merges: 11% on the memory barriers that each warp's `barrier.cluster.arrive.release` brings (ERRBAR,
+/// stall_membar), 9% in the cluster barrier's wait, and ~15% on the combines of two_pass_merge waiting for their
+/// remote loads (stall_long_sb): each thread reads the 16 ranks' values one round trip at a time
+/// (`ld.shared::cluster` is volatile asm with a memory clobber, so no load is issued before the previous combine),
+/// 512 threads a block reading the same 16 x NE words.
 /// What (two_pass_merge, CLUSTER > 1): warp 0 publishes, arrives with release and alone reads the ranks' values,
 /// every rank's load issued before the first combine; it hands the merged values to its block through shared
 /// memory (`bc`, see two_pass_merge for why reusing the other merge's `pub` is safe) behind one more block
@@ -103,19 +90,15 @@
 /// arrival (the remote values are used before it). The combines and their order are unchanged: the same bits.
 /// The online (not two-pass) shared tiles and the cluster rows also issue every rank's loads before their first
 /// combine.
-/// Predicted: per merge 16 serial round trips of distributed shared memory (~0.2 us each at ~350 cycles under
-/// load) become one, 16x fewer remote loads and 1 fence a block instead of 16; ~2 x 3 us a tile over ~4 tiles
-/// an SM slot: [32,32000,64] dim 1 133 -> ~110-120 us (the barrier waits on the slowest block remain).
-/// Measured (H200, 2026-12-01, docs/PERF.md session 15, runs 5-6): better than predicted. The kept pair tile
-/// 133.4 -> 102.0 us (every tile2 variant timed: the plain two-pass keep tile 134 -> 115.2 us), and 101.9 us
-/// tuned as in the table (24 trials): 1.63x the copy, from 2.12x. SoftmaxPairs 156 of 156, softmax fuzz 401 of
-/// 401, 0 mismatches. The cluster rows' batched loads left softmax f32 [4096,65536] where it was (606.5 us).
+/// So a merge takes one round trip of distributed shared memory instead of 16 serial ones (~0.2 us each at ~350
+/// cycles under load), with 16x fewer remote loads and 1 fence a block instead of 16: that row ~1.3x faster (~1.6x
+/// the copy). The cluster rows' batched loads leave softmax f32 [4096,65536] where it was.
 ///
 /// Note [Softmax fast exp]
-/// Why (instructions, H200): f16 [8,16,2048,2048] dim 2 holds 1.07 G elements; the kept kernels spent ~30
-/// instructions an element (expf is ~8 with one MUFU, online_add ~13 with its branch, the epilogue's expf and
-/// div_rn ~15), 1.0 G warp instructions at ~1.05 T a second for the GPU: ~1000 us against a 515 us memory
-/// floor, which is what they ran at (1093-1183 us) whatever they read. Two-pass shared tiles (`two`, on every
+/// Why (instructions, H200): f16 [8,16,2048,2048] dim 2 holds 1.07 G elements; with expf and div_rn a kernel
+/// spends ~30 instructions an element (expf is ~8 with one MUFU, online_add ~13 with its branch, the epilogue's
+/// expf and div_rn ~15), 1.0 G warp instructions at ~1.05 T a second for the GPU: ~1000 us against a 515 us
+/// memory floor, whatever it reads. Two-pass shared tiles (`two`, on every
 /// shared tile plan) fold only the maximum while the tile is read (fmaxf, NaN skipped, as the two-pass kernels),
 /// merge it over warps and the cluster, then sum exp(x - m) from the tile on chip (thread rows in order, warps in
 /// warp order, cluster ranks in rank order: the same value in every block), merge the sums (both merges are one
@@ -127,16 +110,14 @@
 /// output, rarely (within the 2e-3 / 1.6e-2 verification rtol).
 /// fp16 flushes fp32 subnormal exps (.ftz): they are below fp16's smallest subnormal and round to 0 either way;
 /// bf16, which can hold them, keeps them (no .ftz). Special values are the two-pass kernels': ex2(-Inf) = 0,
-/// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element: predicted
-/// f16 [8,16,2048,2048] dim 2 ~600-700 us (1.2-1.4x the copy) from 1093-1183 us; the other column rows as
-/// before (they are not issue-bound: log_softmax bf16 [32,32000,64] has 65 M elements).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 8, run 1): 745 us (vec2.block256.cluster8.two1, 1.47x the
-/// copy): not reached; Nsight showed the copy through registers starving HBM (56%), which Note [Softmax async
-/// tiles] then removed (598 us). fp32 two-pass tiles (exact exp) ran as the online ones (spatial 513 us).
+/// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element; the other
+/// column rows are not issue-bound (log_softmax bf16 [32,32000,64] has 65 M elements). What then holds the f16
+/// attention row is the copy through registers starving HBM (DRAM 56%), which Note [Softmax async tiles] removes.
+/// fp32 two-pass tiles (exact exp) run as fast as the online ones.
 ///
 /// Note [Softmax async tiles]
-/// Why (Nsight Compute, H200, 2026-11-30, session 8 run 1): the two-pass tile vec2.block256.cluster4 on f16
-/// [8,16,2048,2048] dim 2 ran 781 us at DRAM 56%, 3 blocks an SM, half its stalls waiting on global loads: each
+/// Why (Nsight Compute, H200): copied through registers, the two-pass tile vec2.block256.cluster4 on f16
+/// [8,16,2048,2048] dim 2 runs at DRAM 56%, 3 blocks an SM, half its stalls waiting on global loads: each
 /// warp loads UNROLL rows into registers, waits for all of them, stores them to shared memory and folds them,
 /// so its bytes in flight fall to zero between batches; a `keep` block at 2 per SM holds ~12 KB in flight
 /// (log_softmax bf16 [32,32000,64]: 12 rows of 64 bytes a warp, the registers left by kept rows). Where a tile
@@ -145,26 +126,22 @@
 /// cp.async.cg (cp_async<16>, Note [Async copies]) in 16-byte chunks (thread t takes chunks t, t + BLOCK, ...;
 /// a chunk's bytes land where the register path would have stored them), all in flight at once without
 /// registers; the kept rows still load into registers first. After cp.async.wait_all (cp_async_wait_all) and a
-/// block barrier every thread folds its own rows from shared memory in the same order as before (kept rows,
+/// block barrier every thread folds its own rows from shared memory in the same order as the register copy (kept rows,
 /// then rows n0 + NK + w + i W), so the arithmetic and its order are unchanged. Offered on every such shared
-/// tile instead of the register copy (no knob: the id shows `async1`). Predicted: attention over queries 745 ->
-/// ~620-680 us (DRAM 56% -> ~70%), log_softmax bf16 [32,32000,64] dim 1 215 -> ~130-160 us (a whole 109-128 KB
-/// block in flight instead of ~12 KB), spatial f32 ~480-510 us unchanged or a little faster. Measured (H200,
-/// 2026-11-30, docs/PERF.md session 8, run 2, with the two passes): attention over queries 598 us (1.18x the copy;
-/// vec1.block512.tile2.cluster1.keep1.two1), log_softmax [32,32000,64] 138 us (2.07x the copy), spatial 451-471 us
-/// (1.17-1.22x).
+/// tile instead of the register copy (no knob: the id shows `async1`). Speed (with the two passes): attention over
+/// queries ~1.18x the copy (vec1.block512.tile2.cluster1.keep1.two1), spatial f32 ~1.2x, log_softmax bf16
+/// [32,32000,64] dim 1 ~2.1x (Notes [Softmax pair tiles] and [Softmax cluster merge] go further there).
 /// Cluster rows copy their slice the same way where the vector is 4 bytes or more (cp.async has no 2-byte
 /// copy; each thread reads back only what it copied, so no barrier), sum and write with Note [Softmax fast exp]
 /// for 16-bit outputs, and may be one block without a cluster (`cluster` = 1: a row of up to 227 KB, e.g. the
-/// 64 KB bf16 rows of [8192,32000], three blocks an SM, no cluster barrier). Predicted: log_softmax bf16
-/// [8192,32000] 318 -> ~265-285 us (1.07-1.15x the copy: one read instead of the kept kernel's three, two of
-/// them from L2), softmax f32 [4096,65536] ~600 us unchanged (fp32: exact exp; its copy was already in flight).
+/// 64 KB bf16 rows of [8192,32000], three blocks an SM, no cluster barrier: one read of each row instead of the
+/// row kernels' three, two of them from L2).
 ///
 /// Note [Softmax fast tiles]
-/// Why (H200, 2026-11-30, session 11): log_softmax bf16 [32,32000,64] dim 1 holds each column tile on chip only
-/// in clusters of 16 blocks (2 MB a tile), 4.6 waves that load, reduce across the cluster and write in step:
-/// 134 us, 2.14x the copy, at DRAM 37%, latency-bound (Nsight: 16 cycles between a warp's instructions, 0.45
-/// issued a cycle a scheduler; Note [Softmax pair tiles] cut the instructions by a third and the time by none).
+/// Why (H200): the shared tiles hold log_softmax bf16 [32,32000,64] dim 1's column tiles on chip only in clusters
+/// of 16 blocks (2 MB a tile), 4.6 waves that load, reduce across the cluster and write in step, latency-bound
+/// (DRAM 37%; Nsight Compute: 16 cycles between a warp's instructions, 0.45 issued a cycle a scheduler;
+/// Note [Softmax pair tiles] cuts the instructions by a third and the time by little).
 /// Reading twice instead costs one more read of the input: a column pass of (max, sum) pairs per chunk of rows
 /// (phase 0: 131 MB read) and a pass that merges the chunks' pairs, re-reads and writes (phase 1: 262 MB), both
 /// streaming at whole lines with no block waiting on another; ~393 MB, ~95-100 us (1.5-1.6x the floor), less
@@ -176,70 +153,60 @@
 /// Special values as online_add: +Inf and NaN poison the sum (exp(Inf - Inf), exp(NaN)), m never NaN. The sum
 /// differs from online_add's by the rescale and ex2.approx roundings (Note [Softmax fast exp]); with at most one
 /// rescale per 8 rows its error stays below online_add's (one expf per growing row). ~8 instructions an element.
-/// Predicted: [32,32000,64] dim 1 at vec 2 (whole 128-byte lines), chunks 64: 134 -> ~95-105 us.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 11, run 3; every tile variant timed): wrong. The best fast
-/// tile ran 170.5 us (vec1.block1024.chunks8; the best plain tile 184.1 us, the shared pair tile 133.3 us), and
-/// chunks 64 ran slower than chunks 8 (206 against 180 us at vec 2, block 256), so neither the instructions nor
-/// the second read were what held the chunked tiles back. Not profiled. Kept: every fast variant verified (GPU
-/// test SoftmaxPairs, softmax fuzz 0 mismatches), and on the H200 they beat the other tiles that do not need
-/// sm_90's shared tiles (an sm_80 part would choose among those; not measured there).
+/// Speed: on that row the best fast tile is ~8% faster than the best plain chunked tile but slower than the shared
+/// pair tiles, and chunks 64 run slower than chunks 8, so neither the instructions nor the second read are what
+/// hold the chunked tiles back. Kept: on the H200 they beat the other tiles that do not need sm_90's shared tiles,
+/// which are what an sm_80 part chooses among (not timed there).
 ///
 /// Note [Softmax pair tiles]
-/// Why (Nsight Compute, H200, 2026-11-30, session 10 run 4): log_softmax bf16 [32,32000,64] dim 1 (two-pass
-/// shared tile, vec 1, cluster 16, keep; 134 us, 2.17x its floor) ran at DRAM 37% and 0.55 instructions a cycle
-/// a scheduler, ~35 warp instructions per 32 elements: at vec 1 every lane loads, converts and folds one 2-byte
-/// element per instruction in each of three passes over the tile (64 bytes a warp row; vec 2 does not fit a
-/// cluster's shared memory for 32000 rows). With `pair` a lane takes 2 x VEC adjacent elements (4 or 8 bytes) of
-/// every second row: lanes 0-15 cover a row of the tile, lanes 16-31 the next one, so the tile, its layout in
-/// shared memory and the cp.async copy stay the same. The maximum is folded on the packed 16-bit values
-/// (max.bf16x2 / max.f16x2, exact, NaN skipped as fmaxf: one instruction per two elements, no conversion), the
-/// sum and the epilogue unpack a word into two floats (Note [Softmax fast exp]) and the output is packed by one
-/// cvt.rn.{bf16,f16}x2.f32. Lanes l and l + 16 hold the same columns: their maxima and sums are combined by one
-/// shuffle (a + b == b + a: both lanes get the same bits) before the warp and cluster merges, whose slots are
-/// then the tile's columns. `keep` keeps kKeptRegisters words a thread, twice the rows of 2-byte vectors.
-/// Offered on two-pass async tiles of 16-bit dtypes at vec 1 and 2. Predicted (instructions: ~1 an element for the
-/// maximum, ~5.5 for the sum, ~4-5 for the epilogue, ~1 for the copy; ~12 against ~35): [32,32000,64] dim 1
-/// 134 -> ~85-95 us (1.4-1.5x its floor: the waves still load, compute and write in step).
-/// Measured (H200, 2026-11-30, docs/PERF.md session 11, runs 1-2): wrong. [32,32000,64] dim 1 133.3 us (pair)
-/// against 134.0 (vec1.block512.cluster16.keep1, the same run); softmax f16 [8,16,2048,2048] dim 2 583.4 us
-/// against 593.2 (vec1.block512.cluster1.keep1), the table's pick for both rows. Nsight (pair variant): 50.8 M warp
-/// instructions (~25 per 32 elements: the cp.async address arithmetic ~2.6 an element, the sum ~7, the write
-/// ~7 in PTX), 0.45 issued a cycle a scheduler, 16.2 cycles between a warp's instructions (4.9 on loads, 1.9 at
-/// barriers, 1.5 at fences, 2.0 fixed-latency), DRAM 37%: the row is latency- and phase-bound, not issue-bound.
+/// Why (Nsight Compute, H200): without pairs, log_softmax bf16 [32,32000,64] dim 1 (two-pass shared tile, vec 1,
+/// cluster 16, keep; ~2.2x its floor) runs at DRAM 37% and 0.55 instructions a cycle a scheduler, ~35 warp instructions
+/// per 32 elements: at vec 1 every lane loads, converts and folds one 2-byte element per instruction in each of three
+/// passes over the tile (64 bytes a warp row; vec 2 does not fit a cluster's shared memory for 32000 rows). With `pair`
+/// a lane takes 2 x VEC adjacent elements (4 or 8 bytes) of every second row: lanes 0-15 cover a row of the tile, lanes
+/// 16-31 the next one, so the tile, its layout in shared memory and the cp.async copy stay the same. The maximum is
+/// folded on the packed 16-bit values (max.bf16x2 / max.f16x2, exact, NaN skipped as fmaxf: one instruction per two
+/// elements, no conversion), the sum and the epilogue unpack a word into two floats (Note [Softmax fast exp]) and the
+/// output is packed by one cvt.rn.{bf16,f16}x2.f32. Lanes l and l + 16 hold the same columns: their maxima and sums are
+/// combined by one shuffle (a + b == b + a: both lanes get the same bits) before the warp and cluster merges, whose
+/// slots are then the tile's columns. `keep` keeps kKeptRegisters words a thread, twice the rows of 2-byte vectors.
+/// Offered on two-pass async tiles of 16-bit dtypes at vec 1 and 2.
+/// Speed: within 2% of the vec-1 keep tile on log_softmax bf16 [32,32000,64] dim 1 and softmax f16
+/// [8,16,2048,2048] dim 2, and the pick for both. The instructions fall to ~25 per 32 elements (the cp.async address
+/// arithmetic ~2.6 an element, the sum ~7, the write ~7 in PTX), but the row is latency- and phase-bound, not
+/// issue-bound (Nsight Compute: 0.45 issued a cycle a scheduler, 16.2 cycles between a warp's instructions: 4.9 on
+/// loads, 1.9 at barriers, 1.5 at fences, 2.0 fixed-latency; DRAM 37%). Note [Softmax cluster merge] speeds it up.
 ///
-/// Note [Softmax grid slabs] (tried and removed, session 22, H200, 2026-12-01; the code is commit e44019f)
-/// Why: log_softmax bf16 [32,32000,64] dim 1 is 32 dense slabs [32000, 64] of 4 MB; the kept pair tile (102 us, 1.64x
-/// the copy) holds a slab only over clusters of 16 blocks that load, merge and write in step. The norm family's mode 8
-/// (Note [Norm held]) holds 4 MB rows over GP blocks of a cooperative grid, a row ahead, with an exchange warp (layer
-/// norm [64,1048576] at 1.20x the copy). What: the same for slabs (`tile` = 3): GP = ceil(n x IV / 8192) blocks a slab
-/// (32 here, 4 slabs at once on 128 SMs), each thread always the same 8 columns, per-column (max, sum) pairs from the
-/// ring (two passes on chip: packed maximum, then EXP_SUB sums), merged over lanes, warps and, by the exchange warp,
-/// over the GP blocks in rank order. Predicted ~75-82 us. Measured (runs 1-3): 300-510 us in the first version (every
-/// slice in registers: 808 bytes a thread spilled), 172.5 us keeping 16 vectors a thread in registers and the rest in
-/// the ring (no spills; only 256 consumers and 16 KB chunks fit: more kept vectors spilled, because the kept write's
-/// unrolled epilogue and addresses take ~55-90 registers beside them), 160.3 us with the packed maximum and no per-
-/// element -Inf test. Every variant verified (12 of 12 at 6 trials, every input scale; softmax fuzz 0 mismatches), but
-/// a slower kernel than the kept one is never swapped in, so the variants only cost tuning trials: removed. Nsight
-/// Compute (158 us): DRAM 31%, 0.34 issued a cycle a scheduler, 10 warps an SM, ~27 instructions an element: latency-
-/// bound on its instructions with too few warps to hide them, not HBM-bound. The first version also failed verification
-/// once (vec8.block512.tile3.chunk16.deep1, scale 30: 103 elements of one block differed) in a tuning run after passing
-/// the sweep at 3 trials; the second version hands the statistics over with every exchange lane arriving on the
-/// mbarrier (the first had lane 0 arrive for the warp's stores) and passed every check, but the first failure was not
-/// explained. The opposite trade, two reads a slab with nothing held on chip and 16-32 warps an SM
-/// (bench/probes/column_wave_probe.cu), ran 113.9 us at best: not under 102 us either.
+/// Note [Softmax grid slabs] (not offered)
+/// Why considered: log_softmax bf16 [32,32000,64] dim 1 is 32 dense slabs [32000, 64] of 4 MB; the pair tile
+/// (~1.64x the copy) holds a slab only over clusters of 16 blocks that load, merge and write in step. The norm
+/// family's mode 8 (Note [Norm held]) holds 4 MB rows over GP blocks of a cooperative grid, a row ahead, with an
+/// exchange warp (layer norm [64,1048576] at ~1.1x the copy). What: the same for slabs: GP = ceil(n x IV / 8192)
+/// blocks a slab (32 here, 4 slabs at once on 128 SMs), each thread always the same 8 columns, per-column (max, sum)
+/// pairs from the ring (two passes on chip: packed maximum, then EXP_SUB sums), merged over lanes, warps and, by the
+/// exchange warp, over the GP blocks in rank order. Why not offered: its best form runs ~1.6x slower than the pair
+/// tile, and a slower kernel than the kept one is never swapped in, so such variants only cost tuning trials.
+/// Registers bind it: every slice in registers spills (808 bytes a thread); beside 16 vectors a thread kept in
+/// registers (the rest in the ring) the kept write's unrolled epilogue and addresses take ~55-90 registers, so
+/// only 256 consumers and 16 KB chunks fit. Nsight Compute on the best form: DRAM 31%, 0.34 issued a cycle a
+/// scheduler, 10 warps an SM, ~27 instructions an element: latency-bound on its instructions with too few warps to
+/// hide them, not HBM-bound. Its hand-over of the statistics needs every exchange lane to arrive on the mbarrier
+/// (lane 0 arriving for the warp's stores once failed verification in a tuning run, 103 elements of one block,
+/// unexplained). The opposite trade, two reads a slab with nothing held on chip and 16-32 warps an SM
+/// (bench/probes/column_wave_probe.cu), is no faster than the pair tile either (~114 us against ~102 us).
 ///
 /// Note [Softmax held slabs]
-/// Why: log_softmax bf16 [32,32000,64] dim 1 (32 dense slabs of 4 MB) ran 102 us with the pair tiles, 1.64x a copy
-/// of its bytes: they read it twice (a cluster of 16 holds half rows of a slab, a slab does not fit one cluster's
-/// shared memory). The probes of sessions 22-27 (bench/probes/column_split_probe.cu, docs/PERF.md) found what
-/// holds a slab on chip at HBM pace: parts of whole rows over every SM, each chain on warps of its own, and the
-/// cross-grid merge on blocks that do nothing else (74.8-76.2 us there against a 65.4 us copy).
+/// Why: the pair tiles run log_softmax bf16 [32,32000,64] dim 1 (32 dense slabs of 4 MB) at ~1.64x a copy of its
+/// bytes: they read it twice (a cluster of 16 holds half rows of a slab, a slab does not fit one cluster's shared
+/// memory). The probes in bench/probes/column_split_probe.cu show what holds a slab on chip at HBM pace: parts of
+/// whole rows over every SM, each chain on warps of its own, and the cross-grid merge on blocks that do nothing
+/// else (~1.15x a copy there).
 /// What (`tile` = 3; sm_90+, 16-bit dtypes, contiguous [outer, n, inner] with inner 32, 64, 128 or 256, so a row
 /// is 64-512 whole bytes; slabs of 512 KB or more): one cooperative launch of a block per SM. GM blocks merge; the
 /// GD = SMs - GM data blocks each take part p = bd of every slab (R = ceil(n / GD) rows, P = ceil(n / R) parts),
 /// items k = bd + t GD in turn. The plan's device SM count (Problem::sm_count, also in the cache key's fingerprint)
-/// sizes R, P and the slots NB in the source: as compile-time constants the kernel ran 1-2 us faster than with them
-/// as arguments (docs/PERF.md session 29), and a device of another SM count declines the call. A data block has NB
+/// sizes R, P and the slots NB in the source: as compile-time constants the kernel runs 1-2 us faster than with
+/// them as arguments, and a device of another SM count declines the call. A data block has NB
 /// slots (as many as 227 KB hold, at most kHeldMaxSlots) and:
 /// - a producer warp: bulk copies (cp.async.bulk, an mbarrier a slot) of item t + NB once item t is written, and
 ///   with `pf` > 0 an L2 prefetch (cp.async.bulk.prefetch.L2) of the item pf ahead of each bulk copy;
@@ -258,8 +225,8 @@
 /// in part order (8 loads in flight a thread, MC = threads / inner chunks, then the chunks in order), stores the
 /// final (max, log(sum)) or (max, 1 / sum) and raises the flag (st.release.gpu). Every output warp of the grid
 /// reads a slab's finals and polls its flag at about the same moment, so those L2 lines are hot spots: eight 8-byte
-/// loads a lane and a poller a warp ran 152 us (Nsight Compute: the output warps waiting on the finals' loads,
-/// docs/PERF.md session 28). Pairs are folded as the two-pass tiles treat elements: a
+/// loads a lane and a poller a warp run ~2x slower (Nsight Compute: the output warps wait on the finals' loads),
+/// so a warp reads them as one 16-byte load a lane. Pairs are folded as the two-pass tiles treat elements: a
 /// pair whose maximum is -Inf contributes its sum x 0 (0, or a NaN that is kept), a final maximum of -Inf makes the
 /// sum NaN, +Inf poisons the sum through Inf - Inf; so special values come out as the pair tiles' and ATen's.
 /// No deadlock: loading item t waits for item t - NB's output, which waits only for parts of earlier items of every
@@ -270,15 +237,15 @@
 /// S 5 O 8 GM 4 hold 1 and hold 2), one stratum. Registers bound `hold`: a block of at most 16 warps (4 a
 /// scheduler) gives a thread 128 registers, one of 17-19 warps 96; a held item takes an output thread item / (O x
 /// 32 x 16) vectors, at most 16 in all (8 above 16 warps), which compiles without spills (SoftmaxHeldPlan test).
-/// Why holding: the kernel was bound by the slots (session 26: 7 -> 6 slots cost 14%), each taken from its load
-/// to its item's write, i.e. across the whole chain; registers add an item or two of depth (docs/PERF.md session
-/// 31: 78.5-79.4 -> 74.7-75.1 us at S 5 O 8 hold 2, 75.6-76.3 at S 6 O 8 hold 1).
-/// Tried on the benchmark row and not kept (docs/PERF.md sessions 29-30, bench/probes/held_edits.py): the sums'
+/// Why holding: without it the kernel is bound by the slots (one slot fewer, 6 instead of 7, costs 14%), each taken
+/// from its load to its item's write, i.e. across the whole chain; registers add an item or two of depth (~5% on
+/// that row at S 5 O 8 hold 2).
+/// Not kept (bench/probes/held_edits.py, on the benchmark row): the sums'
 /// exp as one FFMA with a per-column correction, the log epilogue as one FADD, a lead on the first load, parts of
 /// 84-500 rows (250 is a sharp optimum: ~0.37 us of fixed cost an item), a warp that fetches each slab's finals
 /// into shared memory ahead of the output warps (5-6 us slower, however often it polls), 4-7 statistics and 6-8
 /// output warps (S 6 O 8 or O 7 best). None beat the kernel by more than the run-to-run spread (~1 us). Nsight
-/// Compute (session 30): the output warps' wait for the finals is the wait for the slab's flag (as long with the
+/// Compute: the output warps' wait for the finals is the wait for the slab's flag (as long with the
 /// fetcher), so what binds is the chain across the grid (slowest block's load, statistics, merge) against the slots.
 #pragma once
 
@@ -339,13 +306,12 @@ std::unique_ptr<Plan> column_plan(ColumnShape c);
 /// Note [Softmax row heads]
 /// Rows whose width or stride is not a multiple of the vector width (a vocabulary of 50257) get vec 1 only: one
 /// 4-byte load per element and lane, 49 loads a thread for log_softmax f32 [1024,50257] at block 1024, which
-/// ran at 1.49x the floor while the same kernel at vec 4 (32768 wide) runs at 1.12x. With `head`, row r starts
+/// runs at ~1.49x the floor while the same kernel at vec 4 (32768 wide) runs at ~1.12x. With `head`, row r starts
 /// at element r x RS; its first h = (VEC - r x RS % VEC) % VEC elements are scalars (lanes < h), then
 /// (D - h) / VEC aligned vectors, then fewer than VEC scalars (lanes < tail). The output row r x D shares the
 /// head length because the planner asks (RS - D) % VEC == 0 and a storage offset that is a multiple of VEC
 /// (the call checks both pointers against VEC x element size); rows must hold at least two vectors. The
 /// arithmetic is the plain kernel's (max, then sum, then ATen's epilogue); only the summation order moves.
-/// Predicted: 16-byte loads as the 32768-wide rows, ~1.15x the floor instead of 1.49x.
 KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache, bool head);
 
 /// CUDA source for `c` (Note [Softmax columns]): `split` threads per column (1, or a power of two dividing

@@ -115,12 +115,11 @@ class UnaryFamily final : public Family {
       // loads. The load reaches one element past the last one used, inside the same aligned 2v-element chunk
       // as used elements, so inside the same page as the tensor's own bytes: it cannot fault, and the value
       // is ignored. Offsets of vector starts are multiples of 2v (innermost size a multiple of v, outer
-      // strides and the storage offset multiples of 2v), so every load is aligned. Measured before: neg bf16
-      // every 2nd column [8192,4096] 52.3 us, 1.46x the device copy (H200, 2026-11-30); predicted ~1.05-1.1x.
-      // Measured after (session 6 run 5): 52.2 us with picked vec 4, no gain; the prediction counted used bytes.
-      // DRAM moves whole 32-byte sectors, so the input's 64 MB of used elements cost 128 MB of reads: 201 MB
-      // with the output, 48 us at 4.2 TB/s, and the row already ran at 1.08x of that. Kept: fewer instructions
-      // for heavier math on such views, verified by the unary fuzz, and the tuner picks by time.
+      // strides and the storage offset multiples of 2v), so every load is aligned. It saves instructions, not
+      // bytes: DRAM moves whole 32-byte sectors, so the input's used elements cost twice their bytes either way
+      // (neg bf16 every 2nd column [8192,4096]: 64 MB used, 128 MB read, 201 MB with the output, 48 us at
+      // 4.2 TB/s, which scalar loads already reach within ~8%). Kept for heavier math on such views, verified by
+      // the unary fuzz; the tuner picks by time.
       for (int v = max_by_width / 2; v > 1; v /= 2) {
         bool ok = s.space.sizes[0] % v == 0 && t.storage_offset % (2 * v) == 0;
         for (size_t d = 1; d < s.space.in_strides.size(); ++d) ok = ok && s.space.in_strides[d] % (2 * v) == 0;

@@ -9,13 +9,12 @@ namespace cudal1::optimizer::unary {
 
 // Note [Unary math for 16-bit outputs]
 // ATen computes every op in fp32 (opmath) with CUDA's accurate functions, for every dtype. For 16-bit outputs
-// the heavy ones made the kernels issue-bound at their memory time. CUDA's erff is ~28 instructions (a degree-6
+// those make the heavy ops' kernels issue-bound at their memory time. CUDA's erff is ~28 instructions (a degree-6
 // polynomial whose coefficients are picked by seven selects, an ex2, a copysign), so the erf gelu is ~30 an
 // element: 45 M fp16 elements issue for ~45 us on an H200 (132 SMs x 4 issue a clock at 1.98 GHz), more than the
-// 42.7 us the device copy of the same bytes takes. Measured before (session 16): gelu f16 [4096,11008] best of all
-// 128 variants 52.6 us, 1.23x the copy; only two variants under 1.25x. tanhf, expf and the IEEE division of
-// sigmoid and silu cost the same kind of count (gelu-tanh bf16 [8192,8192] 68.0 us, 1.07x the copy; silu bf16
-// gate half 37.0 us, 1.14x).
+// 42.7 us the device copy of the same bytes takes (with erff the best of 128 gelu f16 [4096,11008] variants runs
+// 1.23x the copy). tanhf, expf and the IEEE division of sigmoid and silu cost the same kind of count (gelu-tanh
+// bf16 [8192,8192] ~1.07x the copy, silu bf16 gate half ~1.14x).
 // For fp16 and bf16 outputs these ops use forms that are exact in real arithmetic, in fp32, with a hardware
 // reciprocal and exp2 (rcp.approx, ex2.approx: ~1 ulp of fp32, flushing fp32 subnormals):
 // - erf gelu: Abramowitz & Stegun 7.1.26,
@@ -29,15 +28,11 @@ namespace cudal1::optimizer::unary {
 // where ATen's 1 + erff(v) and 1 + tanhf(u) cancel: there ATen's own result is off by up to ~13000 bf16 ulp from
 // the exact value, and ours is closer. Every result stays within the dtype's verification tolerance (rtol 2e-3 /
 // 1.6e-2, atol 1e-5); tests/gpu/unary_exhaustive_test.cpp checks all 65536 inputs of each dtype on the GPU and
-// prints how many differ from ATen's. Host emulation before the GPU (fp16 / bf16 outputs differing from ATen's,
-// most ulp): erf gelu 463 (2) / 200 (tail); tanh gelu 271 (2) / 150 (tail); sigmoid 0 / 3 (fp32 subnormal tail,
-// x ~ -87.5, flushed to 0); silu 2 (1) / 3 (same). fp32 outputs keep ATen's functions: there the tails' cancellation
-// and the flushes would show against rtol 1e-5.
-// Measured on the GPU (H200, 2026-12-01, docs/PERF.md session 17, runs 1-3): outputs differing from ATen's over
-// all 65536 inputs, fp16 / bf16 (most ulp): erf gelu 535 (3) / 199 (tail), tanh gelu 272 (2) / 150 (tail), sigmoid
-// 2 (1) / 3, silu 2 (1) / 3; all within tolerance; the unary fuzz 775 of 775. Best variant, before -> after: gelu
-// f16 [4096,11008] 52.6 -> 43.0 us (1.01x the copy; 81 of 128 variants under 1.25x, against 2), gelu-tanh bf16
-// [8192,8192] 68.0 (tuned) -> 64.1 us, silu bf16 gate half 36.7 -> 33.1 us: each row at its copy's time.
+// prints how many differ from ATen's (fp16 / bf16, most ulp, on an H200): erf gelu 535 (3) / 199 (tail), tanh gelu
+// 272 (2) / 150 (tail), sigmoid 2 (1) / 3 (bf16: the fp32 subnormal tail, x ~ -87.5, flushed to 0), silu 2 (1) / 3
+// (same); all within tolerance. fp32 outputs keep ATen's functions: there the tails' cancellation and the flushes
+// would show against rtol 1e-5. With these forms each of the rows above runs at its copy's time (gelu f16
+// [4096,11008] ~1.01x the copy).
 // Specials as ATen: +-0 -> +-0 (sigmoid 0.5), +Inf -> +Inf (sigmoid 1), -Inf -> NaN for the gelus and silu
 // (0 * -Inf, as ATen's -Inf * 0 and -Inf / Inf) and 0 for sigmoid, NaN -> NaN, overflowing squares and cubes
 // -> exp 0 or Inf.

@@ -20,26 +20,25 @@
 /// sentinel and must equal ATen's exactly.
 ///
 /// Note [Timing]
-/// Median of many repetitions on one stream, candidate and ATen interleaved in random order per repetition,
-/// L2 flushed before each by touching 256 MiB, which also keeps the GPU busy while the host enqueues, so host
-/// overhead is not counted as kernel time. CUDAL1_L2_FLUSH picks how: `read` (default) reads the buffer, so L2
-/// is left holding clean lines; `write` memsets it (Triton's do_bench, nvbench), which leaves up to the whole L2
-/// dirty, and the timed work then also writes that back: on an H200 (2026-11-30, docs/PERF.md session 10) a
-/// kernel that only reads 64 MB took 24.7 us after a memset and 18.6 us after a read, a 32 MB copy 20.6 and
-/// 17.9 us. The write-back belongs to the flush, not to the kernel, so it is kept out of the timed region.
-/// Each repetition records start, runs, records end, then synchronizes the whole device before a third event:
-/// work that escaped the stream would show as extra time between the end and the third event, and such a
-/// candidate is rejected (check_escape). That extra time also holds the host's wake-up after the synchronize and
-/// whatever else the process has on the device (an application calling its ops while the optimizer tunes them
-/// in the background; other processes' time slices), which come and go from one repetition to the next, while
-/// work moved to a side stream adds its time to every repetition. So the rule takes the candidate's 25th
-/// percentile, not its median, against ATen's median: a GPU test run with eight test processes sharing the
-/// card (session 13) saw a 5 us layer-norm variant rejected at a median 272 us "escaped". Side-stream work
-/// shorter than the slack (kEscapeSlackUs beyond ATen's own extra time) is not caught: it buys at most that much.
-/// A round that looks escaped is timed once more, and only a second escaped round rejects: a GPU test run with
-/// eight processes sharing the card (session 25) saw a 2 us exp kernel's 25th percentile 1664 us "escaped" in
-/// one round; other work comes and goes, while work on a side stream shows in every round. The kept timing is the
-/// last round's.
+/// Median of many repetitions on one stream, candidate and ATen interleaved in random order per repetition, L2 flushed
+/// before each by touching 256 MiB, which also keeps the GPU busy while the host enqueues, so host overhead is not
+/// counted as kernel time. CUDAL1_L2_FLUSH picks how: `read` (default) reads the buffer, so L2 is left holding clean
+/// lines; `write` memsets it (Triton's do_bench, nvbench), which leaves up to the whole L2 dirty, and the timed work
+/// then also writes that back: on an H200 a kernel that only reads 64 MB takes 24.7 us after a memset and 18.6 us after
+/// a read, a 32 MB copy 20.6 and 17.9 us. The write-back belongs to the flush, not to the kernel, so it is kept out of
+/// the timed region.
+/// Each repetition records start, runs, records end, then synchronizes the whole device before a third event: work that
+/// escaped the stream would show as extra time between the end and the third event, and such a candidate is rejected
+/// (check_escape). That extra time also holds the host's wake-up after the synchronize and whatever else the process
+/// has on the device (an application calling its ops while the optimizer tunes them in the background; other processes'
+/// time slices), which come and go from one repetition to the next, while work moved to a side stream adds its time to
+/// every repetition. So the rule takes the candidate's 25th percentile, not its median, against ATen's median: with
+/// eight test processes sharing the card, a 5 us layer-norm variant's median "escaped" time can reach 272 us.
+/// Side-stream work shorter than the slack (kEscapeSlackUs beyond ATen's own extra time) is not caught: it buys at most
+/// that much.
+/// A round that looks escaped is timed once more, and only a second escaped round rejects: with eight processes sharing
+/// the card, a 2 us exp kernel's 25th percentile can reach 1664 us "escaped" in one round; other work comes and goes,
+/// while work on a side stream shows in every round. The kept timing is the last round's.
 /// The speedup is the median of the per-repetition ratios; a kernel is accepted when that median reaches the
 /// margin and its 25th percentile is at least 1 (noise-aware).
 ///

@@ -3,9 +3,9 @@
 /// bench_tuner_replay.
 ///
 /// Note [Knob model]
-/// Why (docs/PERF.md session 10, replay of GPU-measured variant times): on the column reductions' landscapes (167
-/// variants, many within 5% of one another) the adapted policy's later rounds did no better than uniform random
-/// picks: kept variant 4.5% (argmax) and 6.4% (var) slower than the best on average. What: before each round after
+/// Why (bench_tuner_replay on GPU-measured variant times): on the column reductions' landscapes (167 variants, many
+/// within 5% of one another) the adapted policy's later rounds do no better than uniform random picks: the kept
+/// variant is 4.5% (argmax) and 6.4% (var) slower than the best on average. What: before each round after
 /// the first, a ridge regression of this signature's measured log kernel times (-log speedup; ATen's time is one
 /// constant, absorbed by the free intercept) on one-hot knob values (one column per knob=value seen in the space:
 /// additive knob effects, a handful of weights, fitted from 8-16 trials) predicts every untried variant; the round
@@ -13,56 +13,48 @@
 /// compile, load, verification or timing) counts as twice as slow as the slowest one timed, so the model steers away
 /// from its knob values; with no trial timed yet the adapted policy chooses instead. Penalty lambda = 10 on the knob
 /// weights (not the intercept): a knob value not yet measured adds nothing to the mean. Replayed (400 seeds, 24
-/// trials in rounds of 8, 1.5% timing noise): argmax 1.0445 -> 1.0286, var 1.0636 -> 1.0294 of the best's time, the
-/// group norm and max-pool rows unchanged or better, vector_norm 1.0713 -> 1.0630 (its best, an older plain tile, is
-/// found less often). The persistent policy still picks round 1 and learns from every trial.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 11, run 6; one whole-table run against run 5's adapted
-/// policy, 64 rows in both): the same geometric mean (2.480x all rows, 2.863x where ATen >= 1.3x the floor);
-/// argmax and var kept the variant the policy had found; vector_norm dim 0 ord 1 21.1 -> 20.4 us; layer norm
-/// [64,1048576] 187.1 -> 195.6 us (mode 6 with 4 parts ahead kept instead of 8); every other row within 1.5%
-/// (that run's copy bandwidth was 2% lower: 4.15 against 4.24 TB/s).
-/// Known miss (docs/PERF.md session 13, replay of every variant of sum f32 [16,256,256] dim 1): 24 trials keep
-/// a variant 1.093x the best's time (within 5% in 56% of seeds; 48 trials 1.051x, 77%); the table's tuner kept a
-/// cluster tile at 6.3 us where a plain pipelined tile takes 5.2 us. Tried offline and not kept: a first round
-/// with one variant of every stratum, and pairwise knob interactions (neither better on all rows); in session 14
-/// also random picks for part of each round and rounds around the best trial's one-knob neighbours (both trade
-/// the small sum against argmax and var).
-/// The lower confidence bound (session 14, docs/PERF.md "Session 14"). Why: taking the lowest predictions
-/// exploits what the first trials happened to measure: uniform random picks beat the model on the small sum
-/// (1.033 against 1.093). What: a round ranks the untried variants by mu - beta * sigma, mu the prediction,
-/// sigma^2 = s^2 x' A^-1 x its variance under the ridge fit (A = X'X + lambda on the knob columns, x the
-/// variant's one-hot row, s^2 the fit's mean squared residual), beta = 4: a knob value measured rarely, or only
-/// beside slow ones, gets tried while its estimate is loose; measured ones are ranked by their mean. Replayed
-/// (9 rows, 400 seeds, 24 trials in rounds of 8, kept over best): argmax 1.0286 -> 1.0030 (within 5% of the
-/// best 72% -> 98% of seeds), var 1.0294 -> 1.0017 (66% -> 98%), vector_norm 1.0630 -> 1.0526, the small sum
-/// 1.0926 -> 1.0724, silu gate half 1.0300 -> 1.0270, group norm bf16 1.0060 -> 1.0029; group norm f16
-/// 1.0035 -> 1.0045, the stem 1.0065 -> 1.0069, cumsum 1.0080 -> 1.0079. 32 and 48 trials gain as much or
-/// more; 16 trials (one model round) gain on the column reductions and lose 1-3.5% on the group norms. beta 3
-/// and 6 were close; a last round without the bound (pure exploitation) was worse than the bound throughout.
+/// trials in rounds of 8, 1.5% timing noise), the kept variant's time over the best's is 1.029 on argmax (1.045
+/// with the adapted policy) and 1.029 on var (1.064), the group norm and max-pool rows equal or better. The
+/// persistent policy still picks round 1 and learns from every trial.
+/// Known miss (replay of every variant of sum f32 [16,256,256] dim 1): the additive model keeps a variant ~1.09x
+/// the best's time at 24 trials (within 5% in 56% of seeds), a cluster tile where a plain pipelined tile is ~20%
+/// faster; Note [Similarity model] narrows that. Not kept (replayed offline): a first round with one variant of
+/// every stratum, pairwise knob interactions, random picks for part of each round, and rounds around the best
+/// trial's one-knob neighbours; each trades some rows against others.
+/// The lower confidence bound. Why: taking the lowest predictions exploits what the first trials happened to
+/// measure: uniform random picks beat the pure model on the small sum (1.033 against 1.093). What: a round ranks
+/// the untried variants by mu - beta * sigma, mu the prediction, sigma^2 = s^2 x' A^-1 x its variance under the
+/// ridge fit (A = X'X + lambda on the knob columns, x the variant's one-hot row, s^2 the fit's mean squared
+/// residual), beta = 4: a knob value measured rarely, or only beside slow ones, gets tried while its estimate is
+/// loose; measured ones are ranked by their mean. Replayed (9 rows, 400 seeds, 24 trials in rounds of 8), the
+/// bound takes argmax to 1.003 of the best's time (1.029 without; within 5% in 98% of seeds), var to 1.002
+/// (1.029), the small sum to 1.072 (1.093), and moves the other rows by about 1% or less; 32 and 48 trials gain
+/// as much or more; 16 trials (one model round) gain on the column reductions and lose 1-3.5% on the group norms.
+/// beta 3 and 6 are close; a last round without the bound (pure exploitation) is worse than the bound throughout.
 ///
 /// Note [Similarity model]
-/// Why (docs/PERF.md "Session 18", bench_tuner_replay on the GPU-measured landscapes of ten rows, 400 seeds, 24
-/// trials in rounds of 8, kept variant's true time over the best's): the knob model is additive, and where knob
-/// values interact it keeps exploiting the wrong neighbourhood. On sum f32 [16,256,256] dim 1, a cluster tile's
-/// `splits` is a cluster size and a plain tile's a launch split; the cluster tiles measured better than round 1's
-/// split or 256-thread plain tiles, so later rounds stayed among them (6.4-7.6 us) and left the unsplit 512-1024
-/// thread plain tiles (5.2-5.5 us) untried: 1.062 of the best on average, 39% of seeds more than 5% off. Strata
-/// columns, optional-knob columns and pairwise interactions in the ridge traded that row against others (Note
-/// [Knob model]). What (TuneSearch::kGp, the default): a Gaussian process over the space. Two variants' prior
-/// covariance is sf2 x (mix x s / K + (1 - mix) x exp(-(K - s) / length)), s the knob values they share of the
-/// space's K knob names (a knob a variant lacks counts as value 0): the first term is the additive model's
-/// (a kernel of shared one-hot values), the second says that variants one or two knob values apart run alike,
-/// whatever the knobs' effects elsewhere, so a fast trial lifts its own neighbourhood. sf2 is the spread of the
-/// measured log times, the noise variance noise x sf2, the prior mean their mean; a failed trial counts as twice
-/// as slow as the slowest timed (as the knob model). A round takes the untried variant of lowest mu - beta x sigma,
-/// appends it with its predicted mean as if measured (the kriging believer: its neighbours' sigma shrinks, so one
-/// round does not spend itself on one neighbourhood) and repeats. Constants (SimilarityModel) from a grid over the
-/// replay (mix 0.3-0.9, length 0.5-6, beta 1-7, noise 0.02-0.1): a plateau at mix 0.3-0.5, length 0.5-0.85, beta
-/// 5-7 (mean over the rows 1.012-1.016 against the knob model's 1.019); the middle was taken. Replayed (24 trials
-/// in rounds of 8, knob model -> this): small sum 1.062 -> 1.025 (within 5% of the best in 61% -> 82% of seeds),
-/// var 1.015 -> 1.004, argmax 1.007 -> 1.002, gelu 1.016 -> 1.011, the other six rows equal or better (vector_norm
-/// dim 0 1.057 -> 1.056); 16 and 32 trials gain as well (mean 1.040 -> 1.028, 1.012 -> 1.010). In rounds of 4 the
-/// model steers sooner: 24 trials 1.011 (small sum 1.011, 95% within 5%), 16 trials 1.020 (Note [Tuning rounds]).
+/// Why (bench_tuner_replay on the GPU-measured landscapes of ten rows, 400 seeds, 24 trials in rounds of 8, kept
+/// variant's true time over the best's): the knob model is additive, and where knob values interact it keeps
+/// exploiting the wrong neighbourhood. On sum f32 [16,256,256] dim 1, a cluster tile's `splits` is a cluster size
+/// and a plain tile's a launch split; the cluster tiles measure better than round 1's split or 256-thread plain
+/// tiles, so later rounds stay among them (6.4-7.6 us) and leave the unsplit 512-1024 thread plain tiles (5.2-5.5
+/// us) untried: 1.062 of the best on average, 39% of seeds more than 5% off. Strata columns, optional-knob columns
+/// and pairwise interactions in the ridge trade that row against others (Note [Knob model]).
+/// What (TuneSearch::kGp, the default): a Gaussian process over the space. Two variants' prior covariance is sf2 x (mix
+/// x s / K + (1 - mix) x exp(-(K - s) / length)), s the knob values they share of the space's K knob names (a knob a
+/// variant lacks counts as value 0): the first term is the additive model's (a kernel of shared one-hot values), the
+/// second says that variants one or two knob values apart run alike, whatever the knobs' effects elsewhere, so a fast
+/// trial lifts its own neighbourhood. sf2 is the spread of the measured log times, the noise variance noise x sf2, the
+/// prior mean their mean; a failed trial counts as twice as slow as the slowest timed (as the knob model). A round
+/// takes the untried variant of lowest mu - beta x sigma, appends it with its predicted mean as if measured (the
+/// kriging believer: its neighbours' sigma shrinks, so one round does not spend itself on one neighbourhood) and
+/// repeats. Constants (SimilarityModel) from a grid over the replay (mix 0.3-0.9, length 0.5-6, beta 1-7, noise
+/// 0.02-0.1): a plateau at mix 0.3-0.5, length 0.5-0.85, beta 5-7 (mean over the rows 1.012-1.016 against the knob
+/// model's 1.019); the middle is taken. Replayed (24 trials in rounds of 8, knob model -> this): small sum 1.062 ->
+/// 1.025 (within 5% of the best in 61% -> 82% of seeds), var 1.015 -> 1.004, argmax 1.007 -> 1.002, gelu 1.016 ->
+/// 1.011, the other six rows equal or better (vector_norm dim 0 1.057 -> 1.056); 16 and 32 trials gain as well (mean
+/// 1.040 -> 1.028, 1.012 -> 1.010). In rounds of 4 the model steers sooner: 24 trials 1.011 (small sum 1.011, 95%
+/// within 5%), 16 trials 1.020 (Note [Tuning rounds]).
 /// Cost: a Cholesky factor of at most trials + k square a pick, well under a millisecond a round at the default
 /// trials; the work grows with the cube of the trials, so past kSimilarityMaxTrials timed trials (a sweep of a
 /// whole space) the knob model picks instead.

@@ -29,21 +29,20 @@ namespace cudal1::optimizer {
 /// `search` = kKnobs by the knob model (Note [Knob model]: a ridge regression of the measured log times on knob
 /// values), with kPolicy by an adapted copy of the policy (strata already tried counting as covered). Either way the
 /// search moves towards what won on this very shape (e.g. a pooling segment length or a softmax tile) instead of
-/// sampling all trials blind, which is what made one benchmark row differ by 15-20% between runs. The persistent
+/// sampling all trials blind, which can make a benchmark row differ by 15-20% between runs. The persistent
 /// policy learns once, at the end, from all of the signature's trials, as with one round; `round >= trials` is
 /// exactly the one-round search.
-/// Within a round the sources are generated and compiled with NVRTC on up to min(round, cores,
-/// `compile_threads`) threads (NVRTC dominated tuning time, ~0.5 s a variant; Note [Concurrent NVRTC] in
-/// parallel_compile.cpp); loading, verification and timing stay serial on the tuner thread, in pick order,
-/// on its one stream. Picks are deterministic for a given seed whatever the thread count.
-/// Measured (H200, 2026-11-30, docs/PERF.md session 8, run 4; 24 trials, rounds of 8 against one round of 24):
-/// spatial softmax 471.7 -> 418.7 us, avg_pool2d f16 k3 s1 139.1 -> 119.1 us (the variants sessions 6-7 found
-/// only by luck), attention over queries and argmax columns unchanged. Tuning time unchanged (~10 s a row on
-/// the big rows): there it is verification and timing, not NVRTC.
-/// Defaults (session 18, docs/PERF.md "Session 18"): 16 trials in rounds of 4. Replayed on ten GPU-measured
-/// landscapes (bench_tuner_replay, 400 seeds), the kept variant's time over the best's averages 1.020 over the
-/// rows, against 1.100 for the earlier 8 trials in one round (the policy's picks alone: 1.12-1.19 on the column
-/// reductions and group norms); rounds of 4 let the model steer sooner (16 trials in rounds of 8: 1.028).
+/// Within a round the sources are generated and compiled with NVRTC on up to min(round, cores, `compile_threads`)
+/// threads (on one thread NVRTC dominates tuning time, ~0.5 s a variant; Note [Concurrent NVRTC] in
+/// parallel_compile.cpp); loading, verification and timing stay serial on the tuner thread, in pick order, on its one
+/// stream. Picks are deterministic for a given seed whatever the thread count.
+/// On the GPU, 24 trials in rounds of 8 against one round of 24 keep spatial softmax ~11% and avg_pool2d f16 k3 s1
+/// ~14% faster variants (other rows unchanged) for the same tuning time (~10 s a row on the big rows, spent on
+/// verification and timing, not NVRTC).
+/// Defaults: 16 trials in rounds of 4. Replayed on ten GPU-measured landscapes (bench_tuner_replay, 400 seeds), the
+/// kept variant's time over the best's averages 1.020 over the rows, against 1.100 for 8 trials in one round (the
+/// policy's picks alone: 1.12-1.19 on the column reductions and group norms); rounds of 4 let the model steer sooner
+/// (16 trials in rounds of 8: 1.028).
 struct TunerOptions {
   int64_t trials = 16;
   int64_t round = 4;            ///< variants per round (Note [Tuning rounds]); CUDAL1_TUNE_ROUND

@@ -28,7 +28,7 @@ enum class TuneSearch {
   kGp,         ///< a Gaussian process over knob similarity, lowest confidence bound (Note [Similarity model])
   kKnobs,      ///< a ridge model of this signature's measured times on its knob values, lowest confidence bound
   kPolicy,     ///< a copy of the contrastive policy adapted to this signature's measurements
-  kKnobsMean,  ///< the ridge model's predictions alone (before session 14: no confidence bound)
+  kKnobsMean,  ///< the ridge model's predictions alone, without the confidence bound
 };
 const char* tune_search_name(TuneSearch s) noexcept;
 
