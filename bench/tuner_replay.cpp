@@ -14,7 +14,7 @@
 ///   gp      CUDAL1_TUNE_SEARCH=gp, the default: round 1 by Policy::choose with strata, later rounds by the
 ///           similarity model's lower confidence bound (Note [Similarity model]).
 ///   knobs   CUDAL1_TUNE_SEARCH=knobs: later rounds by the knob model's lower confidence bound (Note [Knob model]).
-///   knobs-mean  CUDAL1_TUNE_SEARCH=knobs-mean: the knob model's predictions alone (before session 14).
+///   knobs-mean  CUDAL1_TUNE_SEARCH=knobs-mean: the knob model's predictions alone (the earlier default).
 ///   policy  CUDAL1_TUNE_SEARCH=policy: later rounds by a copy of the policy adapted to the row's measurements.
 ///   random  uniform picks without repeats.
 /// A "+carry" suffix (gp+carry, knobs+carry) keeps one policy a family for each seed, carried across the rows

@@ -125,6 +125,30 @@ Result<std::string> KernelCache::get_state(const GpuFingerprint& fp, const std::
   return value;
 }
 
+namespace {
+std::string arch_key(int sm, const std::string& name) { return "a/sm" + std::to_string(sm) + "/" + name; }
+}  // namespace
+
+Status KernelCache::put_arch_state(int sm, const std::string& name, const std::string& json) {
+  if (sm <= 0 || name.empty()) return Status(Code::kInvalidArgument, "architecture state needs an sm and a name");
+  std::lock_guard<std::mutex> lock(write_mu_);
+  auto db = open_write(dir_);
+  if (!db.ok()) return db.status();
+  rocksdb::WriteBatch batch;
+  batch.Put(arch_key(sm, name), json);
+  return from_rocksdb(db.value()->Write(synced(), &batch), "write architecture state");
+}
+
+Result<std::string> KernelCache::get_arch_state(int sm, const std::string& name) const {
+  if (sm <= 0 || name.empty()) return Status(Code::kInvalidArgument, "architecture state needs an sm and a name");
+  auto db = open_read(dir_);
+  if (!db.ok()) return db.status();
+  std::string value;
+  const auto s = db.value()->Get(rocksdb::ReadOptions(), arch_key(sm, name), &value);
+  if (!s.ok()) return from_rocksdb(s, "read architecture state " + name);
+  return value;
+}
+
 Status KernelCache::put_run(const RunRecord& run, int keep) {
   if (run.run_id.empty()) return Status(Code::kInvalidArgument, "run without an id");
   std::lock_guard<std::mutex> lock(write_mu_);
@@ -167,7 +191,8 @@ Result<int64_t> KernelCache::erase(const std::string& fp_key) {
     }
   }
   if (fp_key.empty())
-    for (it->Seek("r/"); it->Valid() && it->key().starts_with("r/"); it->Next()) batch.Delete(it->key()), ++n;
+    for (const char* kind : {"r/", "a/"})
+      for (it->Seek(kind); it->Valid() && it->key().starts_with(kind); it->Next()) batch.Delete(it->key()), ++n;
   const auto st = from_rocksdb(db.value()->Write(synced(), &batch), "erase cache records");
   if (!st.ok()) return st;
   return n;

@@ -8,6 +8,10 @@
 
 namespace cudal1::optimizer {
 
+std::string policy_state_name(const std::string& family, int features_version) {
+  return "policy." + family + ".f" + std::to_string(features_version);
+}
+
 Policy::Policy(size_t dim, uint64_t seed) : w_(dim, 0.0), rng_(seed) {}
 
 double Policy::score(const std::vector<float>& f) const {

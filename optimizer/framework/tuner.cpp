@@ -179,7 +179,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     feats.push_back(plan->features(v));
     strata.push_back(plan->stratum(v));
   }
-  Policy& policy = policy_for(family->name(), feats.front().size(), device);
+  Policy& policy = policy_for(*family, feats.front().size(), device, info.sm);
   const size_t trials = static_cast<size_t>(std::max<int64_t>(opts_.trials, 0));
   const size_t round = static_cast<size_t>(std::max<int64_t>(opts_.round, 1));
   const size_t threads = std::min({round, static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency())),
@@ -259,7 +259,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     }
   }
   policy.learn(done.features, done.speedups);
-  save_policy(family->name(), device);
+  save_policy(*family, device, info.sm);
 
   cache::KernelEntry entry;
   entry.signature = rec.sig.text;
@@ -306,31 +306,30 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   return result;
 }
 
-Policy& Tuner::policy_for(const std::string& family, size_t dim, int device) {
-  const std::string key = family + "@" + std::to_string(device);  // two GPUs in one process learn apart
+// Note [Contrastive policy]: one policy a family and device in the process (two GPUs learn apart), stored per
+// architecture, family and feature layout.
+Policy& Tuner::policy_for(const Family& family, size_t dim, int device, int sm) {
+  const std::string key = std::string(family.name()) + "@" + std::to_string(device);
   auto it = policies_.find(key);
   if (it != policies_.end() && it->second.dim() == dim) return it->second;
   Policy p(dim, opts_.seed);
   if (cache_) {
-    if (auto fp = fingerprint_for(device); fp.ok()) {
-      auto stored = cache_->get_state(fp.value(), "policy." + family);
-      if (stored.ok()) {
-        auto loaded = Policy::from_json(stored.value(), dim, opts_.seed);
-        if (loaded.ok()) p = std::move(loaded).value();
-        else CUDAL1_LOG(kWarn, "ignoring stored policy for " << family << ": " << loaded.status().to_string());
-      }
+    auto stored = cache_->get_arch_state(sm, policy_state_name(family.name(), family.features_version()));
+    if (stored.ok()) {
+      auto loaded = Policy::from_json(stored.value(), dim, opts_.seed);
+      if (loaded.ok()) p = std::move(loaded).value();
+      else CUDAL1_LOG(kWarn, "ignoring stored policy for " << family.name() << ": " << loaded.status().to_string());
     }
   }
   return policies_.insert_or_assign(key, std::move(p)).first->second;
 }
 
-void Tuner::save_policy(const std::string& family, int device) {
+void Tuner::save_policy(const Family& family, int device, int sm) {
   if (!cache_) return;
-  auto fp = fingerprint_for(device);
-  if (!fp.ok()) return;
-  const auto it = policies_.find(family + "@" + std::to_string(device));
+  const auto it = policies_.find(std::string(family.name()) + "@" + std::to_string(device));
   if (it == policies_.end()) return;
-  const Status s = cache_->put_state(fp.value(), "policy." + family, it->second.to_json());
+  const Status s = cache_->put_arch_state(sm, policy_state_name(family.name(), family.features_version()),
+                                          it->second.to_json());
   if (!s.ok()) CUDAL1_LOG(kDebug, "policy not saved: " << s.to_string());
 }
 

@@ -116,6 +116,24 @@ TEST_F(CacheTest, NoWinnerOutcomesAndStateAndErase) {
   EXPECT_EQ(c.get(fp(), "aten").status().code(), Code::kNotFound);
 }
 
+// Note [Cache layout]: a learned policy belongs to the GPU architecture, not to one software stack, so a new driver
+// or torch (another fingerprint) keeps it; another architecture never sees it; clearing the cache removes it.
+TEST_F(CacheTest, ArchitectureStateOutlivesAFingerprintAndStaysWithItsArchitecture) {
+  KernelCache c(dir_.string());
+  ASSERT_TRUE(c.put_arch_state(90, "policy.norm.f1", "{\"w\":[1]}").ok());
+  EXPECT_EQ(c.get_arch_state(90, "policy.norm.f1").value(), "{\"w\":[1]}");
+  EXPECT_EQ(c.get_arch_state(80, "policy.norm.f1").status().code(), Code::kNotFound);
+  EXPECT_EQ(c.get_arch_state(90, "policy.norm.f2").status().code(), Code::kNotFound);
+  EXPECT_EQ(c.put_arch_state(0, "policy.norm.f1", "{}").code(), Code::kInvalidArgument);
+  ASSERT_TRUE(c.put(fp(), entry("sig")).ok());
+  auto one = c.erase(fp().key());  // one fingerprint's records: the architecture's state stays
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(c.get_arch_state(90, "policy.norm.f1").ok());
+  auto all = c.erase("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(c.get_arch_state(90, "policy.norm.f1").status().code(), Code::kNotFound);
+}
+
 TEST_F(CacheTest, RunReportsNewestFirstAndPruned) {
   KernelCache c(dir_.string());
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(c.put_run({"17640000" + std::to_string(10 + i) + "-1", "{}"}, 3).ok());

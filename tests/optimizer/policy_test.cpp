@@ -233,5 +233,13 @@ TEST(Policy, JsonRoundTripAndValidation) {
   EXPECT_EQ(Policy::from_json("[]", 3, 1).status().code(), Code::kCorrupt);
 }
 
+// Note [Contrastive policy]: stored per architecture under a name that carries the family's feature layout, so a
+// layout change starts from an untrained policy instead of reading weights of other meanings.
+TEST(Policy, ItsStateNameCarriesTheFamilyAndTheFeatureLayout) {
+  EXPECT_EQ(policy_state_name("norm", 1), "policy.norm.f1");
+  EXPECT_NE(policy_state_name("norm", 2), policy_state_name("norm", 1));
+  EXPECT_NE(policy_state_name("softmax", 1), policy_state_name("norm", 1));
+}
+
 }  // namespace
 }  // namespace cudal1::optimizer

@@ -4,7 +4,10 @@
 /// Keys (all under one RocksDB directory, default $XDG_CACHE_HOME/cudal1):
 ///   f/<fp-key>               -> the fingerprint's JSON (for `cudal1 cache ls`)
 ///   k/<fp-key>/<signature>   -> a KernelEntry record (a winner with its cubin, or a "no winner" outcome)
-///   p/<fp-key>/<name>        -> optimizer state, e.g. the learned policy's weights (JSON)
+///   p/<fp-key>/<name>        -> optimizer state of one fingerprint, e.g. a transfer allowance (JSON)
+///   a/sm<NN>/<name>          -> optimizer state of a GPU architecture, whatever the software stack: the learned
+///                               policies (Note [Contrastive policy]), which an upgrade of the driver, torch or
+///                               cudal1 should not discard; their names carry what they depend on
 ///   r/<run-id>               -> a run's profile report (JSON), newest runs kept
 /// A record is "CL1E" | format version (u32) | xxh3 of payload (u64) | CBOR payload. A record is used only
 /// when magic, format, checksum, the fingerprint's canonical text and the signature all match what was
@@ -196,15 +199,20 @@ class KernelCache {
   /// Everything in the cache, grouped by fingerprint key (for the CLI).
   Result<std::vector<FingerprintListing>> list() const;
 
-  /// Optimizer state blobs (e.g. the policy) per fingerprint.
+  /// Optimizer state blobs per fingerprint.
   Status put_state(const GpuFingerprint& fp, const std::string& name, const std::string& json);
   Result<std::string> get_state(const GpuFingerprint& fp, const std::string& name) const;
+  /// Optimizer state blobs per GPU architecture (compute capability `sm`, e.g. 90), kept across fingerprints:
+  /// the learned policies. NotFound when absent; InvalidArgument for sm <= 0 or an empty name.
+  Status put_arch_state(int sm, const std::string& name, const std::string& json);
+  Result<std::string> get_arch_state(int sm, const std::string& name) const;
 
   /// Run reports: put keeps the newest `keep` runs and deletes older ones; runs() returns newest first.
   Status put_run(const RunRecord& run, int keep = 20);
   Result<std::vector<RunRecord>> runs() const;
 
-  /// Deletes every record of one fingerprint key, or of all when `fp_key` is empty. Returns records deleted.
+  /// Deletes every record of one fingerprint key, or of all (run reports and architecture state too) when `fp_key`
+  /// is empty. Returns records deleted.
   Result<int64_t> erase(const std::string& fp_key);
 
   // Record codec, public for tests: encode an entry for fp, decode and check it against (fp, signature).

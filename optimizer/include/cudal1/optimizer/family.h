@@ -190,6 +190,9 @@ class Family {
   virtual const char* name() const = 0;
   /// Bumped whenever generated code changes; part of every cache key.
   virtual int version() const = 0;
+  /// The layout of Plan::features (what each position means): bumped when it changes, so that a stored policy is
+  /// never read against another layout (Note [Contrastive policy]). Independent of version().
+  virtual int features_version() const { return 1; }
   /// The ATen ops ("gelu", "add.Tensor") this family can serve: the hook registers these.
   virtual std::vector<std::string> ops() const = 0;
   /// Plans `p`, or declines with Unsupported (Note [Family contract]).

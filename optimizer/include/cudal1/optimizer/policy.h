@@ -18,7 +18,12 @@
 /// already tried counting as covered. So a technique that won in round 1 on this shape is exploited in round 2
 /// even when earlier signatures taught otherwise. Only the persistent policy's single learn() at the end of the
 /// signature carries over to other signatures, as before rounds existed.
-/// The weights persist per GPU fingerprint and family in the cache, so learning carries across runs.
+/// The weights persist in the cache per GPU architecture (compute capability), family and feature layout
+/// (policy_state_name; KernelCache::put_arch_state), so learning carries across runs and across upgrades of the
+/// driver, torch or cudal1 that leave a family's features as they were; in a process, one policy a family and
+/// device. What it carries to a shape it has not seen is small: measured on recorded landscapes with each row held
+/// out (docs/PERF.md, "Tuner replay"), a taught policy's search needs about as many trials as an untrained one's;
+/// the similarity model's later rounds do most of the work.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,10 @@
 #include "cudal1/core/status.h"
 
 namespace cudal1::optimizer {
+
+/// The name a family's policy is stored under for its feature layout (Family::features_version): e.g.
+/// "policy.norm.f1".
+std::string policy_state_name(const std::string& family, int features_version);
 
 class Policy {
  public:

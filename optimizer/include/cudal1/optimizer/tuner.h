@@ -21,6 +21,8 @@
 
 namespace cudal1::optimizer {
 
+class Family;  // family.h
+
 /// Note [Tuning rounds]
 /// A signature's `trials` variants are tried in rounds of `round`. Round 1 is the persistent family policy's
 /// choice (greedy best, uncovered strata, samples; Note [Contrastive policy]). Each later round is picked from
@@ -101,8 +103,8 @@ class Tuner {
  private:
   void loop(std::function<void()> on_tick);
   Result<TuneResult> tune_unlocked(dispatcher::SigRecord& rec);
-  Policy& policy_for(const std::string& family, size_t dim, int device);
-  void save_policy(const std::string& family, int device);
+  Policy& policy_for(const Family& family, size_t dim, int device, int sm);
+  void save_policy(const Family& family, int device, int sm);
   void put_entry(int device, const cache::KernelEntry& e);
   void retry_writes();
 
