@@ -86,6 +86,7 @@ if want example; then
     timeout 300 $B/examples/cudal1_example 200 >"$OUT/example_profile.txt" 2>&1
   summary+=("example profile mode: rc=$? $(grep -E 'MATCH' "$OUT/example_profile.txt" | tail -1)")
   $B/csrc/cli/cudal1 --cache-dir /tmp/cudal1_profile_cache report >>"$OUT/example_profile.txt" 2>&1
+  rm -rf /tmp/cudal1_fleet_cache && cp -r /tmp/cudal1_profile_cache /tmp/cudal1_fleet_cache  # for the fleet warm
   say "pre-warming: cudal1 warm tunes the profile run's hot signatures, then the example serves from that cache"
   t0=$(date +%s)
   timeout 600 $B/csrc/cli/cudal1 --cache-dir /tmp/cudal1_profile_cache warm >"$OUT/example_warm.txt" 2>&1
@@ -93,6 +94,11 @@ if want example; then
   CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_CACHE_DIR=/tmp/cudal1_profile_cache CUDAL1_LOG_LEVEL=info \
     timeout 300 $B/examples/cudal1_example 200 >"$OUT/example_serve.txt" 2>&1
   summary+=("example serve mode after warm: rc=$? $(grep -E 'MATCH' "$OUT/example_serve.txt" | tail -1)")
+  say "fleet warm (Note [Fleet warm]): two workers on GPU 0 share the profile run's list, then the same again (resume)"
+  for pass in 1 2; do
+    timeout 600 $B/csrc/cli/cudal1 --cache-dir /tmp/cudal1_fleet_cache warm --gpus 0,0 >"$OUT/fleet_warm$pass.txt" 2>&1
+    summary+=("fleet warm pass $pass: rc=$? $(grep -E '^[0-9]+ signatures x' "$OUT/fleet_warm$pass.txt")")
+  done
 fi
 
 say "summary"

@@ -10,31 +10,13 @@
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/core/version.h"
+#include "gpus.h"
 
 namespace cudal1::cli {
 namespace {
 
-/// What the driver says of this machine's GPU 0: name, compute capability, SM count and driver version (the rest
-/// of the fingerprint left empty); Unavailable without a driver or a GPU.
-Result<GpuFingerprint> this_gpu() {
-  auto api = driver();
-  if (!api.ok()) return Status(Code::kUnavailable, "no GPU here");
-  const DriverApi* d = api.value();
-  CUdevice dev = 0;
-  int major = 0, minor = 0, sms = 0;
-  char name[256] = {0};
-  CUDAL1_CU_TRY(d->cuDeviceGet(&dev, 0));
-  CUDAL1_CU_TRY(d->cuDeviceGetName(name, sizeof(name) - 1, dev));
-  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  CUDAL1_CU_TRY(d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-  GpuFingerprint f;
-  f.gpu_name = name;
-  f.sm = 10 * major + minor;
-  f.sm_count = sms;
-  f.driver_version = d->driver_version;
-  return f;
-}
+/// What the driver says of this machine's GPU 0 (gpus.h).
+Result<GpuFingerprint> this_gpu() { return describe_gpu(0); }
 
 /// Loads `e`'s cubin on device 0 and finds its entry point, when device 0 is the GPU `f` describes (its compute
 /// capability); Unavailable ("not checked here") without a GPU or for another GPU's entry.

@@ -21,6 +21,11 @@ struct Options {
   std::string run;
   std::string signatures_file;  ///< warm: where the signatures come from (else the run `run`, or the newest)
   int device = 0;               ///< warm: CUDA device index
+  bool device_given = false;    ///< warm: --device was given (one GPU), else every visible GPU (Note [Fleet warm])
+  std::vector<int> gpus;        ///< warm: these GPUs (empty: every visible one)
+  std::string store;            ///< warm: HOST:PORT of the c10d TCPStore shared by the machines of a fleet
+  int nodes = 1, node = 0;      ///< warm: machines taking part, this one's rank
+  int workers = 1;              ///< warm --dry-run: workers to start (a dry run needs no GPU)
   double timeout_s = 3600;      ///< warm: for the whole list
   bool dry_run = false;         ///< warm: only check that each signature rebuilds to a call
   std::vector<std::string> signatures;  ///< source: signature texts given as arguments

@@ -56,7 +56,20 @@ int main(int argc, char** argv) {
   warm->add_option("--run", opts.run, "take the signatures of this recorded run (`cudal1 report --runs`)")
       ->excludes(from);
   warm->add_flag("--all", opts.all, "every signature of the run, not only the hot ones");
-  warm->add_option("--device", opts.device, "CUDA device index to tune on")->check(CLI::NonNegativeNumber);
+  auto* device = warm->add_option("--device", opts.device, "tune on this CUDA device only (default: every visible "
+                                                          "GPU, a worker each)")
+                     ->check(CLI::NonNegativeNumber);
+  warm->add_option("--gpus", opts.gpus, "tune on these CUDA devices (a worker each; GPUs of one model share the "
+                                        "list, each signature tuned once a model)")
+      ->delimiter(',')
+      ->excludes(device);
+  warm->add_option("--store", opts.store, "HOST:PORT of a c10d TCPStore that machines of a fleet share (node 0 "
+                                          "serves it and the list; the others take the list from it)");
+  warm->add_option("--nodes", opts.nodes, "machines taking part (with --store)")->check(CLI::PositiveNumber);
+  warm->add_option("--node", opts.node, "this machine's rank, 0 to --nodes - 1 (with --store)")
+      ->check(CLI::NonNegativeNumber);
+  warm->add_option("--workers", opts.workers, "--dry-run: workers to start (no GPU needed)")
+      ->check(CLI::PositiveNumber);
   warm->add_option("--timeout", opts.timeout_s, "seconds for the whole list (default 3600)")
       ->check(CLI::PositiveNumber);
   warm->add_flag("--dry-run", opts.dry_run, "only check that every signature rebuilds to a call");
@@ -96,6 +109,9 @@ int main(int argc, char** argv) {
       return cudal1::cli::source_exec(opts, sigs, std::cerr);
     }
     if (app.got_subcommand(warm)) {
+      opts.device_given = device->count() > 0;
+      if (!opts.store.empty() && opts.node > 0)  // Note [Fleet warm]: node 0 hands the list out
+        return cudal1::cli::warm_exec(opts, {}, std::cerr);
       auto sigs = cudal1::cli::warm_signatures(opts);
       if (!sigs.ok()) {
         std::cerr << "cudal1 warm: " << sigs.status().message() << "\n";

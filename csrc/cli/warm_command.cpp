@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "cli_commands.h"
 #include "cudal1/cache/kernel_cache.h"
+#include "gpus.h"
 
 namespace cudal1::cli {
 namespace {
@@ -148,10 +150,42 @@ int helper_exec(const Options& o, const std::vector<std::string>& signatures, co
 }  // namespace
 
 int warm_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err) {
-  // A dry run needs cudal1 off: it only rebuilds calls on the meta device.
-  std::vector<std::string> args = {"--device", std::to_string(o.device), "--timeout", fmt::format("{}", o.timeout_s)};
+  // Note [Fleet warm]: the GPUs to tune on, a worker each, grouped by model.
+  std::vector<std::pair<int, std::string>> workers;
+  if (o.dry_run) {
+    for (int i = 0; i < o.workers; ++i) workers.emplace_back(-1, "dry run");
+  } else if (o.device_given) {
+    workers.emplace_back(o.device, "");
+  } else {
+    std::vector<int> devices = o.gpus;
+    if (devices.empty())
+      for (int d = 0; d < gpu_count(); ++d) devices.push_back(d);
+    for (int d : devices) {
+      auto g = describe_gpu(d);
+      if (!g.ok()) {
+        err << "error: " << (gpu_count() == 0 ? std::string("no GPU visible (--dry-run checks the list without one)")
+                                               : "GPU " + std::to_string(d) + ": " + g.status().message())
+            << "\n";
+        return 1;
+      }
+      workers.emplace_back(d, fmt::format("{} ({} SMs)", g->gpu_name, g->sm_count));
+    }
+    if (workers.empty()) workers.emplace_back(o.device, "");  // cudal1-warm says why nothing can be tuned
+  }
+  std::vector<std::string> args = {"--timeout", fmt::format("{}", o.timeout_s)};
   if (o.dry_run) args.push_back("--dry-run");
-  return helper_exec(o, signatures, args, !o.dry_run, err);
+  if (workers.size() == 1 && o.store.empty()) {  // one GPU: tuned in the helper itself
+    args.insert(args.end(), {"--device", std::to_string(std::max(workers[0].first, 0))});
+    return helper_exec(o, signatures, args, !o.dry_run, err);  // a dry run needs cudal1 off
+  }
+  if (o.node >= o.nodes) {
+    err << "error: --node " << o.node << " is not below --nodes " << o.nodes << "\n";
+    return 1;
+  }
+  args.insert(args.end(), {"--fleet", "--nodes", std::to_string(o.nodes), "--node", std::to_string(o.node)});
+  if (!o.store.empty()) args.insert(args.end(), {"--store", o.store});
+  for (const auto& [device, group] : workers) args.push_back("--gpu=" + std::to_string(device) + "=" + group);
+  return helper_exec(o, signatures, args, /*enable=*/false, err);  // the coordinator never touches a GPU
 }
 
 int source_exec(const Options& o, const std::vector<std::string>& signatures, std::ostream& err) {

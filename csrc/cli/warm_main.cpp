@@ -3,8 +3,10 @@
 /// `cudal1 warm` and `cudal1 source` start it; it links LibTorch and libcudal1.so, which the `cudal1` program
 /// itself does not need.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <set>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "cudal1/cudal1.h"
+#include "warm_fleet.h"
 
 namespace {
 
@@ -58,17 +61,55 @@ int main(int argc, char** argv) {
   app.add_option("--sms", sm_count, "--source: plan for a device of this many SMs (default 132)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--list", list, "--source: list the variants instead of printing a source");
+  // Note [Fleet warm]: the coordinator (--fleet, one a machine) and its workers (--worker, one a GPU).
+  bool fleet = false, worker = false;
+  std::vector<std::string> gpus;
+  cudal1::cli::FleetOptions f;
+  std::string group;
+  app.add_flag("--fleet", fleet, "coordinate workers, one a GPU given with --gpu (Note [Fleet warm])");
+  app.add_option("--gpu", gpus, "--fleet: a worker's GPU as DEVICE=GROUP (GPUs of one model share a group); "
+                                "DEVICE -1: a dry-run worker");
+  app.add_option("--store", f.store, "--fleet, --worker: the c10d TCPStore, HOST:PORT (node 0 serves it)");
+  app.add_option("--nodes", f.nodes, "--fleet: machines taking part")->check(CLI::PositiveNumber);
+  app.add_option("--node", f.node, "--fleet: this machine's rank, 0 serves the store")->check(CLI::NonNegativeNumber);
+  app.add_flag("--worker", worker, "a worker of --fleet (started by the coordinator)");
+  app.add_option("--group", group, "--worker: its group");
   CLI11_PARSE(app, argc, argv);
+  f.timeout_s = o.timeout_s;
+  f.dry_run = o.dry_run;
+  if (worker) return cudal1::cli::run_worker(f, o.device, group);
 
   std::vector<std::string> sigs;
   std::set<std::string> seen;
   for (std::string line; std::getline(std::cin, line);)
     if (!line.empty() && line[0] != '#' && seen.insert(line).second) sigs.push_back(line);
-  if (sigs.empty()) {
+  if (sigs.empty() && !(fleet && f.node > 0)) {  // a fleet's other machines take node 0's list
     std::fprintf(stderr, "cudal1 warm: no signatures on standard input\n");
     return 1;
   }
   if (source) return print_sources(sigs, variant, sm, sm_count, list);
+  if (fleet) {
+    if (f.node >= f.nodes) {
+      std::fprintf(stderr, "cudal1 warm: --node %d of --nodes %d\n", f.node, f.nodes);
+      return 2;
+    }
+    for (const std::string& g : gpus) {
+      const size_t eq = g.find('=');
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "cudal1 warm: --gpu wants DEVICE=GROUP, not %s\n", g.c_str());
+        return 2;
+      }
+      f.gpus.push_back({std::atoi(g.substr(0, eq).c_str()), g.substr(eq + 1)});
+    }
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || f.gpus.empty()) {
+      std::fprintf(stderr, "cudal1 warm: %s\n", f.gpus.empty() ? "no workers (--gpu)" : "cannot locate this program");
+      return 1;
+    }
+    f.self.assign(self, static_cast<size_t>(n));
+    return cudal1::cli::run_fleet(sigs, f);
+  }
   if (!o.dry_run && !cudal1::is_active()) {
     std::printf("cudal1 warm: cudal1 is %s: nothing warmed (%zu signatures; --dry-run checks them without a GPU)\n",
                 cudal1::status_line().c_str(), sigs.size());

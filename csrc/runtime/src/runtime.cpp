@@ -562,6 +562,42 @@ namespace cudal1 {
 
 bool is_active() noexcept { return runtime::rt().active.load(); }
 
+bool cache_record(int device, const std::string& key, CacheRecord* out) noexcept {
+  try {
+    auto& r = runtime::rt();
+    if (!r.active || !r.cache || !out) return false;
+    auto fp = optimizer::fingerprint_for(device);
+    if (!fp.ok()) return false;
+    auto e = r.cache->get(fp.value(), key);
+    if (!e.ok()) return false;
+    out->fingerprint = fp.value().to_json();
+    out->record = cache::KernelCache::encode(fp.value(), e.value());
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+bool store_cache_record(const CacheRecord& rec, std::string* why) noexcept {
+  std::string local;
+  std::string& w = why ? *why : local;
+  try {
+    auto fp = GpuFingerprint::from_json(rec.fingerprint);
+    if (!fp.ok()) return w = "fingerprint: " + fp.status().to_string(), false;
+    auto e = cache::KernelCache::decode(rec.record, &fp.value(), nullptr);
+    if (!e.ok()) return w = "record: " + e.status().to_string(), false;
+    cache::KernelCache c(config().cache_dir);
+    if (c.get(fp.value(), e.value().signature).ok()) return w = "present", true;
+    const Status s = c.put(fp.value(), e.value());
+    if (!s.ok()) return w = s.to_string(), false;
+    w.clear();
+    return true;
+  } catch (const std::exception& ex) {
+    w = ex.what();
+    return false;
+  }
+}
+
 std::string status_line() {
   try {
     auto& r = runtime::rt();

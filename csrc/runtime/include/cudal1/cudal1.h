@@ -87,6 +87,22 @@ struct WarmOptions {
 CUDAL1_API std::vector<WarmResult> warm(const std::vector<std::string>& signatures,
                                         const WarmOptions& options) noexcept;
 
+/// One cache record as the cache stores it, with the GPU fingerprint it belongs to: how `cudal1 warm` workers on
+/// other machines hand their outcomes over (Note [Fleet warm] in csrc/cli/warm_fleet.cpp).
+struct CacheRecord {
+  std::string fingerprint;  ///< the fingerprint's JSON
+  std::string record;       ///< the encoded, checksummed record
+};
+
+/// The cached outcome of `key` (a signature's text, or a chain's cache key) for device `device`'s fingerprint, in
+/// `out`; false when cudal1 is off, there is no cache or no such record. Never throws.
+CUDAL1_API bool cache_record(int device, const std::string& key, CacheRecord* out) noexcept;
+
+/// Stores `rec` in the configured cache (CUDAL1_CACHE_DIR; cudal1 may be off) unless it holds that record already.
+/// False with `why` when the record does not decode against its fingerprint (corrupt, another fingerprint's) or
+/// the cache cannot be written; true with `why` "present" when it was there already. Never throws.
+CUDAL1_API bool store_cache_record(const CacheRecord& rec, std::string* why) noexcept;
+
 /// The CUDA source cudal1 generates for one signature (`cudal1 source`; Note [Kernel sources] in
 /// csrc/runtime/src/source.cpp).
 struct KernelSourceResult {

@@ -20,7 +20,7 @@ namespace cudal1 {
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamSynchronize) X(cuStreamIsCapturing)             \
   X(cuStreamCreate) X(cuMemsetD32Async) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                  \
   X(cuLaunchCooperativeKernel) X(cuLaunchKernelEx) X(cuFuncSetAttribute) X(cuOccupancyMaxActiveClusters) \
-  X(cuMemGetInfo)
+  X(cuMemGetInfo) X(cuDeviceGetCount)
 
 /// Function table of the driver. Only obtainable through driver(); every pointer is non-null there.
 struct DriverApi {
