@@ -8,8 +8,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <sstream>
 #include <tuple>
 #include <thread>
+
+#include <xxhash.h>
 
 #include "cudal1/core/nvrtc.h"
 #include "cudal1/optimizer/compiler.h"
@@ -37,8 +41,83 @@ void dump_cubin(size_t plan, const Variant& v, const std::string& cubin) {
       .write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
 }
 
+/// Note [Source digests]
+/// A family's generated code may change only with its version (Family::version, Note [Generator versions]): a
+/// cache serves a record's cubin by the family's version, so code changed without a bump would pair new host code
+/// with an old kernel. Each sweep test hashes every source it generates (per plan and variant: its id, kernel name
+/// and code; order-independent) and compares the digest with tests/optimizer/source_digests.txt, which records it
+/// with the family's version. Code that changed under the same version fails; a bumped version fails until the
+/// file is updated. To update: `CUDAL1_UPDATE_DIGESTS=DIR ctest -R Archs` (sources only, nothing compiled: seconds)
+/// writes each test's line to DIR; its entries are then replaced by `cat DIR/*.line | sort` (lines starting with
+/// '#' are comments).
+const char* family_op_of(const std::string& test) {
+  static const std::map<std::string, const char*> ops = {
+      {"EveryVariantOfEveryLayoutClassAndDtype", "exp"}, {"EveryOpForEveryDtype", "exp"},
+      {"EverySoftmaxVariant", "_softmax"}, {"EveryNormVariant", "native_layer_norm"},
+      {"EveryBatchNormVariant", "cudnn_batch_norm"}, {"EveryPoolVariant", "max_pool2d"},
+      {"EveryScanVariant", "cumsum"}, {"EveryReduceVariant", "amax"}, {"EveryBinaryVariant", "add.Tensor"},
+      {"EveryGemmVariant", "mm"}};
+  const auto it = ops.find(test.substr(0, test.find('/')));
+  return it == ops.end() ? nullptr : it->second;
+}
+
+/// Checks (or, updating, records) the digest of every source of `work`; true when compiling should go on.
+bool check_source_digest(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>>& work, int sm) {
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const char* op = family_op_of(test);
+  EXPECT_NE(op, nullptr) << test << ": add it to family_op_of";
+  if (!op) return true;
+  const std::string spec = op;
+  const auto dot = spec.find('.');
+  const Family* f = family_for(spec.substr(0, dot), dot == std::string::npos ? "" : spec.substr(dot + 1));
+  EXPECT_NE(f, nullptr) << spec;
+  if (!f) return true;
+  std::vector<std::string> parts;
+  for (size_t p = 0; p < work.size(); ++p)
+    for (const auto& v : work[p].second) {
+      auto src = work[p].first->source(v);
+      if (!src.ok()) continue;  // compile_all reports it
+      parts.push_back(std::to_string(p) + "/" + v.id() + "/" + src->kernel_name + "\n" + src->code);
+    }
+  std::sort(parts.begin(), parts.end());
+  std::string all;
+  for (const auto& part : parts) all += part + '\0';
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(XXH3_64bits(all.data(), all.size())));
+  const std::string name = test;  // the sweep's test name, which names the architecture
+  const std::string line = name + " " + f->name() + " " + std::to_string(f->version()) + " " + digest;
+  if (const char* dir = std::getenv("CUDAL1_UPDATE_DIGESTS"); dir && *dir) {
+    std::string file = name;
+    std::replace(file.begin(), file.end(), '/', '_');
+    std::ofstream(std::string(dir) + "/" + file + ".line") << line << "\n";
+    return false;
+  }
+  std::ifstream in(CUDAL1_SOURCE_DIGESTS);
+  std::string recorded;
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind(name + " ", 0) == 0) recorded = l;
+  if (recorded == line) return true;
+  std::istringstream old(recorded);
+  std::string old_name, old_family, old_version, old_digest;
+  old >> old_name >> old_family >> old_version >> old_digest;
+  if (recorded.empty())
+    ADD_FAILURE() << name << ": no digest recorded in " << CUDAL1_SOURCE_DIGESTS << " (Note [Source digests])";
+  else if (old_version == std::to_string(f->version()))
+    ADD_FAILURE() << f->name() << "'s generated code changed (" << name << ": " << old_digest << " -> " << digest
+                  << ") but its version is still " << old_version
+                  << ": bump Family::version(), then update the digests (Note [Source digests])";
+  else
+    ADD_FAILURE() << f->name() << " is at version " << f->version() << ", the digests at " << old_version
+                  << ": update them (Note [Source digests])";
+  return true;
+}
+
 void compile_all(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>>& work, int sm,
                  std::atomic<int>* compiled) {
+  if (!check_source_digest(work, sm)) {  // updating the digests: nothing is compiled
+    for (const auto& w : work) *compiled += static_cast<int>(w.second.size());
+    return;
+  }
   std::vector<std::pair<const Plan*, Variant>> jobs;
   std::vector<size_t> plan_of;
   for (size_t p = 0; p < work.size(); ++p)
