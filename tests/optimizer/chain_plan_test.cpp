@@ -3,6 +3,7 @@
 /// chains), what the generator cannot fuse is declined with a reason, and every variant's source compiles with
 /// NVRTC for sm_80 and sm_90 (no GPU needed; the GPU verifies them: tests/gpu/chain_gpu_test.cpp).
 #include <ATen/ATen.h>
+#include <torch/version.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,7 @@
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
 #include "optimizer/chains/chain_plan.h"
+#include "optimizer/source_digest.h"
 
 namespace cudal1::optimizer {
 namespace {
@@ -51,6 +53,7 @@ std::vector<at::Tensor> cpu_inputs(const bench::ChainRow& row) {
 
 TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
   std::set<std::string> planned;
+  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> all;  // row, (variant, source)
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/true)) {
     SCOPED_TRACE(row.name);
     dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(cpu_inputs(row)); }, 2);
@@ -62,11 +65,22 @@ TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
     }
     planned.insert(row.name);
     EXPECT_GE(sources.value().size(), 4u);
-    for (const auto& [id, src] : sources.value())
-      for (int sm : {80, 90}) {
-        auto k = compile(KernelSource{src, "chain_kernel"}, sm);
-        ASSERT_TRUE(k.ok()) << id << " sm_" << sm << ": " << k.status().to_string() << "\n" << src;
-      }
+    for (const auto& s : sources.value()) all.push_back({row.name, s});
+  }
+  // Note [Source digests]: the chain generators' code is pinned to kChainGeneratorVersion.
+  std::vector<std::string> parts;
+  for (const auto& [row, s] : all) parts.push_back(row + "/" + s.first + "\n" + s.second);
+  // The chains are recorded on CPU tensors, through the ops this LibTorch calls: pinned per LibTorch version.
+  const std::string name = "ChainPlan.TheSuitesChains@torch" + std::to_string(TORCH_VERSION_MAJOR) + "." +
+                           std::to_string(TORCH_VERSION_MINOR);
+  if (!testing::check_source_digest(name, "chains", kChainGeneratorVersion, parts, /*missing_ok=*/true)) return;
+  for (const auto& [row, s] : all) {
+    SCOPED_TRACE(row);
+    const auto& [id, src] = s;
+    for (int sm : {80, 90}) {
+      auto k = compile(KernelSource{src, "chain_kernel"}, sm);
+      ASSERT_TRUE(k.ok()) << id << " sm_" << sm << ": " << k.status().to_string() << "\n" << src;
+    }
   }
   // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row).
   EXPECT_EQ(planned, (std::set<std::string>{"rmsnorm_ops bf16", "swiglu bf16", "gelu_new f16", "bias_gelu f16",

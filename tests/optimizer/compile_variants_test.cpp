@@ -13,12 +13,12 @@
 #include <tuple>
 #include <thread>
 
-#include <xxhash.h>
 
 #include "cudal1/core/nvrtc.h"
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
 #include "optimizer/problems.h"
+#include "optimizer/source_digest.h"
 
 namespace cudal1::optimizer {
 namespace {
@@ -47,7 +47,9 @@ void dump_cubin(size_t plan, const Variant& v, const std::string& cubin) {
 /// with an old kernel. Each sweep test hashes every source it generates (per plan and variant: its id, kernel name
 /// and code; order-independent) and compares the digest with tests/optimizer/source_digests.txt, which records it
 /// with the family's version. Code that changed under the same version fails; a bumped version fails until the
-/// file is updated. To update: `CUDAL1_UPDATE_DIGESTS=DIR ctest -R Archs` (sources only, nothing compiled: seconds)
+/// file is updated. The chain generators' sources are pinned the same way (chain_plan_test.cpp, per LibTorch
+/// version: they are recorded through its ops). To update: `CUDAL1_UPDATE_DIGESTS=DIR ctest -R 'Archs|TheSuitesChains'`
+/// (sources only, nothing compiled)
 /// writes each test's line to DIR; its entries are then replaced by `cat DIR/*.line | sort` (lines starting with
 /// '#' are comments).
 const char* family_op_of(const std::string& test) {
@@ -79,37 +81,7 @@ bool check_source_digest(const std::vector<std::pair<std::unique_ptr<Plan>, std:
       if (!src.ok()) continue;  // compile_all reports it
       parts.push_back(std::to_string(p) + "/" + v.id() + "/" + src->kernel_name + "\n" + src->code);
     }
-  std::sort(parts.begin(), parts.end());
-  std::string all;
-  for (const auto& part : parts) all += part + '\0';
-  char digest[17];
-  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(XXH3_64bits(all.data(), all.size())));
-  const std::string name = test;  // the sweep's test name, which names the architecture
-  const std::string line = name + " " + f->name() + " " + std::to_string(f->version()) + " " + digest;
-  if (const char* dir = std::getenv("CUDAL1_UPDATE_DIGESTS"); dir && *dir) {
-    std::string file = name;
-    std::replace(file.begin(), file.end(), '/', '_');
-    std::ofstream(std::string(dir) + "/" + file + ".line") << line << "\n";
-    return false;
-  }
-  std::ifstream in(CUDAL1_SOURCE_DIGESTS);
-  std::string recorded;
-  for (std::string l; std::getline(in, l);)
-    if (l.rfind(name + " ", 0) == 0) recorded = l;
-  if (recorded == line) return true;
-  std::istringstream old(recorded);
-  std::string old_name, old_family, old_version, old_digest;
-  old >> old_name >> old_family >> old_version >> old_digest;
-  if (recorded.empty())
-    ADD_FAILURE() << name << ": no digest recorded in " << CUDAL1_SOURCE_DIGESTS << " (Note [Source digests])";
-  else if (old_version == std::to_string(f->version()))
-    ADD_FAILURE() << f->name() << "'s generated code changed (" << name << ": " << old_digest << " -> " << digest
-                  << ") but its version is still " << old_version
-                  << ": bump Family::version(), then update the digests (Note [Source digests])";
-  else
-    ADD_FAILURE() << f->name() << " is at version " << f->version() << ", the digests at " << old_version
-                  << ": update them (Note [Source digests])";
-  return true;
+  return testing::check_source_digest(test, f->name(), f->version(), std::move(parts));
 }
 
 void compile_all(const std::vector<std::pair<std::unique_ptr<Plan>, std::vector<Variant>>>& work, int sm,
