@@ -75,8 +75,9 @@ std::string duration(double s) {
 
 /// Starts `o.self --worker ...` for one GPU with cudal1 on (tune mode) unless a dry run. Returns its pid, or -1.
 pid_t spawn_worker(const FleetOptions& o, const FleetGpu& g, const std::string& store) {
-  std::vector<std::string> args = {o.self, "--worker", "--device", std::to_string(std::max(g.device, 0)), "--group", g.group,
-                                   "--store", store, "--timeout", std::to_string(o.timeout_s)};
+  std::vector<std::string> args = {o.self,   "--worker", "--device", std::to_string(std::max(g.device, 0)),
+                                   "--group",  g.group,    "--store",  store,
+                                   "--timeout", std::to_string(o.timeout_s)};
   if (o.dry_run) args.push_back("--dry-run");
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
@@ -210,7 +211,8 @@ int run_fleet(const std::vector<std::string>& signatures, const FleetOptions& o)
     std::printf("cudal1 warm: %zu signatures, machine %d of %d, %zu workers here:", list.size(), o.node + 1, o.nodes,
                 o.gpus.size());
     for (const FleetGpu& g : o.gpus)
-      std::printf(" %s", g.device >= 0 ? ("gpu " + std::to_string(g.device) + " (" + g.group + ")").c_str() : "dry run");
+      std::printf(" %s",
+                  g.device >= 0 ? ("gpu " + std::to_string(g.device) + " (" + g.group + ")").c_str() : "dry run");
     std::printf("%s\n", o.dry_run ? "; dry run: calls rebuilt on the meta device, nothing tuned" : "");
     std::printf("store %s; each signature is tuned once by one GPU of each model\n", address.c_str());
     std::fflush(stdout);

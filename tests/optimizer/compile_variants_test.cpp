@@ -48,10 +48,9 @@ void dump_cubin(size_t plan, const Variant& v, const std::string& cubin) {
 /// and code; order-independent) and compares the digest with tests/optimizer/source_digests.txt, which records it
 /// with the family's version. Code that changed under the same version fails; a bumped version fails until the
 /// file is updated. The chain generators' sources are pinned the same way (chain_plan_test.cpp, per LibTorch
-/// version: they are recorded through its ops). To update: `CUDAL1_UPDATE_DIGESTS=DIR ctest -R 'Archs|TheSuitesChains'`
-/// (sources only, nothing compiled)
-/// writes each test's line to DIR; its entries are then replaced by `cat DIR/*.line | sort` (lines starting with
-/// '#' are comments).
+/// version: they are recorded through its ops). To update, `CUDAL1_UPDATE_DIGESTS=DIR ctest -R
+/// 'Archs|TheSuitesChains'` (sources only, nothing compiled) writes each test's line to DIR; the file's entries are
+/// then replaced by `cat DIR/*.line | sort` (lines starting with '#' are comments).
 const char* family_op_of(const std::string& test) {
   static const std::map<std::string, const char*> ops = {
       {"EveryVariantOfEveryLayoutClassAndDtype", "exp"}, {"EveryOpForEveryDtype", "exp"},
