@@ -77,6 +77,39 @@ ChainRecord* prefix_chain(const ChainRecord& chain, size_t nodes) {
   return st->chains->find_or_insert(prefix, externals_read(prefix));
 }
 
+std::vector<ChainNode> suffix_nodes(const ChainRecord& chain, size_t from, int* externals) {
+  std::vector<ChainNode> out;
+  // Sources by first use: an earlier node's output (producer, index) or an external slot (-1, slot).
+  std::vector<std::pair<int, int>> slots;
+  auto slot_of = [&](int producer, int index) {
+    const auto key = std::make_pair(producer, index);
+    const auto it = std::find(slots.begin(), slots.end(), key);
+    if (it != slots.end()) return static_cast<int>(it - slots.begin());
+    slots.push_back(key);
+    return static_cast<int>(slots.size()) - 1;
+  };
+  const int f = static_cast<int>(from);
+  for (size_t k = from; k < chain.nodes.size(); ++k) {
+    ChainNode n = chain.nodes[k];
+    for (ChainInput& in : n.inputs) {
+      if (in.producer >= f) in.producer -= f;                              // a node of the suffix
+      else if (in.producer >= 0) in = {-1, slot_of(in.producer, in.index)};  // computed before it: an external
+      else if (in.index >= 0) in = {-1, slot_of(-1, in.index)};             // an external of the chain
+    }
+    out.push_back(std::move(n));
+  }
+  *externals = static_cast<int>(slots.size());
+  return out;
+}
+
+ChainRecord* suffix_chain(const ChainRecord& chain, size_t from) {
+  detail::HookState* st = detail::g_state.load();
+  if (!st || !st->chains || from < 1 || from + 2 > chain.nodes.size()) return nullptr;
+  int externals = 0;
+  const std::vector<ChainNode> nodes = suffix_nodes(chain, from, &externals);
+  return st->chains->find_or_insert(nodes, externals);
+}
+
 void set_chain_recording(bool on) noexcept {
   if (detail::HookState* st = detail::g_state.load()) st->chains_on.store(on);
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <set>
 
 #include <atomic>
@@ -28,7 +29,8 @@ class RegionEnv : public ::testing::Environment {
   void SetUp() override {
     HookOptions o;
     o.mode = Mode::kTune;
-    o.ops = {"mul.Tensor", "add.Tensor", "add.Scalar", "sigmoid", "tanh", "native_layer_norm", "mean.dim", "_softmax"};
+    o.ops = {"mul.Tensor", "add.Tensor", "add.Scalar", "sigmoid", "tanh", "native_layer_norm", "mean.dim", "_softmax",
+             "mm"};
     for (const auto& op : chain_ops()) o.ops.push_back(op);
     o.hot_calls = 1000000;  // nothing is handed to an optimizer here
     o.sample_every = 1000000;
@@ -461,6 +463,39 @@ TEST(Regions, InPlaceChainsReadTheNewestWriterAndRunWhole) {
     });
     EXPECT_TRUE(at::equal(seen, want)) << "flushed after call " << stop;
   }
+}
+
+// Note [Chain segments]: the ops after a GEMM fuse as a chain of their own. Its region opens at the first of them
+// (the GEMM runs as usual), reads the GEMM's result as an external, and equals eager.
+TEST(Regions, ASuffixSegmentOpensAtItsOwnFirstCallAndEqualsEager) {
+  const at::Tensor w = at::randn({16, 12}), w2 = at::randn({6, 12});
+  auto f = [&](const at::Tensor& x) { return x.mm(w).sigmoid().mul(w2); };
+  for (int i = 0; i < 4; ++i) f(at::randn({6, 16}));
+  close_chain_on_this_thread();
+  ChainRecord* whole = nullptr;
+  for_each_chain([&](ChainRecord& c) {
+    if (c.nodes.size() == 3 && c.nodes[0].rec->sig.text.rfind("aten::mm(", 0) == 0) whole = &c;
+  });
+  ASSERT_NE(whole, nullptr);
+  ChainRecord* rest = suffix_chain(*whole, 1);
+  ASSERT_NE(rest, nullptr);
+  ASSERT_EQ(rest->nodes.size(), 2u);
+  EXPECT_EQ(rest->externals, 2) << "mm's result and w2";
+  auto k = std::make_unique<Recording>(*rest);
+  Recording* kernel = k.get();
+  ASSERT_TRUE(fuse_chain(*rest, std::move(k)).ok());
+  const at::Tensor x = at::randn({6, 16});
+  const RegionCounters before = region_counters();
+  const at::Tensor y = f(x);
+  EXPECT_TRUE(region_open_on_this_thread());
+  const at::Tensor ref = eager([&] { return f(x); });
+  EXPECT_TRUE(at::equal(y, ref));
+  EXPECT_EQ(kernel->runs, 1);
+  EXPECT_EQ(kernel->defined, (std::vector<bool>{false, true}));
+  const RegionCounters after = region_counters();
+  EXPECT_EQ(after.completed, before.completed + 1);
+  EXPECT_EQ(after.opened, before.opened + 1);
+  EXPECT_EQ(after.lost, 0u);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
+#include "optimizer/chains/chain_library.h"
 #include "optimizer/chains/chain_plan.h"
 #include "optimizer/source_digest.h"
 
@@ -287,6 +288,39 @@ TEST(ChainPlan, AChainWhoseTailCannotFuseFusesItsLongestPrefix) {
   EXPECT_EQ(fusable_prefix(*p), 0u) << "the prefix plans whole";
   EXPECT_EQ(dispatcher::prefix_chain(*c, 1), nullptr);
   EXPECT_EQ(dispatcher::prefix_chain(*c, 4), nullptr);
+}
+
+// Note [Chain segments]: with mm and addmm hooked, an activation composite written after a linear layer records as
+// one chain with the GEMM in front; what follows the GEMM fuses as a chain of its own, and after a bias add the
+// GEMM and its add fuse as a library chain while the rest fuses after it.
+TEST(ChainPlan, WhatFollowsAGemmFusesAsASegmentOfItsOwn) {
+  const at::Tensor w = at::randn({24, 40}), b = at::randn({40});
+  dispatcher::ChainRecord* c = bench::record_chain([&] {
+    const at::Tensor x = at::addmm(b, at::randn({9, 24}), w);
+    const at::Tensor half = x.mul(0.5);
+    half.mul(x.pow(3.0).mul(0.044715).add(x).mul(0.7978845608).tanh().add(1.0));
+  }, 2);
+  ASSERT_NE(c, nullptr);
+  ASSERT_GE(c->nodes.size(), 8u) << c->text();
+  EXPECT_FALSE(chains::plan_chain(*c).ok());
+  EXPECT_EQ(fusable_prefix(*c), 0u) << "addmm then mul is no library call";
+  ASSERT_EQ(fusable_suffix(*c, 1), 1u);
+  dispatcher::ChainRecord* rest = dispatcher::suffix_chain(*c, 1);
+  ASSERT_NE(rest, nullptr);
+  EXPECT_EQ(rest, dispatcher::suffix_chain(*c, 1)) << "found, not inserted twice";
+  EXPECT_EQ(rest->nodes.size(), c->nodes.size() - 1);
+  EXPECT_EQ(rest->externals, 1) << "addmm's result, read by several nodes, is one external";
+  EXPECT_TRUE(chains::plan_chain(*rest).ok()) << rest->text();
+  EXPECT_EQ(dispatcher::suffix_chain(*c, 0), nullptr);
+  EXPECT_EQ(dispatcher::suffix_chain(*c, c->nodes.size() - 1), nullptr) << "a segment has two nodes at least";
+
+  dispatcher::ChainRecord* d = bench::record_chain([&] { at::randn({5, 24}).mm(w).add(b).mul(2.0).tanh(); }, 2);
+  ASSERT_NE(d, nullptr);
+  ASSERT_EQ(d->nodes.size(), 4u) << d->text();
+  EXPECT_EQ(fusable_prefix(*d), 2u);
+  EXPECT_EQ(fusable_suffix(*d, 2), 2u);
+  EXPECT_TRUE(chains::plan_library_chain(*dispatcher::prefix_chain(*d, 2)).ok());
+  EXPECT_TRUE(chains::plan_chain(*dispatcher::suffix_chain(*d, 2)).ok());
 }
 
 }  // namespace

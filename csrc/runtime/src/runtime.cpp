@@ -191,16 +191,24 @@ void fuse_hot_chains() {
     dispatcher::ChainState expected = dispatcher::ChainState::kHot;
     if (!c->state.compare_exchange_strong(expected, dispatcher::ChainState::kAten)) continue;  // tried once
     dispatcher::ChainOutcome out;
-    // Only a prefix fusable (ResNet's stem: batch norm, ReLU, then a max-pool): that prefix is a chain of its
-    // own, handled next; its region completes before the op the generators cannot fuse.
-    if (const size_t m = optimizer::fusable_prefix(*c)) {
-      if (dispatcher::ChainRecord* p = dispatcher::prefix_chain(*c, m)) {
-        out.note = "its first " + std::to_string(m) + " ops fuse as a chain of their own";
-        c->set_outcome(out);
+    // Note [Chain segments]: a chain that does not plan whole fuses its longest plannable prefix (ResNet's stem:
+    // batch norm, ReLU, then a max-pool) and the longest plannable rest after it (an activation composite after a
+    // linear layer), each a chain of its own handled next; its region runs before the next segment's first call.
+    const size_t m = optimizer::fusable_prefix(*c);
+    const size_t from = optimizer::fusable_suffix(*c, m ? m : 1);
+    dispatcher::ChainRecord* segments[2] = {m ? dispatcher::prefix_chain(*c, m) : nullptr,
+                                            from ? dispatcher::suffix_chain(*c, from) : nullptr};
+    if (segments[0] || segments[1]) {
+      out.note = segments[0] ? "its first " + std::to_string(m) + " ops fuse as a chain of their own" : "";
+      if (segments[1])
+        out.note += (out.note.empty() ? "its ops from " : "; its ops from ") + std::to_string(from + 1) +
+                    " on fuse as a chain of their own";
+      c->set_outcome(out);
+      for (dispatcher::ChainRecord* p : segments) {
         dispatcher::ChainState cold = dispatcher::ChainState::kCold;
-        if (p->state.compare_exchange_strong(cold, dispatcher::ChainState::kHot)) hot.push_back(p);
-        continue;
+        if (p && p->state.compare_exchange_strong(cold, dispatcher::ChainState::kHot)) hot.push_back(p);
       }
+      continue;
     }
     const std::string key = optimizer::chain_cache_key(*c);
     const auto cached = cached_entry(c->nodes.front().rec->device_index, key);

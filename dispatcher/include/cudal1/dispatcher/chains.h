@@ -24,6 +24,15 @@
 /// been committed CUDAL1_HOT_CALLS times and holds at least CUDAL1_CHAIN_SHARE of all profiled device time.
 /// The builder only observes: what runs, and every result, is exactly what the hook would do without it.
 ///
+/// Note [Chain segments]
+/// A recorded chain need not plan whole: hooked library ops (mm, addmm) join chains, since their outputs feed
+/// elementwise ops, and a pooling window ends what a pointwise kernel can do. The runtime then fuses *segments*:
+/// the longest prefix that plans (prefix_chain; ResNet's stem: batch norm and ReLU, then a max-pool), and, after
+/// it (or after the first node), the longest suffix that plans (suffix_chain: the activation composite after a
+/// linear layer). Each segment is a chain record of its own with its own first signature, so its region opens at
+/// its own first call and runs when the next segment's first call arrives; a value one segment hands to the next
+/// is an external of the latter, written by then. The whole chain's own record stays one by one.
+///
 /// Note [In-place nodes]
 /// Models write activations and residuals in place (torchvision's `ReLU(inplace=True)`, `out += identity`), so
 /// the hook also sees the in-place forms of the chain ops (`relu_`, `add_.Tensor`, ...; is_inplace() in hook.h)
@@ -197,6 +206,15 @@ int externals_read(const std::vector<ChainNode>& nodes);
 /// never committed by the builder, so its count stays 0): what fuses when only a prefix of a recurring chain is
 /// fusable (ResNet's stem: batch norm and ReLU, then a max-pool). Null without chains or for a bad length.
 ChainRecord* prefix_chain(const ChainRecord& chain, size_t nodes);
+
+/// The nodes `from`.. of `chain` as a chain of their own (Note [Chain segments]): inputs produced by an earlier node
+/// become external slots, and every external slot is renumbered by first use; `externals` gets their count.
+std::vector<ChainNode> suffix_nodes(const ChainRecord& chain, size_t from, int* externals);
+
+/// The hook's record of the chain made of nodes `from`.. of `chain` (at least 2; inserted if new, never committed
+/// by the builder): what fuses after a GEMM or a fused prefix the generators cannot extend. Null without chains or
+/// for a bad `from`.
+ChainRecord* suffix_chain(const ChainRecord& chain, size_t from);
 
 /// Commits this thread's open chain now (e.g. at the end of a loop, before a report); a no-op without chains.
 void close_chain_on_this_thread() noexcept;

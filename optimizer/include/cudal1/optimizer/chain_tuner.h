@@ -58,6 +58,10 @@ struct ChainTuneReport {
 /// largest m >= 2 whose prefix plans, or 0 (none, or the whole chain plans). For prefix_chain (chains.h).
 size_t fusable_prefix(const dispatcher::ChainRecord& chain);
 
+/// Note [Chain segments] in chains.h: the first node s >= max(from, 1) from which the rest of `chain` (at least 2
+/// nodes) plans as a chain of its own, or 0 (none, or the whole chain plans). For suffix_chain (chains.h).
+size_t fusable_suffix(const dispatcher::ChainRecord& chain, size_t from);
+
 /// Tunes `chain` on its device (Note [Chain tuning]): the kernel of the winning variant, or Unsupported (not a
 /// chain the generator can fuse, or no GPU), VerifyFailed (no variant verified) or NotFound (none faster by the
 /// margin), with `report` filled either way. Runs on the calling thread's current stream; hooks bypassed.
