@@ -154,8 +154,9 @@ int warm_exec(const Options& o, const std::vector<std::string>& signatures, std:
   std::vector<std::pair<int, std::string>> workers;
   if (o.dry_run) {
     for (int i = 0; i < o.workers; ++i) workers.emplace_back(-1, "dry run");
-  } else if (o.device_given) {
-    workers.emplace_back(o.device, "");
+  } else if (o.device_given) {  // one GPU; its model names the group when the list is shared over machines
+    auto g = describe_gpu(o.device);
+    workers.emplace_back(o.device, g.ok() ? fmt::format("{} ({} SMs)", g->gpu_name, g->sm_count) : "");
   } else {
     std::vector<int> devices = o.gpus;
     if (devices.empty())
@@ -180,6 +181,10 @@ int warm_exec(const Options& o, const std::vector<std::string>& signatures, std:
   }
   if (o.node >= o.nodes) {
     err << "error: --node " << o.node << " is not below --nodes " << o.nodes << "\n";
+    return 1;
+  }
+  if (o.nodes > 1 && o.store.empty()) {
+    err << "error: --nodes " << o.nodes << " needs --store HOST:PORT (node 0 serves it)\n";
     return 1;
   }
   args.insert(args.end(), {"--fleet", "--nodes", std::to_string(o.nodes), "--node", std::to_string(o.node)});

@@ -13,12 +13,14 @@
 /// with its outcome, and each cache record a worker made with it; every coordinator prints its groups' log as it
 /// grows, with progress and an estimate of the time left (time so far over signatures done), and at the end
 /// stores the records of its groups that other machines made, so every machine's cache holds the whole list.
-/// Node 0 keeps the store up until every coordinator has finished.
+/// Node 0 keeps the store up until every machine has finished (or, once all that joined have, two more minutes),
+/// and each coordinator reaps its workers before it leaves. A worker whose cudal1 is off claims nothing.
 /// Resuming: a signature whose outcome the cache already holds is reported "cached" in milliseconds (the hook
 /// attaches it, Note [Pre-warming]), so running the same command again after an interruption tunes only what is
 /// left. A worker that dies leaves its claimed signature unfinished: reported as such, exit status 1.
 #include "warm_fleet.h"
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -146,6 +148,11 @@ int run_worker(const FleetOptions& o, int device, const std::string& group) {
     for (std::string line; std::getline(in, line);) list.push_back(line);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(o.timeout_s));
+    if (!o.dry_run && !is_active()) {  // claiming would only turn the group's signatures into errors
+      std::fprintf(stderr, "cudal1 warm worker (device %d): cudal1 is %s; claiming nothing\n", device,
+                   status_line().c_str());
+      return 1;
+    }
     char host[256] = "";
     ::gethostname(host, sizeof host - 1);
     const std::string me = std::string(host) + (o.dry_run ? " dry run " + std::to_string(::getpid())
@@ -259,6 +266,19 @@ int run_fleet(const std::vector<std::string>& signatures, const FleetOptions& o)
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     for (const auto& g : groups) print_new(*store, g, list.size(), progress[g], start, groups.size() > 1);
+    // Every signature has its outcome: the workers' next claim ends them. Reap them before the store can go.
+    for (int waited = 0; !workers.empty() && waited < 300; ++waited) {
+      for (auto it = workers.begin(); it != workers.end();) {
+        int status = 0;
+        it = ::waitpid(it->first, &status, WNOHANG) == it->first ? workers.erase(it) : std::next(it);
+      }
+      if (!workers.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (const auto& [pid, g] : workers) {  // still running after 30 s: stopped
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+      ++failed_workers;
+    }
 
     // Records other machines tuned for our groups (ours are in this machine's cache already).
     int imported = 0, present = 0, rejected = 0;
@@ -277,12 +297,19 @@ int run_fleet(const std::vector<std::string>& signatures, const FleetOptions& o)
           }
         }
       }
-    // Node 0 serves the store: it stays until every machine that joined has read what it needs.
+    // Node 0 serves the store: it stays until every machine has finished, or, once every machine that joined has,
+    // for two more minutes for the ones that have not joined yet (bounded by the deadline either way).
     store->add("cudal1/finished", 1);
-    if (o.node == 0)
-      while (store->add("cudal1/finished", 0) < store->add("cudal1/joined", 0) &&
-             Clock::now() < deadline + std::chrono::seconds(60))
+    if (o.node == 0) {
+      auto idle_since = Clock::now();
+      for (;;) {
+        const int64_t finished = store->add("cudal1/finished", 0), joined = store->add("cudal1/joined", 0);
+        if (finished >= o.nodes || Clock::now() > deadline + std::chrono::seconds(60)) break;
+        if (finished < joined) idle_since = Clock::now();
+        else if (Clock::now() - idle_since > std::chrono::seconds(120)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }
 
     int missing = 0;
     std::map<std::string, int> total;

@@ -74,12 +74,22 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   uint64_t written = 0, skipped = 0;
   Status s;
   try {
-    std::vector<std::vector<at::Tensor>> live(r.next), all(r.next);
+    // Dropped: only the region holds the tensor (an in-place node's output is an earlier node's tensor, held once
+    // per node) and its storage. Decided for every output before any copy below adds a reference.
+    std::vector<std::vector<char>> dropped(r.next);
     for (size_t k = 0; k < r.next; ++k)
       for (const at::Tensor& t : r.outputs[k]) {
-        const bool dropped = t.use_count() == 1 && t.storage().use_count() == 1;  // only the region holds it
-        (dropped ? skipped : written) += 1;
-        live[k].push_back(dropped ? at::Tensor() : t);
+        size_t held = 0;
+        for (size_t j = 0; j < r.next; ++j)
+          for (const at::Tensor& u : r.outputs[j]) held += u.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+        dropped[k].push_back(static_cast<size_t>(t.use_count()) == held && t.storage().use_count() == 1);
+      }
+    std::vector<std::vector<at::Tensor>> live(r.next), all(r.next);
+    for (size_t k = 0; k < r.next; ++k)
+      for (size_t i = 0; i < r.outputs[k].size(); ++i) {
+        const at::Tensor& t = r.outputs[k][i];
+        (dropped[k][i] ? skipped : written) += 1;
+        live[k].push_back(dropped[k][i] ? at::Tensor() : t);
         all[k].push_back(t);
       }
     c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
@@ -89,10 +99,12 @@ void flush_locked(Region& r, FlushReason why) noexcept {
     if (whole && kernel) {
       s = kernel->run(r.externals, live);
       if (!s.ok()) {
-        g_counters.kernel_failures.fetch_add(1);
-        if (first_time("chain-kernel:" + std::to_string(c->hash)))
-          CUDAL1_LOG(kWarn, "chain kernel " << kernel->describe() << " failed (" << s.to_string()
-                                            << "); this region runs through ATen");
+        if (s.code() != Code::kUnavailable) {  // Unavailable: the kernel declined this region (regions.h)
+          g_counters.kernel_failures.fetch_add(1);
+          if (first_time("chain-kernel:" + std::to_string(c->hash)))
+            CUDAL1_LOG(kWarn, "chain kernel " << kernel->describe() << " failed (" << s.to_string()
+                                              << "); this region runs through ATen");
+        }
         s = replay_chain(*c, r.next, r.externals, all);
       }
     } else {

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "cudal1/dispatcher/hook.h"
@@ -87,12 +88,20 @@ bool activation(const dispatcher::ChainNode& node, int from, LibraryPlan* p) {
   return result_shape(node, p->m, p->n, p->dtype);
 }
 
+/// A 2-D operand cuBLAS reads in place (row- or column-major with a leading dimension at least its extent), so
+/// the library call copies nothing.
+bool blas_layout(const dispatcher::TensorSpec& s) {
+  const int64_t r = s.sizes[0], c = s.sizes[1], sr = s.strides[0], sc = s.strides[1];
+  return (sc == 1 && sr >= std::max<int64_t>(c, 1)) || (sr == 1 && sc >= std::max<int64_t>(r, 1));
+}
+
 /// x [M, K] and w [K, N] of one float dtype; fills m, n, k, dtype.
 Status gemm_operands(const TensorArg& x, const TensorArg& w, LibraryPlan* p) {
   if (!external(x) || !external(w)) return unsupported("a GEMM operand computed inside the chain");
   const auto& xs = *x.spec;
   const auto& ws = *w.spec;
   if (xs.sizes.size() != 2 || ws.sizes.size() != 2 || xs.sizes[1] != ws.sizes[0]) return unsupported("not a 2-D GEMM");
+  if (!blas_layout(xs) || !blas_layout(ws)) return unsupported("a GEMM operand cuBLAS cannot read in place");
   if (xs.dtype != ws.dtype || !float_like(xs.dtype)) return unsupported("GEMM operands of mixed or unsupported dtypes");
   p->m = xs.sizes[0];
   p->k = xs.sizes[1];
@@ -108,7 +117,8 @@ Status gemm_operands(const TensorArg& x, const TensorArg& w, LibraryPlan* p) {
 Status bias_operand(const TensorArg& b, LibraryPlan* p) {
   if (!external(b)) return unsupported("the bias is computed inside the chain");
   const auto& s = *b.spec;
-  if (s.dtype != p->dtype || s.sizes != std::vector<int64_t>{p->n} || (p->n > 1 && s.strides != std::vector<int64_t>{1}))
+  const bool contiguous = p->n == 1 || s.strides == std::vector<int64_t>{1};
+  if (s.dtype != p->dtype || s.sizes != std::vector<int64_t>{p->n} || !contiguous)
     return unsupported("the bias is not a contiguous [N] vector of the GEMM's dtype");
   p->bias = b.in.index;
   return Status();
@@ -153,7 +163,8 @@ Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain) {
     if (!result_shape(nodes[1], p.m, p.n, p.dtype)) return unsupported("the add's result is not mm's shape");
     gemm_nodes = 2;
   } else if (first == "aten::addmm") {
-    if (a0.tensors.size() != 3 || !a0.is_one("beta") || !a0.is_one("alpha")) return unsupported("addmm with beta or alpha != 1");
+    if (a0.tensors.size() != 3 || !a0.is_one("beta") || !a0.is_one("alpha"))
+      return unsupported("addmm with beta or alpha != 1");
     CUDAL1_RETURN_IF_ERROR(gemm_operands(a0.tensors[1], a0.tensors[2], &p));
     CUDAL1_RETURN_IF_ERROR(bias_operand(a0.tensors[0], &p));
     if (!result_shape(nodes[0], p.m, p.n, p.dtype)) return unsupported("addmm's result");
@@ -212,8 +223,10 @@ class LibraryChainKernel final : public dispatcher::ChainKernel {
       for (size_t k = 0; k < last; ++k)
         for (const at::Tensor& t : outs[k])
           if (t.defined() && !(y.defined() && t.is_same(y)))  // an intermediate the app kept: exact, through ATen
-            return dispatcher::replay_chain(chain_, chain_.nodes.size(), ext, outs);
+            return Status(Code::kUnavailable, "library chain: an intermediate is kept");
       if (!y.defined()) return Status();  // the app dropped the result too
+      if (!y.is_cuda() && p_.epilogue == LibraryPlan::Epilogue::kGeluTanh)  // ATen's CPU kernel uses erf's GELU
+        return Status(Code::kUnavailable, "library chain: the tanh GELU epilogue is CUDA's");
       if (ext.size() != p_.check.externals.size()) return unsupported("operand count");
       const at::Tensor &x = ext[static_cast<size_t>(p_.x)], &w = ext[static_cast<size_t>(p_.w)],
                        &b = ext[static_cast<size_t>(p_.bias)];

@@ -8,11 +8,15 @@
 ///  - `mm(x, w) -> add(bias, ·)` (either operand order, alpha 1, add_ in place too)  =>  `addmm(bias, x, w)`;
 ///  - the same or `addmm(bias, x, w)` (beta = alpha = 1), then `relu`/`relu_` or `gelu(approximate='tanh')`
 ///    =>  `_addmm_activation(bias, x, w, use_gelu)` (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues);
-/// where x [M, K] and w [K, N] are 2-D with M, N, K >= 1, the bias is a contiguous [N] vector, and every tensor
-/// has one dtype of fp32, fp16, bf16. The library call is made through ATen on the region's stream (the stream
+/// where x [M, K] and w [K, N] are 2-D with M, N, K >= 1 in a layout cuBLAS reads in place (row- or column-major:
+/// the call copies nothing), the bias is a contiguous [N] vector, and every tensor has one dtype of fp32, fp16,
+/// bf16. The library call is made through ATen on the region's stream (the stream
 /// torch makes current while the region runs), so it follows the app's settings (TF32, cuBLAS workspace) as its
-/// own calls would. It writes only the chain's last value: a region whose intermediate (the GEMM's or the add's
-/// result) the app kept is replayed through ATen instead, which is exact. It is verified and timed against the
+/// own calls would. It writes only the chain's last value: it declines a region whose intermediate (the GEMM's or
+/// the add's result) the app kept (Unavailable), which then runs through ATen, exactly. Like ATen's own GEMMs, the
+/// call may create cuBLAS's workspace for a stream the first time it runs there; a region flushed from another
+/// thread's CUDA call (the CUPTI guard) can therefore allocate inside that call, as an early flush of an op without
+/// an out= overload can. It is verified and timed against the
 /// ATen chain like a generated kernel (Note [Chain tuning]) with a GEMM's tolerance (fp32 accumulation in another
 /// order, and the one rounding to the output dtype that the epilogue skips: Note [Padded GEMM]); an epilogue
 /// whose NaN or Inf handling differs from ATen's fails verification and the chain stays on ATen. Its cache

@@ -465,6 +465,40 @@ TEST(Regions, InPlaceChainsReadTheNewestWriterAndRunWhole) {
   }
 }
 
+// An in-place node's output is an earlier node's tensor: the region holds it once per node. When the app dropped
+// it, it is dropped for the kernel too (not written); when the app keeps it, it is written.
+TEST(Regions, AnInPlaceValueTheAppDroppedIsNotWrittenAndOneItKeepsIs) {
+  const at::Tensor w = at::randn({3, 10});
+  auto f = [&](const at::Tensor& x, at::Tensor* keep) {
+    at::Tensor t = x.add(1.0);
+    t.relu_();
+    at::Tensor y = t.mul(w);
+    if (keep) *keep = t;
+    return y;
+  };
+  for (int i = 0; i < 4; ++i) f(at::randn({3, 10}), nullptr);
+  close_chain_on_this_thread();
+  ChainRecord* rec = nullptr;
+  for_each_chain([&](ChainRecord& c) {
+    const bool head = c.nodes[0].rec->sig.text.rfind("aten::add.Scalar(f32[3,10]", 0) == 0;
+    if (c.nodes.size() == 3 && c.nodes[1].inplace && head) rec = &c;
+  });
+  ASSERT_NE(rec, nullptr);
+  auto k = std::make_unique<Recording>(*rec);
+  Recording* kernel = k.get();
+  ASSERT_TRUE(fuse_chain(*rec, std::move(k)).ok());
+  const at::Tensor x = at::randn({3, 10});
+  at::Tensor y = f(x, nullptr);
+  EXPECT_TRUE(at::equal(y, eager([&] { return f(x, nullptr); })));
+  EXPECT_EQ(kernel->defined, (std::vector<bool>{false, false, true}));
+  at::Tensor kept;
+  y = f(x, &kept);
+  EXPECT_TRUE(at::equal(kept, eager([&] { return x.add(1.0).relu(); })));
+  EXPECT_TRUE(at::equal(y, eager([&] { return f(x, nullptr); })));
+  EXPECT_EQ(kernel->defined, (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(region_counters().lost, 0u);
+}
+
 // Note [Chain segments]: the ops after a GEMM fuse as a chain of their own. Its region opens at the first of them
 // (the GEMM runs as usual), reads the GEMM's result as an external, and equals eager.
 TEST(Regions, ASuffixSegmentOpensAtItsOwnFirstCallAndEqualsEager) {

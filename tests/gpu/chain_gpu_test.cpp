@@ -133,6 +133,9 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
     std::printf("%-24s %zu ops: %s (%d of %d variants verified) %s\n", row.name.c_str(), c->nodes.size(),
                 k.ok() ? "fused" : "not fused", rep.verified, rep.variants, rep.note.c_str());
     if (k.status().code() == Code::kUnsupported) continue;  // neither pointwise nor a row chain
+    // Note [Library chains]: a cuBLASLt activation epilogue whose NaN or Inf handling differs from ATen's fails
+    // verification and stays on ATen; a plain addmm must verify.
+    if (k.status().code() == Code::kVerifyFailed && rep.plan.find("_addmm_activation") != std::string::npos) continue;
     ASSERT_TRUE(k.ok()) << k.status().to_string() << "\n" << rep.plan;
     EXPECT_EQ(rep.verified, rep.variants);
     // Served by the winner as the cache would give it back (launch description and cubin), not the tuned object.

@@ -53,6 +53,8 @@ done_section "two machines: $(wc -l < seen.txt) outcomes, each signature once, f
 # Bad uses.
 out=$("$cli" warm --dry-run --store 127.0.0.1:$port --nodes 2 --node 2 2>&1); rc=$?
 { [ "$rc" -eq 1 ] && grep -q "is not below --nodes 2" <<<"$out"; } || fail "--node out of range: rc $rc: $out"
+out=$("$cli" warm --dry-run --workers 2 --signatures list.txt --nodes 2 2>&1); rc=$?
+{ [ "$rc" -eq 1 ] && grep -q "needs --store" <<<"$out"; } || fail "--nodes without --store: rc $rc: $out"
 out=$("$cli" warm --dry-run --workers 2 --signatures list.txt --store nocolon 2>&1); rc=$?
 { [ "$rc" -eq 1 ] && grep -q "HOST:PORT" <<<"$out"; } || fail "--store without a port: rc $rc: $out"
 out=$("$cli" warm --gpus 0 --device 0 --signatures list.txt 2>&1); rc=$?

@@ -595,7 +595,8 @@ bool store_cache_record(const CacheRecord& rec, std::string* why) noexcept {
     auto e = cache::KernelCache::decode(rec.record, &fp.value(), nullptr);
     if (!e.ok()) return w = "record: " + e.status().to_string(), false;
     cache::KernelCache c(config().cache_dir);
-    if (c.get(fp.value(), e.value().signature).ok()) return w = "present", true;
+    const auto have = c.get(fp.value(), e.value().signature);
+    if (have.ok() && (have.value().has_kernel || !e.value().has_kernel)) return w = "present", true;
     const Status s = c.put(fp.value(), e.value());
     if (!s.ok()) return w = s.to_string(), false;
     w.clear();

@@ -98,9 +98,10 @@ struct CacheRecord {
 /// `out`; false when cudal1 is off, there is no cache or no such record. Never throws.
 CUDAL1_API bool cache_record(int device, const std::string& key, CacheRecord* out) noexcept;
 
-/// Stores `rec` in the configured cache (CUDAL1_CACHE_DIR; cudal1 may be off) unless it holds that record already.
-/// False with `why` when the record does not decode against its fingerprint (corrupt, another fingerprint's) or
-/// the cache cannot be written; true with `why` "present" when it was there already. Never throws.
+/// Stores `rec` in the configured cache (CUDAL1_CACHE_DIR; cudal1 may be off) unless the cache has a kernel for that
+/// key, or an "ATen stays" outcome and `rec` is one too. False with `why` when the record does not decode against
+/// its fingerprint (corrupt, another fingerprint's) or the cache cannot be written; true with `why` "present" when
+/// nothing was stored. Never throws.
 CUDAL1_API bool store_cache_record(const CacheRecord& rec, std::string* why) noexcept;
 
 /// The CUDA source cudal1 generates for one signature (`cudal1 source`; Note [Kernel sources] in

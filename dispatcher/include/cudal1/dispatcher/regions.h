@@ -59,7 +59,9 @@ class ChainKernel {
   /// Writes every defined tensor of `outputs` (per node, per output, as the chain's nodes produce them;
   /// undefined where the app dropped the tensor: not to be written) from `externals` (by external slot), on
   /// the current stream. On failure returns the reason with nothing promised about the outputs (the caller
-  /// recomputes them through ATen). Must not throw. Called from any thread, never concurrently for one region.
+  /// recomputes them through ATen); Unavailable declines a region the kernel does not compute (e.g. one whose
+  /// intermediate the app kept) before writing anything: it runs through ATen, not counted as a failure. Must not
+  /// throw or allocate outputs. Called from any thread, never concurrently for one region.
   virtual Status run(const std::vector<at::Tensor>& externals,
                      const std::vector<std::vector<at::Tensor>>& outputs) noexcept = 0;
   /// Readable name, e.g. "aten replay" or "pointwise vec4.b256".
