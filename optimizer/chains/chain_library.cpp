@@ -28,14 +28,9 @@ struct NodeArgs {
 
   /// The named scalar argument equals 1 (absent counts as its default, 1, for alpha and beta).
   bool is_one(const char* name) const {
-    for (const auto& [n, v] : named)
-      if (n == name) {
-        if (v->isInt()) return v->toInt() == 1;
-        if (v->isDouble()) return v->toDouble() == 1.0;
-        if (v->isScalar()) return !v->toScalar().isComplex() && v->toScalar().toDouble() == 1.0;
-        return false;
-      }
-    return true;
+    double x = 0;
+    const c10::IValue* v = arg(name);
+    return !v || (scalar_of(*v, &x) && x == 1.0);
   }
   const c10::IValue* arg(const char* name) const {
     for (const auto& [n, v] : named)

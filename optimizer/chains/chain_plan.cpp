@@ -31,6 +31,8 @@ bool broadcast(const dispatcher::TensorSpec& t, const std::vector<int64_t>& shap
   return true;
 }
 
+}  // namespace
+
 bool scalar_of(const c10::IValue& v, double* out) {
   if (v.isDouble()) *out = v.toDouble();
   else if (v.isInt()) *out = static_cast<double>(v.toInt());
@@ -44,6 +46,8 @@ bool scalar_of(const c10::IValue& v, double* out) {
   }
   return true;
 }
+
+namespace {
 
 const char* op_name(StepOp op) {
   switch (op) {

@@ -124,6 +124,9 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain);
 /// functional form ("aten::relu_" -> "aten::relu"; Note [In-place nodes]).
 std::string functional_op(const dispatcher::ChainNode& node);
 
+/// A real scalar argument (double, int, bool or a non-complex Scalar) as a double; false for anything else.
+bool scalar_of(const c10::IValue& v, double* out);
+
 /// True for the dtypes the generator computes in float: fp32, fp16, bf16.
 bool float_like(c10::ScalarType t);
 

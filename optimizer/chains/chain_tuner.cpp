@@ -160,15 +160,6 @@ double eps_of(c10::ScalarType t) {
   }
 }
 
-/// The largest finite value of a float-like dtype.
-double finite_max_of(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Half: return 65504.0;
-    case c10::ScalarType::BFloat16: return 3.3895313892515355e38;
-    default: return 3.4028234663852886e38;
-  }
-}
-
 /// Fresh inputs at the externals' exact sizes and strides (Note [Chain tuning]).
 std::vector<at::Tensor> make_externals(const ChainPlan& plan, int device, int trial, at::Generator& gen) {
   static const double kScales[] = {1, 4, 0.01, 30, 1000};
@@ -238,7 +229,7 @@ bool close_enough(const ChainPlan& plan, const std::vector<at::Tensor>& ext,
       const double eps = eps_of(ref[n][i].scalar_type()), eps32 = eps_of(c10::ScalarType::Float);
       const double gemm_atol = atol + (static_cast<double>(step.gemm_k) * eps32 + 2 * eps) * maxabs;
       ok = ok | at::isclose(o, r, rtol, gemm_atol, /*equal_nan=*/true);
-      const double edge = finite_max_of(ref[n][i].scalar_type()) / 16;
+      const double edge = dtype_max(ref[n][i].scalar_type()) / 16;
       const at::Tensor inf_o = at::isinf(o), inf_r = at::isinf(r);
       ok = ok | (inf_r & ~inf_o & (o * at::sign(r) >= edge)) | (inf_o & finite & (r * at::sign(o) >= edge));
     }

@@ -203,16 +203,6 @@ double max_finite_input(const CallArgs& a) {
   return m;
 }
 
-/// The largest finite magnitude of a floating dtype.
-double dtype_max(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Half: return 65504.0;
-    case c10::ScalarType::BFloat16: return 3.3895313892515355e38;
-    case c10::ScalarType::Double: return std::numeric_limits<double>::max();
-    default: return 3.4028234663852886e38;
-  }
-}
-
 std::string compare(const at::Tensor& out, const at::Tensor& ref, double extra_atol, const OutputTolerance& tol,
                     double* max_abs) {
   if (out.scalar_type() != ref.scalar_type())
@@ -473,5 +463,14 @@ Result<double> time_device_copy(int64_t, int, int) {
 }
 
 #endif
+
+double dtype_max(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return 65504.0;
+    case c10::ScalarType::BFloat16: return 3.3895313892515355e38;
+    case c10::ScalarType::Double: return std::numeric_limits<double>::max();
+    default: return 3.4028234663852886e38;
+  }
+}
 
 }  // namespace cudal1::optimizer

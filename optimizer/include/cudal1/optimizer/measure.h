@@ -121,4 +121,7 @@ Result<double> time_device_copy(int64_t bytes, int device, int reps);
 /// (indices compare exactly).
 std::pair<double, double> tolerance(c10::ScalarType dtype);
 
+/// The largest finite magnitude of a floating dtype.
+double dtype_max(c10::ScalarType t);
+
 }  // namespace cudal1::optimizer
