@@ -120,7 +120,7 @@ Result<std::vector<RecordProblem>> KernelCache::verify(const KernelCheck& check_
     }
     const KernelEntry& k = e.value();
     std::string why;
-    if (!finite_nonneg(k.speedup) || !finite_nonneg(k.aten_us) || !finite_nonneg(k.kernel_us) || k.trials < 0)
+    if (!finite_nonneg(k.speedup) || !finite_nonneg(k.in_app) || !finite_nonneg(k.aten_us) || !finite_nonneg(k.kernel_us) || k.trials < 0)
       why = "a speedup, time or trial count that is negative or not finite";
     else if (k.has_kernel && (k.cubin.empty() != k.library() || k.kernel_name.empty()))
       why = k.library() ? "a library call with code" : "a kernel without code or entry point";

@@ -38,6 +38,7 @@ std::string KernelCache::encode(const GpuFingerprint& fp, const KernelEntry& e) 
       {"kernel_us", e.kernel_us},
       {"trials", e.trials},
       {"created_unix", e.created_unix},
+      {"in_app", e.in_app},
   };
   const std::vector<uint8_t> payload = nlohmann::json::to_cbor(j);
   std::string out(kMagic, 4);
@@ -81,6 +82,7 @@ Result<KernelEntry> KernelCache::decode(const std::string& value, const GpuFinge
     e.kernel_us = j.at("kernel_us").get<double>();
     e.trials = j.at("trials").get<int64_t>();
     e.created_unix = j.at("created_unix").get<int64_t>();
+    e.in_app = j.value("in_app", 0.0);  // optional: records written before it read as not judged
     if (e.has_kernel && (e.cubin.empty() != e.library() || e.kernel_name.empty()))
       return Status(Code::kCorrupt, e.library() ? "a library-call record with code" : "record claims a kernel but has no code");
     return e;

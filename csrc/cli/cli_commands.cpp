@@ -179,21 +179,26 @@ int report(const Options& o, std::ostream& out) {
                      "{} fallbacks\n\n",
                      c.value("hooked_calls", 0), c.value("signatures", 0), c.value("tuned", 0),
                      c.value("cache_hits", 0), c.value("replaced_calls", 0), c.value("fallbacks", 0));
-  out << fmt::format("{:>9} {:>6} {:>9} {:<9} {:>8} {:>9} {:>9}  {:<26} {}\n", "calls", "share", "mean us", "state",
-                     "speedup", "ATen us", "ours us", "variant", "signature");
+  out << fmt::format("{:>9} {:>6} {:>9} {:<9} {:>8} {:>9} {:>9} {:>7}  {:<26} {}\n", "calls", "share", "mean us",
+                     "state", "speedup", "ATen us", "ours us", "in-app", "variant", "signature");
   int shown = 0;
   for (const auto& s : j["signatures"]) {
     if (!o.all && !s.value("hot", false)) continue;
     ++shown;
     const bool tuned = s.value("speedup", 0.0) > 0;
-    out << fmt::format("{:>9} {:>5.1f}% {:>9.2f} {:<9} {:>8} {:>9} {:>9}  {:<26} {}\n", s.value("calls", 0),
+    // Note [In-app confirmation]: the ratio the app's own calls measured, "trial" while one runs
+    const double in_app = s.value("in_app", 0.0);
+    const std::string judged = in_app > 0                                 ? fmt::format("{:.2f}x", in_app)
+                               : s.value("verdict", "") == "on trial" ? std::string("trial")
+                                                                         : std::string("-");
+    out << fmt::format("{:>9} {:>5.1f}% {:>9.2f} {:<9} {:>8} {:>9} {:>9} {:>7}  {:<26} {}\n", s.value("calls", 0),
                        100.0 * s.value("share", 0.0), s.value("mean_us", 0.0), s.value("state", "?"),
                        tuned ? fmt::format("{:.2f}x", s.value("speedup", 0.0)) : "-",
                        tuned ? fmt::format("{:.1f}", s.value("aten_us", 0.0)) : "-",
-                       tuned ? fmt::format("{:.1f}", s.value("kernel_us", 0.0)) : "-",
+                       tuned ? fmt::format("{:.1f}", s.value("kernel_us", 0.0)) : "-", judged,
                        s.value("variant", "") + (s.value("from_cache", false) ? " (cache)" : ""),
                        s.value("signature", ""));
-    if (!s.value("note", "").empty()) out << fmt::format("{:>53}note: {}\n", "", s.value("note", ""));
+    if (!s.value("note", "").empty()) out << fmt::format("{:>61}note: {}\n", "", s.value("note", ""));
   }
   if (!shown) out << (o.all ? "(no signatures)\n" : "(no hot signatures; --all shows every one)\n");
   print_chains(j, o.all, out);

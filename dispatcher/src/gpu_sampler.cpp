@@ -3,6 +3,7 @@
 
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/dispatcher/cuda_glue.h"
+#include "hook_state.h"
 
 namespace cudal1::dispatcher::detail {
 namespace {
@@ -37,7 +38,7 @@ void GpuSampler::release(const Pair& p) {
   free_.push_back(p);
 }
 
-GpuSampler::Token GpuSampler::begin(SigRecord& rec) noexcept {
+GpuSampler::Token GpuSampler::begin(SigRecord& rec, int arm) noexcept {
   Token t;
   auto d = driver();
   if (!d.ok()) return t;
@@ -60,6 +61,7 @@ GpuSampler::Token GpuSampler::begin(SigRecord& rec) noexcept {
   t.end = p.end;
   t.stream = stream.value();
   t.device = rec.device_index;
+  t.arm = static_cast<int8_t>(arm);
   return t;
 }
 
@@ -102,6 +104,7 @@ void GpuSampler::collect() noexcept {
     if (q == CUDA_SUCCESS && d.value()->cuEventElapsedTime(&ms, t.start, t.end) == CUDA_SUCCESS && ms >= 0) {
       t.rec->sampled_ns.fetch_add(static_cast<uint64_t>(ms * 1e6), std::memory_order_relaxed);
       t.rec->samples.fetch_add(1, std::memory_order_relaxed);
+      if (t.arm >= 0) trial_sample(*t.rec, t.arm == 1, ms * 1e3);
     }
     release(Pair{t.start, t.end, t.device});
   }

@@ -70,13 +70,14 @@ void note_hot(HookState& st, SigRecord& rec, uint64_t calls) {
   if (rec.state.compare_exchange_strong(expected, SigState::kQueued) && st.cb.on_hot) st.cb.on_hot(rec);
 }
 
-Sample::Sample(HookState& st, SigRecord& rec, uint64_t calls) : st_(st) {
+Sample::Sample(HookState& st, SigRecord& rec, uint64_t calls, int arm) : st_(st) {
   // Every Nth call, never the first: a first launch includes lazy module loading, not the op's time.
-  if (calls < 2 || calls % static_cast<uint64_t>(st.opts.sample_every) != 0) return;
+  if (arm < 0 && (calls < 2 || calls % static_cast<uint64_t>(st.opts.sample_every) != 0)) return;
   if (rec.device_index >= 0) {
-    token_ = st.sampler.begin(rec);
+    token_ = st.sampler.begin(rec, arm);
   } else {
     cpu_rec_ = &rec;
+    cpu_arm_ = arm;
     t0_ = std::chrono::steady_clock::now();
   }
 }
@@ -87,7 +88,22 @@ void Sample::finish() noexcept {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_);
     cpu_rec_->sampled_ns.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
     cpu_rec_->samples.fetch_add(1, std::memory_order_relaxed);
+    if (cpu_arm_ >= 0) trial_sample(*cpu_rec_, cpu_arm_ == 1, static_cast<double>(ns.count()) / 1e3);
     cpu_rec_ = nullptr;
+  }
+}
+
+void trial_sample(SigRecord& rec, bool kernel, double us) noexcept {
+  try {
+    Trial* t = rec.trial.load(std::memory_order_acquire);
+    if (!t) return;  // concluded meanwhile
+    TrialStats stats;
+    const Verdict v = t->add(kernel, us, &stats);
+    if (v == Verdict::kPending || !rec.conclude_trial(v, stats)) return;
+    CUDAL1_LOG(kInfo, rec.sig.text << ": " << stats.text() << ", " << verdict_name(v));
+    HookState* st = g_state.load(std::memory_order_acquire);
+    if (st && st->cb.on_confirmed) st->cb.on_confirmed(rec, v, stats);
+  } catch (...) {
   }
 }
 

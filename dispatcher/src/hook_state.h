@@ -62,19 +62,30 @@ struct DepthGuard {
   ~DepthGuard() { --t_depth; }
 };
 
-/// Times one call: GPU events for CUDA records, the host clock for CPU records (tests).
+/// Times one call: GPU events for CUDA records, the host clock for CPU records (tests). Every Nth call, and every
+/// call of a trial (`arm` 0: ATen, 1: the kernel; Note [In-app confirmation]).
 class Sample {
  public:
-  Sample(HookState& st, SigRecord& rec, uint64_t calls);
+  Sample(HookState& st, SigRecord& rec, uint64_t calls, int arm = -1);
   void finish() noexcept;
+  /// Counts the call as an ordinary sample, not a trial arm's (the kernel declined it).
+  void leave_trial() noexcept {
+    token_.arm = -1;
+    cpu_arm_ = -1;
+  }
   ~Sample() { st_.sampler.abandon(token_); }  // the call threw: return the events
 
  private:
   HookState& st_;
   GpuSampler::Token token_;
   SigRecord* cpu_rec_ = nullptr;
+  int cpu_arm_ = -1;
   std::chrono::steady_clock::time_point t0_;
 };
+
+/// One timed trial call of `rec` (Note [In-app confirmation]): adds it to the record's trial, and when that
+/// reaches its verdict concludes the trial and calls HookCallbacks::on_confirmed. Never throws.
+void trial_sample(SigRecord& rec, bool kernel, double us) noexcept;
 
 /// What the hook decided before running ATen: the record (null: not profiled), whether a cudal1 kernel already
 /// served the call, and the sample to finish after ATen ran.
@@ -111,8 +122,12 @@ void visit_call(HookState& st, const c10::OperatorHandle& op, const SigKey& key,
     if (!v->rec) v->rec = create(st, op, key, *stack_of(), nargs);
     SigRecord& rec = *v->rec;
     const uint64_t calls = rec.calls.fetch_add(1, std::memory_order_relaxed) + 1;
-    v->sample.emplace(st, rec, calls);  // device time is accounted for replaced calls too
-    if (Replacement* r = rec.replacement.load(std::memory_order_acquire)) {
+    Replacement* r = rec.replacement.load(std::memory_order_acquire);
+    int arm = -1;  // Note [In-app confirmation]: a trial's calls alternate, ATen (0) and the kernel (1)
+    if (Trial* t = r ? rec.trial.load(std::memory_order_acquire) : nullptr) arm = t->kernel_turn() ? 1 : 0;
+    v->sample.emplace(st, rec, calls, arm);  // device time is accounted for replaced calls too
+    if (arm == 0) return;                    // this call is ATen's
+    if (r) {
       const Status s = r->run(stack_of(), nargs);
       if (s.ok()) {
         rec.replaced_calls.fetch_add(1, std::memory_order_relaxed);
@@ -121,6 +136,7 @@ void visit_call(HookState& st, const c10::OperatorHandle& op, const SigKey& key,
         return;
       }
       if (s.code() != Code::kUnsupported) report_internal_error(st, &rec, s.to_string());
+      v->sample->leave_trial();  // ATen runs this call: no sample of the kernel's
     }
     note_hot(st, rec, calls);
   } catch (const std::exception& e) {

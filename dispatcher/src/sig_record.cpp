@@ -25,18 +25,39 @@ void SigRecord::set_outcome(Outcome o) {
   outcome_ = std::move(o);
 }
 
-void SigRecord::install(std::unique_ptr<Replacement> r, Outcome o) {
+void SigRecord::install(std::unique_ptr<Replacement> r, Outcome o, int calls_per_arm) {
   std::lock_guard<std::mutex> lock(mu_);
   if (state.load() == SigState::kFailed) return;
   outcome_ = std::move(o);
+  if (calls_per_arm > 0) {  // the trial is in place before the first call can see the replacement
+    trials_.push_back(std::make_unique<Trial>(calls_per_arm, 8 * calls_per_arm));
+    trial.store(trials_.back().get(), std::memory_order_release);
+    outcome_.verdict = "on trial";
+  }
   owned_.push_back(std::move(r));
   replacement.store(owned_.back().get(), std::memory_order_release);
   state.store(SigState::kReplaced, std::memory_order_release);
 }
 
+bool SigRecord::conclude_trial(Verdict v, const TrialStats& stats) {
+  if (v == Verdict::kPending) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!trial.load() || state.load() != SigState::kReplaced) return false;
+  trial.store(nullptr, std::memory_order_release);
+  outcome_.in_app = stats.ratio;
+  outcome_.verdict = verdict_name(v);
+  outcome_.note = stats.text() + (v == Verdict::kPromote ? ": kept" : ": back to ATen");
+  if (v == Verdict::kDemote) {
+    replacement.store(nullptr, std::memory_order_release);
+    state.store(SigState::kAten, std::memory_order_release);
+  }
+  return true;
+}
+
 void SigRecord::fail(const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   replacement.store(nullptr, std::memory_order_release);
+  trial.store(nullptr, std::memory_order_release);
   state.store(SigState::kFailed, std::memory_order_release);
   outcome_.note = why;
 }

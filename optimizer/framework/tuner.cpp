@@ -292,7 +292,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     outcome.note = "verified on " + std::to_string(opts_.verify_trials) + " fresh inputs";
     rec.install(std::make_unique<KernelReplacement>(std::move(best->bound), device,
                                                     std::string(family->name()) + " " + result.best_variant),
-                outcome);
+                outcome, static_cast<int>(opts_.confirm_calls));
     CUDAL1_LOG(kInfo, rec.sig.text << ": replaced by " << result.best_variant << " (" << result.speedup
                                    << "x over ATen, " << result.aten_us << " -> " << result.kernel_us << " us)");
   } else {
@@ -361,7 +361,7 @@ void Tuner::retry_writes() {
   }
 }
 
-Status attach_cached(SigRecord& rec, const cache::KernelEntry& e) {
+Status attach_cached(SigRecord& rec, const cache::KernelEntry& e, int confirm_calls) {
   if (e.signature != rec.sig.text) return Status(Code::kMismatch, "entry is for another signature");
   SigRecord::Outcome o;
   o.from_cache = true;
@@ -370,8 +370,10 @@ Status attach_cached(SigRecord& rec, const cache::KernelEntry& e) {
   o.aten_us = e.aten_us;
   o.kernel_us = e.kernel_us;
   o.trials = e.trials;
+  o.in_app = e.in_app;
+  if (e.in_app > 0) o.verdict = e.has_kernel ? "promoted" : "demoted";
   if (!e.has_kernel) {
-    o.note = "cached outcome: ATen was not beaten";
+    o.note = e.in_app > 0 ? "cached outcome: slower in the app than ATen" : "cached outcome: ATen was not beaten";
     rec.set_outcome(o);
     SigState cold = SigState::kCold;
     rec.state.compare_exchange_strong(cold, SigState::kAten);
@@ -398,7 +400,8 @@ Status attach_cached(SigRecord& rec, const cache::KernelEntry& e) {
                                              ", failed verification here: " + ok.to_string());
     o.note = "from cache, fingerprint " + e.transferred_from + ", verified here";
   }
-  rec.install(std::make_unique<KernelReplacement>(std::move(bound), device, e.family + " " + e.variant), o);
+  rec.install(std::make_unique<KernelReplacement>(std::move(bound), device, e.family + " " + e.variant), o,
+              e.in_app > 0 ? 0 : confirm_calls);
   return Status();
 }
 

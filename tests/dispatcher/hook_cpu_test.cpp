@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -17,6 +18,7 @@ namespace {
 
 std::mutex g_mu;
 std::vector<SigRecord*> g_hot;
+std::vector<std::pair<SigRecord*, Verdict>> g_verdicts;  // Note [In-app confirmation]
 
 class HookEnv : public ::testing::Environment {
  public:
@@ -33,6 +35,10 @@ class HookEnv : public ::testing::Environment {
     cb.on_hot = [](SigRecord& r) {
       std::lock_guard<std::mutex> lock(g_mu);
       g_hot.push_back(&r);
+    };
+    cb.on_confirmed = [](SigRecord& r, Verdict v, const TrialStats&) {
+      std::lock_guard<std::mutex> lock(g_mu);
+      g_verdicts.emplace_back(&r, v);
     };
     const Status s = install_hooks(o, cb);
     ASSERT_TRUE(s.ok()) << s.to_string();
@@ -264,6 +270,127 @@ TEST(HookCpu, TypedCarrierKeysEveryArgumentKindAndServesTuples) {
   const auto [ref_values, ref_indices] = aten_only_pair([&] { return at::max(x, 1); });
   EXPECT_TRUE(at::equal(values, ref_values));
   EXPECT_TRUE(at::equal(indices, ref_indices));
+}
+
+/// Relu through where(), slowed by a busy wait: verified (its values are relu's) and slower than ATen in the app.
+class SlowRelu final : public Replacement {
+ public:
+  Status run(torch::jit::Stack* stack, size_t nargs) noexcept override {
+    ++runs;
+    const at::Tensor x = (*stack)[stack->size() - nargs].toTensor();
+    at::Tensor y;
+    {
+      BypassScope b;
+      y = at::where(x > 0, x, at::zeros_like(x));
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    torch::jit::drop(*stack, nargs);
+    stack->emplace_back(std::move(y));
+    return Status();
+  }
+  std::string describe() const override { return "slow relu"; }
+  std::atomic<int> runs{0};
+};
+
+/// mm served from its product computed beforehand for one pair of operands (cheaper than ATen's GEMM): a kernel
+/// that is faster in the app; any other operands are declined.
+class PrecomputedMm final : public Replacement {
+ public:
+  PrecomputedMm(at::Tensor a, at::Tensor b) : a_(std::move(a)), b_(std::move(b)) {
+    BypassScope s;
+    product_ = at::mm(a_, b_);
+  }
+  Status run(torch::jit::Stack* stack, size_t nargs) noexcept override {
+    const at::Tensor a = (*stack)[stack->size() - nargs].toTensor(), b = (*stack)[stack->size() - nargs + 1].toTensor();
+    if (!a.is_same(a_) || !b.is_same(b_)) return Status(Code::kUnsupported, "other operands");
+    ++runs;
+    at::Tensor y;
+    {
+      BypassScope s;
+      y = product_.clone();
+    }
+    torch::jit::drop(*stack, nargs);
+    stack->emplace_back(std::move(y));
+    return Status();
+  }
+  std::string describe() const override { return "precomputed mm"; }
+  std::atomic<int> runs{0};
+
+ private:
+  at::Tensor a_, b_, product_;
+};
+
+Verdict verdict_of(SigRecord* r) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const auto& [rec, v] : g_verdicts)
+    if (rec == r) return v;
+  return Verdict::kPending;
+}
+
+// Note [In-app confirmation]: calls alternate between ATen and the kernel on trial, each timed where the app runs
+// it; a kernel slower in the app goes back to ATen, a faster one stays; every output is right throughout.
+TEST(HookCpu, AKernelOnTrialThatIsSlowerInTheAppGoesBackToAten) {
+  const at::Tensor x = at::randn({16, 16});
+  at::relu(x);
+  SigRecord* r = find("aten::relu(f32[16,16]{16,1}@cpu)");
+  ASSERT_NE(r, nullptr);
+  auto owned = std::make_unique<SlowRelu>();
+  SlowRelu* rep = owned.get();
+  r->install(std::move(owned), SigRecord::Outcome{}, /*calls_per_arm=*/8);
+  const at::Tensor ref = aten_only([&] { return at::relu(x); });
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(at::equal(at::relu(x), ref)) << "call " << i;
+  EXPECT_EQ(verdict_of(r), Verdict::kDemote);
+  EXPECT_EQ(r->state.load(), SigState::kAten);
+  EXPECT_EQ(r->replacement.load(), nullptr);
+  EXPECT_EQ(r->trial.load(), nullptr);
+  EXPECT_EQ(rep->runs.load(), 8);  // the kernel's arm, then never again
+  EXPECT_LT(r->outcome().in_app, 1.0);
+  EXPECT_EQ(r->outcome().verdict, "demoted");
+}
+
+TEST(HookCpu, AKernelOnTrialThatIsFasterInTheAppStays) {
+  const at::Tensor a = at::randn({384, 384}), b = at::randn({384, 384});
+  at::mm(a, b);
+  SigRecord* r = find("aten::mm(f32[384,384]{384,1}@cpu, f32[384,384]{384,1}@cpu)");
+  ASSERT_NE(r, nullptr);
+  auto owned = std::make_unique<PrecomputedMm>(a, b);
+  PrecomputedMm* rep = owned.get();
+  r->install(std::move(owned), SigRecord::Outcome{}, /*calls_per_arm=*/8);
+  const at::Tensor ref = aten_only([&] { return at::mm(a, b); });
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(at::equal(at::mm(a, b), ref)) << "call " << i;
+  EXPECT_EQ(verdict_of(r), Verdict::kPromote);
+  EXPECT_EQ(r->state.load(), SigState::kReplaced);
+  EXPECT_EQ(r->trial.load(), nullptr);
+  EXPECT_GT(r->outcome().in_app, 1.0);
+  const int before = rep->runs.load();
+  at::mm(a, b);
+  EXPECT_EQ(rep->runs.load(), before + 1);  // promoted: every call now
+}
+
+TEST(HookCpu, ATrialUnderThreadsDecidesOnceAndEveryOutputIsRight) {
+  const at::Tensor x = at::randn({16, 17});
+  at::relu(x);
+  SigRecord* r = find("aten::relu(f32[16,17]{17,1}@cpu)");
+  ASSERT_NE(r, nullptr);
+  r->install(std::make_unique<SlowRelu>(), SigRecord::Outcome{}, /*calls_per_arm=*/8);
+  const at::Tensor ref = aten_only([&] { return at::relu(x); });
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 30; ++i) wrong += !at::equal(at::relu(x), ref);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  int verdicts = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const auto& [rec, v] : g_verdicts) verdicts += rec == r;
+  }
+  EXPECT_EQ(verdicts, 1);
+  EXPECT_EQ(r->state.load(), SigState::kAten);
 }
 
 TEST(HookCpu, DecliningReplacementFallsBackQuietly) {

@@ -142,6 +142,11 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
       {"CUDAL1_TIMING_REPS", "40", "interleaved ATen/candidate timing repetitions per candidate"},
       {"CUDAL1_MIN_SPEEDUP", "1.03", "median paired speedup over ATen a kernel needs to be swapped in"},
+      {"CUDAL1_CONFIRM_CALLS", "32",
+       "tune mode: a kernel that beat ATen in isolation goes on trial in the app first: its calls alternate with "
+       "ATen's, each timed on the app's stream, and it stays only when faster there (judged after this many calls "
+       "of each, sampling on up to 8 times as many while undecided; the verdict is cached); 0: swap without a "
+       "trial"},
       {"CUDAL1_L2_FLUSH", "read",
        "how timing evicts L2 before each repetition: read (a 256 MiB read, L2 left clean) or write (a 256 MiB "
        "memset, L2 left dirty, so the timed kernel also pays the write-back)"},
@@ -204,6 +209,8 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   if (const char* v = env("CUDAL1_TIMING_REPS")) c.timing_reps = parse_int("CUDAL1_TIMING_REPS", v, 40, 5, 100000, w);
   if (const char* v = env("CUDAL1_MIN_SPEEDUP"))
     c.min_speedup = parse_double("CUDAL1_MIN_SPEEDUP", v, 1.03, 1.0, 100.0, w);
+  if (const char* v = env("CUDAL1_CONFIRM_CALLS"))
+    c.confirm_calls = parse_int("CUDAL1_CONFIRM_CALLS", v, 32, 0, 1 << 16, w);
   if (const char* v = env("CUDAL1_L2_FLUSH")) {
     const std::string s = lower(v);
     if (s == "read") c.l2_flush = L2FlushKind::kRead;

@@ -57,6 +57,8 @@ std::string build_report(const ReportHeader& h) {
                     {"trials", o.trials},
                     {"from_cache", o.from_cache},
                     {"replaced_calls", r.replaced_calls.load()},
+                    {"in_app", o.in_app},
+                    {"verdict", o.verdict},
                     {"note", o.note}});
   });
   for (auto& s : sigs) s["share"] = total_us > 0 ? s["est_total_us"].get<double>() / total_us : 0.0;

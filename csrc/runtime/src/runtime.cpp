@@ -423,7 +423,7 @@ void on_new_record(dispatcher::SigRecord& rec) {
     if (it == dev->second.end()) return;
     e = it->second;
   }
-  const Status s = optimizer::attach_cached(rec, e);
+  const Status s = optimizer::attach_cached(rec, e, r.cfg.mode == Mode::kTune ? static_cast<int>(r.cfg.confirm_calls) : 0);
   if (!s.ok()) {
     CUDAL1_LOG(kWarn, "cached kernel for " << rec.sig.text << " not used: " << s.to_string());
     return;
@@ -434,6 +434,32 @@ void on_new_record(dispatcher::SigRecord& rec) {
                                       ? " (from cache)"
                                       : " (from the cache of fingerprint " + e.transferred_from +
                                             ", re-verified on this GPU)"));
+}
+
+/// Note [In-app confirmation] (dispatcher/confirm.h): a trial's verdict is cached with the signature's entry, so
+/// that a later process neither tries the kernel again (demoted: the entry says ATen stays) nor re-judges it.
+void on_confirmed(dispatcher::SigRecord& rec, dispatcher::Verdict v, const dispatcher::TrialStats& stats) {
+  Runtime& r = rt();
+  if (!r.cache || rec.device_index < 0) return;
+  auto fp = optimizer::fingerprint_for(rec.device_index);
+  if (!fp.ok()) return;
+  auto e = r.cache->get(fp.value(), rec.sig.text);
+  if (!e.ok()) {
+    CUDAL1_LOG(kDebug, rec.sig.text << ": in-app verdict not cached (" << e.status().to_string() << ")");
+    return;
+  }
+  cache::KernelEntry entry = std::move(e).value();
+  entry.in_app = stats.ratio > 0 ? stats.ratio : 1e-6;  // > 0: judged
+  if (v == dispatcher::Verdict::kDemote) {
+    entry.has_kernel = false;
+    entry.launch_json.clear();
+    entry.kernel_name.clear();
+    entry.cubin.clear();
+  }
+  if (const Status s = r.cache->put(fp.value(), entry); !s.ok())
+    CUDAL1_LOG(kWarn, rec.sig.text << ": in-app verdict not cached: " << s.to_string());
+  std::lock_guard<std::mutex> lock(r.cached_mu);
+  r.cached[rec.device_index][rec.sig.text] = entry;
 }
 
 void on_hot(dispatcher::SigRecord& rec) {
@@ -482,6 +508,7 @@ void start() {
     t.verify_trials = r.cfg.verify_trials;
     t.timing_reps = r.cfg.timing_reps;
     t.min_speedup = r.cfg.min_speedup;
+    t.confirm_calls = r.cfg.confirm_calls;
     t.seed =
         r.cfg.seed ? r.cfg.seed : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     r.tuner = std::make_unique<optimizer::Tuner>(t, r.cache.get());
@@ -502,6 +529,7 @@ void start() {
   cb.on_hot = on_hot;
   cb.on_device = on_device;
   cb.on_new_record = on_new_record;
+  cb.on_confirmed = on_confirmed;
   if (Status s = dispatcher::install_hooks(h, cb); !s.ok()) {
     r.off_reason = "hooks not installed: " + s.to_string();
     CUDAL1_LOG(kWarn, "off: " << r.off_reason);

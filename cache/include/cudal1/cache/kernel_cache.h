@@ -85,6 +85,9 @@ struct KernelEntry {
   double kernel_us = 0;      ///< median time of the stored kernel (or best variant), microseconds
   int64_t trials = 0;        ///< variants tried
   int64_t created_unix = 0;  ///< seconds since the epoch
+  /// The in-app ratio over ATen that decided the swap (Note [In-app confirmation] in dispatcher/confirm.h): with
+  /// has_kernel, promoted; without, a verified kernel demoted by it. 0: not judged in an app (older records too).
+  double in_app = 0;
   /// Not stored: set by the runtime on a record of another fingerprint it may use once the kernel is verified
   /// on this machine (Note [Cache transfer]); that fingerprint's key. Empty for the process's own records.
   std::string transferred_from;

@@ -51,6 +51,9 @@ struct HookCallbacks {
   std::function<void(int device_index)> on_device;
   /// A record was just created (app thread, once per signature): e.g. attach a cached kernel.
   std::function<void(SigRecord&)> on_new_record;
+  /// A replacement's trial reached its verdict (Note [In-app confirmation]; once per trial, the record already
+  /// promoted or demoted). Runs on whichever thread collected the deciding sample: record it and return.
+  std::function<void(SigRecord&, Verdict, const TrialStats&)> on_confirmed;
 };
 
 struct HookCounters {

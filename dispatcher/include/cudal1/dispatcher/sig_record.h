@@ -13,6 +13,7 @@
 
 #include "cudal1/core/signature.h"
 #include "cudal1/core/status.h"
+#include "cudal1/dispatcher/confirm.h"
 
 namespace cudal1::dispatcher {
 
@@ -73,6 +74,8 @@ struct SigRecord {
   std::atomic<uint64_t> replaced_calls{0};
   std::atomic<SigState> state{SigState::kCold};
   std::atomic<Replacement*> replacement{nullptr};  ///< non-null only in kReplaced; owned by `owned`
+  /// Non-null while the replacement is on trial (Note [In-app confirmation]): calls alternate with ATen.
+  std::atomic<Trial*> trial{nullptr};
   /// The fused chain whose first node this signature is (Note [Deferred regions]); null when none.
   std::atomic<ChainRecord*> chain_head{nullptr};
 
@@ -84,12 +87,19 @@ struct SigRecord {
     int64_t trials = 0;
     bool from_cache = false;
     std::string note;           ///< why ATen stays / what failed
+    double in_app = 0;          ///< in-app ratio over ATen (Note [In-app confirmation]); 0: not judged in this app
+    std::string verdict;        ///< "on trial", "promoted", "demoted", or empty (not judged here)
   };
   Outcome outcome() const;
   void set_outcome(Outcome o);
 
-  /// Installs `r` (taking ownership) and moves the state to kReplaced.
-  void install(std::unique_ptr<Replacement> r, Outcome o);
+  /// Installs `r` (taking ownership) and moves the state to kReplaced. With `calls_per_arm` > 0 the replacement
+  /// goes on trial first (Note [In-app confirmation]): a verdict after `calls_per_arm` timed calls of each arm
+  /// (ATen, kernel), sampling on up to 8 times as many until one is reached.
+  void install(std::unique_ptr<Replacement> r, Outcome o, int calls_per_arm = 0);
+  /// Ends a trial with `v` (kPromote: the kernel stays; kDemote: uninstalled, state kAten), its statistics noted
+  /// in the outcome. False when no trial was running (concluded already, or the record failed).
+  bool conclude_trial(Verdict v, const TrialStats& stats);
   /// Marks the signature failed (ATen forever): uninstalls any replacement. Thread-safe, idempotent.
   void fail(const std::string& why);
   /// Mean device time of one call in microseconds (0 if never sampled).
@@ -99,6 +109,7 @@ struct SigRecord {
   mutable std::mutex mu_;
   Outcome outcome_;
   std::vector<std::unique_ptr<Replacement>> owned_;  // kept until exit: a racing caller may still use one
+  std::vector<std::unique_ptr<Trial>> trials_;        // likewise
 };
 
 }  // namespace cudal1::dispatcher

@@ -57,6 +57,9 @@ struct TunerOptions {
   /// Test-only (no variable): when false, any verified variant is swapped in whatever its speed, so that GPU
   /// tests can check the correctness of swapped kernels on signatures where ATen is faster.
   bool require_faster = true;
+  /// Calls of each arm before a swapped kernel's in-app verdict (Note [In-app confirmation]); 0: swapped in
+  /// without a trial. CUDAL1_CONFIRM_CALLS.
+  int64_t confirm_calls = 0;
   /// Bench-only (no variable): when non-empty, only variants that match it (Variant::matches: the id contains
   /// it; a trailing '$' anchors it at the id's end) are tried, so one technique can be timed or profiled on its
   /// own (a signature with none of them stays on ATen).
@@ -130,7 +133,8 @@ constexpr int kTransferVerifyTrials = 6;
 /// stored cubin, binds it and installs it; a winner tuned under another fingerprint (KernelEntry::transferred_from)
 /// is verified against ATen first, on the calling thread's current stream. A no-winner entry moves the record to
 /// kAten. Returns Mismatch or Unsupported (and leaves the record cold) when the entry does not fit this
-/// signature, VerifyFailed when a transferred kernel does not verify here.
-Status attach_cached(dispatcher::SigRecord& rec, const cache::KernelEntry& e);
+/// signature, VerifyFailed when a transferred kernel does not verify here. With `confirm_calls` > 0 a winner
+/// not yet judged in an app (KernelEntry::in_app == 0) goes on trial (Note [In-app confirmation]).
+Status attach_cached(dispatcher::SigRecord& rec, const cache::KernelEntry& e, int confirm_calls = 0);
 
 }  // namespace cudal1::optimizer

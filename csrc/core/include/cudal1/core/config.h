@@ -48,6 +48,7 @@ struct Config {
   int64_t verify_trials = 5;        ///< fresh random inputs per verification
   int64_t timing_reps = 40;         ///< interleaved timing repetitions per candidate
   double min_speedup = 1.03;        ///< median paired speedup a kernel needs before it is swapped in
+  int64_t confirm_calls = 32;       ///< timed calls per arm of a swap's in-app trial; 0: no trial
   L2FlushKind l2_flush = L2FlushKind::kRead;  ///< how timing flushes L2 before each repetition
   int64_t profile_sample = 64;      ///< one call in N per signature is timed with GPU events
   uint64_t seed = 0;                ///< 0: seeded from the clock
