@@ -5,17 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cudal1/core/stats.h"
+
 namespace cudal1::dispatcher {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t h = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + h, v.end());
-  const double hi = v[h];
-  if (v.size() % 2) return hi;
-  return (*std::max_element(v.begin(), v.begin() + h) + hi) / 2;
-}
 
 /// P(k < a) over all pairs, ties counted half: sort both, one merge-like sweep.
 double superiority(std::vector<double> a, std::vector<double> k) {
@@ -88,13 +81,6 @@ Verdict Trial::add(bool kernel, double us, TrialStats* stats) noexcept {
   } catch (...) {
     return Verdict::kPending;
   }
-}
-
-TrialStats Trial::stats() const {
-  TrialStats s;
-  std::lock_guard<std::mutex> lock(mu_);
-  judge(aten_, kernel_, 1, 1, &s);
-  return s;
 }
 
 }  // namespace cudal1::dispatcher

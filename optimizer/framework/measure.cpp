@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cudal1/core/config.h"
+#include "cudal1/core/stats.h"
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
@@ -30,13 +31,6 @@ std::pair<double, double> tolerance(c10::ScalarType dtype) {
 }
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;

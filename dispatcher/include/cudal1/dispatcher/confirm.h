@@ -56,13 +56,11 @@ class Trial {
   bool kernel_turn() noexcept { return (calls_.fetch_add(1, std::memory_order_relaxed) & 1) != 0; }
   /// Adds one timed call; returns the verdict once it is reached (exactly once: later calls return kPending).
   Verdict add(bool kernel, double us, TrialStats* stats) noexcept;
-  /// The samples' current statistics (reports).
-  TrialStats stats() const;
 
  private:
   const int per_arm_, max_per_arm_;
   std::atomic<uint64_t> calls_{0};
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::vector<double> aten_, kernel_;
   int next_check_;
   bool decided_ = false;
