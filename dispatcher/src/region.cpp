@@ -11,6 +11,7 @@
 #include <cmath>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "cudal1/core/log.h"
 #include "cudal1/dispatcher/cuda_glue.h"
@@ -30,7 +31,7 @@ constexpr c10::DispatchKey kRegionKey = c10::DispatchKey::DeferredInit;
 
 struct Counters {
   std::atomic<uint64_t> opened{0}, completed{0}, diverged{0}, by_op{0}, by_cuda{0}, by_other{0}, written{0},
-      skipped{0}, kernel_failures{0}, lost{0};
+      skipped{0}, kernel_failures{0}, lost{0}, site_declined{0};
 };
 Counters g_counters;
 std::atomic<int> g_open{0};  // open regions, all threads
@@ -53,7 +54,62 @@ struct Region {
   // them without allocating; one the app dropped (only the region holds it and its storage) is not written by
   // the chain kernel.
   std::vector<std::vector<at::Tensor>> outputs;
+  uint64_t site = 0;  // the first call's site (Note [Region sites]); 0: none
 };
+
+/// Note [Region sites]: per (chain, site), how the regions opened there ended.
+class SiteTable {
+ public:
+  static constexpr size_t kMaxSites = 4096;
+  static constexpr int kLimit = 4;       // scores saturate at +-kLimit
+  static constexpr uint32_t kProbe = 16;  // one call in kProbe at a declining site opens a region anyway
+
+  /// Whether a region may open for `chain` at `site` (always for site 0 or an unknown site).
+  bool allows(const ChainRecord* chain, uint64_t site) {
+    if (site == 0) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = scores_.find(key(chain, site));
+    if (it == scores_.end() || it->second.score >= 0) return true;
+    return ++it->second.declined % kProbe == 0;
+  }
+  /// Records how a region opened at `site` ended.
+  void learn(const ChainRecord* chain, uint64_t site, bool completed) {
+    if (site == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t k = key(chain, site);
+    auto it = scores_.find(k);
+    if (it == scores_.end()) {
+      if (scores_.size() >= kMaxSites) scores_.clear();  // sites of fresh tensors filled it: learn anew
+      it = scores_.emplace(k, Entry{}).first;
+    }
+    it->second.score = std::clamp(it->second.score + (completed ? 1 : -1), -kLimit, kLimit);
+  }
+
+ private:
+  struct Entry {
+    int score = 0;
+    uint32_t declined = 0;
+  };
+  static uint64_t key(const ChainRecord* chain, uint64_t site) {
+    return site ^ (reinterpret_cast<uintptr_t>(chain) * 0x9e3779b97f4a7c15ULL);
+  }
+  std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> scores_;
+};
+SiteTable g_sites;
+
+/// The site of a chain's first call: its tensor arguments after the first, by TensorImpl (Note [Region sites]).
+uint64_t site_of(const ChainBuilder::Call& call) {
+  uint64_t h = 0;
+  bool any = false;
+  for (size_t i = 1; i < call.args.size(); ++i) {
+    const at::Tensor* t = call.args[i];
+    const uintptr_t p = t && t->defined() ? reinterpret_cast<uintptr_t>(t->unsafeGetTensorImpl()) : 0;
+    any = any || p != 0;
+    h = (h ^ p) * 0x100000001b3ULL + i;
+  }
+  return any ? (h | 1) : 0;
+}
 
 std::mutex g_regions_mu;        // guards g_regions; held across flush_all so no region dies under it
 std::vector<Region*> g_regions;
@@ -119,6 +175,7 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   }
   g_counters.written.fetch_add(written);
   g_counters.skipped.fetch_add(skipped);
+  if (why != FlushReason::kOther || whole) g_sites.learn(c, r.site, whole);
   if (whole) {
     g_counters.completed.fetch_add(1);
     c->completed.fetch_add(1);
@@ -146,6 +203,7 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   }
   r.chain = nullptr;
   r.next = 0;
+  r.site = 0;
   r.externals.clear();
   r.ext_versions.clear();
   for (auto& o : r.outputs) o.clear();
@@ -298,11 +356,17 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
       if (!may_open(call, &device) || !region_deferral_allowed(device)) return false;
       bind.clear();
       if (!matches(r, *head, 0, call, &bind)) return false;
+      const uint64_t site = site_of(call);
+      if (!g_sites.allows(head, site)) {
+        g_counters.site_declined.fetch_add(1);
+        return false;
+      }
       allocate(head->nodes[0], call, device, outs);
       std::lock_guard<std::mutex> lock(r.mu);
       if (r.chain) return false;  // cannot happen: only this thread opens its region
       r.chain = head;
       r.next = 0;
+      r.site = site;
       r.stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
       g_open.fetch_add(1);
       g_counters.opened.fetch_add(1);
@@ -372,6 +436,7 @@ RegionCounters region_counters() noexcept {
   r.skipped = c.skipped.load();
   r.kernel_failures = c.kernel_failures.load();
   r.lost = c.lost.load();
+  r.site_declined = c.site_declined.load();
   return r;
 }
 

@@ -373,6 +373,32 @@ ChainRecord* fuse_new_chain(const std::function<void()>& f, size_t nodes) {
   return rec;
 }
 
+// Note [Region sites]: one fused chain, x * w -> sigmoid, whose first call is also made at two other places (other
+// weights) that go on into tanh instead. Those sites stop opening regions after their first divergences, so the
+// chain stays fused where it completes, instead of going to kDiverged; every value equals eager's.
+TEST(Regions, ASiteWhereTheChainNeverFollowsStopsOpeningRegions) {
+  const at::Tensor w = at::randn({3, 5}), other1 = at::randn({3, 5}), other2 = at::randn({3, 5});
+  ChainRecord* rec = fuse_new_chain([&] { (at::randn({3, 5}) * w).sigmoid(); }, 2);
+  ASSERT_NE(rec, nullptr);
+  const RegionCounters before = region_counters();
+  const uint64_t completed = rec->completed.load();
+  for (int i = 0; i < 64; ++i) {
+    const at::Tensor x = at::randn({3, 5});
+    at::Tensor a = (x * other1).tanh();  // the first node's signature, at another site, then no chain
+    at::Tensor b = (x * w).sigmoid();   // the chain
+    at::Tensor c = (x * other2).tanh();
+    EXPECT_TRUE(at::equal(a, eager([&] { return (x * other1).tanh(); })));
+    EXPECT_TRUE(at::equal(b, eager([&] { return (x * w).sigmoid(); })));
+    EXPECT_TRUE(at::equal(c, eager([&] { return (x * other2).tanh(); })));
+  }
+  EXPECT_EQ(rec->state.load(), ChainState::kFused);
+  EXPECT_EQ(rec->completed.load() - completed, 64u);
+  const RegionCounters after = region_counters();
+  // Each other site opens once (then scores -1) and again at every 16th declined call: 2 x (1 + 63 / 16) = 8.
+  EXPECT_EQ(after.diverged - before.diverged, 8u);
+  EXPECT_EQ(after.site_declined - before.site_declined, 2u * 64 - 8);
+}
+
 TEST(Regions, ChainsWithSeveralOutputsAndRowOpsAreDeferredWhole) {
   // Residual add -> layer norm (three outputs: the app keeps the first), RMSNorm's mean, a softmax.
   const at::Tensor w = at::randn({16}), b = at::randn({16});

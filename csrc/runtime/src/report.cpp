@@ -28,6 +28,7 @@ json region_json() {
           {"outputs_written", r.written},
           {"outputs_skipped", r.skipped},
           {"kernel_failures", r.kernel_failures},
+          {"site_declined", r.site_declined},
           {"lost", r.lost}};
 }
 

@@ -20,6 +20,9 @@
 /// in fp16/bf16, which ATen allows by default), Inf against NaN where specials meet in a sum, and a finite value
 /// above 1/16 of the dtype's range against an Inf of its sign (a split-K partial sum reduced in fp16 overflows
 /// where the whole sum does not: the GPU fuzz met ATen's Inf against 59040 at K = 1024, inputs of scale 30).
+/// Where an element still differs, the call is computed again in double and rounded to the dtype
+/// (OutputTolerance::arbitrate_in_double): with inputs of scale 1000 ATen's fp16 partial sums gave +Inf and NaN
+/// where the exact sums were -55040 and -36704 (H100, 2026-12-05), and the kernel's values, being those, stand.
 /// `addmm(bias, a, b)` with beta = alpha = 1 and a [N] bias (nn.Linear with a bias) is served the same way, the bias
 /// padded with zeros too and cuBLAS's bias epilogue doing the add, as ATen's own addmm does.
 /// Accepted: rank-2 fp16/bf16 operands of one dtype, K a multiple of 8 (an unaligned K slows the inputs' loads

@@ -29,6 +29,7 @@ class GemmKernel final : public BoundKernel {
     t.nonfinite_equivalent = true;  // Inf + -Inf meeting in one order, Inf * 0 in another
     t.overflow_equivalent = true;   // a split-K partial sum reduced in fp16 may overflow where the sum does not
     t.overflow_edge = 1.0 / 16;
+    t.arbitrate_in_double = true;   // where ATen's fp16 partial sums lost the answer, the exact one is right
     return t;
   }
 

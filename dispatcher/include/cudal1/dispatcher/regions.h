@@ -38,6 +38,22 @@
 /// run inside another thread's CUDA call, even one made under torch's allocator lock; an op without an out=
 /// overload is called functionally and copied, which allocates). A fused chain whose regions flush early in more
 /// than half of the last 64 (once 32 ran) goes to kDiverged: its calls run one by one again.
+///
+/// Note [Region sites]
+/// Several places in a model can make the first call of one chain with the same signature, and only some of them
+/// go on into the chain: ResNet-50's last batch norm of a block continues into `out += identity; relu_`, but in
+/// the first block of each stage the downsample convolution comes next. A region opened where the chain never
+/// follows is flushed at the next call, which costs a replay (the batch norm functional, then copied) and counts
+/// as an early flush, until the chain goes to kDiverged and loses its fused places too. So the region code
+/// remembers, per chain and *site*, how the regions opened there ended. A call's site is a hash of the
+/// TensorImpls of its tensor arguments after the first: a module's weights and buffers, the same tensors at
+/// every forward. A call whose later arguments are fresh activations, or that has none, has a new or no site each
+/// time and is never learnt. A region that completes raises its site's score, one flushed early (diverged, or by
+/// another op or CUDA call; not by exit or shutdown) lowers it, saturating at +-4; at a site whose score is below
+/// zero no region opens (RegionCounters::site_declined counts those calls), except one call in 16, which is
+/// opened again so that a site whose behaviour changed is learnt anew. At most 4096 sites are kept (a table
+/// filled by the sites of fresh tensors, whose TensorImpl addresses recur by chance, is emptied and learnt anew).
+/// A wrong guess only costs speed: a declined call runs as it would without regions.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -114,6 +130,7 @@ struct RegionCounters {
   uint64_t skipped = 0;        ///< outputs the app had dropped before the flush: never written
   uint64_t kernel_failures = 0;  ///< chain kernels that failed (the region then ran through ATen)
   uint64_t lost = 0;           ///< flushes that failed altogether (logged as errors; must stay 0)
+  uint64_t site_declined = 0;  ///< first calls of a fused chain not deferred: their site diverges (Note [Region sites])
 };
 RegionCounters region_counters() noexcept;
 

@@ -144,6 +144,11 @@ struct OutputTolerance {
   /// counts as at the edge; 0 means 1 - rtol. A GEMM sets 1/16: cuBLAS may reduce split-K partial sums in fp16,
   /// so ATen's result can overflow to Inf where the whole sum is well inside range (Note [Padded GEMM]).
   double overflow_edge = 0;
+  /// Where the kernel's output differs from ATen's, the call is computed again in double (every floating input
+  /// cast, ATen's op) and rounded to the output's dtype; an element that matches that, under the same rules, is
+  /// accepted. For a GEMM whose inputs overflow the dtype in a partial sum: ATen's split-K reduction in fp16
+  /// gives Inf where the sum is finite (Note [Padded GEMM]), so the more exact result must not count as wrong.
+  bool arbitrate_in_double = false;
 };
 
 /// A variant compiled, loaded and bound to one signature: launches with the call's own arguments.
