@@ -11,16 +11,30 @@ namespace cudal1::dispatcher {
 namespace detail {
 namespace {
 
-ChainBuilder& this_thread_builder() {
-  thread_local ChainBuilder b;
-  return b;
+/// Note [Thread-local lifetime]: at process exit glibc runs the main thread's thread_local destructors *before*
+/// the atexit handlers and static destructors (cudal1's shutdown, an app's own), and on any thread a
+/// thread_local may be destroyed before another one whose destructor still makes hooked calls. A thread_local
+/// used after its destructor ran is undefined behaviour (the builder's freed vectors of weak TensorImpl
+/// references crashed the serve-mode exit on the GPU, 2026-12-05), so each of cudal1's thread-local states sets
+/// a trivially destructible flag when it dies, and is not handed out after that: a late call is not recorded.
+thread_local bool t_builder_gone = false;
+struct BuilderSlot {
+  ChainBuilder b;
+  ~BuilderSlot() { t_builder_gone = true; }
+};
+
+/// This thread's builder; null once it was destroyed (Note [Thread-local lifetime]).
+ChainBuilder* this_thread_builder() {
+  if (t_builder_gone) return nullptr;
+  thread_local BuilderSlot slot;
+  return &slot.b;
 }
 
 }  // namespace
 
 void observe_chain(HookState& st, const ChainBuilder::Call& call) noexcept {
   try {
-    this_thread_builder().observe(call, *st.chains);
+    if (ChainBuilder* b = this_thread_builder()) b->observe(call, *st.chains);
   } catch (const std::exception& e) {  // Note [Hook firewall]: profiling never reaches the app
     if (first_time("chain-observe")) CUDAL1_LOG(kWarn, "chain profiling failed on one call (" << e.what() << ")");
   } catch (...) {
@@ -117,7 +131,8 @@ void set_chain_recording(bool on) noexcept {
 void close_chain_on_this_thread() noexcept {
   try {
     detail::HookState* st = detail::g_state.load();
-    if (st && st->chains) detail::this_thread_builder().close(*st->chains);
+    if (st && st->chains)
+      if (ChainBuilder* b = detail::this_thread_builder()) b->close(*st->chains);
   } catch (...) {
   }
 }

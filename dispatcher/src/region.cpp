@@ -210,6 +210,8 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   g_open.fetch_sub(1);
 }
 
+thread_local bool t_region_gone = false;  // Note [Thread-local lifetime] (hook_chains.cpp)
+
 struct ThreadRegion {
   Region r;
   ThreadRegion() {
@@ -223,12 +225,15 @@ struct ThreadRegion {
       flush_locked(r, FlushReason::kOther);
     }
     g_regions.erase(std::remove(g_regions.begin(), g_regions.end(), &r), g_regions.end());
+    t_region_gone = true;
   }
 };
 
-ThreadRegion& this_thread_region() {
+/// This thread's region; null once its thread_local was destroyed (a call from a later destructor opens none).
+Region* this_thread_region() {
+  if (t_region_gone) return nullptr;
   thread_local ThreadRegion t;
-  return t;
+  return &t.r;
 }
 
 bool same_impl(const at::Tensor& a, const at::Tensor& b) { return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl(); }
@@ -330,7 +335,9 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
                     std::vector<at::Tensor>* outs) noexcept {
   (void)st;
   if (t_work > 0) return false;
-  Region& r = this_thread_region().r;
+  Region* region = this_thread_region();
+  if (!region) return false;
+  Region& r = *region;
   try {
     std::vector<const at::Tensor*> bind;
     ChainRecord* chain = nullptr;
@@ -399,7 +406,9 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
 void flush_this_thread(FlushReason why) noexcept {
   if (t_work > 0) return;
   try {
-    Region& r = this_thread_region().r;
+    Region* region = this_thread_region();
+    if (!region) return;
+    Region& r = *region;
     {
       std::lock_guard<std::mutex> lock(r.mu);
       flush_locked(r, why);
@@ -442,9 +451,10 @@ RegionCounters region_counters() noexcept {
 
 bool region_open_on_this_thread() noexcept {
   try {
-    auto& r = detail::this_thread_region().r;
-    std::lock_guard<std::mutex> lock(r.mu);
-    return r.chain != nullptr;
+    detail::Region* r = detail::this_thread_region();
+    if (!r) return false;
+    std::lock_guard<std::mutex> lock(r->mu);
+    return r->chain != nullptr;
   } catch (...) {
     return false;
   }

@@ -399,6 +399,42 @@ TEST(Regions, ASiteWhereTheChainNeverFollowsStopsOpeningRegions) {
   EXPECT_EQ(after.site_declined - before.site_declined, 2u * 64 - 8);
 }
 
+// Note [Thread-local lifetime]: a thread_local constructed before cudal1's own ones is destroyed after them, and
+// its destructor still makes hooked calls (as an app's static destructors do after the main thread's
+// thread_locals died at exit, where cudal1's shutdown also closes the thread's chain). Those calls run unrecorded
+// and undeferred, with eager's values, and nothing touches the destroyed state.
+struct LateUser {
+  at::Tensor x, got, want;
+  bool region_open = true;
+  ~LateUser() {
+    x = at::randn({4, 8});
+    got = silu_w(x, x);
+    close_chain_on_this_thread();
+    region_open = region_open_on_this_thread();
+    want = eager([&] { return silu_w(x, x); });
+    flush_all_regions();
+    results().push_back(at::equal(got, want) && !region_open);
+  }
+  static std::vector<bool>& results() {
+    static std::vector<bool> r;
+    return r;
+  }
+};
+
+TEST(Regions, HookedCallsFromALaterThreadLocalDestructorRunEagerly) {
+  ASSERT_NE(fused(), nullptr);
+  LateUser::results().clear();
+  std::thread t([] {
+    thread_local LateUser late;  // constructed first: destroyed after the builder and the region
+    late.x = at::randn({4, 8});
+    const at::Tensor w = at::randn({4, 8});
+    for (int i = 0; i < 4; ++i) silu_w(at::randn({4, 8}), w);  // this thread's builder and region exist
+  });
+  t.join();
+  ASSERT_EQ(LateUser::results().size(), 1u);
+  EXPECT_TRUE(LateUser::results()[0]);
+}
+
 TEST(Regions, ChainsWithSeveralOutputsAndRowOpsAreDeferredWhole) {
   // Residual add -> layer norm (three outputs: the app keeps the first), RMSNorm's mean, a softmax.
   const at::Tensor w = at::randn({16}), b = at::randn({16});
