@@ -88,6 +88,15 @@ std::vector<uint64_t> ChainRecord::same_external() const {
   return same_;
 }
 
+std::vector<at::Tensor> ChainRecord::last_externals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<at::Tensor> out(last_ext_.size());
+  for (size_t i = 0; i < last_ext_.size(); ++i)
+    if (c10::intrusive_ptr<c10::TensorImpl> p = last_ext_[i].lock())
+      out[i] = at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(p.release()));
+  return out;
+}
+
 std::string ChainRecord::text() const {
   std::ostringstream os;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -154,8 +163,9 @@ size_t ChainTable::size() const {
 }
 
 ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
+  if (call.conv && !programs_) return nullptr;  // Note [Program chains]: an ordinary chain never sees one
   ChainRecord* committed = nullptr;
-  if (n_ >= static_cast<size_t>(kMaxChainNodes)) committed = close(table);
+  if (n_ >= static_cast<size_t>(programs_ ? kMaxProgramNodes : kMaxChainNodes)) committed = close(table);
   if (nodes_.size() == n_) nodes_.emplace_back();
   Open& open = nodes_[n_];  // the slot past the open chain: fill it, then admit it
   open.node.rec = call.rec;
@@ -185,6 +195,7 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     committed = r ? r : committed;
     std::swap(nodes_[0], nodes_[slot]);
   }
+  has_conv_ = has_conv_ || call.conv;
   Open& cur = nodes_[n_];
   for (size_t i = 0; i < call.args.size(); ++i) {  // external slots, numbered by first use in the chain
     const at::Tensor* t = call.args[i];
@@ -220,7 +231,7 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
 
 ChainRecord* ChainBuilder::close(ChainTable& table) {
   ChainRecord* rec = nullptr;
-  if (n_ >= 2) {
+  if (n_ >= 2 && (!programs_ || has_conv_)) {
     const int ext = static_cast<int>(externals_.size());
     chain_key(n_, [&](size_t i) -> const ChainNode& { return nodes_[i].node; }, ext, &key_);
     const uint64_t hash = hash_words(key_.data(), key_.size());
@@ -241,6 +252,7 @@ ChainRecord* ChainBuilder::close(ChainTable& table) {
   }
   for (size_t i = 0; i < n_; ++i) nodes_[i].outputs.clear();  // release the weak references now
   n_ = 0;
+  has_conv_ = false;
   externals_.clear();
   ext_versions_.clear();
   return rec;
@@ -255,7 +267,9 @@ const std::vector<std::string>& chain_ops() {
   static const std::vector<std::string> ops = {"pow.Tensor_Scalar", "rsqrt", "sqrt", "log", "reciprocal",
                                                "clamp", "erf", "relu_", "add_.Tensor", "sub_.Tensor",
                                                "mul_.Tensor", "div_.Tensor", "add_.Scalar", "mul_.Scalar",
-                                               "sigmoid_", "tanh_", "silu_", "gelu_"};
+                                               "sigmoid_", "tanh_", "silu_", "gelu_",
+                                               // Note [Program chains]: what a CNN's program chain begins with
+                                               "_convolution"};
   return ops;
 }
 

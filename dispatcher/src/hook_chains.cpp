@@ -20,21 +20,30 @@ namespace {
 thread_local bool t_builder_gone = false;
 struct BuilderSlot {
   ChainBuilder b;
+  ChainBuilder programs{/*programs=*/true};  // Note [Program chains]
   ~BuilderSlot() { t_builder_gone = true; }
 };
 
-/// This thread's builder; null once it was destroyed (Note [Thread-local lifetime]).
-ChainBuilder* this_thread_builder() {
+/// This thread's builders; null once they were destroyed (Note [Thread-local lifetime]).
+BuilderSlot* this_thread_slot() {
   if (t_builder_gone) return nullptr;
   thread_local BuilderSlot slot;
-  return &slot.b;
+  return &slot;
 }
+
+/// Set at the first convolution the hook sees: program chains are recorded from then on (a model without one
+/// pays nothing for them).
+std::atomic<bool> g_programs{false};
 
 }  // namespace
 
 void observe_chain(HookState& st, const ChainBuilder::Call& call) noexcept {
   try {
-    if (ChainBuilder* b = this_thread_builder()) b->observe(call, *st.chains);
+    BuilderSlot* slot = this_thread_slot();
+    if (!slot) return;
+    slot->b.observe(call, *st.chains);
+    if (call.conv && !g_programs.load(std::memory_order_relaxed)) g_programs.store(true);
+    if (g_programs.load(std::memory_order_relaxed)) slot->programs.observe(call, *st.chains);
   } catch (const std::exception& e) {  // Note [Hook firewall]: profiling never reaches the app
     if (first_time("chain-observe")) CUDAL1_LOG(kWarn, "chain profiling failed on one call (" << e.what() << ")");
   } catch (...) {
@@ -47,6 +56,7 @@ void observe_boxed_chain(HookState& st, SigRecord* rec, const c10::OperatorHandl
     ChainBuilder::Call call;
     call.rec = rec;
     call.inplace = rec && rec->op.schema().is_mutable();  // only is_inplace ops among the hooked mutable ones
+    call.conv = op.schema().name() == "aten::_convolution" && op.schema().overload_name().empty();
     for (const auto& t : inputs) call.args.push_back(&t);
     const size_t nret = op.schema().returns().size();
     for (size_t i = stack.size() >= nret ? stack.size() - nret : 0; i < stack.size(); ++i)
@@ -132,7 +142,10 @@ void close_chain_on_this_thread() noexcept {
   try {
     detail::HookState* st = detail::g_state.load();
     if (st && st->chains)
-      if (ChainBuilder* b = detail::this_thread_builder()) b->close(*st->chains);
+      if (detail::BuilderSlot* slot = detail::this_thread_slot()) {
+        slot->b.close(*st->chains);
+        slot->programs.close(*st->chains);
+      }
   } catch (...) {
   }
 }

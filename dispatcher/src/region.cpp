@@ -135,6 +135,10 @@ void flush_locked(Region& r, FlushReason why) noexcept {
     std::vector<std::vector<char>> dropped(r.next);
     for (size_t k = 0; k < r.next; ++k)
       for (const at::Tensor& t : r.outputs[k]) {
+        if (!t.defined()) {  // released while the region was open (release_dropped)
+          dropped[k].push_back(1);
+          continue;
+        }
         size_t held = 0;
         for (size_t j = 0; j < r.next; ++j)
           for (const at::Tensor& u : r.outputs[j]) held += u.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
@@ -237,6 +241,26 @@ Region* this_thread_region() {
 }
 
 bool same_impl(const at::Tensor& a, const at::Tensor& b) { return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl(); }
+
+/// Releases the pending outputs of node `p` that only the region still holds (the app dropped them: an
+/// intermediate the interpreter freed after its last use), so that a long region (Note [Program chains]) holds no
+/// more memory than the app's own calls would. A released output is one the chain kernel does not write and an
+/// early flush recomputes, as a dropped one at the flush would be. An output can only be held again by later
+/// in-place nodes, so the count scans from `p` on. Caller holds r.mu.
+void release_dropped(Region& r, size_t p) {
+  if (p >= r.next) return;
+  for (at::Tensor& t : r.outputs[p]) {
+    if (!t.defined()) continue;
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    size_t held = 0;
+    for (size_t j = p; j < r.next; ++j)
+      for (const at::Tensor& u : r.outputs[j]) held += u.defined() && u.unsafeGetTensorImpl() == impl;
+    if (static_cast<size_t>(t.use_count()) != held || t.storage().use_count() != 1) continue;
+    for (size_t j = p; j < r.next; ++j)
+      for (at::Tensor& u : r.outputs[j])
+        if (u.defined() && u.unsafeGetTensorImpl() == impl) u = at::Tensor();
+  }
+}
 
 /// Whether `call` is node `k` of the region's chain, wired as the chain records; new external slots it binds
 /// are appended to `bind`. Caller holds r.mu (or owns an empty region).
@@ -393,6 +417,12 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
     r.outputs[k].clear();
     for (const at::Tensor& o : *outs) r.outputs[k].push_back(o);
     ++r.next;
+    if (k > 0) {  // the previous call has returned: what it read last, and what it made unread, may be gone now
+      const ChainNode& prev = chain->nodes[k - 1];
+      release_dropped(r, k - 1);
+      for (const ChainInput& in : prev.inputs)
+        if (in.producer >= 0) release_dropped(r, static_cast<size_t>(in.producer));
+    }
     return true;
   } catch (const std::exception& e) {
     if (first_time("region-defer")) CUDAL1_LOG(kWarn, "deferring a call failed (" << e.what() << ")");

@@ -124,6 +124,11 @@ Status register_region_key(const std::vector<std::string>& typed_ops) {
     for (const auto& op : typed_ops) ft->impl(op.c_str(), torch::CppFunction::makeFallthrough());
     // Composite-only ops (layer_norm, batch_norm, softmax.int, max_pool2d, ...) compute only through the ops they
     // call, each of which flushes or defers on its own: they pass too, so a chain hidden behind one stays whole.
+    // So does `convolution` (explicit-autograd, but computing only through `_convolution`: an eager Conv2d).
+    // And allocations, which read no tensor's values (CPU batch norm allocates its empty reserve after the op).
+    for (const char* op : {"convolution", "empty.memory_format", "empty_strided", "empty_like"})
+      if (std::find(typed_ops.begin(), typed_ops.end(), op) == typed_ops.end())
+        ft->impl(op, torch::CppFunction::makeFallthrough());
     for (const auto& name : composite_only_ops()) {
       const std::string spec = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       if (std::find(typed_ops.begin(), typed_ops.end(), spec) == typed_ops.end())
@@ -139,47 +144,70 @@ Status register_region_key(const std::vector<std::string>& typed_ops) {
 
 }  // namespace detail
 
+namespace {
+
+/// The boxed arguments of `node`: tensors from `arg`, everything else as its signature recorded it.
+torch::jit::Stack node_stack(const ChainNode& node, const std::function<at::Tensor(const ChainInput&)>& arg) {
+  const SigRecord& rec = *node.rec;
+  const auto& args = rec.op.schema().arguments();
+  torch::jit::Stack stack;
+  size_t ti = 0;
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (!is_tensor_argument(args[a])) {
+      if (a >= rec.args.size()) throw std::runtime_error("replay: the record lacks arguments");
+      stack.push_back(rec.args[a].value);
+      continue;
+    }
+    if (ti >= node.inputs.size()) throw std::runtime_error("replay: node inputs do not match its op");
+    const ChainInput in = node.inputs[ti++];
+    if (in.producer < 0 && in.index < 0) stack.emplace_back();
+    else stack.emplace_back(arg(in));
+  }
+  return stack;
+}
+
+}  // namespace
+
+void run_chain_node(const ChainNode& node, const std::function<at::Tensor(const ChainInput&)>& arg,
+                    std::vector<at::Tensor>* produced) {
+  BypassScope bypass;
+  torch::jit::Stack stack = node_stack(node, arg);
+  node.rec->op.callBoxed(&stack);
+  produced->clear();
+  for (auto& v : stack) produced->push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+}
+
 Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at::Tensor>& externals,
                     const std::vector<std::vector<at::Tensor>>& outputs) noexcept {
   try {
     c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
     BypassScope bypass;
     std::vector<std::vector<at::Tensor>> produced(std::min(nodes, chain.nodes.size()));
+    auto arg = [&](const ChainInput& in) -> at::Tensor {
+      return in.producer >= 0 ? produced.at(static_cast<size_t>(in.producer)).at(static_cast<size_t>(in.index))
+                              : externals.at(static_cast<size_t>(in.index));
+    };
     for (size_t k = 0; k < produced.size(); ++k) {
       const ChainNode& node = chain.nodes[k];
-      const SigRecord& rec = *node.rec;
-      const auto& args = rec.op.schema().arguments();
-      torch::jit::Stack stack;
-      size_t ti = 0;
-      for (size_t a = 0; a < args.size(); ++a) {
-        if (!is_tensor_argument(args[a])) {
-          if (a >= rec.args.size()) return Status(Code::kInternal, "replay: the record lacks arguments");
-          stack.push_back(rec.args[a].value);
-          continue;
-        }
-        if (ti >= node.inputs.size()) return Status(Code::kInternal, "replay: node inputs do not match its op");
-        const ChainInput in = node.inputs[ti++];
-        if (in.producer >= 0)
-          stack.emplace_back(produced.at(static_cast<size_t>(in.producer)).at(static_cast<size_t>(in.index)));
-        else if (in.index >= 0)
-          stack.emplace_back(externals.at(static_cast<size_t>(in.index)));
-        else
-          stack.emplace_back();
-      }
       // Every output given: the op's out= overload writes them in place, allocating nothing (an early flush
       // may run inside another thread's CUDA call). Otherwise the functional op, copied into what is given. An
       // in-place node runs as itself on the tensor its producer wrote (Note [In-place nodes]).
       const bool given = !node.inplace && k < outputs.size() && !outputs[k].empty() &&
                          std::all_of(outputs[k].begin(), outputs[k].end(), [](const at::Tensor& t) { return t.defined(); });
-      const c10::OperatorHandle* out_op = given ? detail::out_overload(rec.op, outputs[k].size()) : nullptr;
+      const c10::OperatorHandle* out_op = given ? detail::out_overload(node.rec->op, outputs[k].size()) : nullptr;
       if (out_op) {
+        torch::jit::Stack stack = node_stack(node, arg);
         for (const at::Tensor& o : outputs[k]) stack.emplace_back(o);
-        out_op->callBoxed(&stack);
-        produced[k] = outputs[k];
-        continue;
+        try {
+          out_op->callBoxed(&stack);
+          produced[k] = outputs[k];
+          continue;
+        } catch (const std::exception&) {
+          // An out= overload without a kernel for this backend (LibTorch 1.13's native_batch_norm.out on the
+          // CPU) fails before writing: the functional op below computes it instead.
+        }
       }
-      rec.op.callBoxed(&stack);
-      for (auto& v : stack) produced[k].push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+      run_chain_node(node, arg, &produced[k]);
       if (k >= outputs.size()) continue;
       for (size_t m = 0; m < outputs[k].size() && m < produced[k].size(); ++m)
         if (outputs[k][m].defined() && produced[k][m].defined() && !outputs[k][m].is_same(produced[k][m]))

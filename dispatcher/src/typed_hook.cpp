@@ -17,6 +17,7 @@
 #include <ATen/ops/cudnn_batch_norm_ops.h>
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/cumprod_ops.h>
+#include <ATen/ops/_convolution_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/erf_ops.h>
@@ -131,10 +132,12 @@ void chain_outputs(ChainBuilder::Call& c, const std::tuple<T...>& t) {
   std::apply([&](const auto&... o) { (c.outputs.push_back(&o), ...); }, t);
 }
 template <typename R, typename... Args>
-void observe_typed(HookState& st, SigRecord* rec, bool inplace, const R& out, const Args&... args) noexcept {
+void observe_typed(HookState& st, SigRecord* rec, bool inplace, bool conv, const R& out,
+                   const Args&... args) noexcept {
   ChainBuilder::Call c;
   c.rec = rec;
   c.inplace = inplace;
+  c.conv = conv;
   (chain_arg(c, args), ...);
   chain_outputs(c, out);
   observe_chain(st, c);
@@ -147,6 +150,7 @@ struct Typed;
 template <typename Op, typename R, typename... Args>
 struct Typed<Op, R(Args...)> {
   static constexpr bool kInplace = std::is_reference_v<R>;  // Tensor& self: Note [In-place nodes]
+  static constexpr bool kConv = std::is_same_v<Op, at::_ops::_convolution>;  // Note [Program chains]
   static R hook(c10::DispatchKeySet ks, Args... args) {
     HookState* st = active_state();
     if (!st) {  // bypassed or nested: an open region of this thread runs first (Note [Deferred regions])
@@ -162,17 +166,18 @@ struct Typed<Op, R(Args...)> {
       ChainBuilder::Call c;
       c.rec = keyed && accepted(*st, key) ? lookup(*st, key) : nullptr;
       c.inplace = kInplace;
+      c.conv = kConv;
       (chain_arg(c, args), ...);
       std::vector<at::Tensor> outs;
       if (defer_or_flush(*st, c.rec, c, &outs)) {
         c.rec->calls.fetch_add(1, std::memory_order_relaxed);
         if constexpr (kInplace) {  // Note [In-place nodes]: the pending output is `self` itself
           R out = std::get<0>(std::forward_as_tuple(args...));
-          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, out, args...);
+          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
           return out;
         } else {
           R out = FromVector<R>::take(outs);
-          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, out, args...);
+          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
           return out;
         }
       }
@@ -187,14 +192,14 @@ struct Typed<Op, R(Args...)> {
         if (v.served) {
           v.sample->finish();
           R out = FromStack<R>::take(*stack);
-          if (recording_chains(*st)) observe_typed(*st, v.rec, kInplace, out, args...);
+          if (recording_chains(*st)) observe_typed(*st, v.rec, kInplace, kConv, out, args...);
           return out;
         }
       }
     }
     R out = Op::redispatch(after_hook(ks), args...);  // ATen's own errors propagate unchanged
     if (v.sample) v.sample->finish();
-    if (v.rec && recording_chains(*st)) observe_typed(*st, v.rec, kInplace, out, args...);
+    if (v.rec && recording_chains(*st)) observe_typed(*st, v.rec, kInplace, kConv, out, args...);
     return out;
   }
 };
@@ -245,6 +250,8 @@ const std::map<std::string, Registrar>& table() {
       {"mm", typed<ops::mm>()}, {"addmm", typed<ops::addmm>()},
       // batch norms: typed so that an eval-mode batch norm can begin a deferred chain
       {"cudnn_batch_norm", typed<ops::cudnn_batch_norm>()}, {"native_batch_norm", typed<ops::native_batch_norm>()},
+      // convolutions: typed so that one can begin a program region (Note [Program chains])
+      {"_convolution", typed<ops::_convolution>()},
   };
   return *t;
 }

@@ -15,46 +15,6 @@ namespace {
 
 Status unsupported(const std::string& why) { return Status(Code::kUnsupported, "library chain: " + why); }
 
-/// One tensor argument of a node: where it comes from and what it was.
-struct TensorArg {
-  dispatcher::ChainInput in;
-  const dispatcher::TensorSpec* spec = nullptr;
-};
-
-/// A node's tensor arguments in schema order, and its other arguments by name.
-struct NodeArgs {
-  std::vector<TensorArg> tensors;
-  std::vector<std::pair<std::string, const c10::IValue*>> named;
-
-  /// The named scalar argument equals 1 (absent counts as its default, 1, for alpha and beta).
-  bool is_one(const char* name) const {
-    double x = 0;
-    const c10::IValue* v = arg(name);
-    return !v || (scalar_of(*v, &x) && x == 1.0);
-  }
-  const c10::IValue* arg(const char* name) const {
-    for (const auto& [n, v] : named)
-      if (n == name) return v;
-    return nullptr;
-  }
-};
-
-Result<NodeArgs> args_of(const dispatcher::ChainNode& node) {
-  NodeArgs out;
-  const auto& schema = node.rec->op.schema().arguments();
-  size_t ti = 0;
-  for (size_t a = 0; a < schema.size(); ++a) {
-    if (a >= node.rec->args.size()) return unsupported("a record without arguments");
-    if (!dispatcher::is_tensor_argument(schema[a])) {
-      out.named.emplace_back(schema[a].name(), &node.rec->args[a].value);
-      continue;
-    }
-    if (ti >= node.inputs.size()) return unsupported("inputs do not match the op");
-    out.tensors.push_back({node.inputs[ti++], &node.rec->args[a].tensor});
-  }
-  return out;
-}
-
 bool external(const TensorArg& t) { return t.in.producer < 0 && t.in.index >= 0 && t.spec->defined; }
 bool output_of(const TensorArg& t, int node) { return t.in.producer == node && t.in.index == 0; }
 

@@ -260,6 +260,34 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
 
 }  // namespace
 
+bool NodeArgs::is_one(const char* name) const {
+  double x = 0;
+  const c10::IValue* v = arg(name);
+  return !v || (scalar_of(*v, &x) && x == 1.0);
+}
+
+const c10::IValue* NodeArgs::arg(const char* name) const {
+  for (const auto& [n, v] : named)
+    if (n == name) return v;
+  return nullptr;
+}
+
+Result<NodeArgs> args_of(const dispatcher::ChainNode& node) {
+  NodeArgs out;
+  const auto& schema = node.rec->op.schema().arguments();
+  size_t ti = 0;
+  for (size_t a = 0; a < schema.size(); ++a) {
+    if (a >= node.rec->args.size()) return Status(Code::kUnsupported, "chain: a record without arguments");
+    if (!dispatcher::is_tensor_argument(schema[a])) {
+      out.named.emplace_back(schema[a].name(), &node.rec->args[a].value);
+      continue;
+    }
+    if (ti >= node.inputs.size()) return Status(Code::kUnsupported, "chain: inputs do not match the op");
+    out.tensors.push_back({node.inputs[ti++], &node.rec->args[a].tensor});
+  }
+  return out;
+}
+
 std::string functional_op(const dispatcher::ChainNode& node) {
   const auto& schema = node.rec->op.schema();
   const std::string op = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());

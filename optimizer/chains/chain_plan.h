@@ -127,6 +127,26 @@ std::string functional_op(const dispatcher::ChainNode& node);
 /// A real scalar argument (double, int, bool or a non-complex Scalar) as a double; false for anything else.
 bool scalar_of(const c10::IValue& v, double* out);
 
+/// One tensor argument of a node: where it comes from and what it was.
+struct TensorArg {
+  dispatcher::ChainInput in;
+  const dispatcher::TensorSpec* spec = nullptr;
+};
+
+/// A node's tensor arguments in schema order, and its other arguments by name (library and program chains).
+struct NodeArgs {
+  std::vector<TensorArg> tensors;
+  std::vector<std::pair<std::string, const c10::IValue*>> named;
+
+  /// The named scalar argument equals 1 (absent counts as its default, 1, for alpha and beta).
+  bool is_one(const char* name) const;
+  /// The named argument as recorded; null when the op has none of that name.
+  const c10::IValue* arg(const char* name) const;
+};
+
+/// The arguments of `node` as its signature recorded them, or Unsupported when the record lacks them.
+Result<NodeArgs> args_of(const dispatcher::ChainNode& node);
+
 /// True for the dtypes the generator computes in float: fp32, fp16, bf16.
 bool float_like(c10::ScalarType t);
 

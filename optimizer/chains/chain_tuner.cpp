@@ -16,6 +16,8 @@
 
 #include "chain_library.h"
 #include "chain_plan.h"
+#include "chain_program.h"
+#include "chain_tuning.h"
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/dispatcher/cuda_glue.h"
@@ -275,16 +277,13 @@ Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, d
   return Status();
 }
 
-struct ChainTiming {
-  double aten_us = 0, kernel_us = 0, speedup = 0, p25 = 0;
-};
+using chain_tuning::ChainTiming;
 
-Result<ChainTiming> time_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
-                                 int device, int reps, uint64_t seed) {
+/// Times `k` against the ATen chain on externals `ext` (Note [Timing]).
+Result<ChainTiming> time_kernel(const dispatcher::ChainRecord& c, const std::vector<at::Tensor>& ext,
+                                dispatcher::ChainKernel& k, int device, int reps, uint64_t seed) {
   CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
   CUDAL1_ASSIGN_OR_RETURN(CUstream stream, dispatcher::current_stream(device));
-  at::Generator gen = device_generator(device, seed);
-  const std::vector<at::Tensor> ext = make_externals(plan, device, 0, gen);
   const auto none = std::vector<std::vector<at::Tensor>>(c.nodes.size());
   const auto last = make_outputs(c, device, /*poison=*/false, /*last_only=*/true);
   const at::Tensor flush = at::zeros({int64_t{64} << 20}, at::TensorOptions().dtype(at::kInt).device(
@@ -343,6 +342,12 @@ Result<ChainTiming> time_variant(const dispatcher::ChainRecord& c, const ChainPl
   return ChainTiming{median(ta), median(tk), median(ratio), quantile(ratio, 0.25)};
 }
 
+Result<ChainTiming> time_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
+                                 int device, int reps, uint64_t seed) {
+  at::Generator gen = device_generator(device, seed);
+  return time_kernel(c, make_externals(plan, device, 0, gen), k, device, reps, seed);
+}
+
 std::string launch_json_of(const ChainPlan& plan, const ChainVariant& v) {
   return nlohmann::json{{"vec", v.vec}, {"block", v.block}, {"looped", v.looped}, {"group", v.group},
                         {"plan", plan.text}}
@@ -351,7 +356,7 @@ std::string launch_json_of(const ChainPlan& plan, const ChainVariant& v) {
 
 /// Records the winner's timing in `rep`; NotFound when it does not beat the ATen chain by the margin (its median
 /// speedup at least `o.min_speedup` and its 25th percentile at least 1).
-Status judge(const ChainTiming& t, const ChainTuneOptions& o, ChainTuneReport& rep) {
+Status judge_timing(const ChainTiming& t, const ChainTuneOptions& o, ChainTuneReport& rep) {
   rep.aten_us = t.aten_us;
   rep.kernel_us = t.kernel_us;
   rep.speedup = t.speedup;
@@ -389,11 +394,30 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_library(const dispatcher::
   if (o.reps <= 0) return k;
   CUDAL1_ASSIGN_OR_RETURN(ChainTiming t, time_variant(chain, check, *k, device, 2 * o.reps, o.seed + 7));
   rep.launch_json = launch;
-  CUDAL1_RETURN_IF_ERROR(judge(t, o, rep));
+  CUDAL1_RETURN_IF_ERROR(judge_timing(t, o, rep));
   return k;
 }
 
 }  // namespace
+
+namespace chain_tuning {
+
+at::Generator generator(int device, uint64_t seed) { return device_generator(device, seed); }
+
+std::vector<std::vector<at::Tensor>> outputs(const dispatcher::ChainRecord& c, int device, bool poison, bool last_only) {
+  return make_outputs(c, device, poison, last_only);
+}
+
+Result<ChainTiming> time(const dispatcher::ChainRecord& c, const std::vector<at::Tensor>& ext,
+                         dispatcher::ChainKernel& k, int device, int reps, uint64_t seed) {
+  return time_kernel(c, ext, k, device, reps, seed);
+}
+
+Status judge(const ChainTiming& t, const ChainTuneOptions& o, ChainTuneReport& rep) {
+  return judge_timing(t, o, rep);
+}
+
+}  // namespace chain_tuning
 
 std::string chain_cache_key(const dispatcher::ChainRecord& chain) {
   std::string t = chain.text();
@@ -410,6 +434,22 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
     library = nlohmann::json::parse(launch_json).contains("library");
   } catch (const std::exception& e) {
     return Status(Code::kCorrupt, std::string("chain launch description: ") + e.what());
+  }
+  bool program = false, fused = false;
+  try {
+    const auto j = nlohmann::json::parse(launch_json);
+    program = j.contains("program");
+    fused = program && j.at("program").get<std::string>() == "fused";
+  } catch (const std::exception& e) {
+    return Status(Code::kCorrupt, std::string("chain launch description: ") + e.what());
+  }
+  if (program) {  // Note [Program chains]: no code either
+    CUDAL1_ASSIGN_OR_RETURN(chains::ProgramPlan plan, chains::plan_program(chain));
+    if (launch_json != chain_tuning::program_launch_json(plan, fused))
+      return Status(Code::kMismatch, "the chain's program differs from the cached one's");
+    if (!cubin.empty()) return Status(Code::kCorrupt, "a program chain with code");
+    if (chain.nodes.front().rec->device_index < 0) return Status(Code::kUnsupported, "chain: not on a CUDA device");
+    return chains::program_kernel(chain, std::move(plan), fused);
   }
   if (library) {  // Note [Library chains]: no code, the plan is all there is to check
     CUDAL1_ASSIGN_OR_RETURN(chains::LibraryPlan plan, chains::plan_library_chain(chain));
@@ -442,7 +482,9 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
 }
 
 namespace {
-bool plans(const dispatcher::ChainRecord& c) { return chains::plan_chain(c).ok() || chains::plan_library_chain(c).ok(); }
+bool plans(const dispatcher::ChainRecord& c) {
+  return chains::plan_chain(c).ok() || chains::plan_library_chain(c).ok() || chains::plan_program(c).ok();
+}
 }  // namespace
 
 size_t fusable_suffix(const dispatcher::ChainRecord& chain, size_t from) {
@@ -470,6 +512,9 @@ size_t fusable_prefix(const dispatcher::ChainRecord& chain) {
 Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain) {
   auto planned = chains::plan_chain(chain);
   if (!planned.ok()) {
+    if (auto program = chains::plan_program(chain); program.ok())
+      return Status(Code::kUnsupported, "a program chain (" + program.value().text +
+                                            "): ATen and cuDNN calls, nothing is generated or compiled");
     auto library = chains::plan_library_chain(chain);
     if (!library.ok()) return planned.status();
     return Status(Code::kUnsupported, "a library chain (" + library.value().check.text +
@@ -488,6 +533,14 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
   rep = ChainTuneReport();
   auto planned = chains::plan_chain(chain);
   if (!planned.ok()) {
+    if (auto program = chains::plan_program(chain); program.ok()) {
+      try {
+        return chain_tuning::tune_program(chain, std::move(program).value(), o, rep);
+      } catch (const std::exception& e) {
+        rep.note = std::string("program tuning raised: ") + e.what();
+        return Status(Code::kInternal, rep.note);
+      }
+    }
     auto library = chains::plan_library_chain(chain);
     if (library.ok()) {
       try {
@@ -569,7 +622,7 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
     if (again.ok()) best_t = again.value();
     rep.variant = best_v.id();
     rep.launch_json = launch_json_of(plan, best_v);
-    CUDAL1_RETURN_IF_ERROR(judge(best_t, o, rep));
+    CUDAL1_RETURN_IF_ERROR(judge_timing(best_t, o, rep));
     return best;
   } catch (const std::exception& e) {
     rep.note = std::string("chain tuning raised: ") + e.what();

@@ -62,6 +62,8 @@
 namespace cudal1::dispatcher {
 
 constexpr int kMaxChainNodes = 32;
+/// Note [Program chains]: the longest program chain (a whole CNN forward between its input and its first view).
+constexpr int kMaxProgramNodes = 320;
 
 /// Where one tensor argument of a chain node comes from.
 struct ChainInput {
@@ -124,6 +126,8 @@ class ChainRecord {
   double est_total_us() const;
   /// Per external slot: commits in which it was the same tensor, at the same version, as in the previous one.
   std::vector<uint64_t> same_external() const;
+  /// Per external slot: the tensor of the last commit if it is still alive (a module's weight), else undefined.
+  std::vector<at::Tensor> last_externals() const;
   /// Readable form, one node a line: "%2 = aten::mul(f32[8,4096]{4096,1}, ...) <- %0.0, ext1".
   std::string text() const;
 
@@ -166,9 +170,13 @@ class ChainBuilder {
   struct Call {
     SigRecord* rec = nullptr;
     bool inplace = false;  ///< an in-place op: outputs[0] is args[0] (Note [In-place nodes])
+    bool conv = false;     ///< a convolution: only program chains hold it (Note [Program chains])
     c10::SmallVector<const at::Tensor*, 6> args;
     c10::SmallVector<const at::Tensor*, 4> outputs;
   };
+  /// A builder of ordinary chains (at most kMaxChainNodes calls, convolutions unseen), or with `programs` of
+  /// program chains (at most kMaxProgramNodes calls, convolutions included, only chains holding one committed).
+  explicit ChainBuilder(bool programs = false) : programs_(programs) {}
   /// Observes one call; commits the open chain into `table` when this call breaks it. Returns the record
   /// committed by this call, if any.
   ChainRecord* observe(const Call& call, ChainTable& table);
@@ -185,6 +193,8 @@ class ChainBuilder {
   // allocates nothing; closing releases every weak reference.
   std::vector<Open> nodes_;
   size_t n_ = 0;
+  bool programs_ = false;
+  bool has_conv_ = false;  // the open chain holds a convolution
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> externals_;
   std::vector<uint32_t> ext_versions_;
   std::vector<int64_t> key_;                // reused key buffer

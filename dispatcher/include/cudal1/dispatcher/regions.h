@@ -91,6 +91,13 @@ class ChainKernel {
 Status replay_chain(const ChainRecord& chain, size_t nodes, const std::vector<at::Tensor>& externals,
                     const std::vector<std::vector<at::Tensor>>& outputs) noexcept;
 
+/// Runs `node` through ATen once, functionally (an in-place node as its in-place op on its first argument): its
+/// tensor arguments from `arg` (by their source; an undefined tensor for None), its other arguments as its
+/// signature recorded them; its results, in order, into `produced`. The calls pass the hook; the caller excludes
+/// the DeferredInit key where a region may be open. Throws what the op throws.
+void run_chain_node(const ChainNode& node, const std::function<at::Tensor(const ChainInput&)>& arg,
+                    std::vector<at::Tensor>* produced);
+
 /// A ChainKernel that is replay_chain over the whole chain: no faster than ATen; for tests of the region
 /// mechanism and as the kernel of last resort.
 std::unique_ptr<ChainKernel> aten_chain_kernel(const ChainRecord& chain);

@@ -1,0 +1,69 @@
+/// @brief Private: program chains, a CNN's convolutions with what runs between them computed as one program in
+/// channels-last with folded batch norms (Note [Program chains]).
+///
+/// Note [Program chains]
+/// A convolution splits ordinary chains (it is no chain op of theirs), so a CNN's batch norms and activations fuse
+/// between convolutions that cuDNN runs NCHW: for fp32 it transposes to NHWC and back around its kernels, and every
+/// batch norm stays a pass over the activation. The hook therefore also sees `_convolution` (what eager Conv2d and
+/// a traced model both call) and a second builder per thread records *program chains*: the same calls with the
+/// convolutions included, up to kMaxProgramNodes, committed only when they hold one (ResNet-50's forward from its
+/// input to the view before the classifier is one program of 175 calls). A hot program chain is planned here:
+///  - each convolution (2-d, not transposed) followed by an eval-mode batch norm of its result is one *conv
+///    group*: the batch norm folded into the weight and bias (s = weight / sqrt(var + eps), W' = W s, b' = bias -
+///    mean s, computed in double, cached per group while the six tensors are the same at the same versions),
+///    optionally followed by a residual add (alpha 1) and a ReLU, in place or not;
+///  - a group runs channels-last: its input is converted once if the app's is not, the folded weight is kept
+///    channels-last, and with a ReLU it is one cuDNN call with its bias (+ residual) + ReLU epilogue,
+///    `cudnn_convolution_relu` / `cudnn_convolution_add_relu` (the *fused* variant), or a convolution with its
+///    bias followed by the add and ReLU as ATen ops (the *separate* variant, and every CPU or non-cuDNN program);
+///  - every other node runs as its own ATen op on the program's values, whatever their layout (ATen ops are
+///    layout-agnostic; channels-last values stay channels-last through pooling, adds and activations).
+/// The program keeps its values; at the end it copies each output the app still holds into the app's tensor (its
+/// recorded strides: the app never sees a layout it did not ask for). A value inside a conv group (the
+/// convolution's or the batch norm's result before its epilogue) is not computed: a region where the app kept
+/// one is declined (Unavailable) and replays through ATen. In-place ops on an external (the app's own tensor)
+/// are not planned. Since intermediates die inside the region as the app drops them (release_dropped, region.cpp),
+/// the region holds no more memory than eager calls would, while every call before the last is deferred: the
+/// GPU starts when the program's last call arrives, so an app that synchronises after every forward pays its
+/// host time before the GPU's (a pipelined loop does not).
+/// Verification (chain_tuner.cpp) runs the program and the ATen chain on the model's own weights (the externals
+/// that were the same tensor in the chain's commits) and fresh random inputs with NaN and infinities injected;
+/// outputs must match within 8 u sqrt(convolutions) of their largest magnitude, u the unit roundoff of the
+/// convolutions' inputs (2^-11 for TF32, which cuDNN uses for fp32 unless the app turned it off), and NaN and
+/// infinities must be where ATen has them: an epilogue that turns NaN into 0 (a ReLU as max) fails it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cudal1/core/status.h"
+#include "cudal1/dispatcher/chains.h"
+#include "cudal1/dispatcher/regions.h"
+
+namespace cudal1::optimizer::chains {
+
+struct ProgramPlan {
+  /// A run of nodes computed as one unit: a conv group, or a single node run as its ATen op.
+  struct Group {
+    size_t first = 0, last = 0;  ///< node range [first, last]
+    bool conv = false;
+    int bn = -1, add = -1, relu = -1;   ///< conv groups: node indices (-1: absent)
+    dispatcher::ChainInput residual{-1, -1};  ///< the add's other operand
+  };
+  std::vector<Group> groups;
+  int convs = 0, folded = 0, fused_epilogues = 0;
+  int64_t max_k = 0;  ///< the most products of any convolution output (Cin / groups x kernel area)
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::string text;  ///< readable, a group a line
+};
+
+/// The program plan of `chain`, or Unsupported saying why it is not one (Note [Program chains]).
+Result<ProgramPlan> plan_program(const dispatcher::ChainRecord& chain);
+
+/// The program kernel of `plan` for `chain` (which must outlive it). `fused`: conv groups with a ReLU run as one
+/// cuDNN call with its epilogue where the device and settings allow; otherwise as separate ATen ops.
+std::unique_ptr<dispatcher::ChainKernel> program_kernel(const dispatcher::ChainRecord& chain, ProgramPlan plan,
+                                                        bool fused);
+
+}  // namespace cudal1::optimizer::chains
