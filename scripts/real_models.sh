@@ -63,3 +63,9 @@ for m in resnet50 gpt2; do
     r = (off > 0 && t > 0) ? off / t : 0; rs = (off > 0 && sv > 0) ? off / sv : 0; rc = (off > 0 && pc > 0) ? off / pc : 0
     printf "%-9s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx %7.3fx %14.3g\n", m, off, t, sv, pe, pc, r, rs, rc, (s > 0 ? d / s : -1) }'
 done | tee "$OUT/real_models_table.txt"
+echo "== latency (ms per forward when the app waits for each one: RESULT ms_synced)" | tee -a "$OUT/real_models_table.txt"
+for m in resnet50 gpt2; do
+  [ -f "$OUT/${m}_off.txt" ] || continue
+  off=$(val "$OUT/${m}_off.txt" ms_synced); sv=$(val "$OUT/${m}_serve.txt" ms_synced)
+  awk -v m="$m" -v o="$off" -v s="$sv" 'BEGIN { if (o > 0 && s > 0) printf "%-9s off %.3f serve %.3f (%.3fx)\n", m, o, s, o / s }'
+done | tee -a "$OUT/real_models_table.txt"

@@ -10,7 +10,7 @@ app's defaults leave them. Modes, each timed (median of 5 rounds of ITERS) and c
                residual + ReLU as aten::cudnn_convolution_add_relu (one cuDNN call each): the library rewrite
   *_cl         the same with model and input channels-last
   compile      torch.compile, default mode
-Usage: python3 bench/probes/conv_bn_fold.py [ITERS]
+Usage: python3 bench/probes/conv_bn_fold.py [ITERS | nan]   (nan: only whether the fused ReLU keeps NaN)
 """
 import copy
 import statistics
@@ -70,9 +70,34 @@ def cudnn_forward(f):
     return fwd
 
 
+def nan_check(m):
+    """Does cuDNN's fused ReLU propagate NaN as ATen's relu does?"""
+    conv, bn = m.layer1[0].conv2, m.layer1[0].bn2
+    fc = fuse_conv_bn_eval(conv, bn)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        xi = torch.randn(2, 64, 16, 16, device="cuda").contiguous(memory_format=fmt)
+        xi[0, 3, 5, 5] = float("nan")
+        xi[1, 7, 9, 9] = float("inf")
+        f2 = copy.deepcopy(fc).to(memory_format=fmt)
+        ref_o = torch.relu(bn(conv(xi)))
+        got = conv_relu(f2, xi)
+        z = torch.randn_like(ref_o)
+        z[0, 0, 0, 0] = float("nan")
+        got_add = conv_add_relu(f2, xi, z)
+        ref_add = torch.relu(bn(conv(xi)) + z)
+        print(f"NAN {fmt}: ATen relu NaN {torch.isnan(ref_o).sum().item()} Inf {torch.isinf(ref_o).sum().item()}, "
+              f"cudnn_convolution_relu NaN {torch.isnan(got).sum().item()} Inf {torch.isinf(got).sum().item()}; "
+              f"add: ATen NaN {torch.isnan(ref_add).sum().item()}, cudnn NaN {torch.isnan(got_add).sum().item()}")
+
+
 def main():
-    iters = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     import torchvision
+
+    if len(sys.argv) > 1 and sys.argv[1] == "nan":
+        with torch.inference_mode():
+            nan_check(torchvision.models.resnet50(weights=None).eval().cuda())
+        return
+    iters = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 
     print(f"torch {torch.__version__} cudnn {torch.backends.cudnn.version()} "
           f"cudnn.allow_tf32={torch.backends.cudnn.allow_tf32} {torch.cuda.get_device_name()}")
@@ -111,23 +136,7 @@ def main():
         ms = time_ms(c, x, iters)
         print(f"MODE {'compile':10s} ms={ms:.3f} speedup_over_eager={base / ms:.3f} "
               f"max|diff|/scale={(out - ref).abs().max().item() / scale:.2e}")
-        # NaN and Inf: does cuDNN's fused ReLU propagate NaN as ATen's relu does?
-        conv, bn = m.layer1[0].conv2, m.layer1[0].bn2
-        fc = fuse_conv_bn_eval(conv, bn)
-        for fmt in (torch.contiguous_format, torch.channels_last):
-            xi = torch.randn(2, 64, 16, 16, device="cuda").contiguous(memory_format=fmt)
-            xi[0, 3, 5, 5] = float("nan")
-            xi[1, 7, 9, 9] = float("inf")
-            f2 = copy.deepcopy(fc).to(memory_format=fmt)
-            ref_o = torch.relu(bn(conv(xi)))
-            got = conv_relu(f2, xi)
-            z = torch.randn_like(ref_o)
-            z[0, 0, 0, 0] = float("nan")
-            got_add = conv_add_relu(f2, xi, z)
-            ref_add = torch.relu(bn(conv(xi)) + z)
-            print(f"NAN {fmt}: ATen relu NaN {torch.isnan(ref_o).sum().item()} Inf {torch.isinf(ref_o).sum().item()}, "
-                  f"cudnn_convolution_relu NaN {torch.isnan(got).sum().item()} Inf {torch.isinf(got).sum().item()}; "
-                  f"add: ATen NaN {torch.isnan(ref_add).sum().item()}, cudnn NaN {torch.isnan(got_add).sum().item()}")
+        nan_check(m)
         # Per-layer: each distinct conv + bn + relu shape of the model, eager against the cuDNN fused call.
         seen = set()
         for b in [m.layer1[0], m.layer2[0], m.layer3[1], m.layer4[1]]:

@@ -153,7 +153,10 @@ Result<ProgramPlan> plan_program(const dispatcher::ChainRecord& chain) {
           const bool left = reads(add->tensors[0], prev), right = reads(add->tensors[1], prev);
           const TensorArg& other = add->tensors[left ? 1 : 0];
           const auto& bn_out = nodes[static_cast<size_t>(prev)].outputs.at(0);
-          if ((left || (right && !nodes[j].inplace)) && !(left && right) && other.spec->defined &&
+          // In place on the residual (`identity += downsample(x)` order) only where it is a program value: the
+          // group's result is a new tensor the add's later readers read, and an app tensor is written at the end.
+          const bool swapped_ok = !nodes[j].inplace || other.in.producer >= 0;
+          if ((left || (right && swapped_ok)) && !(left && right) && other.spec->defined &&
               other.spec->sizes == bn_out.sizes && other.spec->dtype == bn_out.dtype) {
             g.add = static_cast<int>(j++);
             g.residual = other.in;
@@ -169,7 +172,8 @@ Result<ProgramPlan> plan_program(const dispatcher::ChainRecord& chain) {
         text << " + relu";
       }
     }
-    (void)a;
+    for (int slot : {a.w, a.bias, a.bn_w, a.bn_b, a.bn_mean, a.bn_var})  // -1: absent (no bias, no batch norm)
+      if (slot >= 0) p.params.push_back(slot);
     g.last = j - 1;
     text << "\n";
     p.groups.push_back(g);

@@ -53,6 +53,9 @@ struct ProgramPlan {
   };
   std::vector<Group> groups;
   int convs = 0, folded = 0, fused_epilogues = 0;
+  /// The external slots read as a convolution's weight or bias or a batch norm's parameters and statistics: the
+  /// model's own tensors (verification keeps them; every other external is drawn fresh).
+  std::vector<int> params;
   int64_t max_k = 0;  ///< the most products of any convolution output (Cin / groups x kernel area)
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::string text;  ///< readable, a group a line

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "chain_tuning.h"
@@ -31,20 +32,20 @@ std::vector<dispatcher::TensorSpec> external_specs(const dispatcher::ChainRecord
   return out;
 }
 
-/// The program's inputs for one trial: the model's own tensors where a slot was the same tensor in most commits
-/// (weights, running statistics), fresh random ones elsewhere (the activations), at scales 1, 4, 0.01, 30 in turn
+/// The program's inputs for one trial: the model's own tensors of the last commit for its parameters (weights,
+/// running statistics), fresh random ones for everything else (the activations), at scales 1, 4, 0.01, 30 in turn
 /// with NaN and infinities injected from the second trial on.
-Result<std::vector<at::Tensor>> trial_externals(const dispatcher::ChainRecord& c, int device, int trial,
-                                                at::Generator& gen) {
+Result<std::vector<at::Tensor>> trial_externals(const dispatcher::ChainRecord& c, const chains::ProgramPlan& p,
+                                                int device, int trial, at::Generator& gen) {
   const std::vector<at::Tensor> live = c.last_externals();
-  const std::vector<uint64_t> same = c.same_external();
-  const uint64_t commits = c.count.load();
   const auto specs = external_specs(c);
   static const double kScales[] = {1, 4, 0.01, 30};
   std::vector<at::Tensor> out;
   for (size_t e = 0; e < specs.size(); ++e) {
-    const bool fixed = e < live.size() && live[e].defined() && e < same.size() && 2 * same[e] >= commits && commits > 1;
-    if (fixed) {
+    const bool param = std::find(p.params.begin(), p.params.end(), static_cast<int>(e)) != p.params.end();
+    if (param) {
+      if (e >= live.size() || !live[e].defined())
+        return Status(Code::kUnavailable, "program chain: the model's weights are gone");
       out.push_back(live[e]);
       continue;
     }
@@ -102,7 +103,7 @@ Status verify_program(const dispatcher::ChainRecord& c, const chains::ProgramPla
   at::Generator gen = generator(device, seed);
   const double tol = program_tolerance(p);
   for (int t = 0; t <= trials; ++t) {
-    CUDAL1_ASSIGN_OR_RETURN(std::vector<at::Tensor> ext, trial_externals(c, device, t, gen));
+    CUDAL1_ASSIGN_OR_RETURN(std::vector<at::Tensor> ext, trial_externals(c, p, device, t, gen));
     auto ref = outputs(c, device, /*poison=*/true, /*last_only=*/false);
     CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, ref));
     auto got = outputs(c, device, /*poison=*/true, /*last_only=*/t > 0);
@@ -152,12 +153,12 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_program(const dispatcher::
     }
     rep.verified = 1;
     rep.variant = id;
+    if (!failures.empty()) rep.note = "not verified: " + failures;
     if (o.reps <= 0) return k;
     at::Generator gen = generator(device, o.seed + 7);
-    CUDAL1_ASSIGN_OR_RETURN(std::vector<at::Tensor> ext, trial_externals(chain, device, 0, gen));
+    CUDAL1_ASSIGN_OR_RETURN(std::vector<at::Tensor> ext, trial_externals(chain, plan, device, 0, gen));
     CUDAL1_ASSIGN_OR_RETURN(ChainTiming t, time(chain, ext, *k, device, 2 * o.reps, o.seed + 7));
     rep.launch_json = program_launch_json(plan, fused);
-    if (!failures.empty()) rep.note = "not verified: " + failures;
     CUDAL1_RETURN_IF_ERROR(judge(t, o, rep));
     return k;
   }

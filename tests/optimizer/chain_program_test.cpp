@@ -182,6 +182,39 @@ TEST(ProgramChains, ADeferredProgramRunsWholeAndAnEarlyFlushReplaysExactly) {
             after.by_op + after.diverged);
 }
 
+// torchvision's downsampling block: `out += identity` adds the downsample's batch norm into the main path's, in
+// place on the main path's value, so the downsample group takes the residual add and the ReLU.
+TEST(ProgramChains, ADownsampleGroupTakesTheBlocksAddInPlaceOnTheMainPath) {
+  const Block b;
+  const at::Tensor wd = at::randn({8, 8, 1, 1}).mul_(0.3);
+  const at::Tensor gd = at::rand({8}).add_(0.5), bd = at::randn({8}), md = at::randn({8}), vd = at::rand({8}).add_(0.5);
+  auto block = [&](const at::Tensor& in) {
+    const at::Tensor x = at::relu(in);  // the block's input is a chain value (the previous block's ReLU)
+    at::Tensor y = at::batch_norm(at::conv2d(x, b.w1, {}, 1, 1), b.g1, b.b1, b.m1, b.v1, false, 0.1, 1e-5, true);
+    y.relu_();
+    at::Tensor z = at::batch_norm(at::conv2d(y, b.w2, {}, 1, 1), b.g2, b.b2, b.m2, b.v2, false, 0.1, 1e-5, true);
+    at::Tensor identity = at::batch_norm(at::conv2d(x, wd), gd, bd, md, vd, false, 0.1, 1e-5, true);
+    z.add_(identity);
+    return z.relu_();
+  };
+  const at::Tensor x = at::randn({2, 8, 11, 11});
+  dispatcher::ChainRecord* c = bench::record_chain([&] { block(x); }, 2);
+  ASSERT_NE(c, nullptr);
+  auto p = chains::plan_program(*c);
+  ASSERT_TRUE(p.ok()) << p.status().to_string() << "\n" << c->text();
+  ASSERT_EQ(p->groups.size(), 4u) << p->text;
+  EXPECT_EQ(p->groups[2].relu, -1) << "the main path's last batch norm ends its group";
+  EXPECT_GE(p->groups[3].add, 0) << p->text;
+  EXPECT_GE(p->groups[3].relu, 0) << p->text;
+  EXPECT_EQ(p->groups[3].residual.producer, static_cast<int>(p->groups[2].last));
+  auto kernel = chains::program_kernel(*c, p.value(), true);
+  const std::vector<at::Tensor> ext = c->last_externals();
+  auto got = last_output(*c);
+  ASSERT_TRUE(kernel->run(ext, got).ok());
+  const at::Tensor ref = aten([&] { return block(ext[0]); });
+  EXPECT_TRUE(at::allclose(got.back()[0], ref, 1e-4, 1e-4)) << (got.back()[0] - ref).abs().max();
+}
+
 TEST(ProgramChains, WhatIsNotAProgramIsDeclined) {
   const at::Tensor w = at::randn({4, 4, 3, 3});
   const std::vector<std::pair<std::string, std::function<void()>>> cases = {
