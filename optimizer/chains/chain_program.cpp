@@ -242,6 +242,12 @@ class ProgramKernel final : public dispatcher::ChainKernel {
         for (size_t i = 1; i < outs[g.last].size(); ++i)
           if (outs[g.last][i].defined()) return Status(Code::kUnavailable, "program chain: batch norm statistics kept");
       }
+      // An index output (a max-pool's) of a channels-last value may pick another of equal maxima than ATen's
+      // NCHW kernel: one the app kept is ATen's.
+      for (size_t k = 0; k < nodes.size(); ++k)
+        for (size_t i = 0; i < outs[k].size(); ++i)
+          if (outs[k][i].defined() && !at::isFloatingType(outs[k][i].scalar_type()))
+            return Status(Code::kUnavailable, "program chain: an index output is kept");
       c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
       dispatcher::BypassScope bypass;
       std::vector<std::vector<at::Tensor>> values(nodes.size());

@@ -21,7 +21,8 @@
 /// The program keeps its values; at the end it copies each output the app still holds into the app's tensor (its
 /// recorded strides: the app never sees a layout it did not ask for). A value inside a conv group (the
 /// convolution's or the batch norm's result before its epilogue) is not computed: a region where the app kept
-/// one is declined (Unavailable) and replays through ATen. In-place ops on an external (the app's own tensor)
+/// one is declined (Unavailable) and replays through ATen, as is one where the app kept an index output (a
+/// max-pool's indices over channels-last values may pick another of equal maxima than ATen's NCHW kernel). In-place ops on an external (the app's own tensor)
 /// are not planned. Since intermediates die inside the region as the app drops them (release_dropped, region.cpp),
 /// the region holds no more memory than eager calls would, while every call before the last is deferred: the
 /// GPU starts when the program's last call arrives, so an app that synchronises after every forward pays its

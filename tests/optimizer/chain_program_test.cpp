@@ -120,6 +120,11 @@ TEST(ProgramChains, TheProgramComputesTheATenChainAndDeclinesAKeptGroupValue) {
   EXPECT_EQ(kernel->run(ext, kept).code(), Code::kUnavailable);
   EXPECT_TRUE(at::isnan(kept.back()[0]).all().item<bool>()) << "declined before writing anything";
 
+  auto indices = last_output(*c);  // the max-pool's indices: ATen's NCHW kernel picks among equal maxima
+  ASSERT_EQ(indices[7].size(), 2u) << c->text();
+  indices[7][1] = at::zeros(c->nodes[7].outputs[1].sizes, at::kLong);
+  EXPECT_EQ(kernel->run(ext, indices).code(), Code::kUnavailable);
+
   auto bad = ext;
   bad[1] = at::randn({8, 8, 5, 5});  // not the recorded weight's shape
   EXPECT_FALSE(kernel->run(bad, last_output(*c)).ok());
