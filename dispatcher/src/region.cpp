@@ -31,7 +31,7 @@ constexpr c10::DispatchKey kRegionKey = c10::DispatchKey::DeferredInit;
 
 struct Counters {
   std::atomic<uint64_t> opened{0}, completed{0}, diverged{0}, by_op{0}, by_cuda{0}, by_other{0}, written{0},
-      skipped{0}, kernel_failures{0}, lost{0}, site_declined{0};
+      skipped{0}, kernel_failures{0}, lost{0}, site_declined{0}, advanced{0};
 };
 Counters g_counters;
 std::atomic<int> g_open{0};  // open regions, all threads
@@ -55,6 +55,7 @@ struct Region {
   // the chain kernel.
   std::vector<std::vector<at::Tensor>> outputs;
   uint64_t site = 0;  // the first call's site (Note [Region sites]); 0: none
+  std::unique_ptr<ChainKernel::Progress> progress;  // Note [Incremental regions]; null: run whole at the end
 };
 
 /// Note [Region sites]: per (chain, site), how the regions opened there ended.
@@ -157,7 +158,7 @@ void flush_locked(Region& r, FlushReason why) noexcept {
     c10::StreamGuard on_stream(r.stream);
     ChainKernel* kernel = c->kernel.load(std::memory_order_acquire);
     if (whole && kernel) {
-      s = kernel->run(r.externals, live);
+      s = r.progress ? kernel->finish(*r.progress, r.externals, live) : kernel->run(r.externals, live);
       if (!s.ok()) {
         if (s.code() != Code::kUnavailable) {  // Unavailable: the kernel declined this region (regions.h)
           g_counters.kernel_failures.fetch_add(1);
@@ -208,6 +209,7 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   r.chain = nullptr;
   r.next = 0;
   r.site = 0;
+  r.progress.reset();
   r.externals.clear();
   r.ext_versions.clear();
   for (auto& o : r.outputs) o.clear();
@@ -241,6 +243,30 @@ Region* this_thread_region() {
 }
 
 bool same_impl(const at::Tensor& a, const at::Tensor& b) { return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl(); }
+
+/// Note [Incremental regions]: lets the region's kernel start what the deferred calls allow. Caller holds r.mu.
+void advance_locked(Region& r) noexcept {
+  ChainKernel* kernel = r.chain ? r.chain->kernel.load(std::memory_order_acquire) : nullptr;
+  if (!kernel) return;
+  try {
+    if (r.next == 1) r.progress = kernel->begin();
+    if (!r.progress) return;
+    WorkScope work;
+    c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
+    BypassScope bypass;
+    c10::StreamGuard on_stream(r.stream);
+    const Status s = kernel->advance(*r.progress, r.next, r.externals, r.outputs);
+    if (s.ok()) g_counters.advanced.fetch_add(1);
+    if (!s.ok()) {
+      if (first_time("region-advance:" + std::to_string(r.chain->hash)))
+        CUDAL1_LOG(kWarn, "chain kernel " << kernel->describe() << " could not advance (" << s.to_string()
+                                          << "); its regions run whole at the end");
+      r.progress.reset();
+    }
+  } catch (...) {
+    r.progress.reset();
+  }
+}
 
 /// Releases the pending outputs of node `p` that only the region still holds (the app dropped them: an
 /// intermediate the interpreter freed after its last use), so that a long region (Note [Program chains]) holds no
@@ -423,6 +449,7 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
       for (const ChainInput& in : prev.inputs)
         if (in.producer >= 0) release_dropped(r, static_cast<size_t>(in.producer));
     }
+    advance_locked(r);
     return true;
   } catch (const std::exception& e) {
     if (first_time("region-defer")) CUDAL1_LOG(kWarn, "deferring a call failed (" << e.what() << ")");
@@ -476,6 +503,7 @@ RegionCounters region_counters() noexcept {
   r.kernel_failures = c.kernel_failures.load();
   r.lost = c.lost.load();
   r.site_declined = c.site_declined.load();
+  r.advanced = c.advanced.load();
   return r;
 }
 

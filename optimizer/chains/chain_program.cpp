@@ -225,65 +225,45 @@ class ProgramKernel final : public dispatcher::ChainKernel {
             std::max(last_use_[static_cast<size_t>(g.residual.producer)], static_cast<int>(&g - p_.groups.data()));
   }
 
-  Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+  /// Note [Incremental regions]: the values computed so far and the next group to run.
+  struct State final : dispatcher::ChainKernel::Progress {
+    std::vector<std::vector<at::Tensor>> values;
+    size_t next = 0;
+  };
+
+  std::unique_ptr<Progress> begin() noexcept override {
     try {
-      const auto& nodes = chain_.nodes;
-      if (outs.size() != nodes.size()) return unsupported("output count");
-      if (ext.size() != static_cast<size_t>(chain_.externals)) return unsupported("operand count");
-      // Declined before any work: an output inside a conv group that the app holds (other than the group's own
-      // result, which an in-place epilogue makes the same tensor).
-      for (const auto& g : p_.groups) {
-        if (!g.conv) continue;
-        const at::Tensor& result = outs[g.last].empty() ? at::Tensor() : outs[g.last][0];
-        for (size_t k = g.first; k < g.last; ++k)
-          for (const at::Tensor& t : outs[k])
-            if (t.defined() && !(result.defined() && t.is_same(result)))
-              return Status(Code::kUnavailable, "program chain: a value inside a conv group is kept");
-        for (size_t i = 1; i < outs[g.last].size(); ++i)
-          if (outs[g.last][i].defined()) return Status(Code::kUnavailable, "program chain: batch norm statistics kept");
-      }
-      // An index output (a max-pool's) of a channels-last value may pick another of equal maxima than ATen's
-      // NCHW kernel: one the app kept is ATen's.
-      for (size_t k = 0; k < nodes.size(); ++k)
-        for (size_t i = 0; i < outs[k].size(); ++i)
-          if (outs[k][i].defined() && !at::isFloatingType(outs[k][i].scalar_type()))
-            return Status(Code::kUnavailable, "program chain: an index output is kept");
-      c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
-      dispatcher::BypassScope bypass;
-      std::vector<std::vector<at::Tensor>> values(nodes.size());
-      auto value = [&](const ChainInput& in) -> at::Tensor {
-        if (in.producer >= 0) {
-          const auto& v = values.at(static_cast<size_t>(in.producer));
-          if (static_cast<size_t>(in.index) >= v.size() || !v[static_cast<size_t>(in.index)].defined())
-            throw std::logic_error("program chain: a value read before it was computed");
-          return v[static_cast<size_t>(in.index)];
-        }
-        return in.index >= 0 ? ext.at(static_cast<size_t>(in.index)) : at::Tensor();
-      };
-      for (size_t gi = 0; gi < p_.groups.size(); ++gi) {
-        const auto& g = p_.groups[gi];
-        if (g.conv) {
-          CUDAL1_ASSIGN_OR_RETURN(at::Tensor y, run_conv(gi, value, ext));
-          values[g.last] = {y};
-        } else {
-          dispatcher::run_chain_node(nodes[g.first], value, &values[g.first]);
-        }
-        for (size_t k = 0; k <= g.last; ++k)  // values no later group reads, unless the app wants them
-          if (last_use_[k] == static_cast<int>(gi) && !wanted(outs, k)) values[k].clear();
-      }
-      for (size_t k = 0; k < nodes.size(); ++k)
-        for (size_t i = 0; i < outs[k].size(); ++i) {
-          const at::Tensor& o = outs[k][i];
-          if (!o.defined()) continue;
-          if (i >= values[k].size() || !values[k][i].defined()) continue;  // inside a group: its result's tensor
-          if (!o.is_same(values[k][i])) o.copy_(values[k][i]);
-        }
-      return Status();
-    } catch (const std::exception& e) {
-      return Status(Code::kInternal, std::string("program chain: ") + e.what());
+      auto s = std::make_unique<State>();
+      s->values.resize(chain_.nodes.size());
+      return s;
     } catch (...) {
-      return Status(Code::kInternal, "program chain: unknown exception");
+      return nullptr;
     }
+  }
+
+  Status advance(Progress& progress, size_t deferred, const std::vector<at::Tensor>& ext,
+                 const std::vector<std::vector<at::Tensor>>& held) noexcept override {
+    return guarded([&] { return steps(static_cast<State&>(progress), deferred, ext, held); });
+  }
+
+  Status finish(Progress& progress, const std::vector<at::Tensor>& ext,
+                const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    return guarded([&]() -> Status {
+      CUDAL1_RETURN_IF_ERROR(check(ext, outs));
+      State& s = static_cast<State&>(progress);
+      CUDAL1_RETURN_IF_ERROR(steps(s, chain_.nodes.size(), ext, outs));
+      return materialize(s, outs);
+    });
+  }
+
+  Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    return guarded([&]() -> Status {
+      CUDAL1_RETURN_IF_ERROR(check(ext, outs));
+      State s;
+      s.values.resize(chain_.nodes.size());
+      CUDAL1_RETURN_IF_ERROR(steps(s, chain_.nodes.size(), ext, outs));
+      return materialize(s, outs);
+    });
   }
 
   std::string describe() const override {
@@ -293,7 +273,91 @@ class ProgramKernel final : public dispatcher::ChainKernel {
 
  private:
   static bool wanted(const std::vector<std::vector<at::Tensor>>& outs, size_t k) {
-    return std::any_of(outs[k].begin(), outs[k].end(), [](const at::Tensor& t) { return t.defined(); });
+    return k < outs.size() &&
+           std::any_of(outs[k].begin(), outs[k].end(), [](const at::Tensor& t) { return t.defined(); });
+  }
+
+  template <typename F>
+  static Status guarded(F&& f) noexcept {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      return Status(Code::kInternal, std::string("program chain: ") + e.what());
+    } catch (...) {
+      return Status(Code::kInternal, "program chain: unknown exception");
+    }
+  }
+
+  /// Unavailable when the region is one the program does not compute: the app holds a value inside a conv group
+  /// (other than the group's result, which an in-place epilogue makes the same tensor), a batch norm's statistics,
+  /// or an index output (a max-pool's over channels-last values may pick another of equal maxima than ATen's).
+  Status check(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) const {
+    if (outs.size() != chain_.nodes.size()) return unsupported("output count");
+    if (ext.size() != static_cast<size_t>(chain_.externals)) return unsupported("operand count");
+    for (const auto& g : p_.groups) {
+      if (!g.conv) continue;
+      const at::Tensor& result = outs[g.last].empty() ? at::Tensor() : outs[g.last][0];
+      for (size_t k = g.first; k < g.last; ++k)
+        for (const at::Tensor& t : outs[k])
+          if (t.defined() && !(result.defined() && t.is_same(result)))
+            return Status(Code::kUnavailable, "program chain: a value inside a conv group is kept");
+      for (size_t i = 1; i < outs[g.last].size(); ++i)
+        if (outs[g.last][i].defined()) return Status(Code::kUnavailable, "program chain: batch norm statistics kept");
+    }
+    for (const auto& node : outs)
+      for (const at::Tensor& t : node)
+        if (t.defined() && !at::isFloatingType(t.scalar_type()))
+          return Status(Code::kUnavailable, "program chain: an index output is kept");
+    return Status();
+  }
+
+  /// Runs every group not yet run whose nodes are among the first `deferred`, on the current stream. A value no
+  /// later group reads is released unless the app may still want it (`held`: defined where the app holds it).
+  Status steps(State& s, size_t deferred, const std::vector<at::Tensor>& ext,
+               const std::vector<std::vector<at::Tensor>>& held) {
+    const auto& nodes = chain_.nodes;
+    c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
+    dispatcher::BypassScope bypass;
+    auto value = [&](const ChainInput& in) -> at::Tensor {
+      if (in.producer >= 0) {
+        const auto& v = s.values.at(static_cast<size_t>(in.producer));
+        if (static_cast<size_t>(in.index) >= v.size() || !v[static_cast<size_t>(in.index)].defined())
+          throw std::logic_error("a value read before it was computed");
+        return v[static_cast<size_t>(in.index)];
+      }
+      return in.index >= 0 ? ext.at(static_cast<size_t>(in.index)) : at::Tensor();
+    };
+    for (; s.next < p_.groups.size() && p_.groups[s.next].last < deferred; ++s.next) {
+      const size_t gi = s.next;
+      const auto& g = p_.groups[gi];
+      if (g.conv) {
+        CUDAL1_ASSIGN_OR_RETURN(at::Tensor y, run_conv(gi, value, ext));
+        s.values[g.last] = {y};
+      } else {
+        dispatcher::run_chain_node(nodes[g.first], value, &s.values[g.first]);
+      }
+      for (size_t k = 0; k <= g.last; ++k)  // values no later group reads, unless the app may want them
+        if (last_use_[k] == static_cast<int>(gi) && !wanted(held, k)) s.values[k].clear();
+    }
+    return Status();
+  }
+
+  /// Copies each value the app holds into its tensor.
+  Status materialize(State& s, const std::vector<std::vector<at::Tensor>>& outs) {
+    c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
+    dispatcher::BypassScope bypass;
+    for (size_t k = 0; k < chain_.nodes.size(); ++k)
+      for (size_t i = 0; i < outs[k].size(); ++i) {
+        const at::Tensor& o = outs[k][i];
+        if (!o.defined()) continue;
+        const bool have = i < s.values[k].size() && s.values[k][i].defined();
+        const bool in_group = std::any_of(p_.groups.begin(), p_.groups.end(),
+                                          [&](const auto& g) { return g.conv && k >= g.first && k < g.last; });
+        if (!have && in_group) continue;  // the group's result, the same tensor (check())
+        if (!have) return Status(Code::kInternal, "program chain: a held value was released");
+        if (!o.is_same(s.values[k][i])) o.copy_(s.values[k][i]);
+      }
+    return Status();
   }
 
   /// The folded weight (channels-last) and bias of conv group `gi`, cached while its tensors stay the same.

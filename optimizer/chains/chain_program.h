@@ -24,9 +24,10 @@
 /// one is declined (Unavailable) and replays through ATen, as is one where the app kept an index output (a
 /// max-pool's indices over channels-last values may pick another of equal maxima than ATen's NCHW kernel). In-place ops on an external (the app's own tensor)
 /// are not planned. Since intermediates die inside the region as the app drops them (release_dropped, region.cpp),
-/// the region holds no more memory than eager calls would, while every call before the last is deferred: the
-/// GPU starts when the program's last call arrives, so an app that synchronises after every forward pays its
-/// host time before the GPU's (a pipelined loop does not).
+/// the region holds no more memory than eager calls would. The program runs as its calls arrive (Note
+/// [Incremental regions]): each group is launched once its last call is deferred, into the program's own
+/// tensors, so the GPU works while the host defers the rest; only the copies into the app's tensors wait for
+/// the last call.
 /// Verification (chain_tuner.cpp) runs the program and the ATen chain on the model's own weights (the externals
 /// that were the same tensor in the chain's commits) and fresh random inputs with NaN and infinities injected;
 /// outputs must match within 8 u sqrt(convolutions) of their largest magnitude, u the unit roundoff of the

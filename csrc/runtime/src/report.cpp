@@ -29,6 +29,7 @@ json region_json() {
           {"outputs_skipped", r.skipped},
           {"kernel_failures", r.kernel_failures},
           {"site_declined", r.site_declined},
+          {"advanced", r.advanced},
           {"lost", r.lost}};
 }
 

@@ -82,6 +82,33 @@ class ChainKernel {
                      const std::vector<std::vector<at::Tensor>>& outputs) noexcept = 0;
   /// Readable name, e.g. "aten replay" or "pointwise vec4.b256".
   virtual std::string describe() const = 0;
+
+  /// Note [Incremental regions]
+  /// A long region (a program chain: Note [Program chains]) would leave the GPU idle while the host defers its
+  /// calls. A kernel may therefore compute a region as its calls arrive: begin() gives the region's progress (null,
+  /// the default: the kernel only computes whole regions through run()); after each deferred call, advance() may
+  /// launch, on the region's stream, the work whose calls are all deferred, into the kernel's own tensors only (the
+  /// pending outputs are written by finish(), never before: the invariant of Note [Deferred regions] holds as
+  /// before). A complete region is computed by finish() with the progress made, declining as run() would. A region
+  /// flushed early discards its progress and replays its prefix through ATen, as any early flush does; the work
+  /// launched for it only wrote the kernel's tensors. A failed advance() drops the progress: finish() is then not
+  /// called and run() computes the region whole.
+  struct Progress {
+    virtual ~Progress() = default;
+  };
+  virtual std::unique_ptr<Progress> begin() noexcept { return nullptr; }
+  /// `deferred` calls are pending; `externals` as bound so far; `held` the pending outputs so far (undefined where
+  /// the region released one the app dropped).
+  virtual Status advance(Progress& progress, size_t deferred, const std::vector<at::Tensor>& externals,
+                         const std::vector<std::vector<at::Tensor>>& held) noexcept {
+    (void)progress, (void)deferred, (void)externals, (void)held;
+    return Status();
+  }
+  virtual Status finish(Progress& progress, const std::vector<at::Tensor>& externals,
+                        const std::vector<std::vector<at::Tensor>>& outputs) noexcept {
+    (void)progress;
+    return run(externals, outputs);
+  }
 };
 
 /// Runs the first `nodes` nodes of `chain` through ATen (each node's non-tensor arguments as its signature
@@ -138,6 +165,7 @@ struct RegionCounters {
   uint64_t kernel_failures = 0;  ///< chain kernels that failed (the region then ran through ATen)
   uint64_t lost = 0;           ///< flushes that failed altogether (logged as errors; must stay 0)
   uint64_t site_declined = 0;  ///< first calls of a fused chain not deferred: their site diverges (Note [Region sites])
+  uint64_t advanced = 0;       ///< deferred calls after which the kernel advanced (Note [Incremental regions])
 };
 RegionCounters region_counters() noexcept;
 
