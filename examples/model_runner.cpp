@@ -48,20 +48,28 @@ at::Tensor first_tensor(const c10::IValue& v) {
 }
 
 /// Milliseconds per forward, median of 5 rounds of `iters`: back to back (throughput), or with `synced` each
-/// forward waited for (latency, as an app that reads every result has it).
-double time_iters(torch::jit::Module& m, const std::vector<c10::IValue>& in, int iters, bool cuda, bool synced) {
-  std::vector<double> ms;
+/// forward waited for (latency, as an app that reads every result has it). With `synced`, `host_ms` gets the
+/// median time the host spends issuing one forward (until forward() returns, the GPU idle when it starts): a
+/// forward whose host time is near its synced time is bound by the host, not the GPU.
+double time_iters(torch::jit::Module& m, const std::vector<c10::IValue>& in, int iters, bool cuda, bool synced,
+                  double* host_ms = nullptr) {
+  std::vector<double> ms, host;
+  using Ms = std::chrono::duration<double, std::milli>;
   for (int r = 0; r < 5; ++r) {  // median of 5 rounds
     if (cuda) torch::cuda::synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) {
+      const auto h0 = std::chrono::steady_clock::now();
       m.forward(in);
+      host.push_back(Ms(std::chrono::steady_clock::now() - h0).count());
       if (cuda && synced) torch::cuda::synchronize();
     }
     if (cuda) torch::cuda::synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
+    ms.push_back(Ms(std::chrono::steady_clock::now() - t0).count() / iters);
   }
   std::sort(ms.begin(), ms.end());
+  std::sort(host.begin(), host.end());
+  if (host_ms) *host_ms = host[host.size() / 2];
   return ms[ms.size() / 2];
 }
 
@@ -87,7 +95,8 @@ int main(int argc, char** argv) {
     const bool idle = cudal1::wait_idle(900.0);
     for (int i = 0; i < 20; ++i) m.forward(in);
     const double ms = time_iters(m, in, iters, cuda, /*synced=*/false);
-    const double synced = time_iters(m, in, iters, cuda, /*synced=*/true);
+    double host = 0;
+    const double synced = time_iters(m, in, iters, cuda, /*synced=*/true, &host);
     const at::Tensor out = first_tensor(m.forward(in)).to(torch::kCPU).to(torch::kFloat);
     torch::save(out, argv[4]);
     double diff = -1, scale = out.abs().max().item<double>();
@@ -99,7 +108,8 @@ int main(int argc, char** argv) {
     }
     cudal1::flush();
     std::printf("cudal1: %s%s\n", cudal1::status_line().c_str(), idle ? "" : " (tuner still busy after 900 s)");
-    std::printf("RESULT ms_per_iter=%.4f max_abs_diff=%.6g scale=%.6g ms_synced=%.4f\n", ms, diff, scale, synced);
+    std::printf("RESULT ms_per_iter=%.4f max_abs_diff=%.6g scale=%.6g ms_synced=%.4f ms_host=%.4f\n", ms, diff, scale,
+                synced, host);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "model_runner: %s\n", e.what());

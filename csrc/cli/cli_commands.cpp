@@ -130,6 +130,11 @@ void print_chains(const nlohmann::json& j, bool all, std::ostream& out) {
     if (!kernel.empty() || !note.empty())  // Note [Chain tuning]: what tuning found
       out << fmt::format("{:>45}chain kernel: {}{}\n", "", kernel.empty() ? "none" : kernel,
                          note.empty() ? "" : " (" + note + ")");
+    const std::string now = ch.value("kernel_now", "");
+    if (!now.empty() && ch.contains("regions"))  // the last run: what its fused kernel did
+      out << fmt::format("{:>45}last run: {} regions opened, {} whole, {} flushed early; kernel {}\n", "",
+                         ch["regions"].value("opened", 0), ch["regions"].value("completed", 0),
+                         ch["regions"].value("flushed_early", 0), now);
   }
   if (!shown) out << (all ? "(no chains)\n" : "(no hot chains; --all shows every one)\n");
 }

@@ -31,7 +31,7 @@ constexpr c10::DispatchKey kRegionKey = c10::DispatchKey::DeferredInit;
 
 struct Counters {
   std::atomic<uint64_t> opened{0}, completed{0}, diverged{0}, by_op{0}, by_cuda{0}, by_other{0}, written{0},
-      skipped{0}, kernel_failures{0}, lost{0}, site_declined{0}, advanced{0};
+      skipped{0}, kernel_failures{0}, declined{0}, lost{0}, site_declined{0}, advanced{0};
 };
 Counters g_counters;
 std::atomic<int> g_open{0};  // open regions, all threads
@@ -160,6 +160,7 @@ void flush_locked(Region& r, FlushReason why) noexcept {
     if (whole && kernel) {
       s = r.progress ? kernel->finish(*r.progress, r.externals, live) : kernel->run(r.externals, live);
       if (!s.ok()) {
+        if (s.code() == Code::kUnavailable) g_counters.declined.fetch_add(1);
         if (s.code() != Code::kUnavailable) {  // Unavailable: the kernel declined this region (regions.h)
           g_counters.kernel_failures.fetch_add(1);
           if (first_time("chain-kernel:" + std::to_string(c->hash)))
@@ -504,6 +505,7 @@ RegionCounters region_counters() noexcept {
   r.lost = c.lost.load();
   r.site_declined = c.site_declined.load();
   r.advanced = c.advanced.load();
+  r.declined = c.declined.load();
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <sstream>
 
@@ -249,7 +250,7 @@ class ProgramKernel final : public dispatcher::ChainKernel {
   Status finish(Progress& progress, const std::vector<at::Tensor>& ext,
                 const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
     return guarded([&]() -> Status {
-      CUDAL1_RETURN_IF_ERROR(check(ext, outs));
+      CUDAL1_RETURN_IF_ERROR(counted(check(ext, outs)));
       State& s = static_cast<State&>(progress);
       CUDAL1_RETURN_IF_ERROR(steps(s, chain_.nodes.size(), ext, outs));
       return materialize(s, outs);
@@ -258,7 +259,7 @@ class ProgramKernel final : public dispatcher::ChainKernel {
 
   Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
     return guarded([&]() -> Status {
-      CUDAL1_RETURN_IF_ERROR(check(ext, outs));
+      CUDAL1_RETURN_IF_ERROR(counted(check(ext, outs)));
       State s;
       s.values.resize(chain_.nodes.size());
       CUDAL1_RETURN_IF_ERROR(steps(s, chain_.nodes.size(), ext, outs));
@@ -266,9 +267,14 @@ class ProgramKernel final : public dispatcher::ChainKernel {
     });
   }
 
+  /// The variant, then what it did in this process: regions computed and declined, convolutions run with cuDNN's
+  /// fused epilogue and as separate ops, batch norm folds computed (once a group while the model is unchanged).
   std::string describe() const override {
     return std::string("program ") + (fused_ ? "fused" : "separate") + " (" + std::to_string(p_.convs) +
-           " convolutions)";
+           " convolutions): " + std::to_string(n_.regions.load()) + " regions, " +
+           std::to_string(n_.declined.load()) + " declined, " + std::to_string(n_.epilogue.load()) +
+           " convolutions with the fused epilogue, " + std::to_string(n_.separate.load()) + " without, " +
+           std::to_string(n_.folds.load()) + " folds";
   }
 
  private:
@@ -286,6 +292,12 @@ class ProgramKernel final : public dispatcher::ChainKernel {
     } catch (...) {
       return Status(Code::kInternal, "program chain: unknown exception");
     }
+  }
+
+  /// `s` (check()'s verdict on a region), counted.
+  Status counted(Status s) {
+    (s.ok() ? n_.regions : n_.declined).fetch_add(1, std::memory_order_relaxed);
+    return s;
   }
 
   /// Unavailable when the region is one the program does not compute: the app holds a value inside a conv group
@@ -400,6 +412,7 @@ class ProgramKernel final : public dispatcher::ChainKernel {
     }
     f.w = fw;
     f.b = fb;
+    n_.folds.fetch_add(1, std::memory_order_relaxed);
     return std::make_pair(fw, fb);
   }
 
@@ -415,6 +428,7 @@ class ProgramKernel final : public dispatcher::ChainKernel {
     if (g.add >= 0) z = value(g.residual);
     const bool cudnn_epilogue = fused_ && g.relu >= 0 && x.is_cuda() && !a.deterministic &&
                                 a.allow_tf32 == at::globalContext().allowTF32CuDNN() && at::globalContext().userEnabledCuDNN();
+    (cudnn_epilogue ? n_.epilogue : n_.separate).fetch_add(1, std::memory_order_relaxed);
     if (cudnn_epilogue) {
       if (g.add >= 0)
         return at::cudnn_convolution_add_relu(xc, wb.first, z.contiguous(at::MemoryFormat::ChannelsLast), 1.0,
@@ -436,6 +450,9 @@ class ProgramKernel final : public dispatcher::ChainKernel {
   std::vector<int> last_use_;
   std::mutex mu_;
   std::vector<Folded> folded_;
+  struct Counts {
+    std::atomic<uint64_t> regions{0}, declined{0}, epilogue{0}, separate{0}, folds{0};
+  } n_;
 };
 
 }  // namespace

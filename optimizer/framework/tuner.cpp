@@ -85,7 +85,7 @@ void Tuner::loop(std::function<void()> on_tick) {
     SigRecord* rec = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_ || !queue_.empty(); });
+      cv_.wait_for(lock, std::chrono::milliseconds(kTickMs), [&] { return stopping_ || !queue_.empty(); });
       if (stopping_) break;
       if (!queue_.empty()) {
         rec = queue_.front();
@@ -100,7 +100,7 @@ void Tuner::loop(std::function<void()> on_tick) {
       busy_ = false;
     }
     cv_.notify_all();
-    if (on_tick && std::chrono::steady_clock::now() - last_tick > std::chrono::milliseconds(200)) {
+    if (on_tick && std::chrono::steady_clock::now() - last_tick >= std::chrono::milliseconds(kTickMs)) {
       last_tick = std::chrono::steady_clock::now();
       try {
         on_tick();

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 #include <tuple>
 
@@ -63,18 +64,23 @@ at::Tensor eager(const std::function<at::Tensor()>& f) {
 class Recording final : public ChainKernel {
  public:
   explicit Recording(const ChainRecord& c) : chain_(c) {}
+  /// Regions of several threads may run at once (ChainKernel's contract): what is recorded is locked.
   Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
-    ++runs;
-    defined.clear();
-    for (const auto& node : outs) defined.push_back(!node.empty() && node[0].defined());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++runs;
+      defined.clear();
+      for (const auto& node : outs) defined.push_back(!node.empty() && node[0].defined());
+    }
     return replay_chain(chain_, chain_.nodes.size(), ext, outs);
   }
   std::string describe() const override { return "recording replay"; }
-  int runs = 0;
-  std::vector<bool> defined;
+  int runs = 0;                // read by single-threaded tests only
+  std::vector<bool> defined;   // likewise
 
  private:
   const ChainRecord& chain_;
+  std::mutex mu_;
 };
 
 /// Records the chain (fresh x each time, one weight), then fuses it with a Recording kernel, once per process.

@@ -5,7 +5,6 @@
 /// outcome must come from the cache on first use, at least one served by a cudal1 kernel, and every output must
 /// match ATen's own result (computed with cudal1 bypassed). Exit 77 (skip) without a GPU.
 #include <ATen/ATen.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/InferenceMode.h>
 
 #include <cstdio>
@@ -15,17 +14,11 @@
 #include <vector>
 
 #include "cudal1/cudal1.h"
+#include "gpu/app_start.h"
 
 int main(int argc, char** argv) {
-  if (!at::hasCUDA() || at::detail::getCUDAHooks().getNumGPUs() < 1) {  // not gpu_env: it links cudal1's internals
-    std::printf("skip: no CUDA device (or a CPU-only LibTorch)\n");
-    return 77;
-  }
+  if (const int rc = cudal1::test::app_start()) return rc;
   const bool serve = argc > 1 && std::strcmp(argv[1], "serve") == 0;
-  if (!cudal1::is_active()) {
-    std::printf("cudal1 is not active: %s\n", cudal1::status_line().c_str());
-    return 1;
-  }
   const auto cuda = at::TensorOptions().device(at::kCUDA);
   const at::Tensor cols = at::randn({8, 4096, 64}, cuda.dtype(at::kBFloat16));
   const at::Tensor wide = at::randn({4096, 2048}, cuda.dtype(at::kHalf)).t();  // transposed: strided

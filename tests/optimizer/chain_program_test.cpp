@@ -107,9 +107,15 @@ TEST(ProgramChains, TheProgramComputesTheATenChainAndDeclinesAKeptGroupValue) {
   ASSERT_EQ(ext.size(), 11u);
   for (const auto& t : ext) ASSERT_TRUE(t.defined());
   auto kernel = chains::program_kernel(*c, p.value(), /*fused=*/true);  // on the CPU: the separate epilogue
-  EXPECT_EQ(kernel->describe(), "program fused (2 convolutions)");
+  EXPECT_EQ(kernel->describe(), "program fused (2 convolutions): 0 regions, 0 declined, 0 convolutions with the "
+                                "fused epilogue, 0 without, 0 folds");
   auto got = last_output(*c);
   ASSERT_TRUE(kernel->run(ext, got).ok());
+  auto again = last_output(*c);
+  ASSERT_TRUE(kernel->run(ext, again).ok());
+  EXPECT_EQ(kernel->describe(), "program fused (2 convolutions): 2 regions, 0 declined, 0 convolutions with the "
+                                "fused epilogue, 4 without, 2 folds")
+      << "each group folds once while its tensors are unchanged; the CPU has no cuDNN epilogue";
   const at::Tensor ref = aten([&] { return b(ext[0]); });
   ASSERT_EQ(got.back()[0].sizes(), ref.sizes());
   EXPECT_TRUE(at::allclose(got.back()[0], ref, 1e-4, 1e-4)) << (got.back()[0] - ref).abs().max();
@@ -124,6 +130,7 @@ TEST(ProgramChains, TheProgramComputesTheATenChainAndDeclinesAKeptGroupValue) {
   ASSERT_EQ(indices[7].size(), 2u) << c->text();
   indices[7][1] = at::zeros(c->nodes[7].outputs[1].sizes, at::kLong);
   EXPECT_EQ(kernel->run(ext, indices).code(), Code::kUnavailable);
+  EXPECT_NE(kernel->describe().find("2 regions, 2 declined"), std::string::npos) << kernel->describe();
 
   auto bad = ext;
   bad[1] = at::randn({8, 8, 5, 5});  // not the recorded weight's shape

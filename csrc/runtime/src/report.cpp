@@ -28,9 +28,16 @@ json region_json() {
           {"outputs_written", r.written},
           {"outputs_skipped", r.skipped},
           {"kernel_failures", r.kernel_failures},
+          {"declined", r.declined},
           {"site_declined", r.site_declined},
           {"advanced", r.advanced},
           {"lost", r.lost}};
+}
+
+/// What the chain's fused kernel did in this process (ChainKernel::describe), empty while none is fused.
+std::string kernel_now(const dispatcher::ChainRecord& ch) {
+  const dispatcher::ChainKernel* k = ch.kernel.load(std::memory_order_acquire);
+  return k ? k->describe() : std::string();
 }
 
 }  // namespace
@@ -95,6 +102,7 @@ std::string build_report(const ReportHeader& h) {
                                    {"completed", ch.completed.load()},
                                    {"flushed_early", ch.flushed_early.load()}}},
                       {"kernel", outcome.kernel},
+                      {"kernel_now", kernel_now(ch)},
                       {"plan", outcome.plan},
                       {"aten_us", outcome.aten_us},
                       {"kernel_us", outcome.kernel_us},

@@ -138,8 +138,8 @@ std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, 
     if (r.outcome == "kernel" || r.outcome == "aten" || r.outcome == "cached") {
       // Warming is for later processes: an outcome the cache did not keep (e.g. an unwritable directory) failed.
       if (Status s = runtime::check_cached(o.device, rec->sig.text); !s.ok()) {
-        r.outcome = "error";
-        r.note = "tuned, but " + s.message();
+        r.outcome = "error";  // keeps what the tuner said: why it stored nothing (e.g. no variant verified)
+        r.note = "tuned, but " + s.message() + (r.note.empty() ? "" : "; the tuner's note: " + r.note);
       }
     }
   }

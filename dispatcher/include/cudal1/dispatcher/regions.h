@@ -163,6 +163,7 @@ struct RegionCounters {
   uint64_t written = 0;        ///< outputs written by flushes
   uint64_t skipped = 0;        ///< outputs the app had dropped before the flush: never written
   uint64_t kernel_failures = 0;  ///< chain kernels that failed (the region then ran through ATen)
+  uint64_t declined = 0;       ///< complete regions the chain kernel declined (Unavailable): run through ATen
   uint64_t lost = 0;           ///< flushes that failed altogether (logged as errors; must stay 0)
   uint64_t site_declined = 0;  ///< first calls of a fused chain not deferred: their site diverges (Note [Region sites])
   uint64_t advanced = 0;       ///< deferred calls after which the kernel advanced (Note [Incremental regions])

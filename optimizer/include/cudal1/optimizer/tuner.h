@@ -75,6 +75,10 @@ struct TuneResult {
   std::string note;
 };
 
+/// How often the background thread (the tuner's, or serve mode's chain server) ticks: samples collected, chains
+/// turned hot and fused (Note [Cached chains turn hot early] in csrc/runtime/src/runtime.cpp).
+inline constexpr int kTickMs = 50;
+
 class Tuner {
  public:
   /// `cache` may be null (no persistence). The tuner does not own it; it must outlive the tuner.
@@ -83,7 +87,7 @@ class Tuner {
   Tuner(const Tuner&) = delete;
   Tuner& operator=(const Tuner&) = delete;
 
-  /// Starts the background thread; `on_tick` runs on it about every 200 ms (housekeeping).
+  /// Starts the background thread; `on_tick` runs on it about every kTickMs (housekeeping).
   void start(std::function<void()> on_tick = {});
   /// Stops the thread after the signature in progress; queued records go back to kCold. Retries cache writes
   /// that could not be made earlier. Idempotent, noexcept.
