@@ -5,11 +5,15 @@
 /// by a cudal1 kernel); and off / cold for layer norm (a tuple-returning op with optional arguments). The
 /// "Fuse" modes record op chains as CUDAL1_FUSE=on does (Note [Chain profiling]), no chain hot: a relu whose
 /// input is never an earlier output (every call breaks the open chain), and relu(relu(x)), a two-op chain
-/// committed every iteration, against the same without recording.
+/// committed every iteration, against the same without recording. ConvNet: a ResNet-sized forward on tiny tensors
+/// (53 blocks of convolution, eval batch norm and in-place ReLU: 159 calls, 265 weights) as one program chain
+/// records it (Note [Program chains]); its time is per forward.
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/cuda_glue.h"
@@ -42,6 +46,8 @@ bool set_up() {
   static const bool ok = [] {
     dispatcher::HookOptions o;
     o.ops = optimizer::all_family_ops();
+    for (const auto& op : dispatcher::chain_ops())  // as the runtime does with CUDAL1_FUSE=on
+      if (std::find(o.ops.begin(), o.ops.end(), op) == o.ops.end()) o.ops.push_back(op);
     o.hot_calls = int64_t{1} << 60;  // never hot by itself: "on but cold"
     o.profile_cpu = !on_gpu();
     o.chains = true;  // recording is switched per benchmark (set_chain_recording)
@@ -137,6 +143,50 @@ void BM_LayerNorm_OnCold(benchmark::State& state) {
   run_layer_norm(state);
 }
 
+/// One forward of the ConvNet (see the file's comment).
+void run_convnet(benchmark::State& state, bool chains) {
+  struct Block {
+    at::Tensor w, g, b, m, v;
+  };
+  static const std::vector<Block> blocks = [] {
+    std::vector<Block> out;
+    for (int i = 0; i < 53; ++i)
+      out.push_back({at::randn({8, 8, 1, 1}, opts()), at::rand({8}, opts()), at::randn({8}, opts()),
+                     at::randn({8}, opts()), at::rand({8}, opts()).add_(0.5)});
+    return out;
+  }();
+  static const at::Tensor x = at::randn({1, 8, 4, 4}, opts());
+  dispatcher::set_chain_recording(chains);
+  for (auto _ : state) {
+    at::Tensor y = x;
+    for (const Block& k : blocks) {
+      y = at::conv2d(y, k.w);
+      y = at::batch_norm(y, k.g, k.b, k.m, k.v, false, 0.1, 1e-5, true);
+      y.relu_();
+    }
+    benchmark::DoNotOptimize(y);
+  }
+  dispatcher::set_chain_recording(false);
+  dispatcher::close_chain_on_this_thread();
+  state.SetLabel(on_gpu() ? "cuda, per forward of 159 calls" : "cpu, per forward of 159 calls");
+}
+
+void BM_ConvNet_Off(benchmark::State& state) {
+  if (!set_up() || !dispatcher::suspend_hooks().ok()) return state.SkipWithError("set-up failed");
+  run_convnet(state, false);
+  dispatcher::resume_hooks();
+}
+
+void BM_ConvNet_OnCold(benchmark::State& state) {
+  if (!set_up()) return state.SkipWithError("set-up failed");
+  run_convnet(state, false);
+}
+
+void BM_ConvNet_OnColdFuse(benchmark::State& state) {
+  if (!set_up()) return state.SkipWithError("set-up failed");
+  run_convnet(state, true);
+}
+
 BENCHMARK(BM_Relu_Off)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnBypassed)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnCold)->MinTime(0.2);
@@ -146,6 +196,9 @@ BENCHMARK(BM_ReluPair_OnColdFuse)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnReplaced)->MinTime(0.2);
 BENCHMARK(BM_LayerNorm_Off)->MinTime(0.2);
 BENCHMARK(BM_LayerNorm_OnCold)->MinTime(0.2);
+BENCHMARK(BM_ConvNet_Off)->MinTime(0.5);
+BENCHMARK(BM_ConvNet_OnCold)->MinTime(0.5);
+BENCHMARK(BM_ConvNet_OnColdFuse)->MinTime(0.5);
 
 }  // namespace
 

@@ -176,12 +176,8 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
   for (const at::Tensor* t : call.args) {
     ChainInput in{-1, -1};
     if (t && t->defined()) {
-      for (size_t k = n_; k-- > 0 && in.producer < 0;)  // newest first: Note [In-place nodes]
-        for (size_t m = 0; m < nodes_[k].outputs.size(); ++m)
-          if (same_target(nodes_[k].outputs[m], *t)) {
-            in = {static_cast<int>(k), static_cast<int>(m)};
-            break;
-          }
+      // The newest open node that produced it (Note [In-place nodes]); the index holds only nodes < n_.
+      if (const auto it = produced_.find(t->unsafeGetTensorImpl()); it != produced_.end()) in = it->second;
       connected |= in.producer >= 0;
       if (in.producer < 0 && n_ > 0)  // or a tensor the previous call read from outside: x*0.5 then pow(x, 3)
         for (const ChainInput& prev : nodes_[n_ - 1].node.inputs)
@@ -202,12 +198,12 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     ChainInput& in = cur.node.inputs[i];
     if (in.producer >= 0 || !t || !t->defined()) continue;
     int slot = -1;
-    for (size_t e = 0; e < externals_.size() && slot < 0; ++e)
-      if (same_target(externals_[e], *t)) slot = static_cast<int>(e);
+    if (const auto it = ext_slots_.find(t->unsafeGetTensorImpl()); it != ext_slots_.end()) slot = it->second;
     if (slot < 0) {
       slot = static_cast<int>(externals_.size());
       externals_.push_back(weak_of(*t));
       ext_versions_.push_back(version_of(*t));
+      ext_slots_[t->unsafeGetTensorImpl()] = slot;
     }
     in.index = slot;
   }
@@ -220,6 +216,7 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     TensorSpec& spec = cur.node.outputs[i];
     spec.defined = def;
     if (!def) continue;
+    produced_[t->unsafeGetTensorImpl()] = ChainInput{static_cast<int>(n_), static_cast<int>(i)};
     spec.dtype = t->scalar_type();
     spec.sizes.assign(t->sizes().begin(), t->sizes().end());
     spec.strides.assign(t->strides().begin(), t->strides().end());
@@ -251,6 +248,8 @@ ChainRecord* ChainBuilder::close(ChainTable& table) {
     rec->note_commit(externals_, ext_versions_);
   }
   for (size_t i = 0; i < n_; ++i) nodes_[i].outputs.clear();  // release the weak references now
+  produced_.clear();
+  ext_slots_.clear();
   n_ = 0;
   has_conv_ = false;
   externals_.clear();

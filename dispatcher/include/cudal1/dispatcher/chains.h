@@ -52,6 +52,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/function_schema.h>
@@ -197,6 +198,11 @@ class ChainBuilder {
   bool has_conv_ = false;  // the open chain holds a convolution
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> externals_;
   std::vector<uint32_t> ext_versions_;
+  // Indexes of the open chain by TensorImpl (an address is not reused while the weak references above hold it):
+  // the newest node output, and the external slot, of each tensor; a program's hundreds of calls and weights
+  // would otherwise be scanned for every argument.
+  std::unordered_map<const c10::TensorImpl*, ChainInput> produced_;
+  std::unordered_map<const c10::TensorImpl*, int> ext_slots_;
   std::vector<int64_t> key_;                // reused key buffer
   std::array<ChainRecord*, 8> recent_{};    // this thread's last committed records: no table lock on a repeat
   size_t next_recent_ = 0;
