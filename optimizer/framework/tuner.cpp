@@ -164,7 +164,22 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   const Family* family = family_for(op, name.overload_name);
   if (!family) return Status(Code::kUnsupported, "no generator family for " + name.name);
   const Problem problem = Problem::from_record(rec, info.sm, info.sm_count);
-  CUDAL1_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, family->plan(problem));
+  Result<std::unique_ptr<Plan>> planned = family->plan(problem);
+  if (!planned.ok()) {
+    // Note [Family contract]: a family declines up front what it cannot do or where ATen's library already does
+    // it (e.g. a GEMM whose rows cuBLAS stores aligned). That is an outcome for this signature on this GPU, not a
+    // failure: cached as "stays on ATen" so that later processes (and `cudal1 warm`) do not plan it again.
+    if (planned.status().code() == Code::kUnsupported) {
+      cache::KernelEntry entry;
+      entry.signature = rec.sig.text;
+      entry.family = family->name();
+      entry.generator_version = family->version();
+      entry.created_unix = static_cast<int64_t>(std::time(nullptr));
+      put_entry(device, entry);
+    }
+    return planned.status();
+  }
+  std::unique_ptr<Plan> plan = std::move(planned).value();
 
   std::vector<Variant> space = plan->space();
   if (!opts_.only_variant.empty()) {
@@ -373,7 +388,9 @@ Status attach_cached(SigRecord& rec, const cache::KernelEntry& e, int confirm_ca
   o.in_app = e.in_app;
   if (e.in_app > 0) o.verdict = e.has_kernel ? "promoted" : "demoted";
   if (!e.has_kernel) {
-    o.note = e.in_app > 0 ? "cached outcome: slower in the app than ATen" : "cached outcome: ATen was not beaten";
+    o.note = e.in_app > 0    ? "cached outcome: slower in the app than ATen"
+             : e.trials == 0 ? "cached outcome: its family declines it"
+                             : "cached outcome: ATen was not beaten";
     rec.set_outcome(o);
     SigState cold = SigState::kCold;
     rec.state.compare_exchange_strong(cold, SigState::kAten);

@@ -11,8 +11,10 @@
 /// Note [Family contract]
 /// A family plans a signature only when it can reproduce ATen's result exactly in layout and dtype and
 /// within dtype tolerance in value; anything it cannot do (a layout, an edge case, a dtype) it declines up
-/// front with Unsupported, and the call stays on ATen. Generated code is specialised to the signature (sizes
-/// and strides are compile-time constants), so a kernel is only ever bound to the signature it was tuned for.
+/// front with Unsupported, and the call stays on ATen; the tuner caches the decline as "stays on ATen" (trials 0),
+/// so later processes and `cudal1 warm` do not plan the signature again. Generated code is specialised to the
+/// signature (sizes and strides are compile-time constants), so a kernel is only ever bound to the signature it was
+/// tuned for.
 #pragma once
 
 #include <ATen/core/Tensor.h>
