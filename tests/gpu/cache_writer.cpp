@@ -1,7 +1,8 @@
 /// @brief GPU test, first process: tunes one relu signature (any verified kernel is kept) and writes it to the
 /// cache directory given as argv[1]. With argv[2] "--transfer" (or "--refused") the record is moved to this
 /// fingerprint with the driver version lowered by one, and the move allowed for "driver" (or only for "torch"):
-/// Note [Cache transfer]. Exit 77 (skip) without a GPU.
+/// Note [Cache transfer]. With "--bad-cubin" the record's code is overwritten with bytes the driver cannot load
+/// (tests/gpu/damaged_cache.sh: a cached kernel that fails to load falls back to ATen). Exit 77 (skip) without a GPU.
 #include <ATen/ATen.h>
 
 #include <cstdio>
@@ -17,7 +18,7 @@ int main(int argc, char** argv) {
   using namespace cudal1;
   if (argc != 2 && argc != 3) return 2;
   const std::string mode = argc == 3 ? argv[2] : "";
-  if (!mode.empty() && mode != "--transfer" && mode != "--refused") return 2;
+  if (!mode.empty() && mode != "--transfer" && mode != "--refused" && mode != "--bad-cubin") return 2;
   std::string why;
   if (!testing::gpu_available(&why)) {
     std::printf("skip: %s\n", why.c_str());
@@ -49,6 +50,13 @@ int main(int argc, char** argv) {
   if (!e.ok() || !e->has_kernel) {
     std::printf("no cache entry: %s\n", e.status().to_string().c_str());
     return 1;
+  }
+  if (mode == "--bad-cubin") {
+    cache::KernelEntry bad = e.value();
+    bad.cubin = std::string(bad.cubin.size(), '\x5a');
+    if (!cache.put(fp.value(), bad).ok()) return 1;
+    std::printf("wrote %s with %zu bytes of garbage for its cubin\n", rec->sig.text.c_str(), bad.cubin.size());
+    return 0;
   }
   if (!mode.empty()) {  // the same record as if tuned under an older driver, allowed to serve this one or not
     GpuFingerprint older = fp.value();
