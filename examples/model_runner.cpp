@@ -61,15 +61,17 @@ double time_iters(torch::jit::Module& m, const std::vector<c10::IValue>& in, int
     for (int i = 0; i < iters; ++i) {
       const auto h0 = std::chrono::steady_clock::now();
       m.forward(in);
-      host.push_back(Ms(std::chrono::steady_clock::now() - h0).count());
+      if (host_ms) host.push_back(Ms(std::chrono::steady_clock::now() - h0).count());
       if (cuda && synced) torch::cuda::synchronize();
     }
     if (cuda) torch::cuda::synchronize();
     ms.push_back(Ms(std::chrono::steady_clock::now() - t0).count() / iters);
   }
   std::sort(ms.begin(), ms.end());
-  std::sort(host.begin(), host.end());
-  if (host_ms) *host_ms = host[host.size() / 2];
+  if (host_ms) {
+    std::sort(host.begin(), host.end());
+    *host_ms = host[host.size() / 2];
+  }
   return ms[ms.size() / 2];
 }
 

@@ -160,8 +160,9 @@ void flush_locked(Region& r, FlushReason why) noexcept {
     if (whole && kernel) {
       s = r.progress ? kernel->finish(*r.progress, r.externals, live) : kernel->run(r.externals, live);
       if (!s.ok()) {
-        if (s.code() == Code::kUnavailable) g_counters.declined.fetch_add(1);
-        if (s.code() != Code::kUnavailable) {  // Unavailable: the kernel declined this region (regions.h)
+        if (s.code() == Code::kUnavailable) {  // the kernel declined this region (regions.h)
+          g_counters.declined.fetch_add(1);
+        } else {
           g_counters.kernel_failures.fetch_add(1);
           if (first_time("chain-kernel:" + std::to_string(c->hash)))
             CUDAL1_LOG(kWarn, "chain kernel " << kernel->describe() << " failed (" << s.to_string()

@@ -145,6 +145,16 @@ Result<TuneResult> Tuner::tune(SigRecord& rec) {
 
 namespace {
 
+/// A cache entry for `rec` made by `family` now: "stays on ATen" until a kernel is filled in.
+cache::KernelEntry entry_of(const SigRecord& rec, const Family& family) {
+  cache::KernelEntry e;
+  e.signature = rec.sig.text;
+  e.family = family.name();
+  e.generator_version = family.version();
+  e.created_unix = static_cast<int64_t>(std::time(nullptr));
+  return e;
+}
+
 struct Candidate {
   size_t index = 0;
   CompiledKernel compiled;
@@ -169,14 +179,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     // Note [Family contract]: a family declines up front what it cannot do or where ATen's library already does
     // it (e.g. a GEMM whose rows cuBLAS stores aligned). That is an outcome for this signature on this GPU, not a
     // failure: cached as "stays on ATen" so that later processes (and `cudal1 warm`) do not plan it again.
-    if (planned.status().code() == Code::kUnsupported) {
-      cache::KernelEntry entry;
-      entry.signature = rec.sig.text;
-      entry.family = family->name();
-      entry.generator_version = family->version();
-      entry.created_unix = static_cast<int64_t>(std::time(nullptr));
-      put_entry(device, entry);
-    }
+    if (planned.status().code() == Code::kUnsupported) put_entry(device, entry_of(rec, *family));
     return planned.status();
   }
   std::unique_ptr<Plan> plan = std::move(planned).value();
@@ -276,12 +279,8 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   policy.learn(done.features, done.speedups);
   save_policy(*family, device, info.sm);
 
-  cache::KernelEntry entry;
-  entry.signature = rec.sig.text;
-  entry.family = family->name();
-  entry.generator_version = family->version();
+  cache::KernelEntry entry = entry_of(rec, *family);
   entry.trials = result.tried;
-  entry.created_unix = static_cast<int64_t>(std::time(nullptr));
   SigRecord::Outcome outcome;
   outcome.trials = result.tried;
   if (best) {
