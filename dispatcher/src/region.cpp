@@ -42,6 +42,13 @@ struct WorkScope {
   ~WorkScope() { --t_work; }
 };
 
+thread_local bool t_may_capture = false;  // flush_may_capture()
+struct CaptureScope {
+  explicit CaptureScope(bool on) : prev(t_may_capture) { t_may_capture = on; }
+  ~CaptureScope() { t_may_capture = prev; }
+  bool prev;
+};
+
 /// One thread's region. Only the owner thread opens it and adds nodes; any thread may flush it (under mu).
 struct Region {
   std::mutex mu;
@@ -127,6 +134,7 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   ChainRecord* c = r.chain;
   if (!c) return;
   WorkScope work;
+  CaptureScope capture(why == FlushReason::kDivergence || why == FlushReason::kOp);
   const bool whole = r.next == c->nodes.size();
   uint64_t written = 0, skipped = 0;
   Status s;
@@ -381,6 +389,7 @@ void allocate(const ChainNode& node, const ChainBuilder::Call& call, c10::Device
 }  // namespace
 
 bool in_region_work() noexcept { return t_work > 0; }
+bool flush_may_capture() noexcept { return t_may_capture; }
 
 
 bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& call,

@@ -48,6 +48,11 @@ Status arm_cupti_guard();
 /// The out= overload of `op` taking `outs` out tensors after exactly `op`'s arguments; null when none.
 const c10::OperatorHandle* out_overload(const c10::OperatorHandle& op, size_t outs);
 
+/// True while this thread flushes its own region at its own event (a divergence or another op): never inside
+/// another thread's CUDA call or at exit. Only then may a chain kernel capture a CUDA graph or synchronise
+/// (Note [Region graphs]).
+bool flush_may_capture() noexcept;
+
 /// True while this thread runs cudal1's own region work (flushes, allocations): CUDA calls made then are ours.
 bool in_region_work() noexcept;
 

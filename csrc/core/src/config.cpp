@@ -162,6 +162,10 @@ const std::vector<ConfigVar>& config_variables() {
        "behaviour"},
       {"CUDAL1_CHAIN_SHARE", "0.01",
        "share of the profiled device time a chain recorded CUDAL1_HOT_CALLS times needs to turn hot"},
+      {"CUDAL1_GRAPHS", "on",
+       "on: a fused chain's kernel is captured into a CUDA graph and replayed where the app's own measured period "
+       "is shorter with it (`cudal1 report` says which); off: fused chains launch from the host"},
+      {"CUDAL1_GRAPH_MEMORY", "4096", "GPU memory, in MiB, that all region graphs may hold together"},
       {"CUDAL1_TUNE_MEMORY", "50%",
        "GPU memory one signature's tuning may hold: a size (512M, 2G, bytes) or a share of the device's free "
        "memory (30%, 0.3); a signature that would need more is not tuned (`cudal1 report` says why)"},
@@ -226,6 +230,9 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   if (const char* v = env("CUDAL1_FUSE")) c.fuse = parse_bool("CUDAL1_FUSE", v, true, w);
   if (const char* v = env("CUDAL1_CHAIN_SHARE"))
     c.chain_share = parse_double("CUDAL1_CHAIN_SHARE", v, 0.01, 0.0, 1.0, w);
+  if (const char* v = env("CUDAL1_GRAPHS")) c.graphs = parse_bool("CUDAL1_GRAPHS", v, true, w);
+  if (const char* v = env("CUDAL1_GRAPH_MEMORY"))
+    c.graph_memory_mb = parse_int("CUDAL1_GRAPH_MEMORY", v, 4096, 0, int64_t{1} << 24, w);
   if (const char* v = env("CUDAL1_TUNE_MEMORY")) parse_memory("CUDAL1_TUNE_MEMORY", v, &c, w);
   return c;
 }

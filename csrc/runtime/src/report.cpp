@@ -10,12 +10,23 @@
 #include "cudal1/dispatcher/chains.h"
 #include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/region_graph.h"
 #include "cudal1/dispatcher/regions.h"
 
 namespace cudal1::runtime {
 namespace {
 
 using json = nlohmann::json;
+
+/// Note [Region graphs]: what the chains' CUDA graphs did.
+json graph_json() {
+  const auto g = dispatcher::graph_counters();
+  return {{"captures", g.captures},         {"capture_failures", g.capture_failures},
+          {"check_failures", g.check_failures}, {"replays", g.replays},
+          {"eager", g.eager},               {"invalidated", g.invalidated},
+          {"kept", g.kept},                 {"rejected", g.rejected},
+          {"bytes", g.bytes}};
+}
 
 /// Note [Deferred regions]: whether regions can open, and what they did.
 json region_json() {
@@ -31,7 +42,8 @@ json region_json() {
           {"declined", r.declined},
           {"site_declined", r.site_declined},
           {"advanced", r.advanced},
-          {"lost", r.lost}};
+          {"lost", r.lost},
+          {"graphs", graph_json()}};
 }
 
 /// What the chain's fused kernel did in this process (ChainKernel::describe), empty while none is fused.

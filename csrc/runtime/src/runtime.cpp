@@ -39,6 +39,7 @@
 #include "cudal1/core/version.h"
 #include "cudal1/cudal1.h"
 #include "cudal1/dispatcher/chains.h"
+#include "cudal1/dispatcher/region_graph.h"
 #include "cudal1/dispatcher/regions.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
@@ -176,6 +177,17 @@ void store_chain_outcome(const dispatcher::ChainRecord& c, const std::string& ke
 /// when a tuning run stored its outcome (a kernel is fused; "ATen not beaten" leaves it one by one), else tuned
 /// in tune mode and its outcome stored; serve mode tunes nothing. Deferral (the DeferredInit key, the CUPTI
 /// guard) is enabled at the first hot chain, so a run where no chain gets hot never subscribes to CUPTI.
+/// Note [Region graphs]: with CUDAL1_GRAPHS on, a fused chain's kernel may run as a CUDA graph, where the app's
+/// own measured period is shorter with it.
+std::unique_ptr<dispatcher::ChainKernel> graphed(const dispatcher::ChainRecord& c,
+                                                 std::unique_ptr<dispatcher::ChainKernel> k) {
+  const auto& cfg = rt().cfg;
+  if (!cfg.graphs) return k;
+  dispatcher::GraphOptions o;
+  o.memory_budget = cfg.graph_memory_mb << 20;
+  return dispatcher::graph_chain_kernel(c, std::move(k), o);
+}
+
 void fuse_hot_chains() {
   Runtime& r = rt();
   if (!r.cfg.fuse) return;
@@ -243,7 +255,7 @@ void fuse_hot_chains() {
       }
       auto k = optimizer::load_chain_kernel(*c, e->launch_json, e->cubin);
       if (k.ok()) {
-        const Status f = dispatcher::fuse_chain(*c, std::move(k).value());
+        const Status f = dispatcher::fuse_chain(*c, graphed(*c, std::move(k).value()));
         out.note = f.ok() ? "from cache" : "not fused: " + f.to_string();
         c->set_outcome(out);
         continue;
@@ -271,7 +283,7 @@ void fuse_hot_chains() {
     out.note = rep.note;
     if (k.ok()) {
       store_chain_outcome(*c, key, rep, /*has_kernel=*/true);
-      const Status f = dispatcher::fuse_chain(*c, std::move(k).value());
+      const Status f = dispatcher::fuse_chain(*c, graphed(*c, std::move(k).value()));
       if (!f.ok()) out.note = "not fused: " + f.to_string();
       else CUDAL1_LOG(kInfo, "chain of " << c->nodes.size() << " ops fused (" << out.kernel << ", " << rep.speedup
                                          << "x over its ATen ops)");
@@ -669,13 +681,17 @@ std::string status_line() {
     auto& r = runtime::rt();
     if (!r.active) return "off: " + (r.off_reason.empty() ? std::string("not started") : r.off_reason);
     const Stats s = stats();
+    const auto g = dispatcher::graph_counters();
+    const std::string graphs = g.captures ? ", " + std::to_string(g.replays) + " as CUDA graphs (" +
+                                                std::to_string(g.kept) + " graphs kept)"
+                                          : "";
     return "on (" + std::string(mode_name(r.cfg.mode)) + "): " + std::to_string(s.hooked_calls) + " calls, " +
            std::to_string(s.signatures) + " signatures, " + std::to_string(s.hot) + " hot, " +
            std::to_string(s.replaced) + " replaced (" + std::to_string(s.cache_hits) + " from cache), " +
            std::to_string(s.replaced_calls) + " calls served by cudal1 kernels; " + std::to_string(s.chains_hot) +
            " hot chains, " + std::to_string(s.chains_fused) + " fused, regions " +
-           std::to_string(s.regions_completed) + " whole / " + std::to_string(s.regions_early) + " flushed early; " +
-           std::to_string(s.compiled) + " kernels compiled";
+           std::to_string(s.regions_completed) + " whole / " + std::to_string(s.regions_early) + " flushed early" +
+           graphs + "; " + std::to_string(s.compiled) + " kernels compiled";
   } catch (...) {
     return "unknown";
   }

@@ -1,0 +1,87 @@
+/// @brief Region graphs: a fused chain's kernel captured into a CUDA graph and replayed, where the app's own
+/// measured period says it is faster (Note [Region graphs]).
+///
+/// Note [Region graphs]
+/// A fused chain's kernel issues its launches from the host when its region is flushed. A long chain (a program
+/// chain: Note [Program chains]) or a chain of many small launches is then bound by the host: ResNet-50's forward
+/// took 2.45 ms in one process and 4.2 ms in another on the same H100, the GPU work unchanged, because the host
+/// time per forward moved (2026-12-05). graph_chain_kernel() wraps a fused chain's kernel so that its region can
+/// run as one CUDA graph launch instead:
+///  - *Warm-up.* The first GraphOptions::warm_regions regions run the kernel as before (cuDNN plans, cuBLAS
+///    workspaces and batch-norm folds settle), and the external tensors of consecutive regions are compared.
+///  - *Capture.* At the next complete region flushed on its own thread (a divergence or another op: never inside
+///    another thread's CUDA call, never at exit) the kernel runs under stream capture (a side stream, thread-local
+///    capture mode, torch's CUDAGraph with a private memory pool) into *static* tensors: an external that was the
+///    same storage in the previous region (a weight, a buffer) is read in place and held, at its version; every
+///    other external (an activation) gets a static copy, filled before each replay. Each output the app still
+///    holds gets a static tensor (in-place nodes share their producer's). A chain with an output that aliases an
+///    external, an overlapping external, or a capture that fails is never graphed (its kernel runs as before).
+///  - *Check.* The first replay is compared with the kernel run eagerly on the same inputs (NaN positions equal,
+///    max |diff| within 1% of the scale: a wrong capture is off by far more); a mismatch drops the graph for good.
+///  - *Replay.* A region is served by the graph when its stream is the captured one, every held external is the
+///    same tensor at the same version and address, and every output the app holds was captured: the activations
+///    are copied in, the graph launched, and the outputs copied into the region's pending tensors (the app's),
+///    all on the region's stream, one replay at a time. Anything else runs the kernel eagerly; a changed held
+///    external (a swapped or updated weight) also drops the graph, to be captured again after a new warm-up
+///    (at most GraphOptions::max_captures times).
+///  - *Decision, by what the app feels.* The kernel's regions then alternate blocks of eager and graph runs
+///    (GraphOptions::block regions, GraphOptions::rounds of each), recording a GPU event at the end of each. The
+///    time between two consecutive regions' events of one mode is the app's period at that point: it contains the
+///    host's deferral, the app's own work and the GPU's, whichever bounds it, in the app's own loop (pipelined or
+///    synchronised). The graph is kept when its median period is below the eager one by GraphOptions::margin;
+///    otherwise it is freed and the kernel runs eagerly from then on. The first period of each block, and any
+///    period spanning a mode change, is not counted.
+///  - *Memory.* The static tensors and the growth of torch's reserved memory during the capture (the graph's
+///    private pool) are counted per graph and in total (GraphCounters::bytes); a capture that would take the
+///    total past GraphOptions::memory_budget is dropped.
+/// The app's own captures are left alone: no region opens on a capturing stream (Note [Deferred regions]).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cudal1/dispatcher/regions.h"
+
+namespace cudal1::dispatcher {
+
+struct GraphOptions {
+  int warm_regions = 3;     ///< regions run eagerly before a capture
+  int block = 8;            ///< regions a trial block
+  int rounds = 3;           ///< trial blocks of each mode
+  double margin = 0.03;     ///< the graph's median period must be below (1 - margin) x the eager one
+  int max_captures = 4;     ///< captures a chain may make (a swapped weight captures again); then eager
+  bool force = false;       ///< tests: no trial; the graph serves every region it matches
+  int64_t memory_budget = int64_t{4} << 30;  ///< bytes all region graphs may hold together
+};
+
+/// Wraps the fused chain `chain`'s kernel `inner` so that its regions may run as a CUDA graph (Note [Region
+/// graphs]). `chain` must outlive the result. Without torch-CUDA in this build, returns `inner` unchanged.
+std::unique_ptr<ChainKernel> graph_chain_kernel(const ChainRecord& chain, std::unique_ptr<ChainKernel> inner,
+                                                const GraphOptions& opts = {});
+
+/// One region's end in a trial: the mode it ran in and its event time in ms (from any fixed origin).
+struct TrialMark {
+  bool graph = false;
+  double ms = 0;
+};
+/// Periods of each mode from a trial's region ends in order: the difference between consecutive marks of the
+/// same mode; a difference across a mode change is dropped.
+void trial_periods(const std::vector<TrialMark>& marks, std::vector<double>* graph_ms, std::vector<double>* eager_ms);
+/// Whether the graph wins: both modes measured and median(graph) < (1 - margin) x median(eager).
+bool graph_wins(const std::vector<double>& graph_ms, const std::vector<double>& eager_ms, double margin);
+
+struct GraphCounters {
+  uint64_t captures = 0;          ///< graphs captured and checked
+  uint64_t capture_failures = 0;  ///< captures that failed, or a chain found ungraphable at capture
+  uint64_t check_failures = 0;    ///< first replays that differed from the eager kernel (must stay 0)
+  uint64_t replays = 0;           ///< regions served by a graph
+  uint64_t eager = 0;             ///< regions of graph-wrapped kernels run eagerly
+  uint64_t invalidated = 0;       ///< graphs dropped because a held external changed
+  uint64_t kept = 0;              ///< trials the graph won
+  uint64_t rejected = 0;          ///< trials the eager kernel won (its graph freed)
+  int64_t bytes = 0;              ///< GPU memory the live graphs hold now
+};
+GraphCounters graph_counters() noexcept;
+
+}  // namespace cudal1::dispatcher

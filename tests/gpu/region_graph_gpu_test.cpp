@@ -1,0 +1,229 @@
+/// @brief Region graphs on the GPU (Note [Region graphs]) under hostile use: the app keeps outputs across
+/// iterations, changes an input and a weight in place between calls, swaps a weight tensor, resizes the batch,
+/// runs two threads, and captures its own CUDA graph; every output must equal eager ATen. Also the in-app trial
+/// decides and says so. Pending outputs are poisoned with NaN, so a missed write shows. Skips without a GPU.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cudal1/dispatcher/chains.h"
+#include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/region_graph.h"
+#include "cudal1/dispatcher/regions.h"
+#include "gpu/gpu_env.h"
+
+#if defined(CUDAL1_TORCH_CUDA)
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace cudal1::dispatcher {
+namespace {
+
+class GraphGpuEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    HookOptions o;
+    o.mode = Mode::kTune;
+    o.ops = {"mul.Tensor", "add.Tensor", "sigmoid", "tanh"};
+    o.hot_calls = 1000000;
+    o.sample_every = 1000000;
+    o.chains = true;
+    Status s = install_hooks(o, HookCallbacks{});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    DeferralOptions d;
+    d.poison = true;
+    s = enable_deferral(d);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+};
+const auto* const g_env = ::testing::AddGlobalTestEnvironment(new GraphGpuEnv);
+
+/// Six launches: a chain worth a graph. `a` and `b` stand for weights.
+at::Tensor block(const at::Tensor& x, const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor h = x * a;
+  at::Tensor s = h.sigmoid();
+  at::Tensor g = h * s;
+  at::Tensor t = g.tanh();
+  at::Tensor u = t + b;
+  return u * x;
+}
+/// The same ops in another order: a second chain, left to the trial.
+at::Tensor block2(const at::Tensor& x, const at::Tensor& a) {
+  at::Tensor t = x.tanh();
+  at::Tensor h = t * a;
+  at::Tensor s = h.sigmoid();
+  at::Tensor g = s + x;
+  return g * h;
+}
+
+at::Tensor randn(int64_t rows = 64) { return at::randn({rows, 1024}, at::TensorOptions().device(at::kCUDA)); }
+
+/// Waits for the default stream, where every test here works.
+void sync_gpu() { (void)at::ones({1}, at::TensorOptions().device(at::kCUDA)).sum().item<float>(); }
+
+at::Tensor eager(const std::function<at::Tensor()>& f) {
+  BypassScope aten_only;
+  return f();
+}
+
+ChainRecord* find_chain(const char* first_op, size_t nodes) {
+  ChainRecord* rec = nullptr;
+  for_each_chain([&](ChainRecord& c) {
+    if (c.nodes.size() == nodes && c.nodes[0].rec->sig.text.find(first_op) != std::string::npos &&
+        c.nodes[0].rec->sig.text.find("[64,1024]") != std::string::npos)
+      rec = &c;
+  });
+  return rec;
+}
+
+/// Fuses block() with a forced graph (no trial) and block2() with the trial, once per process.
+bool fuse_once() {
+  static const bool ok = [] {
+    const at::Tensor a = randn(), b = randn();
+    for (int i = 0; i < 8; ++i) {
+      block(randn(), a, b);
+      close_chain_on_this_thread();
+      block2(randn(), a);
+      close_chain_on_this_thread();
+    }
+    ChainRecord* c1 = find_chain("mul", 6);
+    ChainRecord* c2 = find_chain("tanh", 5);
+    if (!c1 || !c2) return false;
+    GraphOptions forced;
+    forced.force = true;
+    forced.warm_regions = 1;
+    forced.max_captures = 1000;  // every changed weight below captures again
+    GraphOptions trial;
+    trial.warm_regions = 1;
+    return fuse_chain(*c1, graph_chain_kernel(*c1, aten_chain_kernel(*c1), forced)).ok() &&
+           fuse_chain(*c2, graph_chain_kernel(*c2, aten_chain_kernel(*c2), trial)).ok();
+  }();
+  return ok;
+}
+
+#define REQUIRE_GRAPHS()                                                                          \
+  do {                                                                                            \
+    CUDAL1_REQUIRE_GPU();                                                                         \
+    if (!has_torch_cuda()) GTEST_SKIP() << "this build has no torch-CUDA glue";                   \
+    if (deferral_status().find("CUDA: on") == std::string::npos) GTEST_SKIP() << deferral_status(); \
+    ASSERT_TRUE(fuse_once());                                                                     \
+  } while (0)
+
+TEST(RegionGraphs, ReplaysEqualEagerAndKeptOutputsStay) {
+  REQUIRE_GRAPHS();
+  const at::Tensor a = randn(), b = randn();
+  std::vector<at::Tensor> xs, ys;
+  const GraphCounters before = graph_counters();
+  for (int i = 0; i < 20; ++i) {
+    xs.push_back(randn());
+    ys.push_back(block(xs.back(), a, b));  // kept across iterations: a later replay must not overwrite it
+  }
+  for (size_t i = 0; i < xs.size(); ++i)
+    EXPECT_TRUE(at::equal(ys[i], eager([&] { return block(xs[i], a, b); }))) << "iteration " << i;
+  const GraphCounters after = graph_counters();
+  EXPECT_GE(after.replays, before.replays + 15) << "the graph should serve nearly every region";
+  EXPECT_EQ(after.check_failures, 0u);
+  std::printf("graphs: %llu captures, %llu replays, %llu eager, %lld bytes\n",
+              static_cast<unsigned long long>(after.captures), static_cast<unsigned long long>(after.replays),
+              static_cast<unsigned long long>(after.eager), static_cast<long long>(after.bytes));
+}
+
+TEST(RegionGraphs, AnotherBatchSizeRunsEagerAndEqual) {
+  REQUIRE_GRAPHS();
+  const at::Tensor a = randn(48), b = randn(48);
+  for (int i = 0; i < 5; ++i) {
+    const at::Tensor x = randn(48);
+    EXPECT_TRUE(at::equal(block(x, a, b), eager([&] { return block(x, a, b); })));
+  }
+}
+
+TEST(RegionGraphs, TwoThreadsEachGetTheirOwnResults) {
+  REQUIRE_GRAPHS();
+  const at::Tensor a = randn(), b = randn();
+  std::atomic<int> wrong{0};
+  auto work = [&] {
+    for (int i = 0; i < 40; ++i) {
+      const at::Tensor x = randn();
+      const at::Tensor y = block(x, a, b);
+      if (!at::equal(y, eager([&] { return block(x, a, b); }))) wrong.fetch_add(1);
+    }
+  };
+  std::thread t1(work), t2(work);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(RegionGraphs, InputsAndWeightsChangedInPlaceOrSwapped) {
+  REQUIRE_GRAPHS();
+  at::Tensor a = randn(), b = randn();
+  at::Tensor x = randn();  // the same input tensor every call: held in place by the graph, then changed
+  for (int i = 0; i < 30; ++i) {
+    if (i % 5 == 1) x.add_(0.25);
+    if (i % 7 == 2) a.mul_(1.5);
+    if (i == 11) b = randn();  // a swapped weight tensor
+    if (i == 19) x = randn();  // a new input tensor
+    const at::Tensor y = block(x, a, b);
+    ASSERT_TRUE(at::equal(y, eager([&] { return block(x, a, b); }))) << "iteration " << i;
+  }
+  EXPECT_EQ(graph_counters().check_failures, 0u);
+  EXPECT_EQ(region_counters().lost, 0u);
+}
+
+#if defined(CUDAL1_TORCH_CUDA)
+TEST(RegionGraphs, TheAppsOwnCaptureIsLeftAlone) {
+  REQUIRE_GRAPHS();
+  const at::Tensor a = randn(), b = randn(), x = randn();
+  at::Tensor y;
+  at::cuda::CUDAGraph app_graph;
+  const auto side = c10::cuda::getStreamFromPool();
+  side.synchronize();
+  sync_gpu();
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    app_graph.capture_begin();
+    y = block(x, a, b);
+    app_graph.capture_end();
+  }
+  x.copy_(randn());
+  app_graph.replay();
+  sync_gpu();
+  EXPECT_TRUE(at::equal(y, eager([&] { return block(x, a, b); })));
+}
+#endif
+
+TEST(RegionGraphs, TheTrialDecidesByTheAppsPeriod) {
+  REQUIRE_GRAPHS();
+  const at::Tensor a = randn();
+  ChainRecord* c2 = find_chain("tanh", 5);
+  ASSERT_NE(c2, nullptr);
+  for (int i = 0; i < 70; ++i) {
+    const at::Tensor x = randn();
+    const at::Tensor y = block2(x, a);
+    if (i % 10 == 0) {
+      EXPECT_TRUE(at::equal(y, eager([&] { return block2(x, a); }))) << "iteration " << i;
+    }
+    if (i == 60) sync_gpu();
+  }
+  block2(randn(), a);
+  at::sum(a).item<float>();  // flushes the last region
+  const std::string d = c2->kernel.load()->describe();
+  const RegionCounters rc = region_counters();
+  std::printf("trial chain: %s\nits state %s, %llu regions, %llu whole, %llu flushed early; all regions: %llu by an "
+              "op, %llu diverged, %llu by CUDA, %llu other; %llu kernel failures\n",
+              d.c_str(), chain_state_name(c2->state.load()), static_cast<unsigned long long>(c2->regions.load()),
+              static_cast<unsigned long long>(c2->completed.load()),
+              static_cast<unsigned long long>(c2->flushed_early.load()), static_cast<unsigned long long>(rc.by_op),
+              static_cast<unsigned long long>(rc.diverged), static_cast<unsigned long long>(rc.by_cuda),
+              static_cast<unsigned long long>(rc.by_other), static_cast<unsigned long long>(rc.kernel_failures));
+  EXPECT_NE(d.find("the app's period"), std::string::npos) << d;
+  const GraphCounters g = graph_counters();
+  EXPECT_EQ(g.kept + g.rejected, 1u);
+}
+
+}  // namespace
+}  // namespace cudal1::dispatcher
