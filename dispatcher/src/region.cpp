@@ -390,6 +390,8 @@ void allocate(const ChainNode& node, const ChainBuilder::Call& call, c10::Device
 
 bool in_region_work() noexcept { return t_work > 0; }
 bool flush_may_capture() noexcept { return t_may_capture; }
+RegionWorkScope::RegionWorkScope() noexcept { ++t_work; }
+RegionWorkScope::~RegionWorkScope() { --t_work; }
 
 
 bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& call,

@@ -53,6 +53,16 @@ const c10::OperatorHandle* out_overload(const c10::OperatorHandle& op, size_t ou
 /// (Note [Region graphs]).
 bool flush_may_capture() noexcept;
 
+/// Marks the calling thread as running cudal1's own region work for the scope's lifetime: the CUPTI guard ignores
+/// its CUDA calls (a background thread freeing a region graph synchronises a stream without flushing regions).
+class RegionWorkScope {
+ public:
+  RegionWorkScope() noexcept;
+  ~RegionWorkScope();
+  RegionWorkScope(const RegionWorkScope&) = delete;
+  RegionWorkScope& operator=(const RegionWorkScope&) = delete;
+};
+
 /// True while this thread runs cudal1's own region work (flushes, allocations): CUDA calls made then are ours.
 bool in_region_work() noexcept;
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -29,7 +30,7 @@ namespace {
 
 struct Totals {
   std::atomic<uint64_t> captures{0}, capture_failures{0}, check_failures{0}, replays{0}, eager{0}, invalidated{0},
-      kept{0}, rejected{0};
+      kept{0}, rejected{0}, idle_released{0};
   std::atomic<int64_t> bytes{0};
 };
 Totals g_totals;
@@ -63,6 +64,7 @@ GraphCounters graph_counters() noexcept {
   c.invalidated = g_totals.invalidated.load();
   c.kept = g_totals.kept.load();
   c.rejected = g_totals.rejected.load();
+  c.idle_released = g_totals.idle_released.load();
   c.bytes = g_totals.bytes.load();
   return c;
 }
@@ -127,14 +129,37 @@ bool close_enough(const at::Tensor& a, const at::Tensor& b) {
   return diff <= 0.01 * std::max(scale, 1e-12);
 }
 
+class GraphKernel;
+std::mutex g_kernels_mu;
+std::vector<GraphKernel*>* g_kernels = new std::vector<GraphKernel*>();  // leaked: kernels live until exit
+
 class GraphKernel final : public ChainKernel {
  public:
   GraphKernel(const ChainRecord& chain, std::unique_ptr<ChainKernel> inner, GraphOptions o)
-      : chain_(chain), inner_(std::move(inner)), o_(o) {}
+      : chain_(chain), inner_(std::move(inner)), o_(o) {
+    std::lock_guard<std::mutex> lock(g_kernels_mu);
+    g_kernels->push_back(this);
+  }
+
+  /// Frees the graph when the chain ran no region for o_.idle_seconds; skips a kernel computing a region now.
+  void release_if_idle(std::chrono::steady_clock::time_point now) noexcept {
+    try {
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+      if (!lock.owns_lock() || !graph_) return;
+      if (std::chrono::duration<double>(now - last_region_).count() < o_.idle_seconds) return;
+      detail::RegionWorkScope ours;  // the synchronisation below flushes no region (Note [Deferred regions])
+      release_graph();
+      g_totals.idle_released.fetch_add(1);
+      state_ = State::kWarm;
+      warm_done_ = 0;
+    } catch (...) {
+    }
+  }
 
   std::unique_ptr<Progress> begin() noexcept override {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      last_region_ = std::chrono::steady_clock::now();
       if (whole_region_wanted()) return nullptr;  // the region comes whole through run()
     }
     return inner_->begin();
@@ -172,6 +197,11 @@ class GraphKernel final : public ChainKernel {
           replay(ext, outs);
           g_totals.replays.fetch_add(1);
           mark(true);
+          if (state_ == State::kServe && decided_graph_ && ++served_ >= static_cast<size_t>(o_.retrial_every)) {
+            state_ = State::kTrial;  // judged again by the app's period now
+            trial_n_ = 0;
+            served_ = 0;
+          }
           return Status();
         }
         if (invalid) invalidate("a held external changed");
@@ -548,6 +578,8 @@ class GraphKernel final : public ChainKernel {
   std::vector<std::vector<at::Tensor>> static_outs_;
   std::vector<std::vector<char>> live_;
   int64_t bytes_ = 0;
+  std::chrono::steady_clock::time_point last_region_ = std::chrono::steady_clock::now();
+  size_t served_ = 0;  // regions served since the last trial
   // The trial.
   size_t trial_n_ = 0;
   std::vector<std::pair<bool, cudaEvent_t>> marks_;
@@ -562,7 +594,22 @@ std::unique_ptr<ChainKernel> graph_chain_kernel(const ChainRecord& chain, std::u
   return std::make_unique<GraphKernel>(chain, std::move(inner), opts);
 }
 
+void release_idle_graphs() noexcept {
+  try {
+    std::vector<GraphKernel*> all;
+    {
+      std::lock_guard<std::mutex> lock(g_kernels_mu);
+      all = *g_kernels;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (GraphKernel* k : all) k->release_if_idle(now);
+  } catch (...) {
+  }
+}
+
 #else
+
+void release_idle_graphs() noexcept {}
 
 std::unique_ptr<ChainKernel> graph_chain_kernel(const ChainRecord&, std::unique_ptr<ChainKernel> inner,
                                                 const GraphOptions&) {

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "cudal1/dispatcher/chains.h"
@@ -51,7 +52,10 @@ at::Tensor block(const at::Tensor& x, const at::Tensor& a, const at::Tensor& b) 
   at::Tensor u = t + b;
   return u * x;
 }
-/// The same ops in another order: a second chain, left to the trial.
+/// The same ops in another order, on [kTrialRows,1024]: a second chain, left to the trial. Its own shape keeps its
+/// first call (tanh) apart from block()'s tanh: where two threads flush each other's regions (the CUPTI guard),
+/// block()'s later calls run one by one, and a tanh of block()'s shape would open this chain's regions and diverge.
+constexpr int64_t kTrialRows = 32;
 at::Tensor block2(const at::Tensor& x, const at::Tensor& a) {
   at::Tensor t = x.tanh();
   at::Tensor h = t * a;
@@ -70,11 +74,13 @@ at::Tensor eager(const std::function<at::Tensor()>& f) {
   return f();
 }
 
-ChainRecord* find_chain(const char* first_op, size_t nodes) {
+/// The chain of `nodes` ops whose first is `first_op` on [rows,1024].
+ChainRecord* find_chain(const char* first_op, size_t nodes, int64_t rows) {
+  const std::string shape = "[" + std::to_string(rows) + ",1024]";
   ChainRecord* rec = nullptr;
   for_each_chain([&](ChainRecord& c) {
     if (c.nodes.size() == nodes && c.nodes[0].rec->sig.text.find(first_op) != std::string::npos &&
-        c.nodes[0].rec->sig.text.find("[64,1024]") != std::string::npos)
+        c.nodes[0].rec->sig.text.find(shape) != std::string::npos)
       rec = &c;
   });
   return rec;
@@ -83,15 +89,15 @@ ChainRecord* find_chain(const char* first_op, size_t nodes) {
 /// Fuses block() with a forced graph (no trial) and block2() with the trial, once per process.
 bool fuse_once() {
   static const bool ok = [] {
-    const at::Tensor a = randn(), b = randn();
+    const at::Tensor a = randn(), b = randn(), a2 = randn(kTrialRows);
     for (int i = 0; i < 8; ++i) {
       block(randn(), a, b);
       close_chain_on_this_thread();
-      block2(randn(), a);
+      block2(randn(kTrialRows), a2);
       close_chain_on_this_thread();
     }
-    ChainRecord* c1 = find_chain("mul", 6);
-    ChainRecord* c2 = find_chain("tanh", 5);
+    ChainRecord* c1 = find_chain("mul", 6, 64);
+    ChainRecord* c2 = find_chain("tanh", 5, kTrialRows);
     if (!c1 || !c2) return false;
     GraphOptions forced;
     forced.force = true;
@@ -196,20 +202,39 @@ TEST(RegionGraphs, TheAppsOwnCaptureIsLeftAlone) {
 }
 #endif
 
+TEST(RegionGraphs, AnIdleGraphIsFreedAndCapturedAgain) {
+  REQUIRE_GRAPHS();
+  const at::Tensor a = randn(), b = randn();
+  for (int i = 0; i < 4; ++i) block(randn(), a, b);
+  sync_gpu();
+  const GraphCounters before = graph_counters();
+  ASSERT_GT(before.bytes, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // GraphOptions::idle_seconds = 2
+  release_idle_graphs();
+  const GraphCounters idle = graph_counters();
+  EXPECT_GE(idle.idle_released, before.idle_released + 1);
+  EXPECT_LT(idle.bytes, before.bytes);
+  for (int i = 0; i < 6; ++i) {
+    const at::Tensor x = randn();
+    EXPECT_TRUE(at::equal(block(x, a, b), eager([&] { return block(x, a, b); }))) << "iteration " << i;
+  }
+  EXPECT_GT(graph_counters().captures, idle.captures) << "the chain should capture again once it runs again";
+}
+
 TEST(RegionGraphs, TheTrialDecidesByTheAppsPeriod) {
   REQUIRE_GRAPHS();
-  const at::Tensor a = randn();
-  ChainRecord* c2 = find_chain("tanh", 5);
+  const at::Tensor a = randn(kTrialRows);
+  ChainRecord* c2 = find_chain("tanh", 5, kTrialRows);
   ASSERT_NE(c2, nullptr);
   for (int i = 0; i < 70; ++i) {
-    const at::Tensor x = randn();
+    const at::Tensor x = randn(kTrialRows);
     const at::Tensor y = block2(x, a);
     if (i % 10 == 0) {
       EXPECT_TRUE(at::equal(y, eager([&] { return block2(x, a); }))) << "iteration " << i;
     }
     if (i == 60) sync_gpu();
   }
-  block2(randn(), a);
+  block2(randn(kTrialRows), a);
   at::sum(a).item<float>();  // flushes the last region
   const std::string d = c2->kernel.load()->describe();
   const RegionCounters rc = region_counters();
@@ -222,6 +247,10 @@ TEST(RegionGraphs, TheTrialDecidesByTheAppsPeriod) {
               static_cast<unsigned long long>(rc.by_other), static_cast<unsigned long long>(rc.kernel_failures));
   EXPECT_NE(d.find("the app's period"), std::string::npos) << d;
   const GraphCounters g = graph_counters();
+  std::printf("graphs: %llu captures, %llu replays, %llu eager, %llu capture failures\n%s\n",
+              static_cast<unsigned long long>(g.captures), static_cast<unsigned long long>(g.replays),
+              static_cast<unsigned long long>(g.eager), static_cast<unsigned long long>(g.capture_failures),
+              c2->text().c_str());
   EXPECT_EQ(g.kept + g.rejected, 1u);
 }
 

@@ -325,6 +325,7 @@ void tick() {
   mark_cached_chains_hot();
   if (rt().cfg.fuse) dispatcher::update_hot_chains(rt().cfg.hot_calls, rt().cfg.chain_share);
   fuse_hot_chains();
+  dispatcher::release_idle_graphs();  // Note [Region graphs]: a chain that stopped running frees its graph
   Runtime& r = rt();
   const bool changed = dispatcher::hook_counters().hooked_calls != r.last_report_calls.load();
   if (changed && std::chrono::steady_clock::now() - r.last_report > std::chrono::seconds(10)) write_report(false);

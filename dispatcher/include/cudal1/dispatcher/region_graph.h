@@ -31,6 +31,12 @@
 ///    synchronised). The graph is kept when its median period is below the eager one by GraphOptions::margin;
 ///    otherwise it is freed and the kernel runs eagerly from then on. The first period of each block, and any
 ///    period spanning a mode change, is not counted.
+///  - *Re-trial.* A graph kept by a trial is put on trial again after every GraphOptions::retrial_every regions
+///    it served, so that an app whose loop changed (pipelined forwards, then one request at a time) is judged
+///    again by its new period.
+///  - *Idle graphs.* A graph whose chain ran no region for GraphOptions::idle_seconds (a chain of the first
+///    forwards that a longer chain took over, a model the app stopped using) is freed by release_idle_graphs(),
+///    which cudal1's background thread calls on each tick; the chain captures again if its regions come back.
 ///  - *Memory.* The static tensors and the growth of torch's reserved memory during the capture (the graph's
 ///    private pool) are counted per graph and in total (GraphCounters::bytes); a capture that would take the
 ///    total past GraphOptions::memory_budget is dropped.
@@ -52,6 +58,8 @@ struct GraphOptions {
   double margin = 0.03;     ///< the graph's median period must be below (1 - margin) x the eager one
   int max_captures = 4;     ///< captures a chain may make (a swapped weight captures again); then eager
   bool force = false;       ///< tests: no trial; the graph serves every region it matches
+  int retrial_every = 2048; ///< regions a kept graph serves before it is put on trial again
+  double idle_seconds = 2;  ///< a graph whose chain ran no region for this long is freed (release_idle_graphs)
   int64_t memory_budget = int64_t{4} << 30;  ///< bytes all region graphs may hold together
 };
 
@@ -59,6 +67,10 @@ struct GraphOptions {
 /// graphs]). `chain` must outlive the result. Without torch-CUDA in this build, returns `inner` unchanged.
 std::unique_ptr<ChainKernel> graph_chain_kernel(const ChainRecord& chain, std::unique_ptr<ChainKernel> inner,
                                                 const GraphOptions& opts = {});
+
+/// Frees the graphs of region-graph kernels whose chains ran no region for their GraphOptions::idle_seconds.
+/// Never blocks on a region being computed (a busy kernel is skipped). Safe from any thread.
+void release_idle_graphs() noexcept;
 
 /// One region's end in a trial: the mode it ran in and its event time in ms (from any fixed origin).
 struct TrialMark {
@@ -80,6 +92,7 @@ struct GraphCounters {
   uint64_t invalidated = 0;       ///< graphs dropped because a held external changed
   uint64_t kept = 0;              ///< trials the graph won
   uint64_t rejected = 0;          ///< trials the eager kernel won (its graph freed)
+  uint64_t idle_released = 0;     ///< graphs freed because their chain stopped running
   int64_t bytes = 0;              ///< GPU memory the live graphs hold now
 };
 GraphCounters graph_counters() noexcept;
