@@ -315,8 +315,11 @@ class GraphKernel final : public ChainKernel {
       const at::Tensor& s = statics_[i];
       if (!t.defined() || t.sizes() != s.sizes() || t.strides() != s.strides() || t.scalar_type() != s.scalar_type())
         return false;
+      // A held tensor is read in place: the same storage at the same address. Its values may change (the graph
+      // reads them at replay), except where the kernel keeps values computed from them (a folded weight).
       if (by_ref_[i] && (t.storage().unsafeGetStorageImpl() != s.storage().unsafeGetStorageImpl() ||
-                         t.data_ptr() != s.data_ptr() || version_of(t) != held_versions_[i])) {
+                         t.data_ptr() != s.data_ptr() ||
+                         (inner_->derives_from(i) && version_of(t) != held_versions_[i]))) {
         *invalid = true;
         return false;
       }
@@ -470,7 +473,7 @@ class GraphKernel final : public ChainKernel {
       for (size_t k = 0; r.ok() && k < outs.size(); ++k)
         for (size_t i = 0; i < outs[k].size(); ++i)
           if (outs[k][i].defined()) outs[k][i].copy_(ref[k][i]);
-      drop_for_good("its first replay differed from the kernel run eagerly");
+      drop_locked("its first replay differed from the kernel run eagerly");
       return r.ok() ? Status() : Status(Code::kInternal, "graph check: " + r.to_string());
     }
     g_totals.captures.fetch_add(1);
@@ -494,7 +497,16 @@ class GraphKernel final : public ChainKernel {
     return Status(Code::kUnsupported, why_off_);
   }
 
+  /// Takes mu_ (called after a failure unwound the caller's lock).
   void drop_for_good(std::string why) noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      drop_locked(std::move(why));
+    } catch (...) {
+    }
+  }
+  /// Caller holds mu_.
+  void drop_locked(std::string why) noexcept {
     try {
       release_graph();
       state_ = State::kOff;

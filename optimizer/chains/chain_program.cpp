@@ -267,6 +267,15 @@ class ProgramKernel final : public dispatcher::ChainKernel {
     });
   }
 
+  /// The folds' inputs: a conv group's weight, bias and batch-norm tensors (fold() caches what it computes).
+  bool derives_from(size_t slot) const noexcept override {
+    const int sl = static_cast<int>(slot);
+    for (const ConvArgs& a : args_)
+      for (int s : {a.w, a.bias, a.bn_w, a.bn_b, a.bn_mean, a.bn_var})
+        if (s >= 0 && s == sl) return true;
+    return false;
+  }
+
   /// The variant, then what it did in this process: regions computed and declined, convolutions run with cuDNN's
   /// fused epilogue and as separate ops, batch norm folds computed (once a group while the model is unchanged).
   std::string describe() const override {

@@ -19,10 +19,12 @@
 ///  - *Check.* The first replay is compared with the kernel run eagerly on the same inputs (NaN positions equal,
 ///    max |diff| within 1% of the scale: a wrong capture is off by far more); a mismatch drops the graph for good.
 ///  - *Replay.* A region is served by the graph when its stream is the captured one, every held external is the
-///    same tensor at the same version and address, and every output the app holds was captured: the activations
+///    same storage at the same address (its values may have changed: the graph reads them at replay; only an
+///    external the kernel derives cached values from, ChainKernel::derives_from, must also keep its version), and
+///    every output the app holds was captured: the activations
 ///    are copied in, the graph launched, and the outputs copied into the region's pending tensors (the app's),
 ///    all on the region's stream, one replay at a time. Anything else runs the kernel eagerly; a changed held
-///    external (a swapped or updated weight) also drops the graph, to be captured again after a new warm-up
+///    external (a swapped weight, an updated folded one) also drops the graph, to be captured again after a new warm-up
 ///    (at most GraphOptions::max_captures times).
 ///  - *Decision, by what the app feels.* The kernel's regions then alternate blocks of eager and graph runs
 ///    (GraphOptions::block regions, GraphOptions::rounds of each), recording a GPU event at the end of each. The

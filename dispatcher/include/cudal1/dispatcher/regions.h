@@ -82,6 +82,13 @@ class ChainKernel {
                      const std::vector<std::vector<at::Tensor>>& outputs) noexcept = 0;
   /// Readable name, e.g. "aten replay" or "pointwise vec4.b256".
   virtual std::string describe() const = 0;
+  /// Whether the kernel keeps values computed from external slot `slot` across regions (a folded weight, cached
+  /// while the tensor and its version stay the same). A CUDA graph of the kernel reads those cached values, so it
+  /// is captured again when that tensor changes (Note [Region graphs]). Default: it keeps none.
+  virtual bool derives_from(size_t slot) const noexcept {
+    (void)slot;
+    return false;
+  }
 
   /// Note [Incremental regions]
   /// A long region (a program chain: Note [Program chains]) would leave the GPU idle while the host defers its
