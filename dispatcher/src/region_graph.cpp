@@ -147,8 +147,11 @@ class GraphKernel final : public ChainKernel {
       std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
       if (!lock.owns_lock() || !graph_) return;
       if (std::chrono::duration<double>(now - last_region_).count() < o_.idle_seconds) return;
-      detail::RegionWorkScope ours;  // the synchronisation below flushes no region (Note [Deferred regions])
-      release_graph();
+      // No synchronisation from this thread (the app may be capturing a graph of its own): the graph is freed
+      // once its last replay is seen complete, else at a later tick.
+      if (done_ && cudaEventQuery(done_) != cudaSuccess) return;
+      detail::RegionWorkScope ours;  // CUDA calls below flush no region (Note [Deferred regions])
+      release_graph(/*wait=*/false);
       g_totals.idle_released.fetch_add(1);
       state_ = State::kWarm;
       warm_done_ = 0;
@@ -338,6 +341,8 @@ class GraphKernel final : public ChainKernel {
     for (size_t i = 0; i < ext.size(); ++i)
       if (!by_ref_[i]) statics_[i].copy_(ext[i]);
     graph_->replay();
+    if (!done_ && cudaEventCreateWithFlags(&done_, cudaEventDisableTiming) != cudaSuccess) done_ = nullptr;
+    if (done_) cudaEventRecord(done_, c10::cuda::getCurrentCUDAStream(device_).stream());  // idle release
     for (size_t k = 0; k < outs.size(); ++k)
       for (size_t i = 0; i < outs[k].size(); ++i) {
         const at::Tensor& o = outs[k][i];
@@ -529,15 +534,19 @@ class GraphKernel final : public ChainKernel {
   }
 
   /// Caller holds mu_. Frees the graph and its tensors once the GPU is done with them.
-  void release_graph() {
+  /// `wait`: synchronise the graph's stream first (a region flush on the app's thread); else the caller saw its
+  /// last replay complete.
+  void release_graph(bool wait = true) {
     for (auto& [graph, ev] : marks_) cudaEventDestroy(ev);
     marks_.clear();
     if (graph_) {
-      if (stream_) cudaStreamSynchronize(stream_->stream());
+      if (wait && stream_) cudaStreamSynchronize(stream_->stream());
       graph_.reset();
       g_totals.bytes.fetch_sub(bytes_);
       bytes_ = 0;
     }
+    if (done_) cudaEventDestroy(done_);
+    done_ = nullptr;
     statics_.clear();
     static_outs_.clear();
   }
@@ -590,6 +599,7 @@ class GraphKernel final : public ChainKernel {
   std::vector<std::vector<at::Tensor>> static_outs_;
   std::vector<std::vector<char>> live_;
   int64_t bytes_ = 0;
+  cudaEvent_t done_ = nullptr;  // recorded after each replay: an idle graph is freed once it completed
   std::chrono::steady_clock::time_point last_region_ = std::chrono::steady_clock::now();
   size_t served_ = 0;  // regions served since the last trial
   // The trial.
