@@ -375,7 +375,9 @@ ChainRecord* fuse_new_chain(const std::function<void()>& f, size_t nodes) {
   for_each_chain([&](ChainRecord& c) {
     if (!before.count(&c) && c.nodes.size() == nodes) rec = &c;
   });
-  if (rec) EXPECT_TRUE(fuse_chain(*rec, aten_chain_kernel(*rec)).ok());
+  if (rec) {
+    EXPECT_TRUE(fuse_chain(*rec, aten_chain_kernel(*rec)).ok());
+  }
   return rec;
 }
 

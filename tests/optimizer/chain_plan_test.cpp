@@ -230,7 +230,9 @@ TEST(ChainPlan, EvalBatchNormWithInPlaceResidualAndReluIsOnePass) {
   for (const auto& e : plan->externals) {
     channel += e.channel;
     positive += e.positive;
-    if (e.channel) EXPECT_EQ(e.strides, (std::vector<int64_t>{0, 1, 0, 0}));
+    if (e.channel) {
+      EXPECT_EQ(e.strides, (std::vector<int64_t>{0, 1, 0, 0}));
+    }
   }
   EXPECT_EQ(channel, 4);
   EXPECT_EQ(positive, 1);
