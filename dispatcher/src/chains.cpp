@@ -6,19 +6,13 @@
 #include <utility>
 
 #include "cudal1/core/signature.h"
+#include "region.h"
 
 namespace cudal1::dispatcher {
 namespace {
 
 c10::weak_intrusive_ptr<c10::TensorImpl> weak_of(const at::Tensor& t) {
   return c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr());
-}
-
-/// The tensor's version counter; 0 for inference tensors, which have none (and cannot be modified in place
-/// outside InferenceMode).
-uint32_t version_of(const at::Tensor& t) {
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  return impl->is_inference() ? 0 : impl->version_counter().current_version();
 }
 
 bool same_target(const c10::weak_intrusive_ptr<c10::TensorImpl>& w, const at::Tensor& t) {
@@ -202,7 +196,7 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     if (slot < 0) {
       slot = static_cast<int>(externals_.size());
       externals_.push_back(weak_of(*t));
-      ext_versions_.push_back(version_of(*t));
+      ext_versions_.push_back(detail::version_of(*t));
       ext_slots_[t->unsafeGetTensorImpl()] = slot;
     }
     in.index = slot;

@@ -122,11 +122,6 @@ uint64_t site_of(const ChainBuilder::Call& call) {
 std::mutex g_regions_mu;        // guards g_regions; held across flush_all so no region dies under it
 std::vector<Region*> g_regions;
 
-uint32_t version_of(const at::Tensor& t) {
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  return impl->is_inference() ? 0 : impl->version_counter().current_version();
-}
-
 void set_key_included(bool on) { c10::impl::tls_set_dispatch_key_included(kRegionKey, on); }
 
 /// Runs the region's chain (or its prefix) and closes it. Caller holds r.mu.
@@ -390,6 +385,10 @@ void allocate(const ChainNode& node, const ChainBuilder::Call& call, c10::Device
 
 bool in_region_work() noexcept { return t_work > 0; }
 bool flush_may_capture() noexcept { return t_may_capture; }
+uint32_t version_of(const at::Tensor& t) {
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return impl->is_inference() ? 0 : impl->version_counter().current_version();
+}
 RegionWorkScope::RegionWorkScope() noexcept { ++t_work; }
 RegionWorkScope::~RegionWorkScope() { --t_work; }
 

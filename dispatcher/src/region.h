@@ -2,6 +2,8 @@
 /// (Note [Deferred regions] in regions.h).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <atomic>
 #include <string>
 #include <vector>
@@ -47,6 +49,10 @@ Status arm_cupti_guard();
 
 /// The out= overload of `op` taking `outs` out tensors after exactly `op`'s arguments; null when none.
 const c10::OperatorHandle* out_overload(const c10::OperatorHandle& op, size_t outs);
+
+/// The tensor's version counter; 0 for inference tensors, which have none (and cannot be modified in place
+/// outside InferenceMode).
+uint32_t version_of(const at::Tensor& t);
 
 /// True while this thread flushes its own region at its own event (a divergence or another op): never inside
 /// another thread's CUDA call or at exit. Only then may a chain kernel capture a CUDA graph or synchronise

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cudal1/core/log.h"
+#include "cudal1/core/stats.h"
 #include "region.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
@@ -35,12 +36,6 @@ struct Totals {
 };
 Totals g_totals;
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 void trial_periods(const std::vector<TrialMark>& marks, std::vector<double>* graph_ms, std::vector<double>* eager_ms) {
@@ -51,7 +46,7 @@ void trial_periods(const std::vector<TrialMark>& marks, std::vector<double>* gra
 
 bool graph_wins(const std::vector<double>& graph_ms, const std::vector<double>& eager_ms, double margin) {
   if (graph_ms.empty() || eager_ms.empty()) return false;
-  return median_of(graph_ms) < (1.0 - margin) * median_of(eager_ms);
+  return median(graph_ms) < (1.0 - margin) * median(eager_ms);
 }
 
 GraphCounters graph_counters() noexcept {
@@ -71,11 +66,6 @@ GraphCounters graph_counters() noexcept {
 
 #if defined(CUDAL1_TORCH_CUDA)
 namespace {
-
-uint32_t version_of(const at::Tensor& t) {
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  return impl->is_inference() ? 0 : impl->version_counter().current_version();
-}
 
 int64_t reserved_bytes(c10::DeviceIndex device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
@@ -105,6 +95,17 @@ void order(const c10::cuda::CUDAStream& before, const c10::cuda::CUDAStream& aft
   cudaEventRecord(ev, before.stream());
   cudaStreamWaitEvent(after.stream(), ev, 0);
   cudaEventDestroy(ev);
+}
+
+/// The first output before outs[k][i] that is the same tensor (an in-place node's output is an earlier node's
+/// tensor), as (node, output); (-1, -1) when there is none or outs[k][i] is undefined.
+std::pair<int, int> earlier_same(const std::vector<std::vector<at::Tensor>>& outs, size_t k, size_t i) {
+  const at::Tensor& o = outs[k][i];
+  if (o.defined())
+    for (size_t j = 0; j <= k; ++j)
+      for (size_t m = 0; m < outs[j].size() && (j < k || m < i); ++m)
+        if (outs[j][m].defined() && outs[j][m].is_same(o)) return {static_cast<int>(j), static_cast<int>(m)};
+  return {-1, -1};
 }
 
 /// An uninitialised tensor like `t` (sizes, strides, dtype, device), a normal tensor even in inference mode: static
@@ -292,8 +293,8 @@ class GraphKernel final : public ChainKernel {
     marks_.clear();
     std::vector<double> g, e;
     trial_periods(m, &g, &e);
-    graph_ms_ = g.empty() ? 0 : median_of(g);
-    eager_ms_ = e.empty() ? 0 : median_of(e);
+    graph_ms_ = median(g);
+    eager_ms_ = median(e);
     const bool bad = std::any_of(m.begin(), m.end(), [](const TrialMark& t) { return t.ms < 0; });
     if (!bad && graph_wins(g, e, o_.margin)) {
       state_ = State::kServe;
@@ -322,7 +323,7 @@ class GraphKernel final : public ChainKernel {
       // reads them at replay), except where the kernel keeps values computed from them (a folded weight).
       if (by_ref_[i] && (t.storage().unsafeGetStorageImpl() != s.storage().unsafeGetStorageImpl() ||
                          t.data_ptr() != s.data_ptr() ||
-                         (inner_->derives_from(i) && version_of(t) != held_versions_[i]))) {
+                         (inner_->derives_from(i) && detail::version_of(t) != held_versions_[i]))) {
         *invalid = true;
         return false;
       }
@@ -347,10 +348,7 @@ class GraphKernel final : public ChainKernel {
       for (size_t i = 0; i < outs[k].size(); ++i) {
         const at::Tensor& o = outs[k][i];
         if (!o.defined()) continue;
-        bool done = false;  // an in-place node's output is an earlier one's tensor: copied once
-        for (size_t j = 0; j < k && !done; ++j)
-          for (const at::Tensor& p : outs[j]) done = done || (p.defined() && p.is_same(o));
-        if (!done) o.copy_(static_outs_[k][i]);
+        if (earlier_same(outs, k, i).first < 0) o.copy_(static_outs_[k][i]);  // an in-place output: copied once
       }
   }
 
@@ -374,7 +372,7 @@ class GraphKernel final : public ChainKernel {
       const bool held = i < prev_storage_.size() && prev_ptr_[i] == t.data_ptr() &&
                         prev_storage_[i].lock().get() == t.storage().unsafeGetStorageImpl();
       by_ref_.push_back(held);
-      held_versions_.push_back(version_of(t));
+      held_versions_.push_back(detail::version_of(t));
       if (held) {
         statics_.push_back(t);
         continue;
@@ -399,10 +397,8 @@ class GraphKernel final : public ChainKernel {
         for (const at::Tensor& t : ext)
           if (t.storage().unsafeGetStorageImpl() == o.storage().unsafeGetStorageImpl())
             return off("an output aliases an external (an in-place op on an input)");
-        at::Tensor same;
-        for (size_t j = 0; j <= k && !same.defined(); ++j)
-          for (size_t m = 0; m < outs[j].size() && (j < k || m < i); ++m)
-            if (outs[j][m].defined() && outs[j][m].is_same(o)) same = static_outs_[j][m];
+        const auto [j, m] = earlier_same(outs, k, i);
+        at::Tensor same = j >= 0 ? static_outs_[j][m] : at::Tensor();
         if (!same.defined()) {
           same = normal_like(o);
           static_bytes += static_cast<int64_t>(same.nbytes());
@@ -458,10 +454,8 @@ class GraphKernel final : public ChainKernel {
     for (size_t k = 0; k < outs.size(); ++k)
       for (size_t i = 0; i < outs[k].size(); ++i) {
         const at::Tensor& o = outs[k][i];
-        at::Tensor same;
-        for (size_t j = 0; j <= k && o.defined() && !same.defined(); ++j)
-          for (size_t m = 0; m < outs[j].size() && (j < k || m < i); ++m)
-            if (outs[j][m].defined() && outs[j][m].is_same(o)) same = ref[j][m];
+        const auto [j, m] = earlier_same(outs, k, i);
+        at::Tensor same = j >= 0 ? ref[j][m] : at::Tensor();
         if (o.defined() && !same.defined()) same = at::empty_strided(o.sizes(), o.strides(), o.options());
         ref[k].push_back(same);
       }

@@ -4,8 +4,23 @@
 #include "cudal1/core/cuda_driver.h"
 #include "cudal1/core/nvrtc.h"
 #include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/regions.h"
 
 namespace cudal1::testing {
+
+Status install_region_hooks(std::vector<std::string> ops) {
+  dispatcher::HookOptions o;
+  o.mode = Mode::kTune;
+  o.ops = std::move(ops);
+  o.hot_calls = 1000000;
+  o.sample_every = 1000000;
+  o.chains = true;
+  CUDAL1_RETURN_IF_ERROR(dispatcher::install_hooks(o, dispatcher::HookCallbacks{}));
+  dispatcher::DeferralOptions d;
+  d.poison = true;
+  return dispatcher::enable_deferral(d);
+}
 
 bool gpu_available(std::string* why) {
   if (!dispatcher::has_torch_cuda()) {

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "cudal1/core/status.h"
 
 namespace cudal1::testing {
 
@@ -14,6 +17,11 @@ bool gpu_available(std::string* why);
 /// 0.01, 30, 1000, 0.5; optimizer/framework/measure.cpp), one more than the tuner's default 5, so a test sees every
 /// scale the tuner does.
 inline constexpr int kEveryScaleTrials = 6;
+
+/// The set-up of the deferred-region tests (each in its own process): hooks `ops` in tune mode with chains
+/// recorded and nothing handed to an optimizer, then turns deferral on with pending outputs poisoned (NaN), so a
+/// missed write shows.
+Status install_region_hooks(std::vector<std::string> ops);
 
 }  // namespace cudal1::testing
 

@@ -24,17 +24,7 @@ namespace {
 class RegionGpuEnv : public ::testing::Environment {
  public:
   void SetUp() override {
-    HookOptions o;
-    o.mode = Mode::kTune;
-    o.ops = {"mul.Tensor", "sigmoid", "tanh"};
-    o.hot_calls = 1000000;
-    o.sample_every = 1000000;
-    o.chains = true;
-    Status s = install_hooks(o, HookCallbacks{});
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    DeferralOptions d;
-    d.poison = true;
-    s = enable_deferral(d);
+    const Status s = ::cudal1::testing::install_region_hooks({"mul.Tensor", "sigmoid", "tanh"});
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
 };
