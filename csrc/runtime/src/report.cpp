@@ -25,7 +25,7 @@ json graph_json() {
           {"check_failures", g.check_failures}, {"replays", g.replays},
           {"eager", g.eager},               {"invalidated", g.invalidated},
           {"kept", g.kept},                 {"rejected", g.rejected},
-          {"bytes", g.bytes}};
+          {"idle_released", g.idle_released}, {"bytes", g.bytes}};
 }
 
 /// Note [Deferred regions]: whether regions can open, and what they did.

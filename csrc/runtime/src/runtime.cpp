@@ -166,17 +166,6 @@ void store_chain_outcome(const dispatcher::ChainRecord& c, const std::string& ke
   r.cached[device][key] = e;
 }
 
-/// Note [Serve mode]
-/// CUDAL1_MODE=serve is for deployment: no Tuner is built and fuse_hot_chains tunes nothing, so after start-up
-/// cudal1 never compiles or times anything on the app's GPU. Signatures and chains are served from the cache
-/// (loading a cubin is all it does); a cached kernel that does not load, or whose generator is older than this
-/// cudal1's (Note [Generator versions]), leaves its signature or chain on ATen, with one warning per signature or
-/// chain. Stats::compiled counts NVRTC compilations and stays 0 (tests/gpu/warm_app.cpp checks it).
-///
-/// Note [Chain tuning]: each chain that turned hot is handled once, on the tuner's thread: served from the cache
-/// when a tuning run stored its outcome (a kernel is fused; "ATen not beaten" leaves it one by one), else tuned
-/// in tune mode and its outcome stored; serve mode tunes nothing. Deferral (the DeferredInit key, the CUPTI
-/// guard) is enabled at the first hot chain, so a run where no chain gets hot never subscribes to CUPTI.
 /// Note [Region graphs]: with CUDAL1_GRAPHS on, a fused chain's kernel may run as a CUDA graph, where the app's
 /// own measured period is shorter with it.
 std::unique_ptr<dispatcher::ChainKernel> graphed(const dispatcher::ChainRecord& c,
@@ -188,6 +177,17 @@ std::unique_ptr<dispatcher::ChainKernel> graphed(const dispatcher::ChainRecord& 
   return dispatcher::graph_chain_kernel(c, std::move(k), o);
 }
 
+/// Note [Serve mode]
+/// CUDAL1_MODE=serve is for deployment: no Tuner is built and fuse_hot_chains tunes nothing, so after start-up
+/// cudal1 never compiles or times anything on the app's GPU. Signatures and chains are served from the cache
+/// (loading a cubin is all it does); a cached kernel that does not load, or whose generator is older than this
+/// cudal1's (Note [Generator versions]), leaves its signature or chain on ATen, with one warning per signature or
+/// chain. Stats::compiled counts NVRTC compilations and stays 0 (tests/gpu/warm_app.cpp checks it).
+///
+/// Note [Chain tuning]: each chain that turned hot is handled once, on the tuner's thread: served from the cache
+/// when a tuning run stored its outcome (a kernel is fused; "ATen not beaten" leaves it one by one), else tuned
+/// in tune mode and its outcome stored; serve mode tunes nothing. Deferral (the DeferredInit key, the CUPTI
+/// guard) is enabled at the first hot chain, so a run where no chain gets hot never subscribes to CUPTI.
 void fuse_hot_chains() {
   Runtime& r = rt();
   if (!r.cfg.fuse) return;
