@@ -72,6 +72,15 @@ bool is_inplace(const c10::FunctionSchema& schema) {
   return true;
 }
 
+bool is_view_op(const c10::FunctionSchema& schema) {
+  if (schema.is_mutable() || schema.is_vararg() || schema.is_varret() || schema.returns().empty()) return false;
+  for (const auto& a : schema.arguments())
+    if (a.alias_info() && a.alias_info()->isWrite()) return false;
+  for (const auto& r : schema.returns())
+    if (!r.alias_info() || r.alias_info()->isWrite() || r.type()->kind() != c10::TypeKind::TensorType) return false;
+  return true;
+}
+
 Status install_hooks(const HookOptions& opts, HookCallbacks callbacks) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);

@@ -472,6 +472,23 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
   return false;
 }
 
+bool pending_on_this_thread(const at::Tensor& t) noexcept {
+  try {
+    if (!t.defined() || !t.has_storage()) return false;
+    Region* region = this_thread_region();
+    if (!region) return false;
+    std::lock_guard<std::mutex> lock(region->mu);
+    if (!region->chain) return false;
+    const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    for (size_t k = 0; k < region->next && k < region->outputs.size(); ++k)
+      for (const at::Tensor& o : region->outputs[k])
+        if (o.defined() && o.storage().unsafeGetStorageImpl() == s) return true;
+    return false;
+  } catch (...) {
+    return true;  // unknown: treated as pending, so the caller flushes
+  }
+}
+
 void flush_this_thread(FlushReason why) noexcept {
   if (t_work > 0) return;
   try {

@@ -31,9 +31,30 @@ Deferral& deferral() {
 }
 std::atomic<bool> g_cpu{false}, g_cuda{false}, g_poison{false};
 
+/// Whether the tensors in the last `nargs` entries of `stack` (tensor lists included) share storage with a pending
+/// output of this thread's region.
+bool stack_reads_pending(const torch::jit::Stack& stack, size_t nargs) {
+  const size_t n = std::min(nargs, stack.size());
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      if (pending_on_this_thread(v.toTensor())) return true;
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec())
+        if (pending_on_this_thread(t)) return true;
+    } else if (v.isList()) {  // optional tensors and the like: conservatively, any tensor in it
+      for (const c10::IValue& e : v.toListRef())
+        if (e.isTensor() && pending_on_this_thread(e.toTensor())) return true;
+    }
+  }
+  return false;
+}
+
 /// The DeferredInit fallback: this thread's region runs, then the op continues as if the key were not there.
+/// A view of tensors the region does not write (Note [Views in regions]) continues without it.
 void region_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  flush_this_thread(FlushReason::kOp);
+  if (!is_view_op(op.schema()) || stack_reads_pending(*stack, op.schema().arguments().size()))
+    flush_this_thread(FlushReason::kOp);
   static const c10::DispatchKeySet kAfter(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::DeferredInit);
   op.redispatchBoxed(ks & kAfter, stack);
 }

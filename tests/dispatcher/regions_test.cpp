@@ -312,6 +312,51 @@ TEST(Regions, FlushAllRegionsRunsThisThreadsRegion) {
   EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); })));
 }
 
+TEST(Regions, AViewOfTensorsTheRegionDoesNotWriteLeavesItOpen) {
+  // Note [Views in regions]: at::linear's w.t() between two nodes must not end the region; a view of a pending
+  // tensor must.
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
+  const RegionCounters before = region_counters();
+  at::Tensor s = x.sigmoid();
+  ASSERT_TRUE(region_open_on_this_thread());
+  const at::Tensor wt = w.t();
+  const at::Tensor xv = x.view({8, 4});
+  const at::Tensor w0 = w.select(0, 1);
+  EXPECT_TRUE(region_open_on_this_thread()) << "views of an input and a weight flushed the region";
+  at::Tensor m = x * s;
+  at::Tensor y = m * w;  // the chain completes: the views changed nothing
+  EXPECT_TRUE(region_open_on_this_thread());
+  const at::Tensor yt = y.t();  // a view of a pending output: the region runs first
+  EXPECT_FALSE(region_open_on_this_thread());
+  const RegionCounters after = region_counters();
+  EXPECT_EQ(after.completed, before.completed + 1);
+  EXPECT_EQ(after.by_op, before.by_op);
+  // A view of a pending intermediate mid-chain: the prefix runs first, and the view holds eager's values.
+  at::Tensor s2 = x.sigmoid();
+  ASSERT_TRUE(region_open_on_this_thread());
+  const at::Tensor s2v = s2.view({32});
+  EXPECT_FALSE(region_open_on_this_thread());
+  EXPECT_EQ(region_counters().by_op, before.by_op + 1);
+  BypassScope aten_only;
+  EXPECT_TRUE(at::equal(yt, silu_w(x, w).t()));
+  EXPECT_TRUE(at::equal(wt, w.t()));
+  EXPECT_TRUE(at::equal(w0, w[1]));
+  EXPECT_TRUE(at::equal(s2v, x.sigmoid().view({32})));
+}
+
+TEST(Regions, ViewOpsAreTheOnesThatWriteNothingAndReturnAliases) {
+  auto& d = c10::Dispatcher::singleton();
+  for (const auto& [name, overload] : std::vector<std::pair<const char*, const char*>>{
+           {"aten::t", ""}, {"aten::view", ""}, {"aten::transpose", "int"}, {"aten::expand", ""},
+           {"aten::select", "int"}, {"aten::permute", ""}, {"aten::alias", ""}})
+    EXPECT_TRUE(is_view_op(d.findSchemaOrThrow(name, overload).schema())) << name << "." << overload;
+  for (const auto& [name, overload] : std::vector<std::pair<const char*, const char*>>{
+           {"aten::add", "Tensor"}, {"aten::add_", "Tensor"}, {"aten::add", "out"}, {"aten::relu", ""},
+           {"aten::split", "Tensor"}, {"aten::resize_", ""}, {"aten::set_", "source_Tensor"}, {"aten::clone", ""}})
+    EXPECT_FALSE(is_view_op(d.findSchemaOrThrow(name, overload).schema())) << name << "." << overload;
+}
+
 TEST(Regions, EarlyFlushesReplayThroughOutOverloads) {
   // An early flush writes every pending output through the op's out= overload, allocating nothing.
   auto& d = c10::Dispatcher::singleton();

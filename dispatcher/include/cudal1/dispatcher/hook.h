@@ -111,4 +111,10 @@ bool is_functional(const c10::FunctionSchema& schema);
 /// (`relu_`, `add_.Tensor`; not `out=` overloads, not views).
 bool is_inplace(const c10::FunctionSchema& schema);
 
+/// True when `schema` is a view op: it writes nothing (no argument annotated as written, not mutable) and every
+/// return aliases an argument (`t`, `view`, `transpose.int`, `expand`, `select.int`; not `split`, whose list
+/// return carries no annotation of its own). Such an op reads no values, only sizes and strides (Note [Views in
+/// regions] in regions.h).
+bool is_view_op(const c10::FunctionSchema& schema);
+
 }  // namespace cudal1::dispatcher
