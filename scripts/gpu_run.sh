@@ -3,8 +3,8 @@
 # .deps/ unpacked into a private prefix), then runs the GPU tests, the benchmarks and the example twice (the
 # second run must hit the cache). Results go to $OUT (default ./out); the last lines printed are a summary.
 # The example stage also records a profile run, pre-warms its signatures with `cudal1 warm` and serves them.
-# Usage: scripts/gpu_run.sh [all|build|test|bench|hook|chains|kernels|example]...   (default: all; bench = hook +
-# chains + kernels). CHAIN_REPS (default 30): repetitions a chain-suite row.
+# Usage: scripts/gpu_run.sh [all|build|test|bench|hook|chains|steps|kernels|example]...   (default: all; bench =
+# hook + chains + steps + kernels). CHAIN_REPS (default 30): repetitions a chain-suite row.
 # BENCH_ONLY='softmax|pool' runs only the kernel-benchmark rows whose name contains one of the words;
 # BENCH_TIMEOUT (s, default 400) bounds that benchmark; CTEST_REGEX runs only the tests it matches, CTEST_EXCLUDE
 # leaves out those it matches (e.g. '^Archs': the NVRTC arch sweep, which CI runs on the CPU).
@@ -62,6 +62,16 @@ if want bench || want chains; then
   timeout 400 python3 bench/chains_compile.py "${CHAIN_REPS:-30}" >"$OUT/chains_compile.txt" 2>&1
   timeout 400 $B/bench/bench_chains "$OUT/chains_compile.txt" "${CHAIN_REPS:-30}" >"$OUT/bench_chains.txt" 2>&1
   summary+=("bench_chains: rc=$?")
+fi
+if want bench || want steps; then
+  say "bench: steps (torch.compile in Python, then bench_steps through libcudal1.so, graphs on and off)"
+  timeout 400 python3 bench/steps_compile.py 15 >"$OUT/steps_compile.txt" 2>&1
+  for g in on off; do
+    rm -rf /tmp/cudal1_steps_cache
+    CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_GRAPHS=$g CUDAL1_CACHE_DIR=/tmp/cudal1_steps_cache CUDAL1_LOG_LEVEL=info \
+      timeout 300 $B/bench/bench_steps "$OUT/steps_compile.txt" 15 >"$OUT/bench_steps_graphs_$g.txt" 2>&1
+    summary+=("bench_steps (graphs $g): rc=$? $(grep -E '^decode_step' "$OUT/bench_steps_graphs_$g.txt")")
+  done
 fi
 if want bench || want kernels; then
   say "bench: kernels (${BENCH_ONLY:-all rows})"

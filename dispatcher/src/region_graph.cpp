@@ -49,6 +49,13 @@ bool graph_wins(const std::vector<double>& graph_ms, const std::vector<double>& 
   return median(graph_ms) < (1.0 - margin) * median(eager_ms);
 }
 
+bool launch_bound_candidate(const ChainRecord& chain) noexcept {
+  const size_t n = chain.nodes.size();
+  if (n < kLaunchBoundMinNodes) return false;
+  const double us = chain.mean_us();  // 0 while no call was sampled: the trial decides
+  return us <= kLaunchBoundUsPerNode * static_cast<double>(n);
+}
+
 GraphCounters graph_counters() noexcept {
   GraphCounters c;
   c.captures = g_totals.captures.load();
@@ -184,7 +191,13 @@ class GraphKernel final : public ChainKernel {
   Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
     try {
       std::unique_lock<std::mutex> lock(mu_);
+      if (state_ == State::kWantCapture && !detail::flush_may_capture() && ++missed_chances_ >= o_.capture_chances) {
+        lock.unlock();
+        drop_for_good("no region was flushed where a capture may begin (its own thread, at its next op)");
+        return inner_->run(ext, outs);
+      }
       if (state_ == State::kWantCapture && detail::flush_may_capture()) {
+        missed_chances_ = 0;
         const Status c = capture_and_check(ext, outs);
         if (c.ok()) {  // the outputs are written by the checked replay
           mark(true);
@@ -307,6 +320,7 @@ class GraphKernel final : public ChainKernel {
       release_graph();
       state_ = State::kOff;
       why_off_ = "the app was not faster with it";
+      give_up();
     }
   }
 
@@ -491,6 +505,7 @@ class GraphKernel final : public ChainKernel {
     release_graph();
     state_ = State::kOff;
     why_off_ = std::move(why);
+    give_up();
     if (first_time("region-graph-off:" + std::to_string(chain_.hash)))
       CUDAL1_LOG(kInfo, "a chain of " << chain_.nodes.size() << " ops is not run as a CUDA graph: " << why_off_);
     return Status(Code::kUnsupported, why_off_);
@@ -510,8 +525,16 @@ class GraphKernel final : public ChainKernel {
       release_graph();
       state_ = State::kOff;
       why_off_ = std::move(why);
+      give_up();
     } catch (...) {
     }
+  }
+
+  /// Caller holds mu_. The graph is off for good: tells the owner, once.
+  void give_up() {
+    if (given_up_ || !o_.on_given_up) return;
+    given_up_ = true;
+    o_.on_given_up();
   }
 
   /// Caller holds mu_. A held external changed: the graph goes; a new one is captured after a new warm-up.
@@ -521,6 +544,7 @@ class GraphKernel final : public ChainKernel {
     if (captures_ >= o_.max_captures) {
       state_ = State::kOff;
       why_off_ = std::string(why) + ", " + std::to_string(captures_) + " captures made";
+      give_up();
       return;
     }
     state_ = State::kWarm;
@@ -579,7 +603,9 @@ class GraphKernel final : public ChainKernel {
   State state_ = State::kWarm;
   int warm_done_ = 0;
   int captures_ = 0;
+  int missed_chances_ = 0;  // regions in kWantCapture flushed where no capture may begin
   bool decided_graph_ = false;
+  bool given_up_ = false;
   std::string why_off_;
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> prev_storage_;
   std::vector<const void*> prev_ptr_;

@@ -300,4 +300,11 @@ Status fuse_chain(ChainRecord& chain, std::unique_ptr<ChainKernel> kernel) {
   return Status();
 }
 
+void unfuse_chain(ChainRecord& chain, ChainState to) noexcept {
+  ChainState fused = ChainState::kFused;
+  if (!chain.state.compare_exchange_strong(fused, to)) return;
+  ChainRecord* self = &chain;
+  chain.nodes.front().rec->chain_head.compare_exchange_strong(self, nullptr);
+}
+
 }  // namespace cudal1::dispatcher

@@ -481,30 +481,28 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
   return std::unique_ptr<dispatcher::ChainKernel>(new GeneratedChainKernel(std::move(plan), v, module, device));
 }
 
-namespace {
-bool plans(const dispatcher::ChainRecord& c) {
+bool chain_plans(const dispatcher::ChainRecord& c) {
   return chains::plan_chain(c).ok() || chains::plan_library_chain(c).ok() || chains::plan_program(c).ok();
 }
-}  // namespace
 
 size_t fusable_suffix(const dispatcher::ChainRecord& chain, size_t from) {
-  if (plans(chain)) return 0;
+  if (chain_plans(chain)) return 0;
   for (size_t s = std::max<size_t>(from, 1); s + 2 <= chain.nodes.size(); ++s) {
     int externals = 0;
     std::vector<dispatcher::ChainNode> nodes = dispatcher::suffix_nodes(chain, s, &externals);
     const dispatcher::ChainRecord suffix(0, {}, std::move(nodes), externals);
-    if (plans(suffix)) return s;
+    if (chain_plans(suffix)) return s;
   }
   return 0;
 }
 
 size_t fusable_prefix(const dispatcher::ChainRecord& chain) {
-  if (plans(chain)) return 0;
+  if (chain_plans(chain)) return 0;
   for (size_t m = chain.nodes.size(); m-- > 2;) {
     std::vector<dispatcher::ChainNode> nodes(chain.nodes.begin(), chain.nodes.begin() + static_cast<std::ptrdiff_t>(m));
     const int externals = dispatcher::externals_read(nodes);
     const dispatcher::ChainRecord prefix(0, {}, std::move(nodes), externals);
-    if (plans(prefix)) return m;
+    if (chain_plans(prefix)) return m;
   }
   return 0;
 }

@@ -19,6 +19,8 @@
 #include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/region_graph.h"
+#include "cudal1/dispatcher/region_graph.h"
 #include "cudal1/dispatcher/regions.h"
 #include "region.h"  // private: out_overload
 
@@ -343,6 +345,41 @@ TEST(Regions, AViewOfTensorsTheRegionDoesNotWriteLeavesItOpen) {
   EXPECT_TRUE(at::equal(wt, w.t()));
   EXPECT_TRUE(at::equal(w0, w[1]));
   EXPECT_TRUE(at::equal(s2v, x.sigmoid().view({32})));
+}
+
+TEST(Regions, LaunchBoundCandidatesAreLongChainsOfShortCalls) {
+  // Note [Launch-bound chains]: at least kLaunchBoundMinNodes calls, and where sampled at most
+  // kLaunchBoundUsPerNode of device time a call on average.
+  ASSERT_NE(fused(), nullptr);  // the 3-call chain
+  const at::Tensor w = at::randn({2, 8});
+  auto eight = [&](const at::Tensor& x) {
+    at::Tensor h = x.sigmoid().mul(x).tanh().add(w);
+    return h.sigmoid().mul(w).tanh().add(1.0);
+  };
+  for (int i = 0; i < 3; ++i) {
+    eight(at::randn({2, 8}));
+    close_chain_on_this_thread();
+  }
+  ChainRecord* c = nullptr;
+  for_each_chain([&](ChainRecord& r) {
+    if (r.nodes.size() == 8 && r.nodes[0].rec->sig.text.find("[2,8]") != std::string::npos) c = &r;
+  });
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(launch_bound_candidate(*c)) << "unsampled: the trial decides";
+  SigRecord* first = c->nodes.back().rec;  // add.Scalar: once in the chain
+  first->samples.store(1);
+  first->sampled_ns.store(static_cast<uint64_t>(kLaunchBoundUsPerNode * 8 * 1000 - 1000));
+  EXPECT_TRUE(launch_bound_candidate(*c));
+  first->sampled_ns.store(static_cast<uint64_t>(kLaunchBoundUsPerNode * 8 * 1000 + 1000));
+  EXPECT_FALSE(launch_bound_candidate(*c)) << "long calls: launches are a small part";
+  first->samples.store(0);
+  first->sampled_ns.store(0);
+  ChainRecord* three = nullptr;
+  for_each_chain([&](ChainRecord& r) {
+    if (r.nodes.size() == 3) three = &r;
+  });
+  ASSERT_NE(three, nullptr);
+  EXPECT_FALSE(launch_bound_candidate(*three));
 }
 
 TEST(Regions, ViewOpsAreTheOnesThatWriteNothingAndReturnAliases) {

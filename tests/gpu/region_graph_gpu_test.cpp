@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -27,7 +28,8 @@ namespace {
 class GraphGpuEnv : public ::testing::Environment {
  public:
   void SetUp() override {
-    const Status s = ::cudal1::testing::install_region_hooks({"mul.Tensor", "add.Tensor", "sigmoid", "tanh"});
+    const Status s = ::cudal1::testing::install_region_hooks(
+        {"mul.Tensor", "add.Tensor", "sigmoid", "tanh", "native_layer_norm", "addmm", "gelu"});
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
 };
@@ -76,7 +78,14 @@ ChainRecord* find_chain(const char* first_op, size_t nodes, int64_t rows) {
   return rec;
 }
 
-/// Fuses block() with a forced graph (no trial) and block2() with the trial, once per process.
+/// block() of its own shape for the two-thread test: two threads flush each other's regions (the CUPTI guard), which
+/// sends a chain back to one-by-one calls (Note [Deferred regions]); the other tests' chain must stay fused.
+constexpr int64_t kThreadRows = 80;
+/// block() of its own shape for the idle test, so that no earlier test decides its graph's state.
+constexpr int64_t kIdleRows = 16;
+
+/// Fuses block() with a forced graph (no trial) at 64, kThreadRows and kIdleRows rows, and block2() with the trial,
+/// once per process.
 bool fuse_once() {
   static const bool ok = [] {
     const at::Tensor a = randn(), b = randn(), a2 = randn(kTrialRows);
@@ -85,18 +94,24 @@ bool fuse_once() {
       close_chain_on_this_thread();
       block2(randn(kTrialRows), a2);
       close_chain_on_this_thread();
+      for (const int64_t rows : {kThreadRows, kIdleRows}) {
+        block(randn(rows), randn(rows), randn(rows));
+        close_chain_on_this_thread();
+      }
     }
-    ChainRecord* c1 = find_chain("mul", 6, 64);
     ChainRecord* c2 = find_chain("tanh", 5, kTrialRows);
-    if (!c1 || !c2) return false;
+    if (!c2) return false;
     GraphOptions forced;
     forced.force = true;
     forced.warm_regions = 1;
     forced.max_captures = 1000;  // every changed weight below captures again
+    for (const int64_t rows : {int64_t{64}, kThreadRows, kIdleRows}) {
+      ChainRecord* c = find_chain("mul", 6, rows);
+      if (!c || !fuse_chain(*c, graph_chain_kernel(*c, aten_chain_kernel(*c), forced)).ok()) return false;
+    }
     GraphOptions trial;
     trial.warm_regions = 1;
-    return fuse_chain(*c1, graph_chain_kernel(*c1, aten_chain_kernel(*c1), forced)).ok() &&
-           fuse_chain(*c2, graph_chain_kernel(*c2, aten_chain_kernel(*c2), trial)).ok();
+    return fuse_chain(*c2, graph_chain_kernel(*c2, aten_chain_kernel(*c2), trial)).ok();
   }();
   return ok;
 }
@@ -139,11 +154,11 @@ TEST(RegionGraphs, AnotherBatchSizeRunsEagerAndEqual) {
 
 TEST(RegionGraphs, TwoThreadsEachGetTheirOwnResults) {
   REQUIRE_GRAPHS();
-  const at::Tensor a = randn(), b = randn();
+  const at::Tensor a = randn(kThreadRows), b = randn(kThreadRows);
   std::atomic<int> wrong{0};
   auto work = [&] {
     for (int i = 0; i < 40; ++i) {
-      const at::Tensor x = randn();
+      const at::Tensor x = randn(kThreadRows);
       const at::Tensor y = block(x, a, b);
       if (!at::equal(y, eager([&] { return block(x, a, b); }))) wrong.fetch_add(1);
     }
@@ -158,6 +173,7 @@ TEST(RegionGraphs, InputsAndWeightsChangedInPlaceOrSwapped) {
   REQUIRE_GRAPHS();
   at::Tensor a = randn(), b = randn();
   at::Tensor x = randn();  // the same input tensor every call: held in place by the graph, then changed
+  const uint64_t replays_before = graph_counters().replays;
   uint64_t invalidated_at_1 = 0;
   for (int i = 0; i < 30; ++i) {
     if (i == 1) invalidated_at_1 = graph_counters().invalidated;
@@ -175,6 +191,7 @@ TEST(RegionGraphs, InputsAndWeightsChangedInPlaceOrSwapped) {
   }
   EXPECT_EQ(graph_counters().check_failures, 0u);
   EXPECT_EQ(region_counters().lost, 0u);
+  EXPECT_GE(graph_counters().replays, replays_before + 15) << "the graph should serve most of these regions";
 }
 
 #if defined(CUDAL1_TORCH_CUDA)
@@ -201,8 +218,8 @@ TEST(RegionGraphs, TheAppsOwnCaptureIsLeftAlone) {
 
 TEST(RegionGraphs, AnIdleGraphIsFreedAndCapturedAgain) {
   REQUIRE_GRAPHS();
-  const at::Tensor a = randn(), b = randn();
-  for (int i = 0; i < 4; ++i) block(randn(), a, b);
+  const at::Tensor a = randn(kIdleRows), b = randn(kIdleRows);
+  for (int i = 0; i < 4; ++i) block(randn(kIdleRows), a, b);
   sync_gpu();
   const GraphCounters before = graph_counters();
   ASSERT_GT(before.bytes, 0);
@@ -212,7 +229,7 @@ TEST(RegionGraphs, AnIdleGraphIsFreedAndCapturedAgain) {
   EXPECT_GE(idle.idle_released, before.idle_released + 1);
   EXPECT_LT(idle.bytes, before.bytes);
   for (int i = 0; i < 6; ++i) {
-    const at::Tensor x = randn();
+    const at::Tensor x = randn(kIdleRows);
     EXPECT_TRUE(at::equal(block(x, a, b), eager([&] { return block(x, a, b); }))) << "iteration " << i;
   }
   EXPECT_GT(graph_counters().captures, idle.captures) << "the chain should capture again once it runs again";
@@ -249,6 +266,99 @@ TEST(RegionGraphs, TheTrialDecidesByTheAppsPeriod) {
               static_cast<unsigned long long>(g.eager), static_cast<unsigned long long>(g.capture_failures),
               c2->text().c_str());
   EXPECT_EQ(g.kept + g.rejected, 1u);
+}
+
+/// A decode step as at::linear writes it (addmm with w.t(): Note [Views in regions]): two layers of layer norm,
+/// linear, tanh-GELU and residual add on [1, 512] fp16, eight launches of a few microseconds each
+/// (Note [Launch-bound chains]). p: per layer the norm's weight and bias, the linear's weight and bias.
+constexpr int64_t kWidth = 512;
+at::Tensor decode(const at::Tensor& x, const std::vector<at::Tensor>& p) {
+  at::Tensor h = x;
+  for (size_t l = 0; l < 2; ++l) {
+    const at::Tensor n = at::layer_norm(h, {kWidth}, p[4 * l], p[4 * l + 1], 1e-5);
+    h = h.add(at::gelu(at::linear(n, p[4 * l + 2], p[4 * l + 3]), "tanh"));
+  }
+  return h;
+}
+at::Tensor half(std::vector<int64_t> sizes) {
+  return at::randn(sizes, at::TensorOptions().device(at::kCUDA).dtype(at::kHalf)).mul_(0.1);
+}
+
+TEST(RegionGraphs, ADecodeStepRunsAsAGraphOfItsAtenCallsAndEqualsEager) {
+  REQUIRE_GRAPHS();
+  std::vector<at::Tensor> p;
+  for (int l = 0; l < 2; ++l)
+    for (const auto& sizes : std::vector<std::vector<int64_t>>{{kWidth}, {kWidth}, {kWidth, kWidth}, {kWidth}})
+      p.push_back(half(sizes));
+  for (int i = 0; i < 4; ++i) {
+    decode(half({1, kWidth}), p);
+    close_chain_on_this_thread();
+  }
+  ChainRecord* c = nullptr;
+  for_each_chain([&](ChainRecord& r) {
+    if (r.nodes.size() == 8 && r.nodes[0].rec->sig.text.find("native_layer_norm") != std::string::npos) c = &r;
+  });
+  ASSERT_NE(c, nullptr) << "the views of the weights split the chain";
+  EXPECT_TRUE(launch_bound_candidate(*c));
+  GraphOptions forced;
+  forced.force = true;
+  forced.warm_regions = 1;
+  ASSERT_TRUE(fuse_chain(*c, graph_chain_kernel(*c, aten_chain_kernel(*c), forced)).ok());
+  const GraphCounters before = graph_counters();
+  const RegionCounters rc0 = region_counters();
+  const uint64_t completed0 = c->completed.load();
+  for (int i = 0; i < 12; ++i) {
+    const at::Tensor x = half({1, kWidth});
+    const at::Tensor y = decode(x, p);
+    const at::Tensor want = eager([&] { return decode(x, p); });
+    ASSERT_TRUE(at::allclose(y, want, 1e-3, 1e-3)) << "iteration " << i << ": max |diff| "
+                                                   << (y - want).abs().max().item<float>();
+  }
+  const RegionCounters rc = region_counters();
+  EXPECT_EQ(c->completed.load(), completed0 + 12) << "every step should run whole";
+  EXPECT_EQ(rc.by_op, rc0.by_op) << "a view of a weight flushed a region";
+  EXPECT_GE(graph_counters().replays, before.replays + 9) << c->kernel.load()->describe();
+  EXPECT_EQ(graph_counters().check_failures, 0u);
+}
+
+TEST(RegionGraphs, AGraphGivenUpUnfusesItsChain) {
+  // Note [Launch-bound chains]: a graph of ATen calls the trial rejects leaves its chain hot again, its first
+  // signature free, and the app's values right throughout.
+  REQUIRE_GRAPHS();
+  constexpr int64_t kRows = 24;
+  const at::Tensor a = randn(kRows), b = randn(kRows);
+  for (int i = 0; i < 4; ++i) {
+    block(randn(kRows), a, b);
+    close_chain_on_this_thread();
+  }
+  ChainRecord* c = find_chain("mul", 6, kRows);
+  ASSERT_NE(c, nullptr);
+  GraphOptions o;
+  o.warm_regions = 1;
+  o.block = 2;
+  o.rounds = 2;
+  o.margin = 0.99;  // the graph would have to take 1% of the eager period: the trial rejects it
+  std::atomic<int> given_up{0};
+  o.on_given_up = [c, &given_up] {
+    given_up.fetch_add(1);
+    unfuse_chain(*c, ChainState::kHot);
+  };
+  ASSERT_TRUE(fuse_chain(*c, graph_chain_kernel(*c, aten_chain_kernel(*c), o)).ok());
+  const uint64_t rejected = graph_counters().rejected;
+  for (int i = 0; i < 30; ++i) {
+    const at::Tensor x = randn(kRows);
+    const at::Tensor y = block(x, a, b);
+    ASSERT_TRUE(at::equal(y, eager([&] { return block(x, a, b); }))) << "iteration " << i;
+  }
+  sync_gpu();
+  EXPECT_EQ(graph_counters().rejected, rejected + 1);
+  EXPECT_EQ(given_up.load(), 1);
+  EXPECT_EQ(c->state.load(), ChainState::kHot);
+  EXPECT_EQ(c->nodes.front().rec->chain_head.load(), nullptr);
+  const uint64_t regions = c->regions.load();
+  for (int i = 0; i < 3; ++i) block(randn(kRows), a, b);
+  sync_gpu();
+  EXPECT_EQ(c->regions.load(), regions) << "an unfused chain opened a region";
 }
 
 }  // namespace

@@ -63,6 +63,7 @@ struct Runtime {
   std::mutex cached_mu;
   std::map<int, std::unordered_map<std::string, cache::KernelEntry>> cached;  // per device, by signature
   std::unordered_set<const dispatcher::ChainRecord*> chains_looked_up;  // in `cached` (cached_mu)
+  std::unordered_set<const dispatcher::ChainRecord*> graph_tried;  // Note [Launch-bound chains] (cached_mu)
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> last_report_calls{0};
   std::chrono::steady_clock::time_point last_report = std::chrono::steady_clock::now();
@@ -177,6 +178,54 @@ std::unique_ptr<dispatcher::ChainKernel> graphed(const dispatcher::ChainRecord& 
   return dispatcher::graph_chain_kernel(c, std::move(k), o);
 }
 
+/// Turns deferral on for a chain about to be fused; false (with `out`'s note saying why) where it cannot be.
+bool deferral_ready(dispatcher::ChainOutcome* out) {
+  if (const Status s = dispatcher::enable_deferral(); !s.ok()) {
+    out->note = "deferral unavailable: " + s.to_string();
+    return false;
+  }
+  const std::string status = dispatcher::deferral_status();
+  if (status.find("CUDA: on") == std::string::npos) {
+    out->note = "deferral unavailable: " + status;
+    if (first_time("chain-deferral-off")) CUDAL1_LOG(kWarn, "no chain is fused: " << status);
+    return false;
+  }
+  return true;
+}
+
+/// Note [Launch-bound chains]: a long chain no generator plans whole is tried first as a CUDA graph of its own
+/// ATen calls, kept only while the app's period says it is faster. True when the chain was handled here (fused
+/// as such, or deferral unavailable: `out` says which); false to take the ordinary path (not a candidate, or its
+/// graph was tried before and given up, which unfused it back to kHot).
+bool try_as_graph(dispatcher::ChainRecord& c, dispatcher::ChainOutcome* out) {
+  Runtime& r = rt();
+  if (!r.cfg.graphs || !dispatcher::has_torch_cuda() || c.nodes.front().rec->device_index < 0 ||
+      !dispatcher::launch_bound_candidate(c))
+    return false;
+  {
+    std::lock_guard<std::mutex> lock(r.cached_mu);
+    if (!r.graph_tried.insert(&c).second) {
+      if (dispatcher::ChainKernel* k = c.kernel.load()) out->note = "given up as a CUDA graph (" + k->describe() + ")";
+      return false;
+    }
+  }
+  if (optimizer::chain_plans(c)) return false;
+  if (!deferral_ready(out)) return true;
+  dispatcher::GraphOptions o;
+  o.memory_budget = r.cfg.graph_memory_mb << 20;
+  dispatcher::ChainRecord* chain = &c;
+  o.on_given_up = [chain] { dispatcher::unfuse_chain(*chain, dispatcher::ChainState::kHot); };
+  const Status f = dispatcher::fuse_chain(c, dispatcher::graph_chain_kernel(c, dispatcher::aten_chain_kernel(c), o));
+  if (!f.ok()) {
+    out->note = "not fused as a CUDA graph: " + f.to_string();
+    return false;
+  }
+  out->kernel = "its ATen calls as a CUDA graph";
+  out->note = "launch-bound: a CUDA graph while the app's period is shorter with it";
+  CUDAL1_LOG(kInfo, "a chain of " << c.nodes.size() << " ops runs as a CUDA graph of its ATen calls, on trial");
+  return true;
+}
+
 /// Note [Serve mode]
 /// CUDAL1_MODE=serve is for deployment: no Tuner is built and fuse_hot_chains tunes nothing, so after start-up
 /// cudal1 never compiles or times anything on the app's GPU. Signatures and chains are served from the cache
@@ -205,6 +254,11 @@ void fuse_hot_chains() {
     dispatcher::ChainState expected = dispatcher::ChainState::kHot;
     if (!c->state.compare_exchange_strong(expected, dispatcher::ChainState::kAten)) continue;  // tried once
     dispatcher::ChainOutcome out;
+    if (try_as_graph(*c, &out)) {
+      c->set_outcome(out);
+      continue;
+    }
+    const std::string before = out.note;  // a graph given up says so
     // Note [Chain segments]: a chain that does not plan whole fuses its longest plannable prefix (ResNet's stem:
     // batch norm, ReLU, then a max-pool) and the longest plannable rest after it (an activation composite after a
     // linear layer), each a chain of its own handled next; its region runs before the next segment's first call.
@@ -214,6 +268,7 @@ void fuse_hot_chains() {
                                             from ? dispatcher::suffix_chain(*c, from) : nullptr};
     if (segments[0] || segments[1]) {
       out.note = segments[0] ? "its first " + std::to_string(m) + " ops fuse as a chain of their own" : "";
+      if (!before.empty()) out.note = before + "; " + out.note;
       if (segments[1])
         out.note += (out.note.empty() ? "its ops from " : "; its ops from ") + std::to_string(from + 1) +
                     " on fuse as a chain of their own";
@@ -231,15 +286,7 @@ void fuse_hot_chains() {
       c->set_outcome(out);
       continue;
     }
-    if (const Status s = dispatcher::enable_deferral(); !s.ok()) {
-      out.note = "deferral unavailable: " + s.to_string();
-      c->set_outcome(out);
-      continue;
-    }
-    const std::string status = dispatcher::deferral_status();
-    if (status.find("CUDA: on") == std::string::npos) {
-      out.note = "deferral unavailable: " + status;
-      if (first_time("chain-deferral-off")) CUDAL1_LOG(kWarn, "no chain is fused: " << status);
+    if (!deferral_ready(&out)) {
       c->set_outcome(out);
       continue;
     }

@@ -39,6 +39,9 @@
 ///  - *Idle graphs.* A graph whose chain ran no region for GraphOptions::idle_seconds (a chain of the first
 ///    forwards that a longer chain took over, a model the app stopped using) is freed by release_idle_graphs(),
 ///    which cudal1's background thread calls on each tick; the chain captures again if its regions come back.
+///  - *Giving up.* A graph that is given up for good (the trial, a failed capture or check, GraphOptions::
+///    max_captures, or GraphOptions::capture_chances regions in a row flushed only by CUDA calls or other threads,
+///    where no capture may begin) calls GraphOptions::on_given_up once.
 ///  - *Memory.* The static tensors and the growth of torch's reserved memory during the capture (the graph's
 ///    private pool) are counted per graph and in total (GraphCounters::bytes); a capture that would take the
 ///    total past GraphOptions::memory_budget is dropped.
@@ -46,6 +49,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -63,12 +67,34 @@ struct GraphOptions {
   int retrial_every = 2048; ///< regions a kept graph serves before it is put on trial again
   double idle_seconds = 2;  ///< a graph whose chain ran no region for this long is freed (release_idle_graphs)
   int64_t memory_budget = int64_t{4} << 30;  ///< bytes all region graphs may hold together
+  int capture_chances = 64; ///< regions waiting for a capture (none flushed on its own thread) before giving up
+  /// Called once, under the kernel's lock, when the graph is given up for good (the eager kernel won the trial,
+  /// the chain cannot be captured or its check failed, too many captures, no chance to capture): for a kernel
+  /// that exists only to be graphed (an ATen replay, Note [Launch-bound chains]) the caller unfuses the chain.
+  /// Must not block or call into the kernel.
+  std::function<void()> on_given_up;
 };
 
 /// Wraps the fused chain `chain`'s kernel `inner` so that its regions may run as a CUDA graph (Note [Region
 /// graphs]). `chain` must outlive the result. Without torch-CUDA in this build, returns `inner` unchanged.
 std::unique_ptr<ChainKernel> graph_chain_kernel(const ChainRecord& chain, std::unique_ptr<ChainKernel> inner,
                                                 const GraphOptions& opts = {});
+
+/// Note [Launch-bound chains]
+/// A hot chain no generator plans whole (a decode step: layer norm, linear, GELU, residual add, layer after
+/// layer) runs as many launches, each a few microseconds of host time, around GPU work that may be shorter. The
+/// runtime then tries the chain as a CUDA graph of its own ATen calls (aten_chain_kernel wrapped by
+/// graph_chain_kernel) before splitting it into segments (Note [Chain segments]). A candidate has at least
+/// kLaunchBoundMinNodes calls, and, where its calls were sampled, at most kLaunchBoundUsPerNode microseconds of
+/// device time per call on average (above that, launches are a few percent of the chain: no graph can pay).
+/// That is only the filter: whether the graph stays is decided by the app's measured period (the trial of Note
+/// [Region graphs]), and an ATen replay run eagerly is only the same calls deferred, so a graph given up for any
+/// reason unfuses the chain (GraphOptions::on_given_up -> unfuse_chain, state kHot) and the runtime handles it
+/// again as an ordinary hot chain: its segments, or one by one.
+constexpr size_t kLaunchBoundMinNodes = 8;
+constexpr double kLaunchBoundUsPerNode = 40;
+/// Whether `chain` is a launch-bound candidate by its size and sampled device time (see the Note).
+bool launch_bound_candidate(const ChainRecord& chain) noexcept;
 
 /// Frees the graphs of region-graph kernels whose chains ran no region for their GraphOptions::idle_seconds.
 /// Never blocks on a region being computed (a busy kernel is skipped). Safe from any thread.

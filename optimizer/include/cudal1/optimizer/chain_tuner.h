@@ -54,6 +54,9 @@ struct ChainTuneReport {
   std::string kernel_name = "chain_kernel";  ///< its entry point; "library" for a library chain (no code)
 };
 
+/// Whether a generator plans `chain` whole: a pointwise or row chain, a library chain or a program chain.
+bool chain_plans(const dispatcher::ChainRecord& chain);
+
 /// The number of leading nodes of `chain` the generators can fuse when the whole chain is not fusable: the
 /// largest m >= 2 whose prefix plans, or 0 (none, or the whole chain plans). For prefix_chain (chains.h).
 size_t fusable_prefix(const dispatcher::ChainRecord& chain);
