@@ -66,7 +66,7 @@ fi
 if want bench || want steps; then
   say "bench: steps (torch.compile in Python, then bench_steps through libcudal1.so, graphs on and off)"
   timeout 400 python3 bench/steps_compile.py 15 >"$OUT/steps_compile.txt" 2>&1
-  for g in on off; do
+  for g in ${STEPS_GRAPHS:-on off}; do  # CUDAL1_GRAPHS for bench_steps
     rm -rf /tmp/cudal1_steps_cache
     CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_GRAPHS=$g CUDAL1_CACHE_DIR=/tmp/cudal1_steps_cache CUDAL1_LOG_LEVEL=info \
       timeout 300 $B/bench/bench_steps "$OUT/steps_compile.txt" 15 >"$OUT/bench_steps_graphs_$g.txt" 2>&1
