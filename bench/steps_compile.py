@@ -13,11 +13,19 @@ ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 WIDTH, LAYERS, STEPS = 4096, 8, 50
 
 
-def decode_step(x, layers):
-    h = x
-    for ln_w, ln_b, w, b in layers:
-        h = h + F.gelu(F.linear(F.layer_norm(h, (WIDTH,), ln_w, ln_b, 1e-5), w, b), approximate="tanh")
-    return h
+class DecodeStep(torch.nn.Module):
+    """Per layer h = h + gelu(linear(layer_norm(h)), tanh), the weights as the module's parameters (as a model holds
+    them: reduce-overhead's CUDA graphs read parameters in place, while tensors passed as arguments are copied)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(WIDTH, eps=1e-5) for _ in range(LAYERS))
+        self.linears = torch.nn.ModuleList(torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS))
+
+    def forward(self, h):
+        for n, l in zip(self.norms, self.linears):
+            h = h + F.gelu(l(n(h)), approximate="tanh")
+        return h
 
 
 def per_step_us(fn, n):
@@ -31,14 +39,12 @@ def per_step_us(fn, n):
 
 def main():
     torch.manual_seed(0)
-    opts = dict(device="cuda", dtype=torch.float16)
-    layers = [(torch.ones(WIDTH, **opts), torch.zeros(WIDTH, **opts), torch.randn(WIDTH, WIDTH, **opts) / 64,
-               torch.randn(WIDTH, **opts) * 0.1) for _ in range(LAYERS)]
-    x = torch.randn(1, WIDTH, **opts)
+    model = DecodeStep().to(device="cuda", dtype=torch.float16).eval()
+    x = torch.randn(1, WIDTH, device="cuda", dtype=torch.float16)
     with torch.inference_mode():
-        modes = {"eager": decode_step, "compile": torch.compile(decode_step),
-                 "reduce_overhead": torch.compile(decode_step, mode="reduce-overhead")}
-        fns = {k: (lambda f=f: f(x, layers)) for k, f in modes.items()}
+        modes = {"eager": model, "compile": torch.compile(model),
+                 "reduce_overhead": torch.compile(model, mode="reduce-overhead")}
+        fns = {k: (lambda f=f: f(x)) for k, f in modes.items()}
         for f in fns.values():  # compile and warm up (reduce-overhead records its graph after a few calls)
             per_step_us(f, 20)
         times = {k: [] for k in fns}
@@ -46,7 +52,7 @@ def main():
             for k, f in fns.items():
                 times[k].append(per_step_us(f, STEPS))
         med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-        ref = decode_step(x, layers).float()
+        ref = model(x).float()
         ro = fns["reduce_overhead"]().float()
         print(f"# reduce-overhead output max |diff| {(ro - ref).abs().max().item():.3g} at scale "
               f"{ref.abs().max().item():.3g}", flush=True)
