@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -31,7 +32,7 @@ constexpr c10::DispatchKey kRegionKey = c10::DispatchKey::DeferredInit;
 
 struct Counters {
   std::atomic<uint64_t> opened{0}, completed{0}, diverged{0}, by_op{0}, by_cuda{0}, by_other{0}, written{0},
-      skipped{0}, kernel_failures{0}, declined{0}, lost{0}, site_declined{0}, advanced{0};
+      skipped{0}, kernel_failures{0}, declined{0}, lost{0}, site_declined{0}, advanced{0}, recycled{0};
 };
 Counters g_counters;
 std::atomic<int> g_open{0};  // open regions, all threads
@@ -63,7 +64,63 @@ struct Region {
   std::vector<std::vector<at::Tensor>> outputs;
   uint64_t site = 0;  // the first call's site (Note [Region sites]); 0: none
   std::unique_ptr<ChainKernel::Progress> progress;  // Note [Incremental regions]; null: run whole at the end
+  // Note [Recycled outputs]: small pending outputs the app dropped, per node and output of `spare_chain`, handed
+  // out again by the next region of that chain on the same stream.
+  const ChainRecord* spare_chain = nullptr;
+  c10::Stream spare_stream{c10::Stream::DEFAULT, c10::Device(c10::kCPU)};
+  std::vector<std::vector<at::Tensor>> spare;
+  int64_t spare_bytes = 0;
 };
+
+/// Note [Recycled outputs]
+/// Every deferred call allocates its outputs, and in a launch-bound chain most of them are intermediates the app
+/// drops at once (a layer norm's mean and rstd, each layer's activation): the allocator's malloc and free cost
+/// host time on every call of every region. A pending output that only the region holds (released while the
+/// region was open, or dropped when it ran) is therefore kept, per thread, in a slot for its (node, output) of that
+/// chain, and the next region of the same chain on the same stream hands it out again instead of allocating.
+/// Reuse is as safe as the allocator's own: the tensor never left the region (the app dropped it without using
+/// it outside a deferred call: any other use flushes the region first, which ends its place in the region), and
+/// its next user is the same stream, so stream order protects the work still writing it. Only tensors up to
+/// kSpareMaxBytes are kept, at most kSpareTotalBytes a thread (a long region's activations would otherwise all be
+/// held at once), and only with the inference-mode flag the call is made under. A region of another chain or
+/// stream empties the slots.
+constexpr int64_t kSpareMaxBytes = int64_t{4} << 20;
+constexpr int64_t kSpareTotalBytes = int64_t{64} << 20;
+
+/// Keeps `t`, an output of node `k` of the region's chain the app dropped, for reuse. Caller holds r.mu.
+void keep_spare(Region& r, const ChainRecord& c, size_t k, size_t i, at::Tensor t) {
+  if (c.nodes[k].inplace || !t.defined()) return;
+  const int64_t bytes = static_cast<int64_t>(t.nbytes());
+  if (bytes > kSpareMaxBytes) return;
+  if (r.spare_chain != &c || r.spare_stream != r.stream) {
+    r.spare.clear();
+    r.spare_bytes = 0;
+    r.spare_chain = &c;
+    r.spare_stream = r.stream;
+  }
+  if (r.spare_bytes + bytes > kSpareTotalBytes) return;
+  if (r.spare.size() <= k) r.spare.resize(c.nodes.size());
+  if (r.spare[k].size() <= i) r.spare[k].resize(c.nodes[k].outputs.size());
+  if (i >= r.spare[k].size() || r.spare[k][i].defined()) return;
+  r.spare[k][i] = std::move(t);
+  r.spare_bytes += bytes;
+}
+
+/// Takes the kept output (k, i) of `c` for a region on `stream`, or an undefined tensor. Caller holds r.mu.
+at::Tensor take_spare(Region& r, const ChainRecord& c, size_t k, size_t i, const c10::Stream& stream,
+                      const TensorSpec& spec) {
+  if (r.spare_chain != &c || r.spare_stream != stream || k >= r.spare.size() || i >= r.spare[k].size())
+    return at::Tensor();
+  at::Tensor t = std::move(r.spare[k][i]);
+  r.spare[k][i] = at::Tensor();
+  if (!t.defined()) return t;
+  r.spare_bytes -= static_cast<int64_t>(t.nbytes());
+  if (t.is_inference() != c10::InferenceMode::is_enabled() || t.scalar_type() != spec.dtype ||
+      t.sizes() != c10::IntArrayRef(spec.sizes) || t.strides() != c10::IntArrayRef(spec.strides))
+    return at::Tensor();
+  g_counters.recycled.fetch_add(1, std::memory_order_relaxed);
+  return t;
+}
 
 /// Note [Region sites]: per (chain, site), how the regions opened there ended.
 class SiteTable {
@@ -133,10 +190,12 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   const bool whole = r.next == c->nodes.size();
   uint64_t written = 0, skipped = 0;
   Status s;
+  std::vector<std::vector<char>> dropped_at_flush;
   try {
     // Dropped: only the region holds the tensor (an in-place node's output is an earlier node's tensor, held once
     // per node) and its storage. Decided for every output before any copy below adds a reference.
-    std::vector<std::vector<char>> dropped(r.next);
+    std::vector<std::vector<char>>& dropped = dropped_at_flush;
+    dropped.resize(r.next);
     for (size_t k = 0; k < r.next; ++k)
       for (const at::Tensor& t : r.outputs[k]) {
         if (!t.defined()) {  // released while the region was open (release_dropped)
@@ -211,6 +270,12 @@ void flush_locked(Region& r, FlushReason why) noexcept {
       CUDAL1_LOG(kInfo, "a chain of " << c->nodes.size() << " ops diverges too often (" << early << " of the last "
                                       << window << " regions ended early): its calls run one by one again");
   }
+  try {  // Note [Recycled outputs]: what the app dropped is kept for the chain's next region
+    for (size_t k = 0; k < r.next; ++k)
+      for (size_t i = 0; i < r.outputs[k].size(); ++i)
+        if (i < dropped_at_flush[k].size() && dropped_at_flush[k][i]) keep_spare(r, *c, k, i, r.outputs[k][i]);
+  } catch (...) {
+  }
   r.chain = nullptr;
   r.next = 0;
   r.site = 0;
@@ -280,16 +345,19 @@ void advance_locked(Region& r) noexcept {
 /// in-place nodes, so the count scans from `p` on. Caller holds r.mu.
 void release_dropped(Region& r, size_t p) {
   if (p >= r.next) return;
-  for (at::Tensor& t : r.outputs[p]) {
+  for (size_t i = 0; i < r.outputs[p].size(); ++i) {
+    const at::Tensor& t = r.outputs[p][i];
     if (!t.defined()) continue;
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     size_t held = 0;
     for (size_t j = p; j < r.next; ++j)
       for (const at::Tensor& u : r.outputs[j]) held += u.defined() && u.unsafeGetTensorImpl() == impl;
     if (static_cast<size_t>(t.use_count()) != held || t.storage().use_count() != 1) continue;
+    at::Tensor kept = t;
     for (size_t j = p; j < r.next; ++j)
       for (at::Tensor& u : r.outputs[j])
         if (u.defined() && u.unsafeGetTensorImpl() == impl) u = at::Tensor();
+    if (r.chain) keep_spare(r, *r.chain, p, i, std::move(kept));  // Note [Recycled outputs]
   }
 }
 
@@ -359,24 +427,33 @@ bool may_open(const ChainBuilder::Call& call, c10::Device* device) {
   return device->is_cpu();
 }
 
-/// Allocates the pending outputs of `node` on `device` (no dispatcher key, no hook); an in-place node's one
-/// output is its first argument (Note [In-place nodes]).
-void allocate(const ChainNode& node, const ChainBuilder::Call& call, c10::Device device,
+/// Allocates the pending outputs of node `k` of `chain` on `device` (no dispatcher key, no hook), or takes them
+/// from the region's kept ones (Note [Recycled outputs]); an in-place node's one output is its first argument
+/// (Note [In-place nodes]). Takes r.mu briefly.
+void allocate(Region& r, const ChainRecord& chain, size_t k, const ChainBuilder::Call& call, c10::Device device,
               std::vector<at::Tensor>* outs) {
+  const ChainNode& node = chain.nodes[k];
   if (node.inplace) {
     if (call.args.empty() || !call.args[0] || !call.args[0]->defined())
       throw std::logic_error("an in-place node without its tensor");
     outs->assign(1, *call.args[0]);
     return;
   }
+  outs->assign(node.outputs.size(), at::Tensor());
+  {
+    const c10::Stream stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (size_t i = 0; i < node.outputs.size(); ++i) (*outs)[i] = take_spare(r, chain, k, i, stream, node.outputs[i]);
+  }
   WorkScope work;
   c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
   BypassScope bypass;
-  outs->clear();
   const bool poison = region_poison();
-  for (const TensorSpec& s : node.outputs) {
-    outs->push_back(at::empty_strided(s.sizes, s.strides, at::TensorOptions().dtype(s.dtype).device(device)));
-    if (poison) outs->back().fill_(at::isFloatingType(s.dtype) ? std::nan("") : 1.0);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const TensorSpec& s = node.outputs[i];
+    at::Tensor& o = (*outs)[i];
+    if (!o.defined()) o = at::empty_strided(s.sizes, s.strides, at::TensorOptions().dtype(s.dtype).device(device));
+    if (poison) o.fill_(at::isFloatingType(s.dtype) ? std::nan("") : 1.0);
   }
 }
 
@@ -430,7 +507,7 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
         g_counters.site_declined.fetch_add(1);
         return false;
       }
-      allocate(head->nodes[0], call, device, outs);
+      allocate(r, *head, 0, call, device, outs);
       std::lock_guard<std::mutex> lock(r.mu);
       if (r.chain) return false;  // cannot happen: only this thread opens its region
       r.chain = head;
@@ -443,7 +520,7 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
       chain = head;
       set_key_included(true);
     } else {
-      allocate(chain->nodes[k], call, r.stream.device(), outs);
+      allocate(r, *chain, k, call, r.stream.device(), outs);
     }
     std::lock_guard<std::mutex> lock(r.mu);
     if (r.chain != chain || r.next != k) return false;  // flushed by another thread meanwhile: run as usual
@@ -533,6 +610,7 @@ RegionCounters region_counters() noexcept {
   r.lost = c.lost.load();
   r.site_declined = c.site_declined.load();
   r.advanced = c.advanced.load();
+  r.recycled = c.recycled.load();
   r.declined = c.declined.load();
   return r;
 }

@@ -170,15 +170,12 @@ struct Typed<Op, R(Args...)> {
       (chain_arg(c, args), ...);
       std::vector<at::Tensor> outs;
       if (defer_or_flush(*st, c.rec, c, &outs)) {
+        // A deferred call is a known chain's node: it is not recorded again (Note [Chain profiling]).
         c.rec->calls.fetch_add(1, std::memory_order_relaxed);
         if constexpr (kInplace) {  // Note [In-place nodes]: the pending output is `self` itself
-          R out = std::get<0>(std::forward_as_tuple(args...));
-          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
-          return out;
+          return std::get<0>(std::forward_as_tuple(args...));
         } else {
-          R out = FromVector<R>::take(outs);
-          if (recording_chains(*st)) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
-          return out;
+          return FromVector<R>::take(outs);
         }
       }
     }

@@ -382,6 +382,34 @@ TEST(Regions, LaunchBoundCandidatesAreLongChainsOfShortCalls) {
   EXPECT_FALSE(launch_bound_candidate(*three));
 }
 
+TEST(Regions, DroppedOutputsAreHandedOutAgainAndKeptOnesNever) {
+  // Note [Recycled outputs]: the intermediates the app dropped are the next region's outputs; one the app keeps is
+  // never handed out again (a later region would overwrite what the app holds).
+  ASSERT_NE(fused(), nullptr);
+  const at::Tensor w = at::randn({4, 8});
+  const RegionCounters before = region_counters();
+  for (int i = 0; i < 4; ++i) {
+    const at::Tensor x = at::randn({4, 8});
+    const at::Tensor y = silu_w(x, w);
+    EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); }))) << "iteration " << i;
+  }
+  EXPECT_GE(region_counters().recycled, before.recycled + 4) << "the dropped intermediates were allocated anew";
+  const at::Tensor x1 = at::randn({4, 8});
+  at::Tensor s1 = x1.sigmoid();  // kept by the app
+  at::Tensor m1 = x1 * s1;
+  at::Tensor y1 = m1 * w;
+  const at::Tensor s1_want = eager([&] { return x1.sigmoid(); });
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor x = at::randn({4, 8});
+    const at::Tensor y = silu_w(x, w);
+    EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); }))) << "iteration " << i;
+    EXPECT_TRUE(at::equal(s1, s1_want)) << "a kept intermediate was overwritten by region " << i;
+    EXPECT_FALSE(s1.is_same(y));
+  }
+  BypassScope aten_only;
+  EXPECT_TRUE(at::equal(y1, silu_w(x1, w)));
+}
+
 TEST(Regions, ViewOpsAreTheOnesThatWriteNothingAndReturnAliases) {
   auto& d = c10::Dispatcher::singleton();
   for (const auto& [name, overload] : std::vector<std::pair<const char*, const char*>>{

@@ -42,6 +42,7 @@ json region_json() {
           {"declined", r.declined},
           {"site_declined", r.site_declined},
           {"advanced", r.advanced},
+          {"recycled", r.recycled},
           {"lost", r.lost},
           {"graphs", graph_json()}};
 }

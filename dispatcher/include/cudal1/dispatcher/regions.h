@@ -189,6 +189,7 @@ struct RegionCounters {
   uint64_t lost = 0;           ///< flushes that failed altogether (logged as errors; must stay 0)
   uint64_t site_declined = 0;  ///< first calls of a fused chain not deferred: their site diverges (Note [Region sites])
   uint64_t advanced = 0;       ///< deferred calls after which the kernel advanced (Note [Incremental regions])
+  uint64_t recycled = 0;       ///< pending outputs handed out again instead of allocated (Note [Recycled outputs])
 };
 RegionCounters region_counters() noexcept;
 
