@@ -37,6 +37,8 @@ std::atomic<bool> g_programs{false};
 
 }  // namespace
 
+bool recording_programs() noexcept { return g_programs.load(std::memory_order_relaxed); }
+
 void observe_chain(HookState& st, const ChainBuilder::Call& call) noexcept {
   try {
     BuilderSlot* slot = this_thread_slot();

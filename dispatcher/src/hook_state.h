@@ -150,6 +150,9 @@ void visit_call(HookState& st, const c10::OperatorHandle& op, const SigKey& key,
 inline bool recording_chains(const HookState& st) {
   return st.chains && st.chains_on.load(std::memory_order_relaxed);
 }
+/// True once program chains are recorded (a convolution was seen: Note [Program chains]). Calls deferred into a
+/// region are then recorded too, so that a program chain stays whole around fused ordinary chains.
+bool recording_programs() noexcept;
 /// Hands one observed call to this thread's chain builder (st.chains must be set). Never throws.
 void observe_chain(HookState& st, const ChainBuilder::Call& call) noexcept;
 /// The boxed carrier's tensor arguments (an undefined tensor for a None optional tensor), taken before ATen

@@ -170,12 +170,17 @@ struct Typed<Op, R(Args...)> {
       (chain_arg(c, args), ...);
       std::vector<at::Tensor> outs;
       if (defer_or_flush(*st, c.rec, c, &outs)) {
-        // A deferred call is a known chain's node: it is not recorded again (Note [Chain profiling]).
+        // A deferred call is a known chain's node: recorded again only for program chains (Note [Chain profiling]).
         c.rec->calls.fetch_add(1, std::memory_order_relaxed);
+        const bool record = recording_chains(*st) && recording_programs();
         if constexpr (kInplace) {  // Note [In-place nodes]: the pending output is `self` itself
-          return std::get<0>(std::forward_as_tuple(args...));
+          R out = std::get<0>(std::forward_as_tuple(args...));
+          if (record) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
+          return out;
         } else {
-          return FromVector<R>::take(outs);
+          R out = FromVector<R>::take(outs);
+          if (record) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
+          return out;
         }
       }
     }

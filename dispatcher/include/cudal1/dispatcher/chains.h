@@ -23,9 +23,11 @@
 /// A chain's device time is its count times the sum of its nodes' sampled mean times; it turns hot when it has
 /// been committed CUDAL1_HOT_CALLS times and holds at least CUDAL1_CHAIN_SHARE of all profiled device time.
 /// The builder only observes: what runs, and every result, is exactly what the hook would do without it. A call
-/// deferred into a fused chain's region (Note [Deferred regions]) is not observed: it is a known chain's node, and
-/// recording it again would cost every deferred call host time (the builder sees a gap, which breaks its open
-/// chain, as an unhooked op would).
+/// deferred into a fused chain's region (Note [Deferred regions]) is not observed unless program chains are
+/// recorded: it is a known chain's node, and recording it again would cost every deferred call host time (the
+/// builder sees a gap, which breaks its open chain, as an unhooked op would). A CNN's program chain (Note [Program
+/// chains]) must stay whole around the ordinary chains fused inside it, so once a convolution was seen every
+/// deferred call is observed as before.
 ///
 /// Note [Chain segments]
 /// A recorded chain need not plan whole: hooked library ops (mm, addmm) join chains, since their outputs feed
