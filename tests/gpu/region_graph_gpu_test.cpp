@@ -3,6 +3,7 @@
 /// runs two threads, and captures its own CUDA graph; every output must equal eager ATen. Also the in-app trial
 /// decides and says so. Pending outputs are poisoned with NaN, so a missed write shows. Skips without a GPU.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -320,6 +321,20 @@ TEST(RegionGraphs, ADecodeStepRunsAsAGraphOfItsAtenCallsAndEqualsEager) {
   EXPECT_EQ(c->completed.load(), completed0 + 12) << "every step should run whole";
   EXPECT_EQ(rc.by_op, rc0.by_op) << "a view of a weight flushed a region";
   EXPECT_GE(graph_counters().replays, before.replays + 9) << c->kernel.load()->describe();
+  EXPECT_EQ(graph_counters().check_failures, 0u);
+  // The same loop in InferenceMode, as a serving app runs it: inference tensors in and out, the graph still serves.
+  const uint64_t replays = graph_counters().replays;
+  {
+    c10::InferenceMode inference;
+    for (int i = 0; i < 8; ++i) {
+      const at::Tensor x = half({1, kWidth});
+      const at::Tensor y = decode(x, p);
+      sync_gpu();
+      const at::Tensor want = eager([&] { return decode(x, p); });
+      ASSERT_TRUE(at::allclose(y, want, 1e-3, 1e-3)) << "inference iteration " << i;
+    }
+  }
+  EXPECT_GE(graph_counters().replays, replays + 6) << c->kernel.load()->describe();
   EXPECT_EQ(graph_counters().check_failures, 0u);
 }
 
