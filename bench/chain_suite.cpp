@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace cudal1::bench {
@@ -85,6 +86,19 @@ std::vector<ChainRow> chain_suite(bool small) {
                     return at::linear(at::gelu(at::linear(in[0], in[1], in[2]), "tanh"), in[3], in[4]);
                   },
                   {}, /*gemm=*/true});
+  // Naive attention as eager code writes it (the rewrites issue's rows): softmax(q k^T * scale [+ causal mask]) v.
+  // The two batched matmuls are no chain ops, so what the hook can fuse is the scale (and mask) with the softmax;
+  // torch.compile rewrites the whole to fused attention.
+  const int64_t B = small ? 1 : 8, H = small ? 2 : 32, L = small ? 64 : 1024, D = small ? 32 : 128;
+  auto attention = [](const V& in, bool causal) {
+    at::Tensor s = at::matmul(in[0], in[1].transpose(-2, -1)).mul(1.0 / std::sqrt(static_cast<double>(in[0].size(-1))));
+    if (causal) s = s.add(in[3]);
+    return at::matmul(at::softmax(s, -1), in[2]);
+  };
+  rows.push_back({"attention f16", {{B, H, L, D}, {B, H, L, D}, {B, H, L, D}}, at::kHalf,
+                  [attention](const V& in) { return attention(in, false); }, {}, /*gemm=*/true});
+  rows.push_back({"attention_causal f16", {{B, H, L, D}, {B, H, L, D}, {B, H, L, D}, {L, L}}, at::kHalf,
+                  [attention](const V& in) { return attention(in, true); }, {}, /*gemm=*/true, /*causal_mask=*/3});
   return rows;
 }
 
@@ -107,6 +121,11 @@ std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device) {
   const auto opts = at::TensorOptions().dtype(row.dtype).device(at::Device(at::kCUDA, static_cast<int8_t>(device)));
   for (size_t i = 0; i < row.input_sizes.size(); ++i) {
     const bool pos = std::find(row.positive.begin(), row.positive.end(), i) != row.positive.end();
+    if (row.causal_mask >= 0 && i == static_cast<size_t>(row.causal_mask)) {  // 0 on and below the diagonal, -inf above
+      const int64_t n = row.input_sizes[i][0];
+      in.push_back(at::full({n, n}, -std::numeric_limits<double>::infinity(), opts).triu(1));
+      continue;
+    }
     in.push_back(pos ? at::rand(row.input_sizes[i], opts).add_(0.5) : at::randn(row.input_sizes[i], opts));
   }
   return in;

@@ -19,6 +19,7 @@ struct ChainRow {
   std::function<at::Tensor(const std::vector<at::Tensor>&)> run;  ///< the chain as eager ops; returns its result
   std::vector<size_t> positive = {};  ///< inputs drawn from [0.5, 1.5) (a running variance), the rest N(0, 1)
   bool gemm = false;  ///< led by a GEMM (compute-bound): the byte floor does not bound it (Note [Library chains])
+  int causal_mask = -1;  ///< >= 0: that input is an additive causal mask (0 on and below the diagonal, -inf above)
 };
 
 /// The suite at the sizes (`small`: the same chains at test sizes).

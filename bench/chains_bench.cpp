@@ -5,8 +5,8 @@
 /// is a device copy of the chain's external inputs plus its result (what a fused kernel must move at least).
 /// kernel_us and kernel_x are the tuner's: the winning kernel alone, storing the last output, against the ATen chain
 /// (paired median ratio). The app's result is held past the end event, so the region must write it.
-/// With a file of torch.compile timings (bench/chains_compile.py, same rows in Python), its speedup over Python
-/// eager is printed beside ours.
+/// With a file of torch.compile timings (bench/chains_compile.py, same rows in Python), its speedups over Python
+/// eager (default and reduce-overhead modes) are printed beside ours.
 /// Usage: bench_chains [compile_timings.txt] [reps]
 #include <ATen/ATen.h>
 
@@ -37,16 +37,25 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-/// Python's timings: "PY row=<name> eager_us=<x> compile_us=<y>" lines.
-std::map<std::string, std::pair<double, double>> read_compile(const char* path) {
-  std::map<std::string, std::pair<double, double>> out;
+/// Python's timings of one row: eager, torch.compile, and its reduce-overhead mode (0 when not given).
+struct PyTimes {
+  double eager = 0, compile = 0, reduce_overhead = 0;
+};
+
+/// Python's timings: "PY row=<name> eager_us=<x> compile_us=<y> [reduce_overhead_us=<z>]" lines.
+std::map<std::string, PyTimes> read_compile(const char* path) {
+  std::map<std::string, PyTimes> out;
   std::ifstream f(path);
   std::string line;
   while (std::getline(f, line)) {
     if (line.rfind("PY ", 0) != 0) continue;
     const auto row = line.find("row="), e = line.find(" eager_us="), c = line.find(" compile_us=");
     if (row == std::string::npos || e == std::string::npos || c == std::string::npos) continue;
-    out[line.substr(row + 4, e - row - 4)] = {std::stod(line.substr(e + 10, c - e - 10)), std::stod(line.substr(c + 12))};
+    PyTimes t;
+    t.eager = std::stod(line.substr(e + 10));
+    t.compile = std::stod(line.substr(c + 12));
+    if (const auto r = line.find(" reduce_overhead_us="); r != std::string::npos) t.reduce_overhead = std::stod(line.substr(r + 20));
+    out[line.substr(row + 4, e - row - 4)] = t;
   }
   return out;
 }
@@ -54,7 +63,7 @@ std::map<std::string, std::pair<double, double>> read_compile(const char* path) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto compiled = argc > 1 ? read_compile(argv[1]) : std::map<std::string, std::pair<double, double>>{};
+  const auto compiled = argc > 1 ? read_compile(argv[1]) : std::map<std::string, PyTimes>{};
   const int reps = argc > 2 ? std::atoi(argv[2]) : 30;
   if (!dispatcher::has_torch_cuda() || dispatcher::cuda_device_count() == 0) {
     std::printf("bench_chains: no CUDA device; nothing measured\n");
@@ -82,9 +91,9 @@ int main(int argc, char** argv) {
   api->cuEventCreate(&e0, CU_EVENT_DEFAULT);
   api->cuEventCreate(&e1, CU_EVENT_DEFAULT);
 
-  std::printf("\n%-22s %4s %-15s %9s %9s %8s %9s %8s %9s %8s %9s %9s %9s\n", "chain", "ops", "kernel", "aten_us",
-              "cudal1_us", "speedup", "kernel_us", "kernel_x", "floor_us", "k/floor", "py_eag_us", "compil_us",
-              "compile_x");
+  std::printf("\n%-22s %4s %-15s %9s %9s %8s %9s %8s %9s %8s %9s %9s %9s %9s %9s\n", "chain", "ops", "kernel",
+              "aten_us", "cudal1_us", "speedup", "kernel_us", "kernel_x", "floor_us", "k/floor", "py_eag_us",
+              "compil_us", "compile_x", "ro_us", "ro_x");
   std::vector<double> speedups;
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/false)) {
     const std::vector<at::Tensor> in = bench::chain_inputs(row, 0);
@@ -153,10 +162,12 @@ int main(int argc, char** argv) {
     const double sp = median(ratio);
     speedups.push_back(sp);
     const auto py = compiled.find(row.name);
-    char pybuf[64] = "        -         -         -";
-    if (py != compiled.end())
-      std::snprintf(pybuf, sizeof(pybuf), "%9.1f %9.1f %8.3fx", py->second.first, py->second.second,
-                    py->second.first / py->second.second);
+    char pybuf[96] = "        -         -         -         -         -";
+    if (py != compiled.end()) {
+      const PyTimes& t = py->second;
+      std::snprintf(pybuf, sizeof(pybuf), "%9.1f %9.1f %8.3fx %9.1f %8.3fx", t.eager, t.compile, t.eager / t.compile,
+                    t.reduce_overhead, t.reduce_overhead > 0 ? t.eager / t.reduce_overhead : 0.0);
+    }
     // A prefix kernel's time is not the whole chain's: no kernel/floor ratio for it.
     // Nor for a GEMM-led row: it is bound by compute, not by the bytes of its inputs and outputs.
     const bool whole = kernel.rfind("prefix:", 0) != 0 && !row.gemm;

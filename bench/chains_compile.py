@@ -1,6 +1,7 @@
-"""The chain suite (bench/chain_suite.cpp) in Python, eager and torch.compile, timed like bench_chains: CUDA
-events around one call, L2 flushed (256 MB read) before each, eager and compiled interleaved, median.
-Prints "PY row=<name> eager_us=<x> compile_us=<y>" lines for bench_chains. Usage: python3 chains_compile.py [reps]"""
+"""The chain suite (bench/chain_suite.cpp) in Python, eager, torch.compile and its reduce-overhead mode (CUDA
+graphs), timed like bench_chains: CUDA events around one call, L2 flushed (256 MB read) before each, the modes
+interleaved at random, median. Prints "PY row=<name> eager_us=<x> compile_us=<y> reduce_overhead_us=<z>" lines for
+bench_chains. Usage: python3 chains_compile.py [reps]"""
 import math
 import random
 import sys
@@ -47,6 +48,13 @@ def bn_add_relu_(x, w, b, rm, rv, identity):
     return y.relu_()
 
 
+def attention(q, k, v, mask=None):
+    s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        s = s + mask
+    return torch.softmax(s, -1) @ v
+
+
 ROWS = [
     ("rmsnorm_ops bf16", rmsnorm, [(8192, 4096), (4096,)], torch.bfloat16),
     ("swiglu bf16", lambda a, b: F.silu(a) * b, [(T, 11008), (T, 11008)], torch.bfloat16),
@@ -64,6 +72,8 @@ ROWS = [
     ("linear_gelu_tanh_linear f16",
      lambda x, w1, b1, w2, b2: F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2),
      [(4096, 4096), (4096, 4096), (4096,), (4096, 4096), (4096,)], torch.float16),
+    ("attention f16", attention, [(8, 32, 1024, 128)] * 3, torch.float16),
+    ("attention_causal f16", attention, [(8, 32, 1024, 128)] * 3 + [(1024, 1024)], torch.float16),
 ]
 
 
@@ -84,21 +94,22 @@ def main():
             args = [torch.randn(s, device="cuda", dtype=dtype) for s in sizes]
             if name.startswith("bn_"):  # a running variance: positive, as bench/chain_suite.cpp draws it
                 args[4] = torch.rand(sizes[4], device="cuda", dtype=dtype) + 0.5
-            comp = torch.compile(fn)
+            if name == "attention_causal f16":  # additive causal mask, as bench/chain_suite.cpp draws it
+                args[3] = torch.full(sizes[3], float("-inf"), device="cuda", dtype=dtype).triu(1)
+            modes = {"eager": fn, "compile": torch.compile(fn),
+                     "reduce_overhead": torch.compile(fn, mode="reduce-overhead")}
             for _ in range(3):
-                once(fn, args)
-                once(comp, args)
-            te, tc = [], []
+                for f in modes.values():
+                    once(f, args)
+            times = {k: [] for k in modes}
             for _ in range(REPS):
-                if random.random() < 0.5:
-                    te.append(once(fn, args))
-                    tc.append(once(comp, args))
-                else:
-                    tc.append(once(comp, args))
-                    te.append(once(fn, args))
-            te.sort()
-            tc.sort()
-            print(f"PY row={name} eager_us={te[len(te) // 2]:.1f} compile_us={tc[len(tc) // 2]:.1f}", flush=True)
+                order = list(modes)
+                random.shuffle(order)
+                for k in order:
+                    times[k].append(once(modes[k], args))
+            med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+            print(f"PY row={name} eager_us={med['eager']:.1f} compile_us={med['compile']:.1f} "
+                  f"reduce_overhead_us={med['reduce_overhead']:.1f}", flush=True)
 
 
 if __name__ == "__main__":
