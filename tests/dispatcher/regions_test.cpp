@@ -491,6 +491,36 @@ ChainRecord* fuse_new_chain(const std::function<void()>& f, size_t nodes) {
   return rec;
 }
 
+TEST(Regions, AnUnfusedChainStopsDeferringEvenMidRegionAndFreesItsFirstSignature) {
+  // Note [Launch-bound chains]: a graph given up unfuses its chain from inside the chain's own flush; the region
+  // open at that moment ends at its next call, and no later call opens one.
+  ChainRecord* rec = fuse_new_chain(
+      [] {
+        const at::Tensor x = at::randn({5, 3});
+        at::Tensor y = x.sigmoid().log().tanh();
+      },
+      3);
+  ASSERT_NE(rec, nullptr);
+  ASSERT_EQ(rec->state.load(), ChainState::kFused);
+  const at::Tensor x = at::randn({5, 3});
+  at::Tensor e = x.sigmoid();
+  ASSERT_TRUE(region_open_on_this_thread());
+  unfuse_chain(*rec, ChainState::kHot);
+  EXPECT_EQ(rec->state.load(), ChainState::kHot);
+  EXPECT_EQ(rec->nodes.front().rec->chain_head.load(), nullptr);
+  at::Tensor t = e.log();  // the region ends here (its prefix through ATen), and this call runs as usual
+  EXPECT_FALSE(region_open_on_this_thread());
+  at::Tensor y = t.tanh();
+  const uint64_t opened = region_counters().opened;
+  at::Tensor y2 = x.sigmoid().log().tanh();
+  EXPECT_EQ(region_counters().opened, opened) << "an unfused chain opened a region";
+  unfuse_chain(*rec, ChainState::kAten);  // not fused any more: left as it is
+  EXPECT_EQ(rec->state.load(), ChainState::kHot);
+  BypassScope aten_only;
+  EXPECT_TRUE(at::equal(y, x.sigmoid().log().tanh()));
+  EXPECT_TRUE(at::equal(y2, y));
+}
+
 // Note [Region sites]: one fused chain, x * w -> sigmoid, whose first call is also made at two other places (other
 // weights) that go on into tanh instead. Those sites stop opening regions after their first divergences, so the
 // chain stays fused where it completes, instead of going to kDiverged; every value equals eager's.
