@@ -88,9 +88,11 @@ std::unique_ptr<ChainKernel> graph_chain_kernel(const ChainRecord& chain, std::u
 /// kLaunchBoundMinNodes calls, and, where its calls were sampled, at most kLaunchBoundUsPerNode microseconds of
 /// device time per call on average (above that, launches are a few percent of the chain: no graph can pay).
 /// That is only the filter: whether the graph stays is decided by the app's measured period (the trial of Note
-/// [Region graphs]), and an ATen replay run eagerly is only the same calls deferred, so a graph given up for any
-/// reason unfuses the chain (GraphOptions::on_given_up -> unfuse_chain, state kHot) and the runtime handles it
-/// again as an ordinary hot chain: its segments, or one by one.
+/// [Region graphs]). The trial's eager arm is the same calls deferred and replayed through ATen, which costs the
+/// host a little more than calling them one by one, so the trial leans towards the graph by that much; bench_steps
+/// measures against one-by-one calls. An ATen replay run eagerly is only the same calls deferred, so a graph given
+/// up for any reason unfuses the chain (GraphOptions::on_given_up -> unfuse_chain, state kHot) and the runtime
+/// handles it again as an ordinary hot chain: its segments, or one by one.
 constexpr size_t kLaunchBoundMinNodes = 8;
 constexpr double kLaunchBoundUsPerNode = 40;
 /// Whether `chain` is a launch-bound candidate by its size and sampled device time (see the Note).
