@@ -83,10 +83,12 @@ TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
       ASSERT_TRUE(k.ok()) << id << " sm_" << sm << ": " << k.status().to_string() << "\n" << src;
     }
   }
-  // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row).
+  // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row) and the GEMM-led rows;
+  // of naive attention, what the hook sees between its two matmuls: the scale (and mask) and the softmax.
   EXPECT_EQ(planned, (std::set<std::string>{"rmsnorm_ops bf16", "swiglu bf16", "gelu_new f16", "bias_gelu f16",
                                             "residual_layernorm f16", "softmax_ops f32", "x_sigmoid_x f16",
-                                            "bn_relu_ f32", "bn_add_relu_ f32", "residual_relu f32"}));
+                                            "bn_relu_ f32", "bn_add_relu_ f32", "residual_relu f32", "attention f16",
+                                            "attention_causal f16"}));
 }
 
 TEST(ChainPlan, GeluNewIsPlannedAsItsEightOps) {
