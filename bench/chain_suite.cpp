@@ -5,6 +5,7 @@
 #include "cudal1/dispatcher/hook.h"
 
 #include <algorithm>
+#include <sstream>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -129,6 +130,13 @@ std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device) {
     in.push_back(pos ? at::rand(row.input_sizes[i], opts).add_(0.5) : at::randn(row.input_sizes[i], opts));
   }
   return in;
+}
+
+bool row_selected(const std::string& name, const std::string& words) {
+  std::stringstream ss(words);
+  for (std::string w; std::getline(ss, w, '|');)
+    if (!w.empty() && name.find(w) != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace cudal1::bench

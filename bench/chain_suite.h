@@ -32,4 +32,7 @@ dispatcher::ChainRecord* record_chain(const std::function<void()>& f, int times 
 /// Fresh random inputs for `row` on CUDA device `device` (drawn with the hook bypassed: not part of any chain).
 std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device);
 
+/// Whether `name` holds one of the '|'-separated words of `words` (CHAIN_ROWS in bench_chains).
+bool row_selected(const std::string& name, const std::string& words);
+
 }  // namespace cudal1::bench

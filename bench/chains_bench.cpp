@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -95,7 +96,9 @@ int main(int argc, char** argv) {
               "aten_us", "cudal1_us", "speedup", "kernel_us", "kernel_x", "floor_us", "k/floor", "py_eag_us",
               "compil_us", "compile_x", "ro_us", "ro_x");
   std::vector<double> speedups;
+  const char* only = std::getenv("CHAIN_ROWS");  // e.g. "attention|bn_": the rows whose name holds one of the words
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/false)) {
+    if (only && *only && !bench::row_selected(row.name, only)) continue;
     const std::vector<at::Tensor> in = bench::chain_inputs(row, 0);
     dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(bench::chain_inputs(row, 0)); });
     std::string kernel = "-";

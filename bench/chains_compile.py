@@ -3,6 +3,7 @@ graphs), timed like bench_chains: CUDA events around one call, L2 flushed (256 M
 interleaved at random, median. Prints "PY row=<name> eager_us=<x> compile_us=<y> reduce_overhead_us=<z>" lines for
 bench_chains. Usage: python3 chains_compile.py [reps]"""
 import math
+import os
 import random
 import sys
 
@@ -90,7 +91,10 @@ def main():
         return start.elapsed_time(end) * 1000.0
 
     with torch.inference_mode():
+        only = [w for w in os.environ.get("CHAIN_ROWS", "").split("|") if w]  # as bench_chains reads it
         for name, fn, sizes, dtype in ROWS:
+            if only and not any(w in name for w in only):
+                continue
             args = [torch.randn(s, device="cuda", dtype=dtype) for s in sizes]
             if name.startswith("bn_"):  # a running variance: positive, as bench/chain_suite.cpp draws it
                 args[4] = torch.rand(sizes[4], device="cuda", dtype=dtype) + 0.5

@@ -5,6 +5,7 @@
 # The example stage also records a profile run, pre-warms its signatures with `cudal1 warm` and serves them.
 # Usage: scripts/gpu_run.sh [all|build|test|bench|hook|chains|steps|kernels|example]...   (default: all; bench =
 # hook + chains + steps + kernels). CHAIN_REPS (default 30): repetitions a chain-suite row.
+# CHAIN_ROWS='attention|bn_' runs only the chain-suite rows whose name holds one of the words (both sides);
 # BENCH_ONLY='softmax|pool' runs only the kernel-benchmark rows whose name contains one of the words;
 # BENCH_TIMEOUT (s, default 400) bounds that benchmark; CTEST_REGEX runs only the tests it matches, CTEST_EXCLUDE
 # leaves out those it matches (e.g. '^Archs': the NVRTC arch sweep, which CI runs on the CPU).

@@ -30,9 +30,11 @@ void chain_key(size_t n, NodeOf&& node_of, int externals, std::vector<int64_t>* 
     k->push_back(static_cast<int64_t>(nd.rec->sig.hash));
     k->push_back(nd.rec->device_index);
     k->push_back(static_cast<int64_t>(nd.inputs.size()));
-    for (const auto& in : nd.inputs)
+    for (const auto& in : nd.inputs) {
       k->push_back(static_cast<int64_t>((static_cast<uint64_t>(static_cast<uint32_t>(in.producer)) << 32) |
                                         static_cast<uint32_t>(in.index)));
+      if (in.view) k->push_back(-3);  // never a source word: an index is >= -1 (chains without views keep their keys)
+    }
   }
 }
 
@@ -97,7 +99,7 @@ std::string ChainRecord::text() const {
     os << (i ? "\n" : "") << "%" << i << " = " << nodes[i].rec->sig.text << " <-";
     for (const auto& in : nodes[i].inputs) {
       if (in.producer >= 0)
-        os << " %" << in.producer << "." << in.index;
+        os << " %" << in.producer << "." << in.index << (in.view ? ":view" : "");
       else if (in.index >= 0)
         os << " ext" << in.index;
       else
@@ -126,6 +128,13 @@ std::pair<ChainRecord*, bool> ChainTable::find_or_insert(uint64_t hash, const st
     if (r->hash == hash && r->key == key) return {r.get(), false};
   records_.push_back(std::make_unique<ChainRecord>(hash, key, nodes, externals));
   return {records_.back().get(), true};
+}
+
+bool has_view_input(const std::vector<ChainNode>& nodes) {
+  for (const ChainNode& n : nodes)
+    for (const ChainInput& in : n.inputs)
+      if (in.view) return true;
+  return false;
 }
 
 int externals_read(const std::vector<ChainNode>& nodes) {
@@ -172,6 +181,7 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     if (t && t->defined()) {
       // The newest open node that produced it (Note [In-place nodes]); the index holds only nodes < n_.
       if (const auto it = produced_.find(t->unsafeGetTensorImpl()); it != produced_.end()) in = it->second;
+      if (in.producer < 0 && (call.bmm || open_bmm_ > 0)) in = view_source(*t, call.bmm);  // Note [Matmul views]
       connected |= in.producer >= 0;
       if (in.producer < 0 && n_ > 0)  // or a tensor the previous call read from outside: x*0.5 then pow(x, 3)
         for (const ChainInput& prev : nodes_[n_ - 1].node.inputs)
@@ -187,6 +197,9 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
   }
   has_conv_ = has_conv_ || call.conv;
   Open& cur = nodes_[n_];
+  cur.bmm = call.bmm;
+  cur.storages.clear();
+  open_bmm_ += call.bmm;
   for (size_t i = 0; i < call.args.size(); ++i) {  // external slots, numbered by first use in the chain
     const at::Tensor* t = call.args[i];
     ChainInput& in = cur.node.inputs[i];
@@ -207,6 +220,10 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     const bool def = t && t->defined();
     cur.outputs.push_back(def ? weak_of(*t) : c10::weak_intrusive_ptr<c10::TensorImpl>(
                                                   c10::intrusive_ptr<c10::TensorImpl>()));
+    if (call.bmm)  // Note [Matmul views]
+      cur.storages.push_back(def && t->has_storage() ? t->storage().getWeakStorageImpl()
+                                                     : c10::weak_intrusive_ptr<c10::StorageImpl>(
+                                                           c10::intrusive_ptr<c10::StorageImpl>()));
     TensorSpec& spec = cur.node.outputs[i];
     spec.defined = def;
     if (!def) continue;
@@ -218,6 +235,52 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
   }
   ++n_;
   return committed;
+}
+
+namespace {
+
+bool contiguous_spec(const TensorSpec& s) {
+  int64_t expect = 1;
+  for (size_t d = s.sizes.size(); d-- > 0;) {
+    if (s.sizes[d] != 1 && s.strides[d] != expect) return false;
+    expect *= s.sizes[d];
+  }
+  return true;
+}
+
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+}  // namespace
+
+ChainInput ChainBuilder::view_source(const at::Tensor& t, bool consumer_bmm) const {
+  ChainInput none{-1, -1};
+  if (!t.has_storage() || !t.is_contiguous()) return none;
+  const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  for (size_t j = n_; j-- > 0;) {  // the newest producer first
+    const Open& o = nodes_[j];
+    if (!o.bmm && !consumer_bmm) continue;
+    for (size_t i = 0; i < o.node.outputs.size() && i < o.outputs.size(); ++i) {
+      bool same = false;
+      if (o.bmm) {
+        same = i < o.storages.size() && o.storages[i]._unsafe_get_target() == s;
+      } else if (c10::intrusive_ptr<c10::TensorImpl> p = o.outputs[i].lock()) {
+        same = p->has_storage() && p->storage().unsafeGetStorageImpl() == s;
+      }
+      if (!same) continue;
+      const TensorSpec& spec = o.node.outputs[i];
+      if (!spec.defined || spec.storage_offset != t.storage_offset() || !contiguous_spec(spec) ||
+          numel_of(spec.sizes) != t.numel())
+        return none;
+      ChainInput in{static_cast<int>(j), static_cast<int>(i)};
+      in.view = true;
+      return in;
+    }
+  }
+  return none;
 }
 
 ChainRecord* ChainBuilder::close(ChainTable& table) {
@@ -241,7 +304,11 @@ ChainRecord* ChainBuilder::close(ChainTable& table) {
     rec->count.fetch_add(1, std::memory_order_relaxed);
     rec->note_commit(externals_, ext_versions_);
   }
-  for (size_t i = 0; i < n_; ++i) nodes_[i].outputs.clear();  // release the weak references now
+  for (size_t i = 0; i < n_; ++i) {  // release the weak references now
+    nodes_[i].outputs.clear();
+    nodes_[i].storages.clear();
+  }
+  open_bmm_ = 0;
   produced_.clear();
   ext_slots_.clear();
   n_ = 0;
@@ -261,6 +328,8 @@ const std::vector<std::string>& chain_ops() {
                                                "clamp", "erf", "relu_", "add_.Tensor", "sub_.Tensor",
                                                "mul_.Tensor", "div_.Tensor", "add_.Scalar", "mul_.Scalar",
                                                "sigmoid_", "tanh_", "silu_", "gelu_",
+                                               // Note [Matmul views]: what eager attention's matmuls call
+                                               "bmm",
                                                // Note [Program chains]: what a CNN's program chain begins with
                                                "_convolution"};
   return ops;

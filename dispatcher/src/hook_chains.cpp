@@ -59,6 +59,7 @@ void observe_boxed_chain(HookState& st, SigRecord* rec, const c10::OperatorHandl
     call.rec = rec;
     call.inplace = rec && rec->op.schema().is_mutable();  // only is_inplace ops among the hooked mutable ones
     call.conv = op.schema().name() == "aten::_convolution" && op.schema().overload_name().empty();
+    call.bmm = op.schema().name() == "aten::bmm" && op.schema().overload_name().empty();
     for (const auto& t : inputs) call.args.push_back(&t);
     const size_t nret = op.schema().returns().size();
     for (size_t i = stack.size() >= nret ? stack.size() - nret : 0; i < stack.size(); ++i)
@@ -118,8 +119,9 @@ std::vector<ChainNode> suffix_nodes(const ChainRecord& chain, size_t from, int* 
   for (size_t k = from; k < chain.nodes.size(); ++k) {
     ChainNode n = chain.nodes[k];
     for (ChainInput& in : n.inputs) {
-      if (in.producer >= f) in.producer -= f;                              // a node of the suffix
-      else if (in.producer >= 0) in = {-1, slot_of(in.producer, in.index)};  // computed before it: an external
+      if (in.producer >= f) in.producer -= f;  // a node of the suffix
+      else if (in.producer >= 0)                // computed before it: an external (a view of it is another tensor)
+        in = {-1, slot_of(in.producer, in.view ? -2 - in.index : in.index)};
       else if (in.index >= 0) in = {-1, slot_of(-1, in.index)};             // an external of the chain
     }
     out.push_back(std::move(n));

@@ -313,6 +313,10 @@ Region* this_thread_region() {
 }
 
 bool same_impl(const at::Tensor& a, const at::Tensor& b) { return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl(); }
+bool same_storage(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() && b.defined() && a.has_storage() && b.has_storage() &&
+         a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
+}
 
 /// Note [Incremental regions]: lets the region's kernel start what the deferred calls allow. Caller holds r.mu.
 void advance_locked(Region& r) noexcept {
@@ -379,8 +383,15 @@ bool matches(const Region& r, ChainRecord& c, size_t k, const ChainBuilder::Call
     if (in.producer >= 0) {
       if (!def || static_cast<size_t>(in.producer) >= k) return false;
       const auto& outs = r.outputs[static_cast<size_t>(in.producer)];
-      if (static_cast<size_t>(in.index) >= outs.size() || !same_impl(outs[static_cast<size_t>(in.index)], *t))
+      if (static_cast<size_t>(in.index) >= outs.size()) return false;
+      const at::Tensor& o = outs[static_cast<size_t>(in.index)];
+      if (in.view) {  // Note [Matmul views]: a reshape of the pending output (the signature fixed its geometry)
+        if (!o.defined() || !t->has_storage() || !same_storage(o, *t) || t->storage_offset() != o.storage_offset() ||
+            !t->is_contiguous() || t->numel() != o.numel())
+          return false;
+      } else if (!same_impl(o, *t)) {
         return false;
+      }
       continue;
     }
     if (in.index < 0) {
@@ -388,9 +399,9 @@ bool matches(const Region& r, ChainRecord& c, size_t k, const ChainBuilder::Call
       continue;
     }
     if (!def) return false;
-    for (size_t p = 0; p < k; ++p)  // a pending tensor where the chain reads an external
+    for (size_t p = 0; p < k; ++p)  // a pending tensor, or a view of one, where the chain reads an external
       for (const auto& w : r.outputs[p])
-        if (same_impl(w, *t)) return false;
+        if (same_impl(w, *t) || same_storage(w, *t)) return false;
     const size_t slot = static_cast<size_t>(in.index);
     if (slot < r.externals.size()) {
       if (r.externals[slot].unsafeGetTensorImpl() != t->unsafeGetTensorImpl() ||
@@ -547,23 +558,6 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
   outs->clear();
   flush_this_thread(FlushReason::kOther);
   return false;
-}
-
-bool pending_on_this_thread(const at::Tensor& t) noexcept {
-  try {
-    if (!t.defined() || !t.has_storage()) return false;
-    Region* region = this_thread_region();
-    if (!region) return false;
-    std::lock_guard<std::mutex> lock(region->mu);
-    if (!region->chain) return false;
-    const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-    for (size_t k = 0; k < region->next && k < region->outputs.size(); ++k)
-      for (const at::Tensor& o : region->outputs[k])
-        if (o.defined() && o.storage().unsafeGetStorageImpl() == s) return true;
-    return false;
-  } catch (...) {
-    return true;  // unknown: treated as pending, so the caller flushes
-  }
 }
 
 void flush_this_thread(FlushReason why) noexcept {

@@ -28,9 +28,6 @@ extern std::atomic<bool> g_regions_live;
 bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& call,
                     std::vector<at::Tensor>* outs) noexcept;
 
-/// Whether `t` shares storage with a pending output of the calling thread's open region (false when none is open
-/// or `t` is undefined). Never throws.
-bool pending_on_this_thread(const at::Tensor& t) noexcept;
 
 /// Flushes the calling thread's open region, if any, and drops its TLS key. Never throws.
 void flush_this_thread(FlushReason why) noexcept;

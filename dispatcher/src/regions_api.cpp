@@ -31,30 +31,21 @@ Deferral& deferral() {
 }
 std::atomic<bool> g_cpu{false}, g_cuda{false}, g_poison{false};
 
-/// Whether the tensors in the last `nargs` entries of `stack` (tensor lists included) share storage with a pending
-/// output of this thread's region.
-bool stack_reads_pending(const torch::jit::Stack& stack, size_t nargs) {
-  const size_t n = std::min(nargs, stack.size());
-  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor()) {
-      if (pending_on_this_thread(v.toTensor())) return true;
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList().vec())
-        if (pending_on_this_thread(t)) return true;
-    } else if (v.isList()) {  // optional tensors and the like: conservatively, any tensor in it
-      for (const c10::IValue& e : v.toListRef())
-        if (e.isTensor() && pending_on_this_thread(e.toTensor())) return true;
-    }
-  }
-  return false;
+/// True for ops that read no values, only sizes and strides, and return aliases: the view ops, and
+/// `_unsafe_view` (matmul's reshape of its bmm's result, an alias its schema does not annotate).
+bool reads_no_values(const c10::OperatorHandle& op) {
+  if (is_view_op(op.schema())) return true;
+  const auto& s = op.schema();
+  return s.name() == "aten::_unsafe_view" && s.overload_name().empty();
 }
 
 /// The DeferredInit fallback: this thread's region runs, then the op continues as if the key were not there.
-/// A view of tensors the region does not write (Note [Views in regions]) continues without it.
+/// A view of tensors the region does not write (Note [Views in regions]) continues without it, and so does a
+/// view of a pending tensor: it reads no value, and whatever reads through it later flushes first (any
+/// other op, a hooked call that is not the chain's next node, an external aliasing a pending output: matches()
+/// in region.cpp, a CUDA call: the CUPTI guard). A chain node may read it as a view (Note [Matmul views]).
 void region_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  if (!is_view_op(op.schema()) || stack_reads_pending(*stack, op.schema().arguments().size()))
-    flush_this_thread(FlushReason::kOp);
+  if (!reads_no_values(op)) flush_this_thread(FlushReason::kOp);
   static const c10::DispatchKeySet kAfter(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::DeferredInit);
   op.redispatchBoxed(ks & kAfter, stack);
 }
@@ -181,8 +172,14 @@ torch::jit::Stack node_stack(const ChainNode& node, const std::function<at::Tens
     }
     if (ti >= node.inputs.size()) throw std::runtime_error("replay: node inputs do not match its op");
     const ChainInput in = node.inputs[ti++];
-    if (in.producer < 0 && in.index < 0) stack.emplace_back();
-    else stack.emplace_back(arg(in));
+    if (in.producer < 0 && in.index < 0) {
+      stack.emplace_back();
+    } else if (in.view) {  // Note [Matmul views]: the reshape the call read, of the producer's output
+      const TensorSpec& s = rec.args[a].tensor;
+      stack.emplace_back(arg(in).as_strided(s.sizes, s.strides));
+    } else {
+      stack.emplace_back(arg(in));
+    }
   }
   return stack;
 }

@@ -132,12 +132,13 @@ void chain_outputs(ChainBuilder::Call& c, const std::tuple<T...>& t) {
   std::apply([&](const auto&... o) { (c.outputs.push_back(&o), ...); }, t);
 }
 template <typename R, typename... Args>
-void observe_typed(HookState& st, SigRecord* rec, bool inplace, bool conv, const R& out,
+void observe_typed(HookState& st, SigRecord* rec, bool inplace, bool conv, bool bmm, const R& out,
                    const Args&... args) noexcept {
   ChainBuilder::Call c;
   c.rec = rec;
   c.inplace = inplace;
   c.conv = conv;
+  c.bmm = bmm;
   (chain_arg(c, args), ...);
   chain_outputs(c, out);
   observe_chain(st, c);
@@ -151,6 +152,7 @@ template <typename Op, typename R, typename... Args>
 struct Typed<Op, R(Args...)> {
   static constexpr bool kInplace = std::is_reference_v<R>;  // Tensor& self: Note [In-place nodes]
   static constexpr bool kConv = std::is_same_v<Op, at::_ops::_convolution>;  // Note [Program chains]
+  static constexpr bool kBmm = std::is_same_v<Op, at::_ops::bmm>;            // Note [Matmul views]
   static R hook(c10::DispatchKeySet ks, Args... args) {
     HookState* st = active_state();
     if (!st) {  // bypassed or nested: an open region of this thread runs first (Note [Deferred regions])
@@ -167,6 +169,7 @@ struct Typed<Op, R(Args...)> {
       c.rec = keyed && accepted(*st, key) ? lookup(*st, key) : nullptr;
       c.inplace = kInplace;
       c.conv = kConv;
+      c.bmm = kBmm;
       (chain_arg(c, args), ...);
       std::vector<at::Tensor> outs;
       if (defer_or_flush(*st, c.rec, c, &outs)) {
@@ -175,11 +178,11 @@ struct Typed<Op, R(Args...)> {
         const bool record = recording_chains(*st) && recording_programs();
         if constexpr (kInplace) {  // Note [In-place nodes]: the pending output is `self` itself
           R out = std::get<0>(std::forward_as_tuple(args...));
-          if (record) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
+          if (record) observe_typed(*st, c.rec, kInplace, kConv, kBmm, out, args...);
           return out;
         } else {
           R out = FromVector<R>::take(outs);
-          if (record) observe_typed(*st, c.rec, kInplace, kConv, out, args...);
+          if (record) observe_typed(*st, c.rec, kInplace, kConv, kBmm, out, args...);
           return out;
         }
       }
@@ -194,14 +197,14 @@ struct Typed<Op, R(Args...)> {
         if (v.served) {
           v.sample->finish();
           R out = FromStack<R>::take(*stack);
-          if (recording_chains(*st)) observe_typed(*st, v.rec, kInplace, kConv, out, args...);
+          if (recording_chains(*st)) observe_typed(*st, v.rec, kInplace, kConv, kBmm, out, args...);
           return out;
         }
       }
     }
     R out = Op::redispatch(after_hook(ks), args...);  // ATen's own errors propagate unchanged
     if (v.sample) v.sample->finish();
-    if (v.rec && recording_chains(*st)) observe_typed(*st, v.rec, kInplace, kConv, out, args...);
+    if (v.rec && recording_chains(*st)) observe_typed(*st, v.rec, kInplace, kConv, kBmm, out, args...);
     return out;
   }
 };
@@ -250,6 +253,8 @@ const std::map<std::string, Registrar>& table() {
       {"tanh_", typed<ops::tanh_>()}, {"silu_", typed<ops::silu_>()}, {"gelu_", typed<ops::gelu_>()},
       // GEMM rewrites (Note [Padded GEMM]): every linear layer calls mm, so its cold path must stay cheap
       {"mm", typed<ops::mm>()}, {"addmm", typed<ops::addmm>()},
+      // Note [Matmul views]: eager attention's batched matmuls (a chain op)
+      {"bmm", typed<ops::bmm>()},
       // batch norms: typed so that an eval-mode batch norm can begin a deferred chain
       {"cudnn_batch_norm", typed<ops::cudnn_batch_norm>()}, {"native_batch_norm", typed<ops::native_batch_norm>()},
       // convolutions: typed so that one can begin a program region (Note [Program chains])

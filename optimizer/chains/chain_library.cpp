@@ -88,6 +88,8 @@ void fill_external(External* e, const dispatcher::TensorSpec& s) {
 }  // namespace
 
 std::string LibraryPlan::call() const {
+  if (kind == Kind::kAttention)
+    return attention.mask >= 0 ? "scaled_dot_product_attention(mask)" : "scaled_dot_product_attention";
   switch (epilogue) {
     case Epilogue::kNone: return "addmm";
     case Epilogue::kRelu: return "_addmm_activation(relu)";
@@ -98,6 +100,8 @@ std::string LibraryPlan::call() const {
 
 Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain) {
   const auto& nodes = chain.nodes;
+  if (!nodes.empty() && functional_op(nodes.front()) == "aten::bmm") return plan_attention(chain);
+  if (dispatcher::has_view_input(nodes)) return unsupported("a view of a chain value (Note [Matmul views])");
   if (nodes.size() < 2 || nodes.size() > 3) return unsupported("not 2 or 3 ops");
   LibraryPlan p;
   const std::string first = functional_op(nodes[0]);
@@ -180,6 +184,16 @@ class LibraryChainKernel final : public dispatcher::ChainKernel {
           if (t.defined() && !(y.defined() && t.is_same(y)))  // an intermediate the app kept: exact, through ATen
             return Status(Code::kUnavailable, "library chain: an intermediate is kept");
       if (!y.defined()) return Status();  // the app dropped the result too
+      if (p_.kind == LibraryPlan::Kind::kAttention) {  // Note [Attention rewrite]
+        if (ext.size() != p_.check.externals.size()) return unsupported("operand count");
+        for (const at::Tensor& t : ext)
+          if (!t.defined() || t.scalar_type() != p_.dtype || t.device() != y.device())
+            return unsupported("an operand differs from the plan");
+        c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
+        dispatcher::BypassScope bypass;
+        at::Tensor out = y;
+        return run_attention(p_.attention, ext, out);
+      }
       if (!y.is_cuda() && p_.epilogue == LibraryPlan::Epilogue::kGeluTanh)  // ATen's CPU kernel uses erf's GELU
         return Status(Code::kUnavailable, "library chain: the tanh GELU epilogue is CUDA's");
       if (ext.size() != p_.check.externals.size()) return unsupported("operand count");

@@ -21,6 +21,30 @@
 /// order, and the one rounding to the output dtype that the epilogue skips: Note [Padded GEMM]); an epilogue
 /// whose NaN or Inf handling differs from ATen's fails verification and the chain stays on ATen. Its cache
 /// record holds no code (kernel name cache::kLibraryKernel, KernelEntry::library()).
+///
+/// Note [Attention rewrite]
+/// Eager attention, `softmax(q @ k^T * scale [+ mask]) @ v`, writes and re-reads its [.., L, S] scores four times
+/// (bmm, scale, mask, softmax) where fused attention keeps them on chip. With bmm among the chain ops and
+/// matmul's reshapes linked (Note [Matmul views] in chains.h) the hook records it as one chain:
+///   bmm(q, kT) [BH, L, S] -> optional mul.Scalar / div.Scalar by a constant (a view of it, at the scores'
+///   shape [..., L, S]) -> optional add.Tensor of an external mask (alpha 1, the mask's dtype) -> _softmax over
+///   the last dim (no upcast) -> bmm(a view of it as [BH, L, S], v) [BH, L, Dv]
+/// in fp32, fp16 or bf16, every operand an external (q, kT, v: the 3-D operands the bmms read), each result
+/// contiguous. It runs as `at::scaled_dot_product_attention(q, kT^T, v, mask, 0, false, scale)` with the three
+/// given a leading batch of 1 (torch picks flash, memory-efficient or cuDNN attention as it would for the app;
+/// with a mask, one that supports it), then copied into the chain's result. Where a row of the mask has no
+/// finite value, or a NaN or +inf, ATen's softmax gives a row of NaN; fused attention may give zeros there, so
+/// those rows are set to NaN (computed from the mask alone, on the device, in the copy). Like every library
+/// chain it writes only the last result and declines a region whose intermediate the app kept.
+/// Precision: the rewrite keeps the scores in fp32 where ATen rounds them to the dtype (twice with a scale,
+/// three times with a mask), so it is *closer* to the exact value than the chain it replaces, and a GEMM-style
+/// tolerance against ATen is the wrong test. Verification computes the result in double from the same inputs
+/// (ChainPlan::exact) and accepts an element within 2 x ATen's own largest error (over the elements where
+/// ATen's and the exact value are finite) + 2 ulps of the dtype of the largest exact value, NaN exactly where
+/// the exact value is NaN. Where ATen's chain overflows (fp16 scores beyond 65504: its rows are NaN) the trial
+/// checks what is still defined: NaN and infinities where the exact value has them, and every element within
+/// its column's range of v (attention is a convex combination of v's rows). So the rewrite may return finite
+/// values where ATen's fp16 chain overflowed to NaN; nowhere else does it differ beyond rounding.
 #pragma once
 
 #include <memory>
@@ -32,7 +56,19 @@
 
 namespace cudal1::optimizer::chains {
 
+/// Note [Attention rewrite]: eager attention as one fused-attention call.
+struct AttentionPlan {
+  int q = 0, kt = 1, v = 2, mask = -1;  ///< external slots: bmm operands [BH, L, D], [BH, D, S], [BH, S, Dv]; mask or -1
+  double scale = 1;                     ///< what multiplies the scores (1/c for a division by c)
+  int64_t bh = 0, l = 0, s = 0, d = 0, dv = 0;
+  std::vector<int64_t> scores;          ///< the shape the scale, mask and softmax ran at: [..., L, S], BH rows
+  std::vector<int64_t> mask_sizes;      ///< the mask as the add read it (broadcast to `scores`)
+};
+
 struct LibraryPlan {
+  enum class Kind : uint8_t { kGemm, kAttention };
+  Kind kind = Kind::kGemm;
+  AttentionPlan attention;  ///< kAttention
   enum class Epilogue : uint8_t { kNone, kRelu, kGeluTanh };
   Epilogue epilogue = Epilogue::kNone;
   int x = 0, w = 0, bias = 0;  ///< external slots
@@ -41,8 +77,17 @@ struct LibraryPlan {
   /// The chain as verification sees it: the externals (sizes and strides as recorded), one step per node output
   /// (each a GEMM's value: Step::gemm_k set) and the output slots. Its text names the library call.
   ChainPlan check;
-  std::string call() const;  ///< "addmm", "_addmm_activation(relu)" or "_addmm_activation(gelu tanh)"
+  /// "addmm", "_addmm_activation(relu)", "_addmm_activation(gelu tanh)", "scaled_dot_product_attention" or
+  /// "scaled_dot_product_attention(mask)"
+  std::string call() const;
 };
+
+/// The attention plan of `chain` (Note [Attention rewrite]), or Unsupported saying why it is not one.
+Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain);
+
+/// Runs an attention plan (chain_attention.cpp): writes `y` ([BH, L, Dv], contiguous) from the externals.
+/// Unavailable where this build's torch has no fused attention (before 2.1) or `y` is not on CUDA.
+Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y);
 
 /// The library plan of `chain`, or Unsupported saying why it is not one (Note [Library chains]).
 Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain);

@@ -296,6 +296,7 @@ std::string functional_op(const dispatcher::ChainNode& node) {
 
 Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
   if (chain.nodes.empty()) return unsupported("empty");
+  if (dispatcher::has_view_input(chain.nodes)) return unsupported("a view of a chain value (Note [Matmul views])");
   ChainPlan p;
   for (const auto& node : chain.nodes) {
     const auto& schema = node.rec->op.schema();

@@ -39,6 +39,7 @@
 /// their in-place ReLUs (Note [In-place nodes]), are one pass over the activation.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -115,6 +116,10 @@ struct ChainPlan {
   bool rows = false;                ///< a row chain (Note [Row chains])
   int64_t cols = 0, nrows = 0;      ///< row chains: the last dim, and numel / cols
   std::string text;  ///< readable, one step a line, e.g. "t2 = mul(e0, t1) f16"
+  /// Rewrites more exact than the ATen chain (Note [Attention rewrite]): from the externals, the last output in
+  /// double, and the bounds (lo, hi, broadcast to it) every finite element must lie within. Verification then
+  /// measures the kernel against the exact value, not against ATen's rounding of it. Empty for generated chains.
+  std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> exact;
 };
 
 /// The plan of `chain`, or Unsupported saying what is not pointwise.

@@ -111,6 +111,7 @@ std::string slot_text(const ChainInput& in) {
 Result<ProgramPlan> plan_program(const dispatcher::ChainRecord& chain) {
   const auto& nodes = chain.nodes;
   if (nodes.size() < 2) return unsupported("fewer than 2 ops");
+  if (dispatcher::has_view_input(nodes)) return unsupported("a view of a chain value (Note [Matmul views])");
   ProgramPlan p;
   std::ostringstream text;
   bool have_dtype = false;

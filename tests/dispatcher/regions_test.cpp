@@ -32,7 +32,7 @@ class RegionEnv : public ::testing::Environment {
   void SetUp() override {
     HookOptions o;
     o.mode = Mode::kTune;
-    o.ops = {"mul.Tensor", "add.Tensor", "add.Scalar", "sigmoid", "tanh", "native_layer_norm", "mean.dim", "_softmax",
+    o.ops = {"mul.Tensor", "mul.Scalar", "add.Tensor", "add.Scalar", "sigmoid", "tanh", "native_layer_norm", "mean.dim", "_softmax",
              "mm"};
     for (const auto& op : chain_ops()) o.ops.push_back(op);
     o.hot_calls = 1000000;  // nothing is handed to an optimizer here
@@ -314,9 +314,9 @@ TEST(Regions, FlushAllRegionsRunsThisThreadsRegion) {
   EXPECT_TRUE(at::equal(y, eager([&] { return silu_w(x, w); })));
 }
 
-TEST(Regions, AViewOfTensorsTheRegionDoesNotWriteLeavesItOpen) {
-  // Note [Views in regions]: at::linear's w.t() between two nodes must not end the region; a view of a pending
-  // tensor must.
+TEST(Regions, AViewLeavesTheRegionOpenAndWhatReadsThroughItFlushesFirst) {
+  // Note [Views in regions]: at::linear's w.t() between two nodes must not end the region, nor must a view of a
+  // pending tensor (it reads no value); what reads through such a view later runs the region first.
   ASSERT_NE(fused(), nullptr);
   const at::Tensor x = at::randn({4, 8}), w = at::randn({4, 8});
   const RegionCounters before = region_counters();
@@ -329,22 +329,110 @@ TEST(Regions, AViewOfTensorsTheRegionDoesNotWriteLeavesItOpen) {
   at::Tensor m = x * s;
   at::Tensor y = m * w;  // the chain completes: the views changed nothing
   EXPECT_TRUE(region_open_on_this_thread());
-  const at::Tensor yt = y.t();  // a view of a pending output: the region runs first
+  const at::Tensor yt = y.t();  // a view of a pending output: still nothing read
+  EXPECT_TRUE(region_open_on_this_thread());
+  const at::Tensor yc = yt.clone();  // reads through the view: the region runs first
   EXPECT_FALSE(region_open_on_this_thread());
   const RegionCounters after = region_counters();
   EXPECT_EQ(after.completed, before.completed + 1);
-  EXPECT_EQ(after.by_op, before.by_op);
-  // A view of a pending intermediate mid-chain: the prefix runs first, and the view holds eager's values.
+  EXPECT_EQ(after.by_op, before.by_op);  // counts early flushes only
+  // A view of a pending intermediate mid-chain, then an op reading it: the prefix runs first.
   at::Tensor s2 = x.sigmoid();
   ASSERT_TRUE(region_open_on_this_thread());
   const at::Tensor s2v = s2.view({32});
+  EXPECT_TRUE(region_open_on_this_thread());
+  const at::Tensor s2sum = s2v.sum();
   EXPECT_FALSE(region_open_on_this_thread());
   EXPECT_EQ(region_counters().by_op, before.by_op + 1);
+  // The chain's next node reading a view of a pending output where it reads the output itself: a divergence,
+  // the prefix runs first, and the node reads what eager would.
+  at::Tensor s3 = x.sigmoid();
+  ASSERT_TRUE(region_open_on_this_thread());
+  const uint64_t diverged = region_counters().diverged;
+  at::Tensor m3 = x * s3.view({4, 8});
+  EXPECT_EQ(region_counters().diverged, diverged + 1);
   BypassScope aten_only;
   EXPECT_TRUE(at::equal(yt, silu_w(x, w).t()));
+  EXPECT_TRUE(at::equal(yc, silu_w(x, w).t()));
   EXPECT_TRUE(at::equal(wt, w.t()));
   EXPECT_TRUE(at::equal(w0, w[1]));
   EXPECT_TRUE(at::equal(s2v, x.sigmoid().view({32})));
+  EXPECT_TRUE(at::allclose(s2sum, x.sigmoid().sum()));
+  EXPECT_TRUE(at::equal(m3, x * x.sigmoid()));
+}
+
+/// Eager attention as the chain suite writes it: matmul, scale, optional additive mask, softmax, matmul.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  at::Tensor s = at::matmul(q, k.transpose(-2, -1)).mul(0.25);
+  if (mask.defined()) s = s.add(mask);
+  return at::matmul(at::softmax(s, -1), v);
+}
+
+TEST(Regions, AttentionIsOneChainThroughMatmulsViewsAndDefersWhole) {
+  // Note [Matmul views]: matmul's reshapes link the bmms to the scale and the softmax, so the whole is one chain
+  // of 5 calls; deferred, every call between stays in the region (views of pending tensors read nothing) and the
+  // result, its intermediates kept or dropped, is eager's.
+  const at::Tensor mask = at::randn({16, 16});
+  auto qkv = [] { return std::make_tuple(at::randn({2, 3, 16, 8}), at::randn({2, 3, 16, 8}), at::randn({2, 3, 16, 8})); };
+  for (int i = 0; i < 4; ++i) {
+    auto [q, k, v] = qkv();
+    attention(q, k, v, mask);
+  }
+  close_chain_on_this_thread();
+  ChainRecord* rec = nullptr;
+  for_each_chain([&](ChainRecord& c) {
+    if (c.nodes.size() == 5 && c.nodes[0].rec->sig.text.find("bmm") != std::string::npos &&
+        c.nodes[0].rec->sig.text.find("[6,16,8]") != std::string::npos)
+      rec = &c;
+  });
+  ASSERT_NE(rec, nullptr) << "no 5-call attention chain";
+  EXPECT_TRUE(has_view_input(rec->nodes));
+  const std::string text = rec->text();
+  EXPECT_NE(text.find("%1 = aten::mul.Scalar"), std::string::npos) << text;
+  EXPECT_NE(text.find("<- %0.0:view"), std::string::npos) << text;  // the scale reads the scores' 4-D view
+  EXPECT_NE(text.find("%4 = aten::bmm"), std::string::npos) << text;
+  EXPECT_NE(text.find("<- %3.0:view ext3"), std::string::npos) << text;  // the probabilities as [6, 16, 16], then v
+  auto k = std::make_unique<Recording>(*rec);
+  Recording* kernel = k.get();
+  ASSERT_TRUE(fuse_chain(*rec, std::move(k)).ok());
+  const RegionCounters before = region_counters();
+  auto [q, kk, v] = qkv();
+  const at::Tensor y = attention(q, kk, v, mask);
+  EXPECT_TRUE(region_open_on_this_thread());  // complete, runs at the next op
+  const at::Tensor y2 = y * 2;
+  const RegionCounters after = region_counters();
+  EXPECT_EQ(after.completed, before.completed + 1);
+  EXPECT_EQ(after.diverged + after.by_op + after.by_other, before.diverged + before.by_op + before.by_other);
+  ASSERT_EQ(kernel->runs, 1);
+  EXPECT_EQ(kernel->defined, (std::vector<bool>{false, false, false, false, true})) << "only the result is wanted";
+  EXPECT_TRUE(at::allclose(y, eager([&] { return attention(q, kk, v, mask); })));
+  EXPECT_TRUE(at::allclose(y2, eager([&] { return attention(q, kk, v, mask) * 2; })));
+  // The app keeps the scores (a view of the first bmm's pending result): the region writes them too.
+  auto [q2, k2, v2] = qkv();
+  at::Tensor scores = at::matmul(q2, k2.transpose(-2, -1)).mul(0.25);
+  at::Tensor raw_scores;
+  {
+    // A second bmm is not the chain's next call: the prefix runs (writing the kept scores), and this bmm opens a
+    // region of its own.
+    at::Tensor s0 = at::matmul(q2, k2.transpose(-2, -1));
+    raw_scores = s0;
+  }
+  EXPECT_TRUE(region_open_on_this_thread());
+  EXPECT_TRUE(at::allclose(scores, eager([&] { return at::matmul(q2, k2.transpose(-2, -1)).mul(0.25); })));
+  EXPECT_TRUE(at::allclose(raw_scores, eager([&] { return at::matmul(q2, k2.transpose(-2, -1)); })));
+  auto [q3, k3, v3] = qkv();
+  at::Tensor kept;
+  at::Tensor y3;
+  {
+    at::Tensor s = at::matmul(q3, k3.transpose(-2, -1)).mul(0.25);
+    s = s.add(mask);
+    kept = at::softmax(s, -1);
+    y3 = at::matmul(kept, v3);
+  }
+  const at::Tensor y3c = y3.clone();
+  EXPECT_EQ(kernel->defined, (std::vector<bool>{false, false, false, true, true})) << "the kept probabilities";
+  EXPECT_TRUE(at::allclose(kept, eager([&] { return at::softmax(at::matmul(q3, k3.transpose(-2, -1)).mul(0.25).add(mask), -1); })));
+  EXPECT_TRUE(at::allclose(y3c, eager([&] { return attention(q3, k3, v3, mask); })));
 }
 
 TEST(Regions, LaunchBoundCandidatesAreLongChainsOfShortCalls) {

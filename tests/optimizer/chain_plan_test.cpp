@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "bench/chain_suite.h"
@@ -54,6 +55,7 @@ std::vector<at::Tensor> cpu_inputs(const bench::ChainRow& row) {
 
 TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
   std::set<std::string> planned;
+  std::map<std::string, std::string> library;  // row -> the library chain's plan (Note [Library chains])
   std::vector<std::pair<std::string, std::pair<std::string, std::string>>> all;  // row, (variant, source)
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/true)) {
     SCOPED_TRACE(row.name);
@@ -62,6 +64,7 @@ TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
     auto sources = chain_sources(*c);
     if (!sources.ok()) {
       EXPECT_EQ(sources.status().code(), Code::kUnsupported);
+      if (auto lib = chains::plan_library_chain(*c); lib.ok()) library[row.name] = lib.value().check.text;
       continue;
     }
     planned.insert(row.name);
@@ -83,12 +86,19 @@ TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
       ASSERT_TRUE(k.ok()) << id << " sm_" << sm << ": " << k.status().to_string() << "\n" << src;
     }
   }
-  // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row) and the GEMM-led rows;
-  // of naive attention, what the hook sees between its two matmuls: the scale (and mask) and the softmax.
+  // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row) and the GEMM-led rows.
   EXPECT_EQ(planned, (std::set<std::string>{"rmsnorm_ops bf16", "swiglu bf16", "gelu_new f16", "bias_gelu f16",
                                             "residual_layernorm f16", "softmax_ops f32", "x_sigmoid_x f16",
-                                            "bn_relu_ f32", "bn_add_relu_ f32", "residual_relu f32", "attention f16",
-                                            "attention_causal f16"}));
+                                            "bn_relu_ f32", "bn_add_relu_ f32", "residual_relu f32"}));
+  // Naive attention is one chain from matmul to matmul (Note [Matmul views]), rewritten to fused attention with
+  // its scale (and mask) (Note [Attention rewrite]); the small suite runs [1, 2, 64, 32].
+  ASSERT_EQ(library.count("attention f16"), 1u);
+  EXPECT_NE(library["attention f16"].find("library scaled_dot_product_attention(q e0, k^T e1, v e2) softmax(q k^T * "
+                                          "0.176777"), std::string::npos) << library["attention f16"];
+  EXPECT_NE(library["attention f16"].find("[2, 64, 32] x [64] -> 32"), std::string::npos) << library["attention f16"];
+  ASSERT_EQ(library.count("attention_causal f16"), 1u);
+  EXPECT_NE(library["attention_causal f16"].find("scaled_dot_product_attention(mask)"), std::string::npos);
+  EXPECT_NE(library["attention_causal f16"].find("+ mask e2"), std::string::npos) << library["attention_causal f16"];
 }
 
 TEST(ChainPlan, GeluNewIsPlannedAsItsEightOps) {

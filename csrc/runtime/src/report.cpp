@@ -97,7 +97,8 @@ std::string build_report(const ReportHeader& h) {
       ops.push_back(n.rec->sig.text);
       json in = json::array();
       for (const auto& i : n.inputs)
-        in.push_back(i.producer >= 0 ? "%" + std::to_string(i.producer) + "." + std::to_string(i.index)
+        in.push_back(i.producer >= 0 ? "%" + std::to_string(i.producer) + "." + std::to_string(i.index) +
+                                           (i.view ? ":view" : "")
                                      : (i.index >= 0 ? "ext" + std::to_string(i.index) : "none"));
       sources.push_back(in);
     }

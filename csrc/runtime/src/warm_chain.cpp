@@ -59,8 +59,15 @@ Result<std::vector<ParsedNode>> parse_chain(const std::string& key) {
         } else if (s.rfind("ext", 0) == 0) {
           in.index = std::stoi(s.substr(3));
         } else if (s[0] == '%' && s.find('.') != std::string::npos) {
+          const std::string kView = ":view";  // Note [Matmul views]
+          if (s.size() > kView.size() && s.compare(s.size() - kView.size(), kView.size(), kView) == 0) {
+            in.view = true;
+            s.resize(s.size() - kView.size());
+          }
+          size_t used = 0;
           in.producer = std::stoi(s.substr(1, s.find('.') - 1));
-          in.index = std::stoi(s.substr(s.find('.') + 1));
+          in.index = std::stoi(s.substr(s.find('.') + 1), &used);
+          if (s.find('.') + 1 + used != s.size()) throw std::invalid_argument(s);
           if (in.producer < 0 || in.producer >= static_cast<int>(nodes.size()) || in.index < 0)
             return Status(Code::kInvalidArgument, "chain source " + s + " is not an earlier node's output");
         } else {
@@ -98,7 +105,15 @@ Status run_chain_once(const std::vector<ParsedNode>& nodes, c10::Device device, 
           return Status(Code::kInvalidArgument, "node " + std::to_string(k) + ": node " +
                                                     std::to_string(in.producer) + " has no output " +
                                                     std::to_string(in.index));
-        call->stack[a] = produced[static_cast<size_t>(in.index)];
+        const at::Tensor& p = produced[static_cast<size_t>(in.index)];
+        if (in.view) {  // Note [Matmul views]: the reshape the rebuilt call reads, of the producer's output
+          if (!call->stack[a].isTensor() || call->stack[a].toTensor().numel() != p.numel())
+            return Status(Code::kInvalidArgument, "node " + std::to_string(k) + ": a view of another size");
+          const at::Tensor& want = call->stack[a].toTensor();
+          call->stack[a] = p.as_strided(want.sizes(), want.strides());
+        } else {
+          call->stack[a] = p;
+        }
       } else if (in.index >= 0) {
         const size_t slot = static_cast<size_t>(in.index);
         if (slot > ext.size()) return Status(Code::kInvalidArgument, "external slots are numbered by first use");

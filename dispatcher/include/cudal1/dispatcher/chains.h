@@ -38,6 +38,19 @@
 /// its own first call and runs when the next segment's first call arrives; a value one segment hands to the next
 /// is an external of the latter, written by then. The whole chain's own record stays one by one.
 ///
+/// Note [Matmul views]
+/// Eager attention is `softmax(q @ k^T * scale [+ mask]) @ v`, and `at::matmul` on 4-D tensors reshapes its
+/// operands into bmm's 3-D form ([B*H, L, D]) and returns `_unsafe_view` of bmm's result: the scale reads a
+/// view of the bmm's output, the second bmm a view of the softmax's. So that such a chain is seen whole (and can
+/// be rewritten into fused attention: Note [Attention rewrite] in optimizer/chains/chain_library.h), the builder
+/// links an argument that is not an open output itself to the open output whose storage it shares when a bmm is
+/// at either end (the producer is a bmm, or the call is one), and the argument is a pure reshape of it: both
+/// contiguous, the same storage offset and number of elements. The node's input is then marked `view`. A
+/// bmm's result dies inside matmul, so the builder keeps a weak reference to each bmm output's storage (its
+/// address stays unique while held); for a bmm reading a view, the producer's TensorImpl must still be alive
+/// (its storage is then alive too). Nothing else is linked through views: the other generators plan only
+/// chains without views (has_view_input), and an unlinked view is an external as before.
+///
 /// Note [In-place nodes]
 /// Models write activations and residuals in place (torchvision's `ReLU(inplace=True)`, `out += identity`), so
 /// the hook also sees the in-place forms of the chain ops (`relu_`, `add_.Tensor`, ...; is_inplace() in hook.h)
@@ -75,8 +88,13 @@ constexpr int kMaxProgramNodes = 320;
 struct ChainInput {
   int producer = -1;  ///< index of the earlier node whose output it is; -1: an external tensor
   int index = 0;      ///< the producer's output index, or the external slot; -1 with producer -1: None
-  bool operator==(const ChainInput& o) const { return producer == o.producer && index == o.index; }
+  /// With producer >= 0: the argument is a reshape of that output (the same storage, offset and elements, both
+  /// contiguous), not the output itself (Note [Matmul views]). Its sizes and strides are the argument's, as
+  /// the node's signature recorded them.
+  bool view = false;
+  bool operator==(const ChainInput& o) const { return producer == o.producer && index == o.index && view == o.view; }
 };
+
 
 /// True for the schema arguments a ChainNode lists in `inputs` (Tensor and Tensor?), in schema order.
 bool is_tensor_argument(const c10::Argument& a);
@@ -89,6 +107,10 @@ struct ChainNode {
   std::vector<ChainInput> inputs;
   std::vector<TensorSpec> outputs;
 };
+
+/// True when a node of `nodes` reads a reshape of an earlier node's output (Note [Matmul views]): only the
+/// attention rewrite plans such a chain; the pointwise, row and program generators decline it.
+bool has_view_input(const std::vector<ChainNode>& nodes);
 
 class ChainKernel;  // regions.h
 
@@ -177,6 +199,7 @@ class ChainBuilder {
     SigRecord* rec = nullptr;
     bool inplace = false;  ///< an in-place op: outputs[0] is args[0] (Note [In-place nodes])
     bool conv = false;     ///< a convolution: only program chains hold it (Note [Program chains])
+    bool bmm = false;      ///< a batched matmul: its operands and result may be linked through views (Note [Matmul views])
     c10::SmallVector<const at::Tensor*, 6> args;
     c10::SmallVector<const at::Tensor*, 4> outputs;
   };
@@ -194,13 +217,20 @@ class ChainBuilder {
   struct Open {
     ChainNode node;  // node.outputs' specs are filled when the chain is new to the table (cold path)
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> outputs;
+    // A bmm's outputs' storages (Note [Matmul views]): matmul returns a view of the bmm's result, whose own
+    // TensorImpl is gone by the next call; the weak reference keeps the StorageImpl's address unique.
+    std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages;
+    bool bmm = false;
   };
+  /// The open output `t` is a reshape of, where a bmm is at either end (Note [Matmul views]); producer -1 if none.
+  ChainInput view_source(const at::Tensor& t, bool consumer_bmm) const;
   // The open chain is nodes_[0, n_): slots past n_ keep their vectors' capacity, so a steady stream of calls
   // allocates nothing; closing releases every weak reference.
   std::vector<Open> nodes_;
   size_t n_ = 0;
   bool programs_ = false;
   bool has_conv_ = false;  // the open chain holds a convolution
+  size_t open_bmm_ = 0;    // bmm nodes in the open chain
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> externals_;
   std::vector<uint32_t> ext_versions_;
   // Indexes of the open chain by TensorImpl (an address is not reused while the weak references above hold it):

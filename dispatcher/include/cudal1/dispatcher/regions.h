@@ -16,9 +16,9 @@
 ///  - any hooked call that is not the chain's next node (a *divergence*; the open prefix runs through ATen);
 ///  - any other dispatcher op on the region's thread: while a region is open, the thread's TLS includes
 ///    DispatchKey::DeferredInit, whose fallback (ours) flushes and redispatches; the hooked ops have
-///    fallthrough kernels on that key, so they reach the hook. So `.item()`, copies to the CPU, views of a
-///    pending tensor, in-place ops on a pending tensor or on an external input, an unhooked matmul: all flush
-///    first. A view of tensors the region does not write does not (Note [Views in regions]). Ops with only a
+///    fallthrough kernels on that key, so they reach the hook. So `.item()`, copies to the CPU, in-place ops
+///    on a pending tensor or on an external input, an unhooked op: all flush first. A view op does not (Note
+///    [Views in regions]). Ops with only a
 ///    CompositeImplicitAutograd kernel (layer_norm, batch_norm, softmax.int, max_pool2d, rms_norm, ...) have
 ///    fallthroughs too: they compute only through the ops they call, each of which flushes or defers on its own,
 ///    so a fused chain hidden behind one (at::layer_norm -> native_layer_norm) stays whole;
@@ -42,11 +42,14 @@
 ///
 /// Note [Views in regions]
 /// `at::linear(x, w, b)` calls `addmm(b, x, w.t())`: the weight's transpose is a view op between two nodes of
-/// the chain. A view op (is_view_op in hook.h: it writes nothing and returns aliases of its arguments) reads no
-/// values, only sizes and strides, so one whose tensor arguments share no storage with the region's pending
-/// outputs continues without flushing (pending_on_this_thread in region.h); the chain reads the view as an
-/// external like any other. A view of a pending tensor still flushes first: the chain would otherwise read, as an
-/// external, a value it has not written yet (and `y[1][2].item()` must see y).
+/// the chain, and `at::matmul` reshapes around its bmm (Note [Matmul views] in chains.h). A view op (is_view_op
+/// in hook.h: it writes nothing and returns aliases of its arguments; also `_unsafe_view`) reads no values, only
+/// sizes and strides, so it continues without flushing, also on a pending tensor. What reads through such a
+/// view later flushes first, as for the pending tensor itself: any other op (`y[1][2].item()` flushes at
+/// `item`), a hooked call that is not the chain's next node, a CUDA call (the CUPTI guard), and a next node
+/// that reads a view of a pending output as an external (matches() compares storages); a node the chain
+/// records as reading a reshape of a pending output (a `view` input) reads it as such. The region decides what
+/// the app dropped by storage (a live view keeps its output written).
 ///
 /// Note [Region sites]
 /// Several places in a model can make the first call of one chain with the same signature, and only some of them
