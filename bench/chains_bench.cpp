@@ -153,6 +153,9 @@ int main(int argc, char** argv) {
       tc.push_back(b);
       ratio.push_back(a / b);
     }
+    // Each row stands alone: its fused chain lets go of its first signature, which the next row's chain may share
+    // (attention and causal attention begin with the same bmm).
+    if (c) dispatcher::for_each_chain([](dispatcher::ChainRecord& r) { dispatcher::unfuse_chain(r, dispatcher::ChainState::kAten); });
     int64_t bytes = 0;
     for (const auto& t : in) bytes += t.numel() * static_cast<int64_t>(t.element_size());
     {

@@ -161,6 +161,7 @@ Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   a.v = b1.tensors[1].in.index;
   CUDAL1_RETURN_IF_ERROR(one_output(nodes[k], p.dtype, {a.bh, a.l, a.dv}, "the second bmm"));
   if (chain.externals != (a.mask >= 0 ? 4 : 3)) return unsupported("inputs beyond q, k, v and a mask");
+  a.scores = scores;
 
   // The chain as verification sees it (Note [Chain tuning]): externals, one step per node, the exact value.
   ChainPlan& c = p.check;

@@ -101,6 +101,44 @@ TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
   EXPECT_NE(library["attention_causal f16"].find("+ mask e2"), std::string::npos) << library["attention_causal f16"];
 }
 
+TEST(ChainPlan, AttentionsExactValueIsItsChainInDouble) {
+  // Note [Attention rewrite]: verification measures the rewrite against plan.exact; here it is checked against
+  // the chain itself (replayed through ATen in fp32 on the CPU), with and without a mask.
+  for (const bool masked : {false, true}) {
+    SCOPED_TRACE(masked ? "mask" : "no mask");
+    const at::Tensor mask = at::randn({10, 12});
+    auto run = [&] {
+      const at::Tensor q = at::randn({2, 3, 10, 8}), k = at::randn({2, 3, 12, 8}), v = at::randn({2, 3, 12, 5});
+      at::Tensor s = at::matmul(q, k.transpose(-2, -1)).div(3.0);
+      if (masked) s = s.add(mask);
+      return at::matmul(at::softmax(s, -1), v);
+    };
+    dispatcher::ChainRecord* c = bench::record_chain(run, 2);
+    ASSERT_NE(c, nullptr);
+    auto plan = chains::plan_library_chain(*c);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string() << "\n" << c->text();
+    const chains::AttentionPlan& a = plan.value().attention;
+    EXPECT_EQ(a.scale, 1.0 / 3.0);
+    EXPECT_EQ(a.scores, (std::vector<int64_t>{2, 3, 10, 12}));
+    EXPECT_EQ(a.mask >= 0, masked);
+    std::vector<at::Tensor> ext;
+    for (const chains::External& e : plan.value().check.externals) {
+      int64_t extent = 1;
+      for (size_t d = 0; d < e.sizes.size(); ++d) extent += (e.sizes[d] - 1) * e.arg_strides[d];
+      ext.push_back(at::randn({extent}).as_strided(e.sizes, e.arg_strides));
+    }
+    std::vector<std::vector<at::Tensor>> outs(c->nodes.size());
+    for (size_t k = 0; k < c->nodes.size(); ++k)
+      for (const auto& o : c->nodes[k].outputs) outs[k].push_back(at::empty_strided(o.sizes, o.strides, at::kFloat));
+    ASSERT_TRUE(dispatcher::replay_chain(*c, c->nodes.size(), ext, outs).ok());
+    const std::vector<at::Tensor> exact = plan.value().check.exact(ext);
+    ASSERT_EQ(exact.size(), 3u);
+    EXPECT_EQ(exact[0].sizes(), (at::IntArrayRef{6, 10, 5}));
+    EXPECT_TRUE(at::allclose(outs.back().at(0).to(at::kDouble), exact[0], 1e-5, 1e-6));
+    EXPECT_TRUE(exact[0].ge(exact[1] - 1e-12).all().item<bool>() && exact[0].le(exact[2] + 1e-12).all().item<bool>());
+  }
+}
+
 TEST(ChainPlan, GeluNewIsPlannedAsItsEightOps) {
   auto rows = bench::chain_suite(true);
   bench::ChainRow& row = rows.at(2);
