@@ -7,6 +7,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -23,6 +27,23 @@
 
 namespace cudal1::optimizer {
 namespace {
+
+/// An abort (a heap check, a failed assertion in a library) prints the stack before the process dies: the
+/// suite test once died of `malloc(): unsorted double linked list corrupted` with nothing else to go by.
+void print_stack_and_die(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  const char msg[] = "\n*** fatal signal: the stack follows\n";
+  (void)!write(2, msg, sizeof(msg) - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+const bool g_stack_on_abort = [] {
+  std::signal(SIGABRT, print_stack_and_die);
+  std::signal(SIGSEGV, print_stack_and_die);
+  return true;
+}();
 
 class ChainGpuEnv : public ::testing::Environment {
  public:
