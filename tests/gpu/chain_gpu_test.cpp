@@ -158,7 +158,11 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
     // Note [Library chains]: a cuBLASLt activation epilogue whose NaN or Inf handling differs from ATen's fails
     // verification and stays on ATen; a plain addmm must verify.
     if (k.status().code() == Code::kVerifyFailed && rep.plan.find("_addmm_activation") != std::string::npos) continue;
-    ASSERT_TRUE(k.ok()) << k.status().to_string() << "\n" << rep.plan;
+    // A library call that verified but is not faster at the small suite's sizes (fused attention with a mask on
+    // [1, 2, 64, 32]) is served here all the same: this test is about correctness, bench_chains about speed.
+    const bool slower_library = k.status().code() == Code::kNotFound && rep.cubin.empty() &&
+                                rep.launch_json.find("library") != std::string::npos;
+    ASSERT_TRUE(k.ok() || slower_library) << k.status().to_string() << "\n" << rep.plan;
     EXPECT_EQ(rep.verified, rep.variants);
     // Served by the winner as the cache would give it back (launch description and cubin), not the tuned object.
     auto cached = load_chain_kernel(*c, rep.launch_json, rep.cubin);
