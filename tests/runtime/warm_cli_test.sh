@@ -69,6 +69,15 @@ check "... a later node's output" 1 "chain source %3.0 is not an earlier node's 
   $c warm --signatures chains.txt --dry-run
 check "... more sources than arguments" 1 "node 1: more sources than tensor arguments" \
   $c warm --signatures chains.txt --dry-run
+# Note [Matmul views]: eager attention's chain, whose scale and second bmm read reshapes of a node's output.
+cat > attention.txt <<'S'
+chain %0 = aten::bmm(f16[2,16,8]{128,8,1}, f16[2,8,16]{128,1,8}) <- ext0 ext1 | %1 = aten::mul.Scalar(f16[1,2,16,16]{512,256,16,1}, 0.25) <- %0.0:view | %2 = aten::_softmax(f16[1,2,16,16]{512,256,16,1}, -1, False) <- %1.0 | %3 = aten::bmm(f16[2,16,16]{256,16,1}, f16[2,16,8]{128,8,1}) <- %2.0:view ext2
+chain %0 = aten::bmm(f16[2,16,8]{128,8,1}, f16[2,8,16]{128,1,8}) <- ext0 ext1 | %1 = aten::mul.Scalar(f16[1,2,16,16]{512,256,16,1}, 0.25) <- %0.0:views
+S
+check "an attention chain reading views of its nodes' outputs rebuilds" 1 "^checked .* chain %0 = aten::bmm" \
+  $c warm --signatures attention.txt --dry-run
+check "... a source that is neither %p.i nor %p.i:view is an error" 1 "chain source '%0.0:views' does not parse" \
+  $c warm --signatures attention.txt --dry-run
 check "a report gives its hot chains after its hot signatures" 0 "^2 signatures \(2 outcomes\): .*2 checked" \
   $c warm --signatures chain_report.json --dry-run
 check "--all gives its cold chains too" 0 "^3 signatures \(3 outcomes\): .*3 checked" \
