@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "chain_library.h"
-#include "cudal1/dispatcher/cuda_glue.h"
 
 namespace cudal1::optimizer::chains {
 namespace {
@@ -173,7 +172,6 @@ Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   fill(&c.externals.at(static_cast<size_t>(a.kt)), ks);
   fill(&c.externals.at(static_cast<size_t>(a.v)), vs);
   if (mask_spec) fill(&c.externals.at(static_cast<size_t>(a.mask)), *mask_spec);
-  if (a.mask >= 0 && a.l == a.s && a.mask_sizes == std::vector<int64_t>{a.l, a.s}) c.causal_mask = a.mask;
   for (size_t j = 0; j < nodes.size(); ++j) {
     Step st;
     st.op = StepOp::kGemm;
@@ -201,26 +199,7 @@ Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   return p;
 }
 
-bool CausalMasks::causal(const at::Tensor& m) {
-  if (m.dim() != 2 || m.size(0) != m.size(1) || !at::isFloatingType(m.scalar_type())) return false;
-  c10::TensorImpl* impl = m.unsafeGetTensorImpl();
-  const bool versioned = !impl->is_inference();
-  const uint32_t version = versioned ? impl->version_counter().current_version() : 0;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (versioned && impl_._unsafe_get_target() == impl && version_ == version) return causal_;
-  if (m.is_cuda() && dispatcher::stream_capturing(m.get_device()) != 0) return false;  // no synchronisation in a capture
-  const at::Tensor expected =
-      at::full(m.sizes(), -std::numeric_limits<double>::infinity(), m.options()).triu(1);
-  const bool causal = at::equal(m, expected);
-  if (versioned) {
-    impl_ = c10::weak_intrusive_ptr<c10::TensorImpl>(m.getIntrusivePtr());
-    version_ = version;
-    causal_ = causal;
-  }
-  return causal;
-}
-
-Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y, CausalMasks* masks) {
+Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y) {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
   if (!y.is_cuda()) return Status(Code::kUnavailable, "attention: fused attention runs on CUDA tensors only");
   const at::Tensor& q = ext.at(static_cast<size_t>(a.q));
@@ -232,21 +211,16 @@ Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext,
     return Status(Code::kUnsupported, "attention: a shape differs from the plan");
   std::optional<at::Tensor> mask;
   at::Tensor bad_rows;  // rows ATen's softmax makes NaN: no finite mask value, or a NaN or +inf in it
-  bool is_causal = false;
   if (a.mask >= 0) {
     const at::Tensor& m = ext.at(static_cast<size_t>(a.mask));
     if (m.sizes() != at::IntArrayRef(a.mask_sizes)) return Status(Code::kUnsupported, "attention: the mask's shape");
-    is_causal = masks && a.l == a.s && masks->causal(m);  // the diagonal is never masked: no row of NaN
-  }
-  if (a.mask >= 0 && !is_causal) {
-    const at::Tensor& m = ext.at(static_cast<size_t>(a.mask));
     mask = m.expand(a.scores).reshape({1, a.bh, a.l, a.s});
     const double inf = std::numeric_limits<double>::infinity();
     bad_rows = (m.isnan() | m.eq(inf)).any(-1) | m.eq(-inf).all(-1);  // the mask's rows; broadcast below
     bad_rows = bad_rows.expand(std::vector<int64_t>(a.scores.begin(), a.scores.end() - 1)).reshape({a.bh, a.l, 1});
   }
   const at::Tensor out = at::scaled_dot_product_attention(q.unsqueeze(0), kt.transpose(1, 2).unsqueeze(0),
-                                                          v.unsqueeze(0), mask, 0.0, is_causal, a.scale)
+                                                          v.unsqueeze(0), mask, 0.0, false, a.scale)
                              .squeeze(0);
   if (bad_rows.defined()) at::where_out(y, bad_rows, at::scalar_tensor(NAN, out.options()), out);
   else y.copy_(out);
@@ -255,7 +229,6 @@ Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext,
   (void)a;
   (void)ext;
   (void)y;
-  (void)masks;
   return Status(Code::kUnavailable, "attention: this build's torch has no scaled_dot_product_attention with a scale");
 #endif
 }

@@ -192,7 +192,7 @@ class LibraryChainKernel final : public dispatcher::ChainKernel {
         c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
         dispatcher::BypassScope bypass;
         at::Tensor out = y;
-        return run_attention(p_.attention, ext, out, &causal_);
+        return run_attention(p_.attention, ext, out);
       }
       if (!y.is_cuda() && p_.epilogue == LibraryPlan::Epilogue::kGeluTanh)  // ATen's CPU kernel uses erf's GELU
         return Status(Code::kUnavailable, "library chain: the tanh GELU epilogue is CUDA's");
@@ -223,7 +223,6 @@ class LibraryChainKernel final : public dispatcher::ChainKernel {
  private:
   const dispatcher::ChainRecord& chain_;
   LibraryPlan p_;
-  CausalMasks causal_;  // Note [Attention rewrite]
 };
 
 }  // namespace

@@ -34,12 +34,7 @@
 /// given a leading batch of 1 (torch picks flash, memory-efficient or cuDNN attention as it would for the app;
 /// with a mask, one that supports it), then copied into the chain's result. Where a row of the mask has no
 /// finite value, or a NaN or +inf, ATen's softmax gives a row of NaN; fused attention may give zeros there, so
-/// those rows are set to NaN (computed from the mask alone, on the device, in the copy). A mask of exactly [L, L]
-/// that is 0 on and below the diagonal and -inf above runs as `is_causal` instead (flash attention skips the masked
-/// half): the kernel checks the mask on the device the first time it sees that tensor at that version (one
-/// synchronisation, CausalMasks) and remembers the answer; an inference tensor, which has no version counter, is
-/// never remembered, so it runs as a general mask. Verification adds one trial whose mask is causal
-/// (ChainPlan::causal_mask), so both paths are verified. Like every library
+/// those rows are set to NaN (computed from the mask alone, on the device, in the copy). Like every library
 /// chain it writes only the last result and declines a region whose intermediate the app kept.
 /// Precision: the rewrite keeps the scores in fp32 where ATen rounds them to the dtype (twice with a scale,
 /// three times with a mask), so it is *closer* to the exact value than the chain it replaces, and a GEMM-style
@@ -53,7 +48,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "chain_plan.h"
@@ -91,26 +85,9 @@ struct LibraryPlan {
 /// The attention plan of `chain` (Note [Attention rewrite]), or Unsupported saying why it is not one.
 Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain);
 
-/// Which mask tensor was found causal (Note [Attention rewrite]): one per kernel, its last mask remembered by
-/// TensorImpl and version. Thread-safe.
-class CausalMasks {
- public:
-  /// Whether `m` ([L, L]) is 0 on and below the diagonal and -inf above. Checked on the device (one
-  /// synchronisation) the first time a tensor is seen at a version, remembered after. An inference tensor (no
-  /// version counter) is never remembered, and during a stream capture nothing is checked: false then.
-  bool causal(const at::Tensor& m);
-
- private:
-  std::mutex mu_;
-  c10::weak_intrusive_ptr<c10::TensorImpl> impl_{c10::intrusive_ptr<c10::TensorImpl>()};
-  uint32_t version_ = 0;
-  bool causal_ = false;
-};
-
-/// Runs an attention plan (chain_attention.cpp): writes `y` ([BH, L, Dv], contiguous) from the externals; a
-/// causal mask (per `masks`, may be null) runs as `is_causal`. Unavailable where this build's torch has no fused
-/// attention (before 2.1) or `y` is not on CUDA.
-Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y, CausalMasks* masks);
+/// Runs an attention plan (chain_attention.cpp): writes `y` ([BH, L, Dv], contiguous) from the externals.
+/// Unavailable where this build's torch has no fused attention (before 2.1) or `y` is not on CUDA.
+Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y);
 
 /// The library plan of `chain`, or Unsupported saying why it is not one (Note [Library chains]).
 Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain);

@@ -3,7 +3,6 @@
 /// chains), what the generator cannot fuse is declined with a reason, and every variant's source compiles with
 /// NVRTC for sm_80 and sm_90 (no GPU needed; the GPU verifies them: tests/gpu/chain_gpu_test.cpp).
 #include <ATen/ATen.h>
-#include <c10/core/InferenceMode.h>
 #include <torch/version.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <limits>
 #include <map>
 #include <set>
 
@@ -138,29 +136,6 @@ TEST(ChainPlan, AttentionsExactValueIsItsChainInDouble) {
     EXPECT_EQ(exact[0].sizes(), (at::IntArrayRef{6, 10, 5}));
     EXPECT_TRUE(at::allclose(outs.back().at(0).to(at::kDouble), exact[0], 1e-5, 1e-6));
     EXPECT_TRUE(exact[0].ge(exact[1] - 1e-12).all().item<bool>() && exact[0].le(exact[2] + 1e-12).all().item<bool>());
-  }
-}
-
-TEST(ChainPlan, ACausalMaskIsRecognisedAndNeverRememberedStale) {
-  // Note [Attention rewrite]: a mask runs as is_causal only while it is causal; remembered by TensorImpl and
-  // version, so an in-place change is seen, and never remembered for an inference tensor (no version counter).
-  const double inf = std::numeric_limits<double>::infinity();
-  chains::CausalMasks masks;
-  at::Tensor m = at::full({6, 6}, -inf).triu(1);
-  EXPECT_TRUE(masks.causal(m));
-  EXPECT_TRUE(masks.causal(m));  // remembered
-  m[0][1] = 0.0;                 // in place: a new version, checked again
-  EXPECT_FALSE(masks.causal(m));
-  EXPECT_FALSE(masks.causal(at::randn({6, 6})));
-  EXPECT_FALSE(masks.causal(at::full({6, 6}, -inf).triu(2)));   // a wider band is not causal
-  EXPECT_FALSE(masks.causal(at::full({6, 7}, -inf).triu(1)));   // not square
-  EXPECT_TRUE(masks.causal(at::full({6, 6}, -inf).triu(1).to(at::kDouble)));
-  {
-    c10::InferenceMode guard;
-    at::Tensor im = at::full({6, 6}, -inf).triu(1);
-    EXPECT_TRUE(masks.causal(im));
-    im.fill_(0.0);  // no version bump for an inference tensor: it must be checked again
-    EXPECT_FALSE(masks.causal(im));
   }
 }
 
