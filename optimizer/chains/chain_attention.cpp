@@ -172,6 +172,7 @@ Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   fill(&c.externals.at(static_cast<size_t>(a.kt)), ks);
   fill(&c.externals.at(static_cast<size_t>(a.v)), vs);
   if (mask_spec) fill(&c.externals.at(static_cast<size_t>(a.mask)), *mask_spec);
+  if (a.mask >= 0 && a.l == a.s && a.mask_sizes == std::vector<int64_t>{a.l, a.s}) c.causal_mask = a.mask;
   for (size_t j = 0; j < nodes.size(); ++j) {
     Step st;
     st.op = StepOp::kGemm;

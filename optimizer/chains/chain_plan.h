@@ -120,6 +120,9 @@ struct ChainPlan {
   /// double, and the bounds (lo, hi, broadcast to it) every finite element must lie within. Verification then
   /// measures the kernel against the exact value, not against ATen's rounding of it. Empty for generated chains.
   std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)> exact;
+  /// An external that verification also draws as a causal mask (0 on and below the diagonal, -inf above) in one
+  /// more trial (Note [Attention rewrite]: masked scores must spread NaN as ATen's do); -1 for none.
+  int causal_mask = -1;
 };
 
 /// The plan of `chain`, or Unsupported saying what is not pointwise.

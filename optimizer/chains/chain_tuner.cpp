@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -302,9 +303,15 @@ bool close_enough(const ChainPlan& plan, const std::vector<at::Tensor>& ext,
 Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
                       int device, int trials, uint64_t seed, bool library = false) {
   at::Generator gen = device_generator(device, seed);
-  for (int t = 0; t <= trials; ++t) {
-    const bool last_only = library ? t > 0 : t == trials;  // one more trial storing the other way
-    const std::vector<at::Tensor> ext = make_externals(plan, device, t, gen);
+  // Note [Attention rewrite]: one more trial whose mask is causal (its masked scores, with the specials in k).
+  const int extra = plan.causal_mask >= 0 ? 1 : 0;
+  for (int t = 0; t <= trials + extra; ++t) {
+    const bool last_only = library ? t > 0 : t >= trials;  // one more trial storing the other way
+    std::vector<at::Tensor> ext = make_externals(plan, device, t, gen);
+    if (t > trials) {
+      at::Tensor& m = ext.at(static_cast<size_t>(plan.causal_mask));
+      m = at::full(m.sizes(), -std::numeric_limits<double>::infinity(), m.options()).triu(1);
+    }
     auto ref = make_outputs(c, device, /*poison=*/true, /*last_only=*/false);
     CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, ref));
     auto got = make_outputs(c, device, /*poison=*/true, last_only);
