@@ -237,8 +237,6 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
   return committed;
 }
 
-namespace {
-
 bool contiguous_spec(const TensorSpec& s) {
   int64_t expect = 1;
   for (size_t d = s.sizes.size(); d-- > 0;) {
@@ -253,8 +251,6 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
   for (int64_t s : sizes) n *= s;
   return n;
 }
-
-}  // namespace
 
 ChainInput ChainBuilder::view_source(const at::Tensor& t, bool consumer_bmm) const {
   ChainInput none{-1, -1};

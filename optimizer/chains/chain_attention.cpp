@@ -14,24 +14,11 @@ namespace {
 
 Status unsupported(const std::string& why) { return Status(Code::kUnsupported, "attention: " + why); }
 
-bool is_external(const TensorArg& t) { return t.in.producer < 0 && t.in.index >= 0 && t.spec && t.spec->defined; }
 /// Reads node `node`'s first output, itself or a reshape of it (Note [Matmul views]).
 bool reads(const TensorArg& t, int node) { return t.in.producer == node && t.in.index == 0; }
 
-bool contiguous(const dispatcher::TensorSpec& s) {
-  int64_t expect = 1;
-  for (size_t d = s.sizes.size(); d-- > 0;) {
-    if (s.sizes[d] != 1 && s.strides[d] != expect) return false;
-    expect *= s.sizes[d];
-  }
-  return s.storage_offset == 0;
-}
-
-int64_t numel(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
+/// Contiguous from the start of its storage.
+bool contiguous(const dispatcher::TensorSpec& s) { return dispatcher::contiguous_spec(s) && s.storage_offset == 0; }
 
 /// The node's one output: `sizes` (any, when empty), contiguous, of `dtype`.
 Status one_output(const dispatcher::ChainNode& node, c10::ScalarType dtype, const std::vector<int64_t>& sizes,
@@ -52,11 +39,6 @@ bool broadcasts(const std::vector<int64_t>& m, const std::vector<int64_t>& to) {
   return true;
 }
 
-void fill(External* e, const dispatcher::TensorSpec& s) {
-  e->dtype = s.dtype;
-  e->sizes = s.sizes;
-  e->arg_strides = s.strides;
-}
 
 }  // namespace
 
@@ -96,7 +78,7 @@ Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   const dispatcher::TensorSpec* mask_spec = nullptr;
   auto next_op = [&] { return k + 1 < nodes.size() ? functional_op(nodes[k]) : std::string(); };
   auto scores_of = [&](const TensorArg& t) -> Status {  // the shape the elementwise part runs at
-    if (t.spec->sizes.size() < 2 || numel(t.spec->sizes) != a.bh * a.l * a.s ||
+    if (t.spec->sizes.size() < 2 || dispatcher::numel_of(t.spec->sizes) != a.bh * a.l * a.s ||
         t.spec->sizes[t.spec->sizes.size() - 2] != a.l || t.spec->sizes.back() != a.s)
       return unsupported("the scores are not read as [..., L, S]");
     scores = t.spec->sizes;
@@ -168,10 +150,10 @@ Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   c.shape = {a.bh, a.l, a.dv};
   c.numel = a.bh * a.l * a.dv;
   c.externals.resize(static_cast<size_t>(chain.externals));
-  fill(&c.externals.at(static_cast<size_t>(a.q)), qs);
-  fill(&c.externals.at(static_cast<size_t>(a.kt)), ks);
-  fill(&c.externals.at(static_cast<size_t>(a.v)), vs);
-  if (mask_spec) fill(&c.externals.at(static_cast<size_t>(a.mask)), *mask_spec);
+  fill_external(&c.externals.at(static_cast<size_t>(a.q)), qs);
+  fill_external(&c.externals.at(static_cast<size_t>(a.kt)), ks);
+  fill_external(&c.externals.at(static_cast<size_t>(a.v)), vs);
+  if (mask_spec) fill_external(&c.externals.at(static_cast<size_t>(a.mask)), *mask_spec);
   if (a.mask >= 0 && a.l == a.s && a.mask_sizes == std::vector<int64_t>{a.l, a.s}) c.causal_mask = a.mask;
   for (size_t j = 0; j < nodes.size(); ++j) {
     Step st;

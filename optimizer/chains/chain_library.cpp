@@ -15,7 +15,6 @@ namespace {
 
 Status unsupported(const std::string& why) { return Status(Code::kUnsupported, "library chain: " + why); }
 
-bool external(const TensorArg& t) { return t.in.producer < 0 && t.in.index >= 0 && t.spec->defined; }
 bool output_of(const TensorArg& t, int node) { return t.in.producer == node && t.in.index == 0; }
 
 /// The node's one output: [m, n], contiguous, of `dtype`.
@@ -52,7 +51,7 @@ bool blas_layout(const dispatcher::TensorSpec& s) {
 
 /// x [M, K] and w [K, N] of one float dtype; fills m, n, k, dtype.
 Status gemm_operands(const TensorArg& x, const TensorArg& w, LibraryPlan* p) {
-  if (!external(x) || !external(w)) return unsupported("a GEMM operand computed inside the chain");
+  if (!is_external(x) || !is_external(w)) return unsupported("a GEMM operand computed inside the chain");
   const auto& xs = *x.spec;
   const auto& ws = *w.spec;
   if (xs.sizes.size() != 2 || ws.sizes.size() != 2 || xs.sizes[1] != ws.sizes[0]) return unsupported("not a 2-D GEMM");
@@ -70,7 +69,7 @@ Status gemm_operands(const TensorArg& x, const TensorArg& w, LibraryPlan* p) {
 
 /// The bias: an external, contiguous [N] vector of the GEMM's dtype.
 Status bias_operand(const TensorArg& b, LibraryPlan* p) {
-  if (!external(b)) return unsupported("the bias is computed inside the chain");
+  if (!is_external(b)) return unsupported("the bias is computed inside the chain");
   const auto& s = *b.spec;
   const bool contiguous = p->n == 1 || s.strides == std::vector<int64_t>{1};
   if (s.dtype != p->dtype || s.sizes != std::vector<int64_t>{p->n} || !contiguous)
@@ -79,11 +78,6 @@ Status bias_operand(const TensorArg& b, LibraryPlan* p) {
   return Status();
 }
 
-void fill_external(External* e, const dispatcher::TensorSpec& s) {
-  e->dtype = s.dtype;
-  e->sizes = s.sizes;
-  e->arg_strides = s.strides;
-}
 
 }  // namespace
 

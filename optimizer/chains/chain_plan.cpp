@@ -252,13 +252,15 @@ std::string functional_name(const std::string& op) {
 
 bool batch_norm_op(const std::string& op) { return op == "aten::cudnn_batch_norm" || op == "aten::native_batch_norm"; }
 
-int64_t numel_of(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
 }  // namespace
+
+bool is_external(const TensorArg& t) { return t.in.producer < 0 && t.in.index >= 0 && t.spec && t.spec->defined; }
+
+void fill_external(External* e, const dispatcher::TensorSpec& s) {
+  e->dtype = s.dtype;
+  e->sizes = s.sizes;
+  e->arg_strides = s.strides;
+}
 
 bool NodeArgs::is_one(const char* name) const {
   double x = 0;
@@ -473,7 +475,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
       for (int i : {1, 2})
         if (tensors[static_cast<size_t>(i)].kind == Operand::kStep) return unsupported("batch norm: a computed weight");
       for (size_t o = 1; o < node.outputs.size(); ++o)
-        if (numel_of(node.outputs[o].sizes) != 0) return unsupported("batch norm with statistics outputs");
+        if (dispatcher::numel_of(node.outputs[o].sizes) != 0) return unsupported("batch norm with statistics outputs");
       const bool has_w = tensors[1].kind != Operand::kNone, has_b = tensors[2].kind != Operand::kNone;
       const c10::ScalarType od = node.outputs[0].dtype;
       const int first = w.add(make(StepOp::kSub, {tensors[0], tensors[3]}, F, false));

@@ -155,6 +155,11 @@ struct NodeArgs {
 /// The arguments of `node` as its signature recorded them, or Unsupported when the record lacks them.
 Result<NodeArgs> args_of(const dispatcher::ChainNode& node);
 
+/// A tensor argument from outside the chain (an external slot, not None).
+bool is_external(const TensorArg& t);
+/// Sets `e`'s dtype, sizes and argument strides from the tensor argument `s` (library and program chains).
+void fill_external(External* e, const dispatcher::TensorSpec& s);
+
 /// True for the dtypes the generator computes in float: fp32, fp16, bf16.
 bool float_like(c10::ScalarType t);
 

@@ -23,7 +23,6 @@ using dispatcher::ChainNode;
 Status unsupported(const std::string& why) { return Status(Code::kUnsupported, "program chain: " + why); }
 
 bool is_batch_norm(const std::string& op) { return op == "aten::cudnn_batch_norm" || op == "aten::native_batch_norm"; }
-bool external(const TensorArg& t) { return t.in.producer < 0 && t.in.index >= 0 && t.spec->defined; }
 bool reads(const TensorArg& t, int node) { return t.in.producer == node && t.in.index == 0; }
 
 /// An int list argument of a 2-d convolution, a single value expanded to both dims as ATen does.
@@ -49,10 +48,10 @@ Result<ConvArgs> conv_args(const ChainNode& conv, const ChainNode* bn) {
   ConvArgs a;
   CUDAL1_ASSIGN_OR_RETURN(NodeArgs c, args_of(conv));
   if (c.tensors.size() != 3) return unsupported("convolution operands");
-  if (!external(c.tensors[1])) return unsupported("a convolution weight computed inside the chain");
+  if (!is_external(c.tensors[1])) return unsupported("a convolution weight computed inside the chain");
   a.w = c.tensors[1].in.index;
   if (c.tensors[2].spec->defined) {
-    if (!external(c.tensors[2])) return unsupported("a convolution bias computed inside the chain");
+    if (!is_external(c.tensors[2])) return unsupported("a convolution bias computed inside the chain");
     a.bias = c.tensors[2].in.index;
   }
   const c10::IValue* transposed = c.arg("transposed");
@@ -77,7 +76,7 @@ Result<ConvArgs> conv_args(const ChainNode& conv, const ChainNode* bn) {
   CUDAL1_ASSIGN_OR_RETURN(NodeArgs b, args_of(*bn));
   if (b.tensors.size() != 5) return unsupported("batch norm operands");
   for (size_t i = 1; i < 5; ++i)
-    if (!external(b.tensors[i])) return unsupported("a batch norm parameter or statistic computed inside the chain");
+    if (!is_external(b.tensors[i])) return unsupported("a batch norm parameter or statistic computed inside the chain");
   const c10::IValue* training = b.arg("training");
   if (!training || !training->isBool() || training->toBool()) return unsupported("a training-mode batch norm");
   const c10::IValue* eps = b.arg("epsilon") ? b.arg("epsilon") : b.arg("eps");

@@ -112,6 +112,11 @@ struct ChainNode {
 /// attention rewrite plans such a chain; the pointwise, row and program generators decline it.
 bool has_view_input(const std::vector<ChainNode>& nodes);
 
+/// True when `s` is laid out contiguously (strides of size-1 dims ignored); its storage offset is not looked at.
+bool contiguous_spec(const TensorSpec& s);
+/// The number of elements of `sizes` (1 for none).
+int64_t numel_of(const std::vector<int64_t>& sizes);
+
 class ChainKernel;  // regions.h
 
 /// Lifecycle of a chain. kFused and later are set by the region code (Note [Deferred regions]).
