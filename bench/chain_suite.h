@@ -29,6 +29,10 @@ std::vector<ChainRow> chain_suite(bool small);
 /// and returns the longest chain recorded that was not recorded before; null when none.
 dispatcher::ChainRecord* record_chain(const std::function<void()>& f, int times = 3);
 
+/// `c`'s outputs as a region hands them to a kernel when the app keeps only the result: every node's outputs
+/// undefined (dropped) but the last node's first, a CPU tensor of NaN of its recorded sizes.
+std::vector<std::vector<at::Tensor>> last_output_only(const dispatcher::ChainRecord& c);
+
 /// Fresh random inputs for `row` on CUDA device `device` (drawn with the hook bypassed: not part of any chain).
 std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device);
 

@@ -153,6 +153,13 @@ Result<Step> step_of(const std::string& op, const std::vector<Operand>& tensors,
 
 }  // namespace
 
+int readers(const std::vector<dispatcher::ChainNode>& nodes, int k, int index) {
+  int n = 0;
+  for (size_t j = static_cast<size_t>(k) + 1; j < nodes.size(); ++j)
+    for (const dispatcher::ChainInput& in : nodes[j].inputs) n += in.producer == k && in.index == index;
+  return n;
+}
+
 bool float_like(c10::ScalarType t) {
   return t == c10::ScalarType::Float || t == c10::ScalarType::Half || t == c10::ScalarType::BFloat16;
 }

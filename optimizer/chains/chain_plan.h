@@ -155,6 +155,9 @@ struct NodeArgs {
 /// The arguments of `node` as its signature recorded them, or Unsupported when the record lacks them.
 Result<NodeArgs> args_of(const dispatcher::ChainNode& node);
 
+/// How many inputs of nodes after `k` read output `index` of node `k`.
+int readers(const std::vector<dispatcher::ChainNode>& nodes, int k, int index);
+
 /// A tensor argument from outside the chain (an external slot, not None).
 bool is_external(const TensorArg& t);
 /// Sets `e`'s dtype, sizes and argument strides from the tensor argument `s` (library and program chains).

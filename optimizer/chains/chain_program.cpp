@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "chain_layers.h"
 #include "chain_plan.h"
 #include "cudal1/dispatcher/hook.h"
 
@@ -93,14 +94,6 @@ Result<ConvArgs> conv_args(const ChainNode& conv, const ChainNode* bn) {
   return a;
 }
 
-/// How many inputs of later nodes read output `index` of node `k`.
-int readers(const std::vector<ChainNode>& nodes, int k, int index) {
-  int n = 0;
-  for (size_t j = static_cast<size_t>(k) + 1; j < nodes.size(); ++j)
-    for (const ChainInput& in : nodes[j].inputs) n += in.producer == k && in.index == index;
-  return n;
-}
-
 std::string slot_text(const ChainInput& in) {
   return in.producer >= 0 ? "%" + std::to_string(in.producer) : "e" + std::to_string(in.index);
 }
@@ -120,6 +113,24 @@ Result<ProgramPlan> plan_program(const dispatcher::ChainRecord& chain) {
     ProgramPlan::Group g;
     g.first = g.last = k;
     if (op != "aten::_convolution") {
+      std::string line;
+      if (plan_layer_group(nodes, k, &g, &line)) {  // Note [Skinny layers]
+        const auto dt = nodes[static_cast<size_t>(g.gemm)].outputs[0].dtype;
+        if (!have_dtype) p.dtype = dt, have_dtype = true;
+        if (dt == p.dtype) {
+          ++p.layers;
+          p.rows = std::max(p.rows, g.args.m);
+          // The weight is at::linear's w.t(), a view that dies with the call: verification draws it fresh.
+          for (int slot : {g.args.bias, g.args.ln_w, g.args.ln_b})
+            if (slot >= 0) p.params.push_back(slot);
+          text << "group " << p.groups.size() << ": " << line << "\n";
+          p.groups.push_back(g);
+          k = g.last;
+          continue;
+        }
+        g = ProgramPlan::Group{};
+        g.first = g.last = k;
+      }
       if (nodes[k].inplace && !nodes[k].inputs.empty() && nodes[k].inputs[0].producer < 0)
         return unsupported("an in-place op on an external");
       if (nodes[k].outputs.empty()) return unsupported("an op without outputs");
@@ -180,11 +191,12 @@ Result<ProgramPlan> plan_program(const dispatcher::ChainRecord& chain) {
     p.groups.push_back(g);
     k = g.last;
   }
-  if (p.convs == 0) return unsupported("no convolution");
+  if (p.convs == 0 && p.layers == 0) return unsupported("no convolution and no skinny linear layer");
   std::ostringstream head;
   head << "program: " << nodes.size() << " ops, " << p.convs << " convolutions (" << p.folded
-       << " batch norms folded, " << p.fused_epilogues << " with a ReLU epilogue), " << p.groups.size()
-       << " groups, " << c10::toString(p.dtype) << "\n";
+       << " batch norms folded, " << p.fused_epilogues << " with a ReLU epilogue), ";
+  if (p.layers) head << p.layers << " layers of at most " << p.rows << " rows, ";
+  head << p.groups.size() << " groups, " << c10::toString(p.dtype) << "\n";
   p.text = head.str() + text.str();
   return p;
 }
@@ -206,8 +218,11 @@ uint32_t version_of(const at::Tensor& t) {
 
 class ProgramKernel final : public dispatcher::ChainKernel {
  public:
-  ProgramKernel(const dispatcher::ChainRecord& chain, ProgramPlan plan, bool fused)
-      : chain_(chain), p_(std::move(plan)), fused_(fused), folded_(p_.groups.size()) {
+  ProgramKernel(const dispatcher::ChainRecord& chain, ProgramPlan plan, bool fused, LayerVariant lv,
+                std::shared_ptr<LoadedModule> module)
+      : chain_(chain), p_(std::move(plan)), fused_(fused), lv_(lv), module_(std::move(module)),
+        folded_(p_.groups.size()) {
+    if (!fused_ || !module_) lv_ = LayerVariant{};
     for (const auto& g : p_.groups) {
       args_.emplace_back();
       if (!g.conv) continue;
@@ -279,11 +294,17 @@ class ProgramKernel final : public dispatcher::ChainKernel {
   /// The variant, then what it did in this process: regions computed and declined, convolutions run with cuDNN's
   /// fused epilogue and as separate ops, batch norm folds computed (once a group while the model is unchanged).
   std::string describe() const override {
+    std::string layers;
+    if (p_.layers)
+      layers = ", " + std::to_string(p_.layers) + " layers" + (lv_.warps ? " as kernel " + lv_.id() : " as ATen ops");
     return std::string("program ") + (fused_ ? "fused" : "separate") + " (" + std::to_string(p_.convs) +
-           " convolutions): " + std::to_string(n_.regions.load()) + " regions, " +
+           " convolutions" + layers + "): " + std::to_string(n_.regions.load()) + " regions, " +
            std::to_string(n_.declined.load()) + " declined, " + std::to_string(n_.epilogue.load()) +
            " convolutions with the fused epilogue, " + std::to_string(n_.separate.load()) + " without, " +
-           std::to_string(n_.folds.load()) + " folds";
+           std::to_string(n_.folds.load()) + " folds" +
+           (p_.layers ? ", " + std::to_string(n_.layer_kernels.load()) + " layer kernels, " +
+                            std::to_string(n_.layer_aten.load()) + " layers as ATen ops"
+                      : "");
   }
 
  private:
@@ -316,12 +337,12 @@ class ProgramKernel final : public dispatcher::ChainKernel {
     if (outs.size() != chain_.nodes.size()) return unsupported("output count");
     if (ext.size() != static_cast<size_t>(chain_.externals)) return unsupported("operand count");
     for (const auto& g : p_.groups) {
-      if (!g.conv) continue;
+      if (!g.grouped()) continue;
       const at::Tensor& result = outs[g.last].empty() ? at::Tensor() : outs[g.last][0];
       for (size_t k = g.first; k < g.last; ++k)
         for (const at::Tensor& t : outs[k])
           if (t.defined() && !(result.defined() && t.is_same(result)))
-            return Status(Code::kUnavailable, "program chain: a value inside a conv group is kept");
+            return Status(Code::kUnavailable, "program chain: a value inside a conv or layer group is kept");
       for (size_t i = 1; i < outs[g.last].size(); ++i)
         if (outs[g.last][i].defined()) return Status(Code::kUnavailable, "program chain: batch norm statistics kept");
     }
@@ -354,6 +375,8 @@ class ProgramKernel final : public dispatcher::ChainKernel {
       if (g.conv) {
         CUDAL1_ASSIGN_OR_RETURN(at::Tensor y, run_conv(gi, value, ext));
         s.values[g.last] = {y};
+      } else if (g.layer) {
+        run_layer(g, value, ext, s);
       } else {
         dispatcher::run_chain_node(nodes[g.first], value, &s.values[g.first]);
       }
@@ -373,7 +396,7 @@ class ProgramKernel final : public dispatcher::ChainKernel {
         if (!o.defined()) continue;
         const bool have = i < s.values[k].size() && s.values[k][i].defined();
         const bool in_group = std::any_of(p_.groups.begin(), p_.groups.end(),
-                                          [&](const auto& g) { return g.conv && k >= g.first && k < g.last; });
+                                          [&](const auto& g) { return g.grouped() && k >= g.first && k < g.last; });
         if (!have && in_group) continue;  // the group's result, the same tensor (check())
         if (!have) return Status(Code::kInternal, "program chain: a held value was released");
         if (!o.is_same(s.values[k][i])) o.copy_(s.values[k][i]);
@@ -452,23 +475,51 @@ class ProgramKernel final : public dispatcher::ChainKernel {
     return y;
   }
 
+  /// Layer group `g` (Note [Skinny layers]): the generated kernel into a new [M, N] value, or, without one or
+  /// where the operands do not meet its layout, the group's nodes as ATen ops.
+  template <typename Value>
+  void run_layer(const ProgramPlan::Group& g, Value& value, const std::vector<at::Tensor>& ext, State& s) {
+    const LayerArgs& a = g.args;
+    if (module_) {
+      auto slot = [&](int e) { return e >= 0 ? ext.at(static_cast<size_t>(e)) : at::Tensor(); };
+      LayerOperands o;
+      o.x = value(chain_.nodes[g.first].inputs.at(0));
+      o.ln_w = slot(a.ln_w);
+      o.ln_b = slot(a.ln_b);
+      o.w = slot(a.w);
+      o.bias = slot(a.bias);
+      if (g.add >= 0) o.res = value(g.residual);
+      o.y = at::empty({a.m, a.n}, o.x.options());
+      if (launch_layer(*module_, lv_, a, o).ok()) {
+        n_.layer_kernels.fetch_add(1, std::memory_order_relaxed);
+        s.values[g.last] = {o.y};
+        return;
+      }
+    }
+    n_.layer_aten.fetch_add(1, std::memory_order_relaxed);
+    for (size_t k = g.first; k <= g.last; ++k) dispatcher::run_chain_node(chain_.nodes[k], value, &s.values[k]);
+  }
+
   const dispatcher::ChainRecord& chain_;
   ProgramPlan p_;
   bool fused_;
+  LayerVariant lv_;
+  std::shared_ptr<LoadedModule> module_;
   std::vector<ConvArgs> args_;
   std::vector<int> last_use_;
   std::mutex mu_;
   std::vector<Folded> folded_;
   struct Counts {
-    std::atomic<uint64_t> regions{0}, declined{0}, epilogue{0}, separate{0}, folds{0};
+    std::atomic<uint64_t> regions{0}, declined{0}, epilogue{0}, separate{0}, folds{0}, layer_kernels{0}, layer_aten{0};
   } n_;
 };
 
 }  // namespace
 
 std::unique_ptr<dispatcher::ChainKernel> program_kernel(const dispatcher::ChainRecord& chain, ProgramPlan plan,
-                                                        bool fused) {
-  return std::make_unique<ProgramKernel>(chain, std::move(plan), fused);
+                                                        bool fused, LayerVariant layers,
+                                                        std::shared_ptr<LoadedModule> module) {
+  return std::make_unique<ProgramKernel>(chain, std::move(plan), fused, layers, std::move(module));
 }
 
 }  // namespace cudal1::optimizer::chains

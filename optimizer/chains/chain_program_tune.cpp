@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "chain_tuning.h"
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/device_info.h"
 
 namespace cudal1::optimizer::chain_tuning {
 namespace {
@@ -87,13 +90,14 @@ bool program_close(const at::Tensor& got, const at::Tensor& ref, double c, std::
   return false;
 }
 
-/// The tolerance of Note [Program chains]: 8 u sqrt(convolutions) of the largest magnitude.
+/// The tolerance of Note [Program chains]: 8 u sqrt(convolutions and layers) of the largest magnitude.
 double program_tolerance(const chains::ProgramPlan& p) {
   double u = std::ldexp(1.0, -20);  // fp32 convolutions without TF32: reassociation across the fold
   if (p.dtype == c10::ScalarType::Half) u = std::ldexp(1.0, -11);
   else if (p.dtype == c10::ScalarType::BFloat16) u = std::ldexp(1.0, -8);
-  else if (at::globalContext().allowTF32CuDNN()) u = std::ldexp(1.0, -11);
-  return 8 * u * std::sqrt(static_cast<double>(std::max(p.convs, 1)));
+  else if ((p.convs && at::globalContext().allowTF32CuDNN()) || (p.layers && at::globalContext().allowTF32CuBLAS()))
+    u = std::ldexp(1.0, -11);
+  return 8 * u * std::sqrt(static_cast<double>(std::max(p.convs + p.layers, 1)));
 }
 
 /// Verifies `k` on `trials` + 1 trials: the first with every value the program computes wanted by the app, the
@@ -109,7 +113,7 @@ Status verify_program(const dispatcher::ChainRecord& c, const chains::ProgramPla
     auto got = outputs(c, device, /*poison=*/true, /*last_only=*/t > 0);
     if (t == 0) {  // what the program computes: not the values inside a conv group, a batch norm's statistics
       for (const auto& g : p.groups)  // or an index output (all of which it declines to the ATen chain)
-        if (g.conv) {
+        if (g.grouped()) {
           for (size_t n = g.first; n < g.last; ++n)
             for (auto& o : got[n]) o = at::Tensor();
           for (size_t i = 1; i < got[g.last].size(); ++i) got[g.last][i] = at::Tensor();
@@ -134,8 +138,10 @@ Status verify_program(const dispatcher::ChainRecord& c, const chains::ProgramPla
 
 }  // namespace
 
-std::string program_launch_json(const chains::ProgramPlan& plan, bool fused) {
-  return nlohmann::json{{"program", fused ? "fused" : "separate"}, {"plan", plan.text}}.dump();
+std::string program_launch_json(const chains::ProgramPlan& plan, bool fused, const chains::LayerVariant& layers) {
+  nlohmann::json j{{"program", fused ? "fused" : "separate"}, {"plan", plan.text}};
+  if (layers.warps) j["layers"] = layers.id();
+  return j.dump();
 }
 
 Result<std::unique_ptr<dispatcher::ChainKernel>> tune_program(const dispatcher::ChainRecord& chain,
@@ -146,28 +152,72 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_program(const dispatcher::
   dispatcher::BypassScope bypass;
   rep.plan = plan.text;
   rep.kernel_name = cache::kLibraryKernel;
+  // The fused program with each layer-kernel variant (Note [Skinny layers]), then the separate one, tried only
+  // when no fused variant verified.
+  struct Candidate {
+    bool fused;
+    chains::LayerVariant layers;
+  };
+  const std::vector<chains::LayerVariant> lvs = chains::layer_variants(plan);
+  std::vector<Candidate> cands;
+  for (const chains::LayerVariant& lv : lvs) cands.push_back({true, lv});
+  if (lvs.empty()) cands.push_back({true, {}});
+  cands.push_back({false, {}});
+  std::vector<VariantBuild> builds;
+  if (!lvs.empty()) {
+    CUDAL1_ASSIGN_OR_RETURN(DeviceInfo info, device_info(device));
+    builds = compile_concurrently(
+        lvs.size(), [&](size_t i) { return Result<KernelSource>(KernelSource{chains::layer_source(plan, lvs[i]), "layer_kernel"}); },
+        info.sm, std::max<size_t>(1, std::thread::hardware_concurrency()));
+  }
   std::string failures;
-  for (const bool fused : {true, false}) {
+  std::unique_ptr<dispatcher::ChainKernel> best;
+  ChainTiming best_t;
+  for (size_t c = 0; c < cands.size(); ++c) {
+    const Candidate& cand = cands[c];
+    if (!cand.fused && best) break;
     ++rep.variants;
-    std::unique_ptr<dispatcher::ChainKernel> k = chains::program_kernel(chain, plan, fused);
-    const std::string id = fused ? "program.fused" : "program.separate";
+    std::string id = cand.fused ? "program.fused" : "program.separate";
+    if (cand.layers.warps) id += "." + cand.layers.id();
+    std::shared_ptr<LoadedModule> module;
+    if (cand.layers.warps) {
+      const Result<CompiledKernel>& built = builds[c].kernel;
+      auto loaded = built.ok() ? LoadedModule::load(device, built.value().cubin, "layer_kernel")
+                               : Result<std::shared_ptr<LoadedModule>>(built.status());
+      if (!loaded.ok()) {
+        failures += (failures.empty() ? "" : "; ") + id + ": " + loaded.status().to_string();
+        continue;
+      }
+      module = loaded.value();
+    }
+    std::unique_ptr<dispatcher::ChainKernel> k = chains::program_kernel(chain, plan, cand.fused, cand.layers, module);
     if (const Status v = verify_program(chain, plan, *k, device, o.verify_trials, o.seed); !v.ok()) {
       failures += (failures.empty() ? "" : "; ") + id + ": " + v.to_string();
       continue;
     }
-    rep.verified = 1;
-    rep.variant = id;
-    if (!failures.empty()) rep.note = "not verified: " + failures;
-    if (o.reps <= 0) return k;
+    ++rep.verified;
+    if (o.reps <= 0) {
+      rep.variant = id;
+      return k;
+    }
     at::Generator gen = generator(device, o.seed + 7);
     CUDAL1_ASSIGN_OR_RETURN(std::vector<at::Tensor> ext, trial_externals(chain, plan, device, 0, gen));
     CUDAL1_ASSIGN_OR_RETURN(ChainTiming t, time(chain, ext, *k, device, 2 * o.reps, o.seed + 7));
-    rep.launch_json = program_launch_json(plan, fused);
-    CUDAL1_RETURN_IF_ERROR(judge(t, o, rep));
-    return k;
+    if (best && t.kernel_us >= best_t.kernel_us) continue;
+    best = std::move(k);
+    best_t = t;
+    rep.variant = id;
+    rep.launch_json = program_launch_json(plan, cand.fused, cand.layers);
+    rep.kernel_name = cand.layers.warps ? "layer_kernel" : cache::kLibraryKernel;
+    rep.cubin = cand.layers.warps ? builds[c].kernel.value().cubin : "";
   }
-  rep.note = "no variant verified (" + failures + ")";
-  return Status(Code::kVerifyFailed, rep.note);
+  if (!best) {
+    rep.note = "no variant verified (" + failures + ")";
+    return Status(Code::kVerifyFailed, rep.note);
+  }
+  if (!failures.empty()) rep.note = "not verified: " + failures;
+  CUDAL1_RETURN_IF_ERROR(judge(best_t, o, rep));
+  return best;
 }
 
 }  // namespace cudal1::optimizer::chain_tuning

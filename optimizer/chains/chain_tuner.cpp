@@ -483,20 +483,32 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
     return Status(Code::kCorrupt, std::string("chain launch description: ") + e.what());
   }
   bool program = false, fused = false;
+  std::string layers;
   try {
     const auto j = nlohmann::json::parse(launch_json);
     program = j.contains("program");
     fused = program && j.at("program").get<std::string>() == "fused";
+    if (program && j.contains("layers")) layers = j.at("layers").get<std::string>();
   } catch (const std::exception& e) {
     return Status(Code::kCorrupt, std::string("chain launch description: ") + e.what());
   }
-  if (program) {  // Note [Program chains]: no code either
+  if (program) {  // Note [Program chains]: no code, except a layer kernel's (Note [Skinny layers])
     CUDAL1_ASSIGN_OR_RETURN(chains::ProgramPlan plan, chains::plan_program(chain));
-    if (launch_json != chain_tuning::program_launch_json(plan, fused))
+    chains::LayerVariant lv;
+    if (!layers.empty()) {
+      CUDAL1_ASSIGN_OR_RETURN(lv, chains::layer_variant_of(plan, layers));
+    }
+    if (launch_json != chain_tuning::program_launch_json(plan, fused, lv))
       return Status(Code::kMismatch, "the chain's program differs from the cached one's");
-    if (!cubin.empty()) return Status(Code::kCorrupt, "a program chain with code");
-    if (chain.nodes.front().rec->device_index < 0) return Status(Code::kUnsupported, "chain: not on a CUDA device");
-    return chains::program_kernel(chain, std::move(plan), fused);
+    if (cubin.empty() != (lv.warps == 0))
+      return Status(Code::kCorrupt, lv.warps ? "a layer program without its code" : "a program chain with code");
+    const int device = chain.nodes.front().rec->device_index;
+    if (device < 0) return Status(Code::kUnsupported, "chain: not on a CUDA device");
+    std::shared_ptr<LoadedModule> module;
+    if (lv.warps) {
+      CUDAL1_ASSIGN_OR_RETURN(module, LoadedModule::load(device, cubin, "layer_kernel"));
+    }
+    return chains::program_kernel(chain, std::move(plan), fused, lv, std::move(module));
   }
   if (library) {  // Note [Library chains]: no code, the plan is all there is to check
     CUDAL1_ASSIGN_OR_RETURN(chains::LibraryPlan plan, chains::plan_library_chain(chain));
@@ -578,15 +590,16 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
   rep = ChainTuneReport();
   auto planned = chains::plan_chain(chain);
   if (!planned.ok()) {
+    auto library = chains::plan_library_chain(chain);
     if (auto program = chains::plan_program(chain); program.ok()) {
       try {
-        return chain_tuning::tune_program(chain, std::move(program).value(), o, rep);
+        auto k = chain_tuning::tune_program(chain, std::move(program).value(), o, rep);
+        if (k.ok() || !library.ok()) return k;  // a layer program that lost: the library chain next
       } catch (const std::exception& e) {
         rep.note = std::string("program tuning raised: ") + e.what();
         return Status(Code::kInternal, rep.note);
       }
     }
-    auto library = chains::plan_library_chain(chain);
     if (library.ok()) {
       try {
         return tune_library(chain, std::move(library).value(), o, rep);

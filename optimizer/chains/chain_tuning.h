@@ -35,13 +35,15 @@ Result<ChainTiming> time(const dispatcher::ChainRecord& c, const std::vector<at:
 /// Fills `rep`'s timing; NotFound when `t` does not beat the ATen chain by the margin.
 Status judge(const ChainTiming& t, const ChainTuneOptions& o, ChainTuneReport& rep);
 
-/// tune_chain for a program chain (Note [Program chains]): the fused variant, else the separate one, verified on
-/// the model's own weights and timed against the ATen chain.
+/// tune_chain for a program chain (Note [Program chains]): the fused variant (with layer groups, each variant of
+/// the layer kernel, the fastest kept: Note [Skinny layers]), else the separate one, verified on the model's own
+/// weights and timed against the ATen chain.
 Result<std::unique_ptr<dispatcher::ChainKernel>> tune_program(const dispatcher::ChainRecord& chain,
                                                               chains::ProgramPlan plan, const ChainTuneOptions& o,
                                                               ChainTuneReport& rep);
 
-/// The launch description a program's cache record holds ({"program": "fused"|"separate", "plan": text}).
-std::string program_launch_json(const chains::ProgramPlan& plan, bool fused);
+/// The launch description a program's cache record holds ({"program": "fused"|"separate", "plan": text}, and
+/// "layers": the layer kernel's variant id where it has one; its cubin is then the record's).
+std::string program_launch_json(const chains::ProgramPlan& plan, bool fused, const chains::LayerVariant& layers = {});
 
 }  // namespace cudal1::optimizer::chain_tuning

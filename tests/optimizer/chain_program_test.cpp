@@ -87,15 +87,6 @@ TEST(ProgramChains, AResidualBlockIsOneProgramOfFoldedConvGroups) {
       << "a tail without a convolution is no program";
 }
 
-/// Outputs as a region hands them over: each node's outputs undefined (dropped) but the last node's first.
-std::vector<std::vector<at::Tensor>> last_output(const dispatcher::ChainRecord& c) {
-  std::vector<std::vector<at::Tensor>> outs(c.nodes.size());
-  for (size_t k = 0; k < c.nodes.size(); ++k)
-    for (const auto& s : c.nodes[k].outputs)
-      outs[k].push_back(k + 1 == c.nodes.size() && outs[k].empty() ? at::full(s.sizes, NAN) : at::Tensor());
-  return outs;
-}
-
 TEST(ProgramChains, TheProgramComputesTheATenChainAndDeclinesAKeptGroupValue) {
   const Block b;
   const at::Tensor x = at::randn({2, 8, 12, 12});
@@ -109,9 +100,9 @@ TEST(ProgramChains, TheProgramComputesTheATenChainAndDeclinesAKeptGroupValue) {
   auto kernel = chains::program_kernel(*c, p.value(), /*fused=*/true);  // on the CPU: the separate epilogue
   EXPECT_EQ(kernel->describe(), "program fused (2 convolutions): 0 regions, 0 declined, 0 convolutions with the "
                                 "fused epilogue, 0 without, 0 folds");
-  auto got = last_output(*c);
+  auto got = bench::last_output_only(*c);
   ASSERT_TRUE(kernel->run(ext, got).ok());
-  auto again = last_output(*c);
+  auto again = bench::last_output_only(*c);
   ASSERT_TRUE(kernel->run(ext, again).ok());
   EXPECT_EQ(kernel->describe(), "program fused (2 convolutions): 2 regions, 0 declined, 0 convolutions with the "
                                 "fused epilogue, 4 without, 2 folds")
@@ -121,12 +112,12 @@ TEST(ProgramChains, TheProgramComputesTheATenChainAndDeclinesAKeptGroupValue) {
   EXPECT_TRUE(at::allclose(got.back()[0], ref, 1e-4, 1e-4)) << (got.back()[0] - ref).abs().max();
   EXPECT_TRUE(got.back()[0].is_contiguous()) << "the app's tensor keeps its layout";
 
-  auto kept = last_output(*c);
+  auto kept = bench::last_output_only(*c);
   kept[1][0] = at::full(c->nodes[1].outputs[0].sizes, NAN);  // the first batch norm's result, inside group 0
   EXPECT_EQ(kernel->run(ext, kept).code(), Code::kUnavailable);
   EXPECT_TRUE(at::isnan(kept.back()[0]).all().item<bool>()) << "declined before writing anything";
 
-  auto indices = last_output(*c);  // the max-pool's indices: ATen's NCHW kernel picks among equal maxima
+  auto indices = bench::last_output_only(*c);  // the max-pool's indices: ATen's NCHW kernel picks among equal maxima
   ASSERT_EQ(indices[7].size(), 2u) << c->text();
   indices[7][1] = at::zeros(c->nodes[7].outputs[1].sizes, at::kLong);
   EXPECT_EQ(kernel->run(ext, indices).code(), Code::kUnavailable);
@@ -134,7 +125,7 @@ TEST(ProgramChains, TheProgramComputesTheATenChainAndDeclinesAKeptGroupValue) {
 
   auto bad = ext;
   bad[1] = at::randn({8, 8, 5, 5});  // not the recorded weight's shape
-  EXPECT_FALSE(kernel->run(bad, last_output(*c)).ok());
+  EXPECT_FALSE(kernel->run(bad, bench::last_output_only(*c)).ok());
 }
 
 TEST(ProgramChains, FoldedWeightsFollowAWeightChangedInPlace) {
@@ -146,11 +137,11 @@ TEST(ProgramChains, FoldedWeightsFollowAWeightChangedInPlace) {
   ASSERT_TRUE(p.ok());
   auto kernel = chains::program_kernel(*c, p.value(), false);
   const std::vector<at::Tensor> ext = c->last_externals();
-  auto first = last_output(*c);
+  auto first = bench::last_output_only(*c);
   ASSERT_TRUE(kernel->run(ext, first).ok());
   aten([&] { return b.v2.mul_(4); });  // a running variance updated in place: the fold must follow
   aten([&] { return b.w1.neg_(); });
-  auto second = last_output(*c);
+  auto second = bench::last_output_only(*c);
   ASSERT_TRUE(kernel->run(ext, second).ok());
   const at::Tensor ref = aten([&] { return b(ext[0]); });
   EXPECT_TRUE(at::allclose(second.back()[0], ref, 1e-4, 1e-4)) << (second.back()[0] - ref).abs().max();
@@ -225,7 +216,7 @@ TEST(ProgramChains, ADownsampleGroupTakesTheBlocksAddInPlaceOnTheMainPath) {
   EXPECT_EQ(p->groups[3].residual.producer, static_cast<int>(p->groups[2].last));
   auto kernel = chains::program_kernel(*c, p.value(), true);
   const std::vector<at::Tensor> ext = c->last_externals();
-  auto got = last_output(*c);
+  auto got = bench::last_output_only(*c);
   ASSERT_TRUE(kernel->run(ext, got).ok());
   const at::Tensor ref = aten([&] { return block(ext[0]); });
   EXPECT_TRUE(at::allclose(got.back()[0], ref, 1e-4, 1e-4)) << (got.back()[0] - ref).abs().max();
