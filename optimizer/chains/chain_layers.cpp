@@ -149,7 +149,7 @@ bool plan_layer_group(const std::vector<ChainNode>& nodes, size_t k, ProgramPlan
 }
 
 std::string LayerVariant::id() const {
-  return warps ? "w" + std::to_string(warps) + "u" + std::to_string(unroll) : "";
+  return warps ? "w" + std::to_string(warps) + "u" + std::to_string(unroll) + (overlap ? "o" : "") : "";
 }
 
 std::vector<LayerVariant> layer_variants(const ProgramPlan& plan) {
@@ -157,7 +157,8 @@ std::vector<LayerVariant> layer_variants(const ProgramPlan& plan) {
   std::vector<LayerVariant> out;
   // unroll 16: a whole 8 KB weight row (K = 4096 in fp16) in flight a warp before the prologue.
   for (int warps : {4, 8})
-    for (int unroll : {4, 8, 16}) out.push_back(LayerVariant{warps, unroll});
+    for (int unroll : {4, 8, 16})
+      for (bool overlap : {false, true}) out.push_back(LayerVariant{warps, unroll, overlap});
   return out;
 }
 
@@ -170,7 +171,8 @@ Result<LayerVariant> layer_variant_of(const ProgramPlan& plan, const std::string
 std::string layer_source(const ProgramPlan& plan, const LayerVariant& v) {
   std::ostringstream s;
   s << dtype_prelude(plan.dtype) << "constexpr int kWarps = " << v.warps << ";\nconstexpr int kUnroll = " << v.unroll
-    << ";\nconstexpr int kRows = " << std::max<int64_t>(plan.rows, 1) << ";\n";
+    << ";\nconstexpr int kRows = " << std::max<int64_t>(plan.rows, 1)
+    << ";\nconstexpr bool kOverlap = " << (v.overlap ? "true" : "false") << ";\n";
   // ATen's formula of each activation, as the pointwise generator writes them (Note [Pointwise chains]).
   s << "__device__ __forceinline__ float activation(int kind, float x) {\n  switch (kind) {\n";
   const StepOp ops[] = {StepOp::kRelu, StepOp::kSilu, StepOp::kGelu, StepOp::kGeluTanh};
@@ -225,8 +227,21 @@ Status launch_layer(const LoadedModule& module, const LayerVariant& v, const Lay
   CUDAL1_RETURN_IF_ERROR(ctx.status());
   CUDAL1_ASSIGN_OR_RETURN(CUstream stream, dispatcher::current_stream(module.device()));
   CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
-  CUDAL1_CU_TRY(api->cuLaunchKernel(module.function(), static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff)), 1,
-                                    1, static_cast<unsigned>(v.warps * 32), 1, 1, smem, stream, params, nullptr));
+  CUlaunchConfig config{};
+  config.gridDimX = static_cast<unsigned>(std::min<int64_t>(grid, 0x7fffffff));
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = static_cast<unsigned>(v.warps * 32);
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = smem;
+  config.hStream = stream;
+  CUlaunchAttribute overlap{};
+  overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  overlap.value.programmaticStreamSerializationAllowed = 1;
+  if (v.overlap && module.compute_capability() >= 90) {
+    config.attrs = &overlap;
+    config.numAttrs = 1;
+  }
+  CUDAL1_CU_TRY(api->cuLaunchKernelEx(&config, module.function(), params, nullptr));
   return Status();
 }
 

@@ -50,7 +50,9 @@
 ///    flight a lane, the first issued before the normalisation) and writes y[m, n] through the epilogue. Values
 ///    are rounded to the dtype exactly where ATen stores them, so the result differs from ATen's only by the
 ///    order of fp32 sums (layer_kernel.cuh);
-///  - the kernel's variants are its warps a block and loads in flight (LayerVariant); tuning verifies and times
+///  - the kernel's variants are its warps a block, loads in flight and whether it overlaps the previous kernel
+///    (programmatic dependent launch: a grid starts streaming its weight while the one before it finishes, and
+///    waits for it before touching anything that grid may write) (LayerVariant); tuning verifies and times
 ///    each and keeps the fastest. A group whose tensors do not meet the kernel's layout at run time (a misaligned
 ///    weight) runs as its ATen ops.
 /// Verification is the program's: the model's own biases and layer-norm parameters, fresh activations and
@@ -114,7 +116,9 @@ Result<ProgramPlan> plan_program(const dispatcher::ChainRecord& chain);
 /// weight loads in flight a lane. warps 0: no generated kernel (the groups run as their ATen ops).
 struct LayerVariant {
   int warps = 0, unroll = 0;
-  std::string id() const;  ///< "w8u4"; "" for none
+  bool overlap = false;    ///< programmatic dependent launch on sm_90+ (the weight's first loads overlap the
+                           ///< previous kernel's end); the same as without on older devices
+  std::string id() const;  ///< "w8u4", "w8u4o"; "" for none
 };
 /// The layer kernel's variants for `plan` (none without layer groups).
 std::vector<LayerVariant> layer_variants(const ProgramPlan& plan);

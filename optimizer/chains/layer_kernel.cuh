@@ -6,6 +6,8 @@
 //   constexpr int kWarps      warps a block; each warp computes whole output columns n, one at a time
 //   constexpr int kUnroll     16-byte weight loads a lane keeps in flight
 //   constexpr int kRows       the most input rows M a launch may have (M <= kRows)
+//   constexpr bool kOverlap   programmatic dependent launch (sm_90+): the launch lets this grid start while the
+//                             previous one in the stream finishes; it reads only the weight before waiting for it
 //   float activation(int kind, float x)   ATen's formula of each activation (kind 0: none)
 // Rounding follows ATen's eager ops exactly where they store a tensor: the normalised input is rounded to the
 // dtype (the GEMM reads layer_norm's stored result), the product plus bias once (cuBLAS's fp32 epilogue), the
@@ -65,6 +67,13 @@ layer_kernel(const storage_t* __restrict__ x, long long x_rs, int ln, const stor
       if (lane + u * 32 < kv) wv[u] = layer_stream_load(wr + lane + u * 32);
   }
 
+#if __CUDA_ARCH__ >= 900
+  if (kOverlap) {
+    // Everything the previous grid writes (x, the residual, memory y may reuse) is touched only after it ended.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+  }
+#endif
   for (int m = 0; m < M; ++m) {
     const storage_t* xr = x + m * x_rs;
     storage_t* out = xs + m * K;

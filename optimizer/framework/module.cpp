@@ -17,6 +17,10 @@ Result<std::shared_ptr<LoadedModule>> LoadedModule::load(int device, const std::
   CUdevice dev;
   CUDAL1_CU_TRY(api->cuDeviceGet(&dev, device));
   CUDAL1_CU_TRY(api->cuDeviceGetAttribute(&m->sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  int major = 0, minor = 0;
+  CUDAL1_CU_TRY(api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CUDAL1_CU_TRY(api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  m->cc_ = 10 * major + minor;
   return m;
 }
 

@@ -123,7 +123,7 @@ void decode_step_is_served(c10::ScalarType dtype, int64_t rows, int64_t width, i
             << rep.speedup << "x)" << (rep.note.empty() ? "" : "; " + rep.note) << "\n";
   ASSERT_TRUE(k.ok()) << k.status().to_string() << "\n" << c->text();
   EXPECT_EQ(rep.variant.rfind("program.fused.w", 0), 0u) << "a layer-kernel variant verified: " << rep.variant;
-  EXPECT_EQ(rep.verified, 6) << "every layer-kernel variant verifies: " << rep.note;
+  EXPECT_EQ(rep.verified, 12) << "every layer-kernel variant verifies: " << rep.note;
   EXPECT_EQ(rep.kernel_name, "layer_kernel");
   EXPECT_FALSE(rep.cubin.empty());
   dispatcher::ChainKernel* raw = k.value().get();

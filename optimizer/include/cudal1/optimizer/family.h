@@ -90,6 +90,8 @@ class LoadedModule {
   CUfunction function() const { return fn_; }
   int device() const { return device_; }
   int sm_count() const { return sm_count_; }
+  /// The device's compute capability as 10 x major + minor (90 for an H100 or H200).
+  int compute_capability() const { return cc_; }
   /// Blocks per multiprocessor at `block` threads (occupancy API), at least 1.
   int max_blocks_per_sm(int block) const;
 
@@ -121,6 +123,7 @@ class LoadedModule {
   CUfunction fn_ = nullptr;
   int device_ = -1;
   int sm_count_ = 1;
+  int cc_ = 0;
   mutable std::once_flag clusters_once_;
   mutable Status clusters_ready_;  ///< prepare_clusters' answer
   mutable std::once_flag smem_once_;
