@@ -8,16 +8,20 @@
 
 #include <array>
 #include <cmath>
+#include <iostream>
 #include <regex>
 #include <vector>
-#include <iostream>
 
 #include "bench/chain_suite.h"
 #include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/region_graph.h"
 #include "cudal1/dispatcher/regions.h"
 #include "cudal1/optimizer/chain_tuner.h"
+#include "cudal1/optimizer/compiler.h"
+#include "cudal1/optimizer/device_info.h"
 #include "gpu/gpu_env.h"
+#include "optimizer/chains/chain_program.h"
 
 namespace cudal1::optimizer {
 namespace {
@@ -97,18 +101,24 @@ at::Tensor decode(const at::Tensor& x, const std::vector<std::array<at::Tensor, 
   return h;
 }
 
+using Layers = std::vector<std::array<at::Tensor, 4>>;
+
+Layers make_layers(c10::ScalarType dtype, int64_t width, int n) {
+  const auto o = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+  dispatcher::BypassScope a;
+  Layers layers;
+  for (int i = 0; i < n; ++i)
+    layers.push_back({at::rand({width}, o).add_(0.5), at::randn({width}, o).mul_(0.1),
+                      at::randn({width, width}, o).mul_(1.0 / std::sqrt(static_cast<double>(width))),
+                      at::randn({width}, o).mul_(0.1)});
+  return layers;
+}
+
 /// A decode step of skinny layers: verified as the generated layer kernel (every variant tried, the fastest
 /// kept), fused, and served through a deferred region within the program's tolerance of eager.
 void decode_step_is_served(c10::ScalarType dtype, int64_t rows, int64_t width, int n_layers, bool relu) {
   const auto o = at::TensorOptions().device(at::kCUDA).dtype(dtype);
-  std::vector<std::array<at::Tensor, 4>> layers;
-  {
-    dispatcher::BypassScope a;
-    for (int i = 0; i < n_layers; ++i)
-      layers.push_back({at::rand({width}, o).add_(0.5), at::randn({width}, o).mul_(0.1),
-                        at::randn({width, width}, o).mul_(1.0 / std::sqrt(static_cast<double>(width))),
-                        at::randn({width}, o).mul_(0.1)});
-  }
+  const Layers layers = make_layers(dtype, width, n_layers);
   auto input = [&] { dispatcher::BypassScope a; return at::randn({rows, width}, o); };
   const at::Tensor x0 = input();
   dispatcher::ChainRecord* c = bench::record_chain([&] { decode(x0, layers, relu); }, 3);
@@ -168,6 +178,102 @@ TEST(ProgramsGpu, SkinnyLayersOfSeveralRowsInBf16AndFp32RunAsLayerKernels) {
   if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
   decode_step_is_served(c10::ScalarType::BFloat16, 3, 512, 2, /*relu=*/true);
   decode_step_is_served(c10::ScalarType::Float, 8, 256, 3, /*relu=*/false);
+}
+
+/// The program kernel of `c` with layer variant `id`, compiled for this device.
+std::unique_ptr<dispatcher::ChainKernel> layer_program(const dispatcher::ChainRecord& c, const std::string& id) {
+  auto plan = chains::plan_program(c);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return nullptr;
+  auto v = chains::layer_variant_of(plan.value(), id);
+  auto info = device_info(0);
+  if (!v.ok() || !info.ok()) return nullptr;
+  auto built = compile(KernelSource{chains::layer_source(plan.value(), v.value()), "layer_kernel"}, info->sm);
+  EXPECT_TRUE(built.ok()) << built.status().to_string();
+  if (!built.ok()) return nullptr;
+  auto m = LoadedModule::load(0, built->cubin, "layer_kernel");
+  if (!m.ok()) return nullptr;
+  return chains::program_kernel(c, plan.value(), /*fused=*/true, v.value(), m.value());
+}
+
+// Note [Skinny layers] with Note [Region graphs]: the overlapping variant (programmatic dependent launch) captured
+// into a CUDA graph and replayed with fresh inputs, the outputs kept across steps: every step equals the same
+// kernels run eagerly bit for bit (a layer that read its input before the previous layer wrote it would not), and
+// ATen within the tolerance.
+TEST(ProgramsGpu, OverlappingLayerKernelsReplayedAsAGraphEqualTheirEagerRun) {
+  CUDAL1_REQUIRE_GPU();
+  const std::string st = dispatcher::deferral_status();
+  if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
+  const Layers layers = make_layers(c10::ScalarType::Half, 2048, 6);
+  auto input = [&] { dispatcher::BypassScope a; return at::randn({1, 2048}, layers[0][0].options()); };
+  const at::Tensor x0 = input();
+  dispatcher::ChainRecord* c = bench::record_chain([&] { decode(x0, layers, false); }, 3);
+  ASSERT_NE(c, nullptr);
+  auto plan = chains::plan_program(*c);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->layers, 6);
+  for (const std::string id : {"w8u4o", "w4u16o", "w8u4"}) {
+    SCOPED_TRACE(id);
+    auto eager_k = layer_program(*c, id);
+    auto graph_k = layer_program(*c, id);
+    ASSERT_TRUE(eager_k && graph_k);
+    dispatcher::GraphOptions forced;
+    forced.force = true;
+    forced.warm_regions = 1;
+    ASSERT_TRUE(dispatcher::fuse_chain(*c, dispatcher::graph_chain_kernel(*c, std::move(graph_k), forced)).ok());
+    const dispatcher::GraphCounters before = dispatcher::graph_counters();
+    std::vector<at::Tensor> xs, ys;
+    for (int i = 0; i < 12; ++i) {
+      xs.push_back(input());
+      ys.push_back(decode(xs.back(), layers, false));  // kept: a later replay must not overwrite it
+    }
+    const dispatcher::GraphCounters after = dispatcher::graph_counters();
+    EXPECT_GE(after.replays, before.replays + 8) << "the graph served the steps";
+    EXPECT_EQ(after.check_failures, before.check_failures);
+    dispatcher::unfuse_chain(*c, dispatcher::ChainState::kAten);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      dispatcher::BypassScope a;
+      std::vector<at::Tensor> ext = c->last_externals();
+      ext.at(static_cast<size_t>(c->nodes[0].inputs[0].index)) = xs[i];
+      for (size_t l = 0; l < layers.size(); ++l)  // at::linear's w.t() died with its call
+        ext.at(static_cast<size_t>(plan->groups[l].args.w)) = layers[l][2].t();
+      auto outs = bench::last_output_only(*c);
+      outs.back()[0] = at::empty_like(ys[i]);
+      ASSERT_TRUE(eager_k->run(ext, outs).ok());
+      EXPECT_TRUE(at::equal(ys[i], outs.back()[0])) << "step " << i << ": the graph's result is the kernels' own";
+      const at::Tensor ref = decode(xs[i], layers, false);
+      EXPECT_LE((ys[i] - ref).abs().max().item<double>(),
+                8 * std::ldexp(1.0, -11) * std::sqrt(6.0) * ref.abs().max().item<double>()) << "step " << i;
+    }
+  }
+}
+
+// A weight whose data is not 16-byte aligned (a view at an odd offset) does not meet the kernel's loads: its layer
+// runs as its ATen ops, equal to eager bit for bit, and the other layers still as the kernel.
+TEST(ProgramsGpu, AMisalignedWeightRunsItsLayerAsATenOps) {
+  CUDAL1_REQUIRE_GPU();
+  const std::string st = dispatcher::deferral_status();
+  if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
+  Layers layers = make_layers(c10::ScalarType::Half, 512, 3);
+  {
+    dispatcher::BypassScope a;
+    at::Tensor base = at::empty({512 * 512 + 1}, layers[1][2].options());
+    layers[1][2] = base.narrow(0, 1, 512 * 512).view({512, 512}).copy_(layers[1][2]);  // 2 bytes off
+  }
+  auto input = [&] { dispatcher::BypassScope a; return at::randn({2, 512}, layers[0][0].options()); };
+  const at::Tensor x0 = input();
+  dispatcher::ChainRecord* c = bench::record_chain([&] { decode(x0, layers, true); }, 3);
+  ASSERT_NE(c, nullptr);
+  auto k = layer_program(*c, "w8u4");
+  ASSERT_TRUE(k);
+  dispatcher::ChainKernel* raw = k.get();
+  ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(k)).ok());
+  const at::Tensor x = input();
+  const at::Tensor y = decode(x, layers, true);
+  const at::Tensor ref = [&] { dispatcher::BypassScope a; return decode(x, layers, true); }();
+  EXPECT_LE((y - ref).abs().max().item<double>(), 8 * std::ldexp(1.0, -11) * std::sqrt(3.0) * ref.abs().max().item<double>());
+  EXPECT_NE(raw->describe().find("2 layer kernels, 1 layers as ATen ops"), std::string::npos) << raw->describe();
+  dispatcher::unfuse_chain(*c, dispatcher::ChainState::kAten);
 }
 
 }  // namespace
