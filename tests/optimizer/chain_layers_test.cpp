@@ -18,6 +18,7 @@
 #include "cudal1/optimizer/compiler.h"
 #include "optimizer/chains/chain_plan.h"
 #include "optimizer/chains/chain_program.h"
+#include "optimizer/chains/chain_tuning.h"
 #include "optimizer/source_digest.h"
 
 namespace cudal1::optimizer {
@@ -153,6 +154,29 @@ TEST(SkinnyLayers, WhatIsNotALayerGroupStaysATenNodes) {
     EXPECT_EQ(g.ln, -1) << k.why;
     if (k.why.find("alone") != std::string::npos) EXPECT_EQ(g.last, g.first) << p->text;
   }
+}
+
+TEST(SkinnyLayers, TheCachedFormNamesItsVariantAndCarriesItsCode) {
+  const auto layers = make_layers(2, 32);
+  const at::Tensor x = at::randn({1, 32});
+  dispatcher::ChainRecord* c = bench::record_chain([&] { decode(x, layers); }, 2);
+  ASSERT_NE(c, nullptr);
+  auto p = chains::plan_program(*c);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  auto v = chains::layer_variant_of(p.value(), "w8u4o");
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  EXPECT_TRUE(v->overlap);
+  EXPECT_EQ(chains::layer_variant_of(p.value(), "w9u9").status().code(), Code::kMismatch);
+  const std::string json = chain_tuning::program_launch_json(p.value(), true, v.value());
+  EXPECT_NE(json.find("\"layers\":\"w8u4o\""), std::string::npos) << json;
+  EXPECT_EQ(chain_tuning::program_launch_json(p.value(), true).find("\"layers\":"), std::string::npos);
+  EXPECT_EQ(load_chain_kernel(*c, json, "").status().code(), Code::kCorrupt) << "a layer program without its code";
+  std::string other = json;
+  other.replace(other.find("w8u4o"), 5, "w9u9o");
+  EXPECT_EQ(load_chain_kernel(*c, other, "code").status().code(), Code::kMismatch);
+  EXPECT_EQ(load_chain_kernel(*c, chain_tuning::program_launch_json(p.value(), true), "code").status().code(),
+            Code::kCorrupt) << "a program without layer kernels carries no code";
+  EXPECT_EQ(load_chain_kernel(*c, json, "code").status().code(), Code::kUnsupported) << "a CPU chain";
 }
 
 TEST(SkinnyLayers, TheKernelCompilesForEveryDtypeRowsVariantAndArch) {
