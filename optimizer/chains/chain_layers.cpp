@@ -60,64 +60,64 @@ bool row_major(const dispatcher::TensorSpec& s, int64_t m, int64_t n, c10::Scala
 
 }  // namespace
 
-bool plan_layer_group(const std::vector<ChainNode>& nodes, size_t k, ProgramPlan::Group* g, std::string* text) {
-  ProgramPlan::Group out;
-  LayerArgs& a = out.args;
-  size_t j = k;
-  const int ik = static_cast<int>(k);
-  if (functional_op(nodes[k]) == "aten::native_layer_norm") {
-    if (j + 1 >= nodes.size() || readers(nodes, ik, 0) != 1 || readers(nodes, ik, 1) != 0 || readers(nodes, ik, 2) != 0)
-      return false;
-    out.ln = ik;
-    a.ln = true;
-    ++j;
-  }
-  const std::string op = functional_op(nodes[j]);
+namespace {
+
+/// The GEMM node `node` of a layer group reading `ln`'s output (ln -1: any input): addmm(bias, x, w.t()) or
+/// mm(x, w.t()) with x [M, K] skinny and w a contiguous [N, K] external. Sets `a`'s m, k, n, w and bias.
+bool plan_gemm(const ChainNode& node, int ln, LayerArgs* a) {
+  const std::string op = functional_op(node);
   if (op != "aten::addmm" && op != "aten::mm") return false;
-  auto gemm = args_of(nodes[j]);
+  auto gemm = args_of(node);
   if (!gemm.ok()) return false;
   const bool add_mm = op == "aten::addmm";
   if (gemm->tensors.size() != (add_mm ? 3u : 2u) || (add_mm && (!gemm->is_one("beta") || !gemm->is_one("alpha"))))
     return false;
   const TensorArg& x = gemm->tensors[add_mm ? 1 : 0];
   const TensorArg& wt = gemm->tensors[add_mm ? 2 : 1];
-  if (out.ln >= 0 && !reads_output(x, out.ln)) return false;
+  if (ln >= 0 && !reads_output(x, ln)) return false;
   const auto& xs = *x.spec;
   const auto& ws = *wt.spec;
   if (!xs.defined || xs.sizes.size() != 2 || !ws.defined || ws.sizes.size() != 2 || !float_like(xs.dtype)) return false;
-  a.m = xs.sizes[0];
-  a.k = xs.sizes[1];
-  a.n = ws.sizes[1];
+  a->m = xs.sizes[0];
+  a->k = xs.sizes[1];
+  a->n = ws.sizes[1];
   const c10::ScalarType dtype = xs.dtype;
   const int64_t bytes = static_cast<int64_t>(c10::elementSize(dtype));
-  if (a.m < 1 || a.m > kLayerRows || a.k % kVecElems != 0 || a.k < kVecElems || a.n < 1 ||
-      a.m * a.k * bytes > kSharedBytes || !row_major(xs, a.m, a.k, dtype))
+  if (a->m < 1 || a->m > kLayerRows || a->k % kVecElems != 0 || a->k < kVecElems || a->n < 1 ||
+      a->m * a->k * bytes > kSharedBytes || !row_major(xs, a->m, a->k, dtype))
     return false;
   // The weight as at::linear passes it: w.t() of a contiguous [N, K] external.
-  if (!is_external(wt) || ws.dtype != dtype || ws.sizes[0] != a.k || ws.strides != std::vector<int64_t>{1, a.k})
+  if (!is_external(wt) || ws.dtype != dtype || ws.sizes[0] != a->k || ws.strides != std::vector<int64_t>{1, a->k})
     return false;
-  a.w = wt.in.index;
-  if (add_mm && !vector_slot(gemm->tensors[0], a.n, dtype, &a.bias)) return false;
-  if (nodes[j].outputs.size() != 1 || !row_major(nodes[j].outputs[0], a.m, a.n, dtype)) return false;
-  if (out.ln >= 0) {
-    auto ln = args_of(nodes[k]);
-    if (!ln.ok() || ln->tensors.size() != 3 || !reads_output(x, out.ln)) return false;
-    const c10::IValue* shape = ln->arg("normalized_shape");
-    const c10::IValue* eps = ln->arg("eps");
-    if (!shape || !shape->isIntList() || shape->toIntVector() != std::vector<int64_t>{a.k} || !eps ||
-        !scalar_of(*eps, &a.eps))
-      return false;
-    const TensorArg& in = ln->tensors[0];
-    if (!row_major(*in.spec, a.m, a.k, dtype) || !vector_slot(ln->tensors[1], a.k, dtype, &a.ln_w) ||
-        !vector_slot(ln->tensors[2], a.k, dtype, &a.ln_b))
-      return false;
-  }
-  out.gemm = static_cast<int>(j);
-  int prev = out.gemm;
+  a->w = wt.in.index;
+  if (add_mm && !vector_slot(gemm->tensors[0], a->n, dtype, &a->bias)) return false;
+  return node.outputs.size() == 1 && row_major(node.outputs[0], a->m, a->n, dtype);
+}
+
+/// The layer norm `node` over the last dim of the GEMM's [M, K] input, its affine parameters externals. Sets
+/// `a`'s eps, ln_w and ln_b.
+bool plan_layer_norm(const ChainNode& node, c10::ScalarType dtype, LayerArgs* a) {
+  auto ln = args_of(node);
+  if (!ln.ok() || ln->tensors.size() != 3) return false;
+  const c10::IValue* shape = ln->arg("normalized_shape");
+  const c10::IValue* eps = ln->arg("eps");
+  if (!shape || !shape->isIntList() || shape->toIntVector() != std::vector<int64_t>{a->k} || !eps ||
+      !scalar_of(*eps, &a->eps))
+    return false;
+  return row_major(*ln->tensors[0].spec, a->m, a->k, dtype) && vector_slot(ln->tensors[1], a->k, dtype, &a->ln_w) &&
+         vector_slot(ln->tensors[2], a->k, dtype, &a->ln_b);
+}
+
+/// The epilogue after the GEMM node `g->gemm`: an activation read only by the next node, then a residual add
+/// (alpha 1) of an [M, N] value. Sets `g`'s act, add, residual and last.
+void plan_epilogue(const std::vector<ChainNode>& nodes, c10::ScalarType dtype, ProgramPlan::Group* g) {
+  LayerArgs& a = g->args;
+  size_t j = static_cast<size_t>(g->gemm);
+  int prev = g->gemm;
   if (j + 1 < nodes.size() && readers(nodes, prev, 0) == 1) {
     if (const int act = activation_of(nodes[j + 1], prev); act && row_major(nodes[j + 1].outputs.at(0), a.m, a.n, dtype)) {
       a.act = act;
-      out.act = prev = static_cast<int>(++j);
+      g->act = prev = static_cast<int>(++j);
     }
   }
   if (j + 1 < nodes.size() && functional_op(nodes[j + 1]) == "aten::add.Tensor" && readers(nodes, prev, 0) == 1) {
@@ -129,21 +129,47 @@ bool plan_layer_group(const std::vector<ChainNode>& nodes, size_t k, ProgramPlan
       const bool swapped_ok = !nodes[j + 1].inplace || other.in.producer >= 0;
       if ((left || (right && swapped_ok)) && !(left && right) && row_major(*other.spec, a.m, a.n, dtype) &&
           row_major(nodes[j + 1].outputs.at(0), a.m, a.n, dtype)) {
-        out.add = static_cast<int>(++j);
-        out.residual = other.in;
+        g->add = static_cast<int>(++j);
+        g->residual = other.in;
       }
     }
   }
-  out.layer = true;
-  out.first = k;
-  out.last = j;
+  g->last = j;
+}
+
+std::string group_text(const ProgramPlan::Group& g) {
+  const LayerArgs& a = g.args;
   std::ostringstream t;
-  t << "layer " << (out.ln >= 0 ? "layer_norm %" + std::to_string(out.ln) + " + " : "") << "linear %" << out.gemm
-    << " [" << a.m << ", " << a.k << "] x [" << a.k << ", " << a.n << "]" << (a.bias >= 0 ? " + bias" : "");
-  if (a.act) t << " + " << activation_name(a.act) << " %" << out.act;
-  if (out.add >= 0)
-    t << " + residual " << (out.residual.producer >= 0 ? "%" + std::to_string(out.residual.producer) : "e" + std::to_string(out.residual.index));
-  *text += t.str();
+  t << "layer " << (g.ln >= 0 ? "layer_norm %" + std::to_string(g.ln) + " + " : "") << "linear %" << g.gemm << " ["
+    << a.m << ", " << a.k << "] x [" << a.k << ", " << a.n << "]" << (a.bias >= 0 ? " + bias" : "");
+  if (a.act) t << " + " << activation_name(a.act) << " %" << g.act;
+  if (g.add >= 0)
+    t << " + residual "
+      << (g.residual.producer >= 0 ? "%" + std::to_string(g.residual.producer) : "e" + std::to_string(g.residual.index));
+  return t.str();
+}
+
+}  // namespace
+
+bool plan_layer_group(const std::vector<ChainNode>& nodes, size_t k, ProgramPlan::Group* g, std::string* text) {
+  ProgramPlan::Group out;
+  out.first = k;
+  const int ik = static_cast<int>(k);
+  size_t j = k;
+  if (functional_op(nodes[k]) == "aten::native_layer_norm") {  // read by the GEMM alone, its statistics by none
+    if (k + 1 >= nodes.size() || readers(nodes, ik, 0) != 1 || readers(nodes, ik, 1) != 0 || readers(nodes, ik, 2) != 0)
+      return false;
+    out.ln = ik;
+    out.args.ln = true;
+    ++j;
+  }
+  if (!plan_gemm(nodes[j], out.ln, &out.args)) return false;
+  const c10::ScalarType dtype = nodes[j].outputs[0].dtype;
+  if (out.ln >= 0 && !plan_layer_norm(nodes[k], dtype, &out.args)) return false;
+  out.gemm = static_cast<int>(j);
+  plan_epilogue(nodes, dtype, &out);
+  out.layer = true;
+  *text += group_text(out);
   *g = out;
   return true;
 }
