@@ -569,9 +569,15 @@ size_t fusable_prefix(const dispatcher::ChainRecord& chain) {
 Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain) {
   auto planned = chains::plan_chain(chain);
   if (!planned.ok()) {
-    if (auto program = chains::plan_program(chain); program.ok())
-      return Status(Code::kUnsupported, "a program chain (" + program.value().text +
-                                            "): ATen and cuDNN calls, nothing is generated or compiled");
+    if (auto program = chains::plan_program(chain); program.ok()) {
+      if (program->layers == 0)
+        return Status(Code::kUnsupported, "a program chain (" + program.value().text +
+                                              "): ATen and cuDNN calls, nothing is generated or compiled");
+      std::vector<std::pair<std::string, std::string>> out;  // Note [Skinny layers]: its layer kernel
+      for (const chains::LayerVariant& v : chains::layer_variants(program.value()))
+        out.emplace_back("program.fused." + v.id(), chains::layer_source(program.value(), v));
+      return out;
+    }
     auto library = chains::plan_library_chain(chain);
     if (!library.ok()) return planned.status();
     return Status(Code::kUnsupported, "a library chain (" + library.value().check.text +

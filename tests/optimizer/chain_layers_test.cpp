@@ -81,6 +81,11 @@ TEST(SkinnyLayers, ADecodeStepIsOneProgramOfLayerGroups) {
   EXPECT_EQ(p->params.size(), 9u) << "bias and the layer norm's two parameters a layer (the weight's w.t() dies)";
   EXPECT_NE(p->text.find("3 layers of at most 2 rows"), std::string::npos) << p->text;
   EXPECT_EQ(chains::layer_variants(p.value()).size(), 12u);
+  auto sources = chain_sources(*c);  // what NVRTC compiles for it: the layer kernel's variants
+  ASSERT_TRUE(sources.ok()) << sources.status().to_string();
+  ASSERT_EQ(sources->size(), 12u);
+  EXPECT_EQ(sources->front().first, "program.fused.w4u4");
+  EXPECT_NE(sources->front().second.find("layer_kernel("), std::string::npos);
 }
 
 TEST(SkinnyLayers, TheProgramWithoutAKernelComputesTheATenChainAndDeclinesAKeptValue) {

@@ -83,8 +83,9 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
                                                                    const std::string& launch_json,
                                                                    const std::string& cubin);
 
-/// Each variant's id and CUDA source for `chain` (what NVRTC compiles); Unsupported when the generators cannot fuse it
-/// or it is a library chain (Note [Library chains]: nothing is compiled; the message says which call it is).
+/// Each variant's id and CUDA source for `chain` (what NVRTC compiles; a program with layer groups: its layer
+/// kernel's variants, Note [Skinny layers]); Unsupported when the generators cannot fuse it, or it is a library chain
+/// or a program without layer groups (nothing is compiled; the message says which calls it makes).
 Result<std::vector<std::pair<std::string, std::string>>> chain_sources(const dispatcher::ChainRecord& chain);
 
 }  // namespace cudal1::optimizer
