@@ -68,13 +68,6 @@ class ChainGpuEnv : public ::testing::Environment {
 };
 const auto* const g_env = ::testing::AddGlobalTestEnvironment(new ChainGpuEnv);
 
-#define REQUIRE_DEFERRAL()                                                                  \
-  do {                                                                                      \
-    CUDAL1_REQUIRE_GPU();                                                                   \
-    const std::string st = dispatcher::deferral_status();                                   \
-    if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;                       \
-  } while (0)
-
 /// got within `steps` roundings of want (NaN/Inf matching; the absolute part scaled by want's largest finite
 /// value). With `exact` (the chain in float64), an element may also differ from want by more when it is no
 /// further from the exact value than twice want's own error: both are float evaluations of a chain that a
@@ -132,7 +125,7 @@ std::vector<at::Tensor> chain_spread(const std::function<std::vector<at::Tensor>
 }
 
 TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
-  REQUIRE_DEFERRAL();
+  CUDAL1_REQUIRE_DEFERRAL();
   int fused = 0;
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/true)) {
     SCOPED_TRACE(row.name);
@@ -266,7 +259,7 @@ at::Tensor random_layout(const std::vector<int64_t>& shape, const at::TensorOpti
 }
 
 TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
-  REQUIRE_DEFERRAL();
+  CUDAL1_REQUIRE_DEFERRAL();
   const char* env = std::getenv("CUDAL1_CHAIN_FUZZ");
   const int chains = env ? std::atoi(env) : 1000;
   std::mt19937 rng(1234);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cudal1/core/status.h"
+#include "cudal1/dispatcher/regions.h"
 
 namespace cudal1::testing {
 
@@ -30,4 +31,12 @@ Status install_region_hooks(std::vector<std::string> ops);
   do {                                                            \
     std::string _why;                                             \
     if (!::cudal1::testing::gpu_available(&_why)) GTEST_SKIP() << _why; \
+  } while (0)
+
+/// CUDAL1_REQUIRE_GPU, and skips with deferral_status() where deferral on CUDA is off (no CUPTI): nothing fuses.
+#define CUDAL1_REQUIRE_DEFERRAL()                                                              \
+  do {                                                                                         \
+    CUDAL1_REQUIRE_GPU();                                                                      \
+    const std::string _st = ::cudal1::dispatcher::deferral_status();                           \
+    if (_st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << _st;                        \
   } while (0)

@@ -58,21 +58,27 @@ struct Net {
   }
 };
 
+/// tune_chain with 10 timing repetitions and no speed margin (a verified program fuses here whatever its speed);
+/// prints the plan, the variant and the timing.
+Result<std::unique_ptr<dispatcher::ChainKernel>> tune_printed(const dispatcher::ChainRecord& c, ChainTuneReport* rep) {
+  ChainTuneOptions o;
+  o.reps = 10;
+  o.min_speedup = 0;
+  auto k = tune_chain(c, o, rep);
+  std::cout << "program plan:\n" << rep->plan << "variant " << rep->variant << " of " << rep->variants << " ("
+            << rep->verified << " verified), ATen " << rep->aten_us << " us, program " << rep->kernel_us << " us ("
+            << rep->speedup << "x)" << (rep->note.empty() ? "" : "; " + rep->note) << "\n";
+  return k;
+}
+
 TEST(ProgramsGpu, AResNetStyleNetworkIsVerifiedFusedAndServedEqualToEager) {
-  CUDAL1_REQUIRE_GPU();
-  const std::string st = dispatcher::deferral_status();
-  if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
+  CUDAL1_REQUIRE_DEFERRAL();
   const Net net;
   const at::Tensor x0 = [&] { dispatcher::BypassScope a; return at::randn({8, 3, 64, 64}, net.o); }();
   dispatcher::ChainRecord* c = bench::record_chain([&] { net(x0); }, 3);
   ASSERT_NE(c, nullptr);
-  ChainTuneOptions o;
-  o.reps = 10;
-  o.min_speedup = 0;  // a verified program fuses here whatever its speed; the timing is printed
   ChainTuneReport rep;
-  auto k = tune_chain(*c, o, &rep);
-  std::cout << "program plan:\n" << rep.plan << "variant " << rep.variant << ", ATen " << rep.aten_us << " us, program "
-            << rep.kernel_us << " us (" << rep.speedup << "x)" << (rep.note.empty() ? "" : "; " + rep.note) << "\n";
+  auto k = tune_printed(*c, &rep);
   ASSERT_TRUE(k.ok()) << k.status().to_string() << "\n" << c->text();
   ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(k).value()).ok());
   const dispatcher::RegionCounters before = dispatcher::region_counters();
@@ -123,14 +129,8 @@ void decode_step_is_served(c10::ScalarType dtype, int64_t rows, int64_t width, i
   const at::Tensor x0 = input();
   dispatcher::ChainRecord* c = bench::record_chain([&] { decode(x0, layers, relu); }, 3);
   ASSERT_NE(c, nullptr);
-  ChainTuneOptions opt;
-  opt.reps = 10;
-  opt.min_speedup = 0;  // a verified program fuses here whatever its speed; the timing is printed
   ChainTuneReport rep;
-  auto k = tune_chain(*c, opt, &rep);
-  std::cout << "program plan:\n" << rep.plan << "variant " << rep.variant << " of " << rep.variants << " ("
-            << rep.verified << " verified), ATen " << rep.aten_us << " us, program " << rep.kernel_us << " us ("
-            << rep.speedup << "x)" << (rep.note.empty() ? "" : "; " + rep.note) << "\n";
+  auto k = tune_printed(*c, &rep);
   ASSERT_TRUE(k.ok()) << k.status().to_string() << "\n" << c->text();
   EXPECT_EQ(rep.variant.rfind("program.fused.w", 0), 0u) << "a layer-kernel variant verified: " << rep.variant;
   EXPECT_EQ(rep.verified, 12) << "every layer-kernel variant verifies: " << rep.note;
@@ -166,16 +166,12 @@ void decode_step_is_served(c10::ScalarType dtype, int64_t rows, int64_t width, i
 }
 
 TEST(ProgramsGpu, ADecodeStepRunsAsLayerKernelsEqualToEager) {
-  CUDAL1_REQUIRE_GPU();
-  const std::string st = dispatcher::deferral_status();
-  if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
+  CUDAL1_REQUIRE_DEFERRAL();
   decode_step_is_served(c10::ScalarType::Half, 1, 1024, 4, /*relu=*/false);
 }
 
 TEST(ProgramsGpu, SkinnyLayersOfSeveralRowsInBf16AndFp32RunAsLayerKernels) {
-  CUDAL1_REQUIRE_GPU();
-  const std::string st = dispatcher::deferral_status();
-  if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
+  CUDAL1_REQUIRE_DEFERRAL();
   decode_step_is_served(c10::ScalarType::BFloat16, 3, 512, 2, /*relu=*/true);
   decode_step_is_served(c10::ScalarType::Float, 8, 256, 3, /*relu=*/false);
 }
@@ -201,9 +197,7 @@ std::unique_ptr<dispatcher::ChainKernel> layer_program(const dispatcher::ChainRe
 // kernels run eagerly bit for bit (a layer that read its input before the previous layer wrote it would not), and
 // ATen within the tolerance.
 TEST(ProgramsGpu, OverlappingLayerKernelsReplayedAsAGraphEqualTheirEagerRun) {
-  CUDAL1_REQUIRE_GPU();
-  const std::string st = dispatcher::deferral_status();
-  if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
+  CUDAL1_REQUIRE_DEFERRAL();
   const Layers layers = make_layers(c10::ScalarType::Half, 2048, 6);
   auto input = [&] { dispatcher::BypassScope a; return at::randn({1, 2048}, layers[0][0].options()); };
   const at::Tensor x0 = input();
@@ -252,9 +246,7 @@ TEST(ProgramsGpu, OverlappingLayerKernelsReplayedAsAGraphEqualTheirEagerRun) {
 // A weight whose data is not 16-byte aligned (a view at an odd offset) does not meet the kernel's loads: its layer
 // runs as its ATen ops, equal to eager bit for bit, and the other layers still as the kernel.
 TEST(ProgramsGpu, AMisalignedWeightRunsItsLayerAsATenOps) {
-  CUDAL1_REQUIRE_GPU();
-  const std::string st = dispatcher::deferral_status();
-  if (st.find("CUDA: on") == std::string::npos) GTEST_SKIP() << st;
+  CUDAL1_REQUIRE_DEFERRAL();
   Layers layers = make_layers(c10::ScalarType::Half, 512, 3);
   {
     dispatcher::BypassScope a;
