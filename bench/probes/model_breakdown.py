@@ -67,7 +67,7 @@ def breakdown(tag, fn, x, iters=5):
           f"{sum(counts.values()) // iters} kernels per iteration")
     for cls, us in per_class.most_common():
         print(f"  class {cls:<11} {us / 1e3:7.3f} ms {100 * us / total:5.1f}%")
-    for name, us in per_kernel.most_common(12):
+    for name, us in per_kernel.most_common(20):
         print(f"  kernel {us:8.1f} us x{counts[name] // iters:<3} {name}")
     sys.stdout.flush()
 
@@ -140,6 +140,19 @@ def main():
             graph = torch.jit.last_executed_optimized_graph()
             print("GRAPH gpt2 traced, executed ops:", collections.Counter(
                 n.kind() for n in graph.nodes()).most_common(40))
+            for n in graph.nodes():
+                if "Group" in n.kind():
+                    sub = n.g("Subgraph") if n.hasAttribute("Subgraph") else None
+                    print("  fused group", n.kind(), [m.kind() for m in sub.nodes()] if sub else "")
+                    break
+            # The same traced model with TorchScript's TensorExpr fuser off: every op reaches the dispatcher.
+            torch._C._jit_set_texpr_fuser_enabled(False)
+            traced_nf = torch.jit.trace(Logits(lm), ids, check_trace=False)
+            for _ in range(5):
+                traced_nf(ids)
+            print(f"TIME gpt2 traced_nofuser ms={time_ms(traced_nf, ids, iters):.3f}")
+            breakdown("gpt2 traced_nofuser", traced_nf, ids)
+            torch._C._jit_set_texpr_fuser_enabled(True)
             c = torch.compile(fn)
             for _ in range(5):
                 c(ids)

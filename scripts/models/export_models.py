@@ -4,8 +4,11 @@ under torch.compile, in the same run. Used by scripts/real_models.sh on the GPU 
 
 Usage: python3 export_models.py OUT_DIR [ITERS] [MODELS]   (MODELS: comma-separated, default resnet50,gpt2)
 Writes OUT_DIR/resnet50.pt, OUT_DIR/gpt2.pt and prints one line per model and mode:
-  PY model=resnet50 mode=eager ms_per_iter=...
+  PY model=resnet50 mode=eager ms_per_iter=... ms_gpu=...
+(ms_gpu: one forward's GPU time with the host out of the way, as the C++ runner measures it). With PROFILE=1 it also
+writes OUT_DIR/<model>_<mode>_kernels.txt, the GPU kernels of one forward by total time (torch.profiler).
 """
+import os
 import statistics
 import sys
 import time
@@ -50,6 +53,43 @@ def time_ms(fn, x, iters):
     return statistics.median(rounds)
 
 
+def gpu_ms(fn, x):
+    """A spin kernel holds the stream while the host issues one forward; the events time only the GPU's work.
+    A sample counts only if the spin was still running when the forward returned. Median, or -1."""
+    samples, cycles = [], 4_000_000
+    for _ in range(21):
+        torch.cuda.synchronize()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(cycles)
+        begin.record()
+        fn(x)
+        ahead = not begin.query()
+        end.record()
+        torch.cuda.synchronize()
+        if ahead:
+            samples.append(begin.elapsed_time(end))
+        elif cycles < 2**34:
+            cycles *= 2
+    return statistics.median(samples) if samples else -1.0
+
+
+def profile(fn, x, path):
+    from torch.profiler import ProfilerActivity, profile as prof
+
+    with prof(activities=[ProfilerActivity.CUDA]) as p:
+        fn(x)
+        torch.cuda.synchronize()
+    with open(path, "w") as f:
+        f.write(p.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90))
+
+
+def report(name, mode, fn, x, iters, out_dir):
+    ms = time_ms(fn, x, iters)
+    print(f"PY model={name} mode={mode} ms_per_iter={ms:.4f} ms_gpu={gpu_ms(fn, x):.4f}", flush=True)
+    if os.environ.get("PROFILE") == "1":
+        profile(fn, x, f"{out_dir}/{name}_{mode}_kernels.txt")
+
+
 def main():
     out_dir = sys.argv[1]
     iters = int(sys.argv[2]) if len(sys.argv) > 2 else 50
@@ -60,11 +100,11 @@ def main():
             traced.save(f"{out_dir}/{name}.pt")
             for _ in range(10):
                 model(x)
-            print(f"PY model={name} mode=eager ms_per_iter={time_ms(model, x, iters):.4f}", flush=True)
+            report(name, "eager", model, x, iters, out_dir)
             compiled = torch.compile(model)
             for _ in range(10):  # compiles here, outside the timing
                 compiled(x)
-            print(f"PY model={name} mode=compile ms_per_iter={time_ms(compiled, x, iters):.4f}", flush=True)
+            report(name, "compile", compiled, x, iters, out_dir)
             del compiled
             torch._dynamo.reset()
 

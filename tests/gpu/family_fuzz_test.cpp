@@ -148,7 +148,7 @@ TEST(FamilyFuzz, Scan) { fuzz("cumsum", &scan, 505, &scan_native_variant); }
 TEST(FamilyFuzz, Reduce) { fuzz("amax", &reduction, 606, &reduce_pipelined_tile); }
 TEST(FamilyFuzz, Binary) { fuzz("maximum", &binary, 707); }
 TEST(FamilyFuzz, BatchNorm) { fuzz("native_batch_norm", &batch_norm, 808); }
-TEST(FamilyFuzz, Gemm) { fuzz("mm", &gemm, 909); }
+TEST(FamilyFuzz, Gemm) { fuzz("mm", &gemm, 909, &gemm_residue_variant); }
 
 }  // namespace
 }  // namespace cudal1

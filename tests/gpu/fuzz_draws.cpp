@@ -503,4 +503,6 @@ bool reduce_pipelined_tile(const optimizer::Variant& v) { return v.get("unr", 0)
 /// combines; compared bit for bit, as every exact scan variant), offered only for 16-bit cumsum rows.
 bool scan_native_variant(const optimizer::Variant& v) { return v.get("nat", 0) == 1; }
 
+bool gemm_residue_variant(const optimizer::Variant& v) { return v.get("rows", 0) > 0; }
+
 }  // namespace cudal1::fuzz

@@ -40,5 +40,7 @@ bool norm_chip_variant(const optimizer::Variant& v);
 bool pool_slide_variant(const optimizer::Variant& v);
 bool reduce_pipelined_tile(const optimizer::Variant& v);
 bool scan_native_variant(const optimizer::Variant& v);
+/// Gemm variants the fuzz favours: residue rows (Note [Residue rows]), 2 of 26 variants where offered.
+bool gemm_residue_variant(const optimizer::Variant& v);
 
 }  // namespace cudal1::fuzz

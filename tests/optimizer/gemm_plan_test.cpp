@@ -1,5 +1,6 @@
 /// @brief What the gemm family accepts and declines (Note [Padded GEMM]), the output it promises (mm's
-/// contiguous result) and its space, and the unpadding copy's source.
+/// contiguous result) and its space, the unpadding copy's source, and how residue rows (Note [Residue rows])
+/// cover the result.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -72,7 +73,8 @@ TEST(GemmPlan, PromisesMmsContiguousResultAndEveryTechnique) {
   auto plan = family().plan(p);
   ASSERT_TRUE(plan.ok());
   const auto space = plan.value()->space();
-  EXPECT_EQ(space.size(), 24u);  // pad 8/64 x orient 0/1 x vec 2/4/8 x block 256/512
+  // pad 8/64 x orient 0/1 x vec 2/4/8 x block 256/512, and residue rows with 4 or 8 warps (b is W^T)
+  EXPECT_EQ(space.size(), 26u);
   std::set<std::string> ids;
   for (const auto& v : space) {
     ids.insert(v.id());
@@ -94,6 +96,58 @@ TEST(GemmPlan, PromisesMmsContiguousResultAndEveryTechnique) {
   EXPECT_EQ(src->kernel_name, "cudal1_gemm_unpad");
   EXPECT_FALSE(plan.value()->source(Variant{{{"pad", 16}, {"orient", 0}, {"vec", 8}, {"block", 256}}}).ok());
   EXPECT_EQ(gemm::GemmKnobs{}.padded_n(50257), 50264);
+}
+
+TEST(GemmPlan, ResidueRowsCoverEveryElementOnceWithAlignedGemms) {  // Note [Residue rows]
+  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{7}, int64_t{9}, int64_t{63}, int64_t{50257}, int64_t{32001}}) {
+    for (int j = 0; j < 8; ++j) {
+      const gemm::ResidueSplit r = gemm::residue_split(n, 8, j);
+      if (r.width > 0) EXPECT_EQ((j * n + r.shift) % 8, 0) << n << " " << j;  // the GEMM starts 16-byte aligned
+      EXPECT_EQ(r.width % 8, 0);
+      EXPECT_LT(r.shift, 8);
+      EXPECT_LE(r.shift, n);
+      EXPECT_LE(r.shift + r.width, n);
+      EXPECT_LT(n - r.shift - r.width, 8 + 8);  // the remainder: under 8 columns a side
+    }
+  }
+  // Every column of every residue is the GEMM's or a remainder slot's, exactly once.
+  const Problem p = mm_problem(at::kHalf, 19, 64, 50257);
+  auto shape = gemm::parse_mm(p);
+  ASSERT_TRUE(shape.ok());
+  ASSERT_TRUE(gemm::residue_layout(shape.value()));
+  gemm::GemmKnobs k;
+  k.rows = 8;
+  const int slots = gemm::residue_slots(shape.value(), k);
+  for (int j = 0; j < 8; ++j) {
+    const gemm::ResidueSplit r = gemm::residue_split(50257, 8, j);
+    EXPECT_LE(50257 - r.width, slots);
+  }
+  auto src = gemm::generate_remainder(shape.value(), k);
+  EXPECT_EQ(src.kernel_name, "cudal1_gemm_remainder");
+  EXPECT_NE(src.code.find("kSlots = " + std::to_string(slots)), std::string::npos) << src.code;
+  EXPECT_EQ(gemm::make_gemm_kernel(shape.value(), k, nullptr)->scratch_bytes(), 0);
+}
+
+TEST(GemmPlan, ResidueRowsNeedTheLinearLayout) {  // Note [Residue rows]
+  const auto offered = [](const Problem& p) {
+    auto plan = family().plan(p);
+    if (!plan.ok()) return false;
+    for (const auto& v : plan.value()->space())
+      if (v.get("rows") > 0) return true;
+    return false;
+  };
+  EXPECT_TRUE(offered(mm_problem(at::kHalf, 4096, 768, 50257)));
+  EXPECT_TRUE(offered(mm_problem(at::kBFloat16, 5, 64, 1001)));
+  EXPECT_FALSE(offered(mm_problem(at::kHalf, 4096, 1024, 32001, 80, {32001, 1})));  // b row-major, ld unaligned
+  EXPECT_FALSE(offered(mm_problem(at::kHalf, 7, 16, 3, 90, {1, 16}, {1, 7})));      // a transposed
+  EXPECT_FALSE(offered(mm_problem(at::kHalf, 7, 16, 3, 90, {1, 20}, {20, 1})));     // row strides not multiples of 8
+  EXPECT_FALSE(offered(testing::addmm_problem(at::kHalf, 4096, 768, 50257)));      // a bias: the padded GEMM only
+  auto plan = family().plan(mm_problem(at::kHalf, 64, 64, 63));
+  ASSERT_TRUE(plan.ok());
+  auto src = plan.value()->source(Variant{{{"rows", 8}, {"warps", 8}}});
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(src->kernel_name, "cudal1_gemm_remainder");
+  EXPECT_FALSE(plan.value()->source(Variant{{{"rows", 8}, {"warps", 2}}}).ok());
 }
 
 TEST(GemmPlan, TuningMemoryCountsTheScratch) {  // Note [Tuning memory]

@@ -1,4 +1,5 @@
-/// @brief The gemm family: what it accepts (Note [Padded GEMM]), its technique space, features and binding.
+/// @brief The gemm family: what it accepts (Note [Padded GEMM]), its technique space (the padded GEMM, and residue
+/// rows where the layout allows: Note [Residue rows]), features and binding.
 #include "gemm_family.h"
 
 #include "codegen_common.h"
@@ -10,6 +11,7 @@ constexpr int kPads[] = {8, 64};
 constexpr int kOrients[] = {0, 1};
 constexpr int kVecs[] = {2, 4, 8};
 constexpr int kBlocks[] = {256, 512};
+constexpr int kResidueWarps[] = {4, 8};
 
 class GemmPlan final : public Plan {
  public:
@@ -22,6 +24,8 @@ class GemmPlan final : public Plan {
         for (int vec : kVecs)
           for (int block : kBlocks)
             out.push_back(Variant{{{"pad", pad}, {"orient", orient}, {"vec", vec}, {"block", block}}});
+    if (residue_layout(s_))
+      for (int warps : kResidueWarps) out.push_back(Variant{{{"rows", 8}, {"warps", warps}}});
     return out;
   }
 
@@ -31,17 +35,18 @@ class GemmPlan final : public Plan {
     for (int x : kOrients) knobs.push_back(v.get("orient") == x);
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
+    for (int x : kResidueWarps) knobs.push_back(v.get("rows") > 0 && v.get("warps") == x);
     const bool weight_rows = s_.b_strides[0] == 1;  // b is a [N, K] weight seen transposed (nn.Linear)
     const std::vector<float> ctx = {1.f, weight_rows ? 1.f : 0.f, s_.m * s_.n >= (int64_t{1} << 24) ? 1.f : 0.f,
                                     s_.k >= 2048 ? 1.f : 0.f};
     return crossed_features(ctx, knobs);
   }
 
-  int stratum(const Variant& v) const override { return v.get("orient"); }
+  int stratum(const Variant& v) const override { return v.get("rows") > 0 ? 2 : v.get("orient"); }
 
   Result<KernelSource> source(const Variant& v) const override {
     CUDAL1_ASSIGN_OR_RETURN(GemmKnobs k, knobs_of(v));
-    return generate_unpad(s_, k);
+    return k.residue() ? generate_remainder(s_, k) : generate_unpad(s_, k);
   }
 
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
@@ -55,6 +60,12 @@ class GemmPlan final : public Plan {
     bool found = false;
     for (const auto& x : space()) found = found || x.id() == v.id();
     if (!found) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+    if (v.get("rows") > 0) {
+      GemmKnobs k;
+      k.rows = v.get("rows");
+      k.warps = v.get("warps");
+      return k;
+    }
     return GemmKnobs{v.get("pad"), v.get("orient"), v.get("vec"), v.get("block")};
   }
 
@@ -64,7 +75,7 @@ class GemmPlan final : public Plan {
 class GemmFamily final : public Family {
  public:
   const char* name() const override { return "gemm"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }
   std::vector<std::string> ops() const override { return {"mm", "addmm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

@@ -1,5 +1,5 @@
 /// @brief Private: the gemm family, a rewrite of `mm` around cuBLAS rather than a GEMM of its own
-/// (Note [Padded GEMM]).
+/// (Notes [Padded GEMM] and [Residue rows]).
 ///
 /// Note [Padded GEMM]
 /// cuBLAS stores a row-major [M, N] fp16/bf16 result with 16-byte vectors only when a row is a multiple of 8
@@ -28,6 +28,24 @@
 /// Accepted: rank-2 fp16/bf16 operands of one dtype, K a multiple of 8 (an unaligned K slows the inputs' loads
 /// too, which padding the weight does not mend: the probe's odd-K rows), N not a multiple of 8; any strides
 /// (at::mm and the weight copy take them all). Declined: everything else, which stays on ATen.
+///
+/// Note [Residue rows]
+/// The padded GEMM pays two memory passes beside the GEMM (GPT-2's lm_head on an H100: 815 us, of which the
+/// [4096, 50264] scratch read and written again is about 300). The second technique writes the contiguous result
+/// in place with aligned GEMMs only. Row r of an [M, N] result starts at element r*N, so with A = 16 / 2 elements
+/// a 16-byte vector, the rows r = j, j + A, j + 2A, ... (residue j) all start at the same offset modulo A, and
+/// their columns from s_j = (-j*N) mod A on start at aligned addresses, one row stride of A*N apart (aligned
+/// too). For each residue, one cuBLAS GEMM (at::mm_out into the strided view of the result, no copy) computes the
+/// n_j = the multiple of A at most N - s_j columns from s_j on, reading a's rows of that residue (a row stride of
+/// A times a's) and the weight's rows from s_j on: every pointer, leading dimension and extent aligned. What is
+/// left of each row, at most A - 1 columns on each side, is a generated kernel's: a warp per element, a dot
+/// product of K with 16-byte loads and fp32 accumulation, rounded once to the dtype. Every element is written
+/// exactly once, by cuBLAS or by that kernel; verification's poisoned outputs find any left out.
+/// Offered for `mm` (not addmm: into a strided view ATen writes the broadcast bias first, a pass of the whole
+/// result that the padded GEMM's bias epilogue does not pay) whose a is row-major with a row
+/// stride that is a multiple of A and whose b is a weight seen transposed (b[k, c] at c * ldw + k, ldw a multiple
+/// of A), the nn.Linear layout; pointers are checked at launch. The tolerance is the padded GEMM's.
+/// Variants: warps a block of the remainder kernel {4, 8}; id "rows8.warpsW".
 #pragma once
 
 #include "cudal1/optimizer/family.h"
@@ -46,14 +64,34 @@ struct GemmShape {
   int64_t a_offset = 0, b_offset = 0;
 };
 
-/// Technique choice.
+/// Technique choice: the padded GEMM (rows == 0; pad, orient, vec, block) or residue rows (rows == 8; warps).
 struct GemmKnobs {
   int pad = 8;      ///< N rounded up to a multiple of this many elements
   int orient = 0;   ///< 0: padded weight [NP, K] used transposed; 1: [K, NP]
   int vec = 8;      ///< elements per thread of the unpadding copy (one VEC-wide aligned store)
   int block = 256;  ///< threads per block of the copy
+  int rows = 0;     ///< Note [Residue rows]: 8 (residues of 16-byte vectors of 2-byte elements); 0: padded GEMM
+  int warps = 4;    ///< warps per block of the residue technique's remainder kernel
   int64_t padded_n(int64_t n) const { return (n + pad - 1) / pad * pad; }
+  bool residue() const { return rows > 0; }
 };
+
+/// Note [Residue rows]: for residue j of `rows`, the first aligned column s and the aligned width n of the GEMM
+/// over rows j, j + rows, ...; the remainder kernel computes columns [0, s) and [s + n, N).
+struct ResidueSplit {
+  int64_t shift = 0, width = 0;
+};
+ResidueSplit residue_split(int64_t n_cols, int rows, int j);
+
+/// Whether `s` has the layout the residue technique needs (a row-major with a row stride that is a multiple of
+/// 8, b a weight seen transposed with its row stride a multiple of 8, both offsets multiples of 8, no bias).
+bool residue_layout(const GemmShape& s);
+
+/// The most remainder elements of one row (over the residues), the remainder kernel's slots a row.
+int residue_slots(const GemmShape& s, const GemmKnobs& k);
+
+/// CUDA source of the residue technique's remainder kernel: extern "C" cudal1_gemm_remainder(a, w, out).
+KernelSource generate_remainder(const GemmShape& s, const GemmKnobs& k);
 
 /// The shape of an mm or addmm call, or Unsupported (Note [Padded GEMM]).
 Result<GemmShape> parse_mm(const Problem& p);
@@ -64,7 +102,7 @@ int64_t unpad_grid(const GemmShape& s, const GemmKnobs& k);
 /// CUDA source of the unpadding copy: extern "C" cudal1_gemm_unpad(src [M, NP], dst [M, N]), 2-byte elements.
 KernelSource generate_unpad(const GemmShape& s, const GemmKnobs& k);
 
-/// Binds a loaded unpadding module of variant `k` to `s`.
+/// Binds a loaded module of variant `k` to `s` (the unpadding copy, or the residue technique's remainder kernel).
 std::unique_ptr<BoundKernel> make_gemm_kernel(const GemmShape& s, const GemmKnobs& k,
                                               std::shared_ptr<LoadedModule> module);
 

@@ -1,5 +1,6 @@
-/// @brief The bound kernel of the gemm family: pads the weight, runs cuBLAS through at::mm on the call's stream
-/// and launches the unpadding copy there (Note [Padded GEMM]).
+/// @brief The bound kernel of the gemm family, on the call's stream: pads the weight, runs cuBLAS through at::mm
+/// and launches the unpadding copy (Note [Padded GEMM]); or runs one aligned cuBLAS GEMM a residue of rows into
+/// the result in place and launches the remainder kernel (Note [Residue rows]).
 #include <ATen/ATen.h>
 
 #include "codegen_common.h"
@@ -34,6 +35,7 @@ class GemmKernel final : public BoundKernel {
   }
 
   int64_t scratch_bytes() const override {  // the padded weight, bias and [M, NP] result, 2-byte elements
+    if (k_.residue()) return 0;                // residue rows: the GEMMs write the result in place
     const int64_t np = k_.padded_n(s_.n);
     return 2 * (np * s_.k + s_.m * np + (s_.bias ? np : 0));
   }
@@ -64,6 +66,7 @@ class GemmKernel final : public BoundKernel {
       auto current = dispatcher::current_stream(static_cast<int>(a.get_device()));
       if (!current.ok() || current.value() != stream)
         return Status(Code::kUnsupported, "the launch stream is not torch's current stream");
+      if (k_.residue()) return launch_residue(a, b, out, stream);
       const int64_t np = k_.padded_n(s_.n);
       at::Tensor w;
       if (k_.orient == 0) {  // [NP, K], its extra rows zero, used transposed
@@ -103,6 +106,35 @@ class GemmKernel final : public BoundKernel {
   }
 
  private:
+  /// Note [Residue rows]: an aligned GEMM per residue of rows into the result's strided view, then the remainder.
+  Status launch_residue(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, CUstream stream) {
+    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (!aligned(a.data_ptr()) || !aligned(b.data_ptr()) || !aligned(out.data_ptr()) || !out.is_contiguous())
+      return Status(Code::kUnsupported, "an operand or the result is not 16-byte aligned");
+    const int64_t rows = k_.rows, lda = s_.a_strides[0];
+    for (int j = 0; j < k_.rows && j < s_.m; ++j) {
+      const int64_t mj = (s_.m - j + rows - 1) / rows;
+      const ResidueSplit split = residue_split(s_.n, k_.rows, j);
+      if (split.width == 0) continue;
+      at::Tensor ov = out.as_strided({mj, split.width}, {rows * s_.n, 1}, out.storage_offset() + j * s_.n + split.shift);
+      const at::Tensor av = a.as_strided({mj, s_.k}, {rows * lda, 1}, a.storage_offset() + j * lda);
+      at::mm_out(ov, av, b.narrow(1, split.shift, split.width));
+    }
+    const int64_t tasks = s_.m * residue_slots(s_, k_);
+    if (tasks == 0) return Status();
+    auto d = driver();
+    if (!d.ok()) return d.status();
+    const void* ap = a.data_ptr();
+    const void* wp = b.data_ptr();
+    void* op = out.data_ptr();
+    void* params[] = {&ap, &wp, &op};
+    const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim((tasks + k_.warps - 1) / k_.warps), 1,
+                                                 1, static_cast<unsigned>(32 * k_.warps), 1, 1, 0, stream, params,
+                                                 nullptr);
+    if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
+    return Status();
+  }
+
   GemmShape s_;
   GemmKnobs k_;
   std::shared_ptr<LoadedModule> module_;
