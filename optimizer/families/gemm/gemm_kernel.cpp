@@ -111,16 +111,19 @@ class GemmKernel final : public BoundKernel {
     const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (!aligned(a.data_ptr()) || !aligned(b.data_ptr()) || !aligned(out.data_ptr()) || !out.is_contiguous())
       return Status(Code::kUnsupported, "an operand or the result is not 16-byte aligned");
+    const int64_t tasks = s_.m * residue_slots(s_, k_);
+    if ((tasks + k_.warps - 1) / k_.warps > (int64_t{1} << 31) - 1)  // the kernel has no grid-stride loop
+      return Status(Code::kUnsupported, "too many remainder elements for one grid");
     const int64_t rows = k_.rows, lda = s_.a_strides[0];
     for (int j = 0; j < k_.rows && j < s_.m; ++j) {
       const int64_t mj = (s_.m - j + rows - 1) / rows;
       const ResidueSplit split = residue_split(s_.n, k_.rows, j);
       if (split.width == 0) continue;
-      at::Tensor ov = out.as_strided({mj, split.width}, {rows * s_.n, 1}, out.storage_offset() + j * s_.n + split.shift);
+      at::Tensor ov =
+          out.as_strided({mj, split.width}, {rows * s_.n, 1}, out.storage_offset() + j * s_.n + split.shift);
       const at::Tensor av = a.as_strided({mj, s_.k}, {rows * lda, 1}, a.storage_offset() + j * lda);
       at::mm_out(ov, av, b.narrow(1, split.shift, split.width));
     }
-    const int64_t tasks = s_.m * residue_slots(s_, k_);
     if (tasks == 0) return Status();
     auto d = driver();
     if (!d.ok()) return d.status();
