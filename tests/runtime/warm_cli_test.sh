@@ -117,7 +117,7 @@ check "source: another compute capability" 0 "variants for sm_80" $c source "$st
 check "source: no such variant" 1 "error: no variant nope in its space for sm_90" $c source "$stem" --variant nope
 check "source: an op no family serves" 1 "error: no cudal1 family serves aten::bmm" \
   $c source 'aten::bmm(f32[2,4,4]{16,4,1}, f32[2,4,4]{16,4,1})'
-check "source: GPT-2's vocabulary head is the gemm family's" 0 "^// family: gemm, 24 variants for sm_90" \
+check "source: GPT-2's vocabulary head is the gemm family's" 0 "^// family: gemm, 26 variants for sm_90" \
   $c source 'aten::mm(f16[4096,768]{768,1}, f16[768,50257]{1,768})' --list
 check "source: a signature the family declines" 1 "declines this signature \(ATen keeps it\): dtype Double" \
   $c source 'aten::relu(f64[8]{1})'
