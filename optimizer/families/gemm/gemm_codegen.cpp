@@ -54,9 +54,10 @@ ResidueSplit residue_split(int64_t n_cols, int rows, int j) {
 }
 
 bool residue_layout(const GemmShape& s) {
+  constexpr int r = kResidueRows;
   return !s.bias && s.a_strides.size() == 2 && s.b_strides.size() == 2 && s.a_strides[1] == 1 &&
-         s.a_strides[0] % 8 == 0 && s.a_strides[0] >= s.k && s.b_strides[0] == 1 && s.b_strides[1] % 8 == 0 &&
-         s.b_strides[1] >= s.k && s.a_offset % 8 == 0 && s.b_offset % 8 == 0;
+         s.a_strides[0] % r == 0 && s.a_strides[0] >= s.k && s.b_strides[0] == 1 && s.b_strides[1] % r == 0 &&
+         s.b_strides[1] >= s.k && s.a_offset % r == 0 && s.b_offset % r == 0;
 }
 
 int residue_slots(const GemmShape& s, const GemmKnobs& k) {

@@ -25,7 +25,7 @@ class GemmPlan final : public Plan {
           for (int block : kBlocks)
             out.push_back(Variant{{{"pad", pad}, {"orient", orient}, {"vec", vec}, {"block", block}}});
     if (residue_layout(s_))
-      for (int warps : kResidueWarps) out.push_back(Variant{{{"rows", 8}, {"warps", warps}}});
+      for (int warps : kResidueWarps) out.push_back(Variant{{{"rows", kResidueRows}, {"warps", warps}}});
     return out;
   }
 

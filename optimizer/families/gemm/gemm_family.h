@@ -64,13 +64,16 @@ struct GemmShape {
   int64_t a_offset = 0, b_offset = 0;
 };
 
+/// Note [Residue rows]: residues of the row index, 16-byte vectors of 2-byte elements.
+constexpr int kResidueRows = 8;
+
 /// Technique choice: the padded GEMM (rows == 0; pad, orient, vec, block) or residue rows (rows == 8; warps).
 struct GemmKnobs {
   int pad = 8;      ///< N rounded up to a multiple of this many elements
   int orient = 0;   ///< 0: padded weight [NP, K] used transposed; 1: [K, NP]
   int vec = 8;      ///< elements per thread of the unpadding copy (one VEC-wide aligned store)
   int block = 256;  ///< threads per block of the copy
-  int rows = 0;     ///< Note [Residue rows]: 8 (residues of 16-byte vectors of 2-byte elements); 0: padded GEMM
+  int rows = 0;     ///< Note [Residue rows]: kResidueRows; 0: the padded GEMM
   int warps = 4;    ///< warps per block of the residue technique's remainder kernel
   int64_t padded_n(int64_t n) const { return (n + pad - 1) / pad * pad; }
   bool residue() const { return rows > 0; }
@@ -84,7 +87,7 @@ struct ResidueSplit {
 ResidueSplit residue_split(int64_t n_cols, int rows, int j);
 
 /// Whether `s` has the layout the residue technique needs (a row-major with a row stride that is a multiple of
-/// 8, b a weight seen transposed with its row stride a multiple of 8, both offsets multiples of 8, no bias).
+/// kResidueRows, b a weight seen transposed with its row stride one too, both offsets multiples of it, no bias).
 bool residue_layout(const GemmShape& s);
 
 /// The most remainder elements of one row (over the residues), the remainder kernel's slots a row.

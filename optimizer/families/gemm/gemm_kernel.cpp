@@ -16,6 +16,7 @@ class GemmKernel final : public BoundKernel {
  public:
   GemmKernel(GemmShape s, GemmKnobs k, std::shared_ptr<LoadedModule> m) : s_(std::move(s)), k_(k), module_(std::move(m)) {
     outputs_.push_back(OutputSpec{s_.dtype, {s_.m, s_.n}, {s_.n, 1}});  // mm's result: contiguous
+    if (k_.residue()) remainder_tasks_ = s_.m * residue_slots(s_, k_);
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -111,7 +112,7 @@ class GemmKernel final : public BoundKernel {
     const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (!aligned(a.data_ptr()) || !aligned(b.data_ptr()) || !aligned(out.data_ptr()) || !out.is_contiguous())
       return Status(Code::kUnsupported, "an operand or the result is not 16-byte aligned");
-    const int64_t tasks = s_.m * residue_slots(s_, k_);
+    const int64_t tasks = remainder_tasks_;
     if ((tasks + k_.warps - 1) / k_.warps > (int64_t{1} << 31) - 1)  // the kernel has no grid-stride loop
       return Status(Code::kUnsupported, "too many remainder elements for one grid");
     const int64_t rows = k_.rows, lda = s_.a_strides[0];
@@ -142,6 +143,7 @@ class GemmKernel final : public BoundKernel {
   GemmKnobs k_;
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
+  int64_t remainder_tasks_ = 0;  ///< residue rows: the remainder kernel's warps (a row's slots x M)
 };
 
 }  // namespace
