@@ -24,14 +24,15 @@ std::vector<ChainRow> chain_suite(bool small) {
                   }});
   rows.push_back({"swiglu bf16", {{T, small ? 512 : 11008}, {T, small ? 512 : 11008}}, at::kBFloat16,
                   [](const V& in) { return at::silu(in[0]).mul(in[1]); }});
-  rows.push_back({"gelu_new f16", {{T, small ? 768 : 3072}}, at::kHalf, [](const V& in) {
-                    // HF's NewGELUActivation, in Python's evaluation order:
-                    // 0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3.0))))
-                    const at::Tensor x = in[0];
-                    const at::Tensor half = x.mul(0.5);
-                    const at::Tensor inner = x.add(x.pow(3.0).mul(0.044715)).mul(std::sqrt(2.0 / M_PI));
-                    return half.mul(inner.tanh().add(1.0));
-                  }});
+  // HF's NewGELUActivation, in Python's evaluation order:
+  // 0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3.0))))
+  auto gelu_new = [](const at::Tensor& x) {
+    const at::Tensor half = x.mul(0.5);
+    const at::Tensor inner = x.add(x.pow(3.0).mul(0.044715)).mul(std::sqrt(2.0 / M_PI));
+    return half.mul(inner.tanh().add(1.0));
+  };
+  rows.push_back({"gelu_new f16", {{T, small ? 768 : 3072}}, at::kHalf,
+                  [gelu_new](const V& in) { return gelu_new(in[0]); }});
   rows.push_back({"bias_gelu f16", {{T, small ? 768 : 3072}, {small ? 768 : 3072}}, at::kHalf,
                   [](const V& in) { return at::gelu(in[0].add(in[1])); }});
   rows.push_back({"residual_layernorm f16", {{T, small ? 768 : 768}, {T, small ? 768 : 768}, {small ? 768 : 768}},
@@ -78,6 +79,9 @@ std::vector<ChainRow> chain_suite(bool small) {
   // DecomposeOps splits addmm(b, x, w) into b + x.mm(w).
   rows.push_back({"conv1d_bias f16", {{T, 768}, {768, small ? 256 : 3072}, {small ? 256 : 3072}}, at::kHalf,
                   [](const V& in) { return in[2].add(in[0].mm(in[1])); }, {}, /*gemm=*/true});
+  // GPT-2's c_fc and gelu_new as a traced model runs them: one cuBLASLt call with a GELU epilogue.
+  rows.push_back({"conv1d_gelu_new f16", {{T, 768}, {768, small ? 256 : 3072}, {small ? 256 : 3072}}, at::kHalf,
+                  [gelu_new](const V& in) { return gelu_new(in[2].add(in[0].mm(in[1]))); }, {}, /*gemm=*/true});
   // Linear + GELU (tanh form) + linear at 4096^2: the first two are one cuBLASLt call with a GELU epilogue.
   rows.push_back({"linear_gelu_tanh_linear f16",
                   {{small ? 64 : 4096, small ? 256 : 4096}, {small ? 256 : 4096, small ? 256 : 4096}, {small ? 256 : 4096},

@@ -70,6 +70,7 @@ ROWS = [
      torch.float32),
     ("residual_relu f32", lambda a, b: torch.relu(a + b), [(32, 256, 56, 56), (32, 256, 56, 56)], torch.float32),
     ("conv1d_bias f16", lambda x, w, b: b + x.mm(w), [(T, 768), (768, 3072), (3072,)], torch.float16),
+    ("conv1d_gelu_new f16", lambda x, w, b: gelu_new(b + x.mm(w)), [(T, 768), (768, 3072), (3072,)], torch.float16),
     ("linear_gelu_tanh_linear f16",
      lambda x, w1, b1, w2, b2: F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2),
      [(4096, 4096), (4096, 4096), (4096,), (4096, 4096), (4096,)], torch.float16),

@@ -7,6 +7,8 @@
 # Usage: scripts/real_models.sh [build-dir]   (OUT: where results go, default ./out). Prints a table last.
 # MODELS="resnet50 gpt2" picks models; MODELS_DIR (default /tmp/cudal1_models) keeps the traced models and the
 # Python timings between calls (exported once); TUNE_TIMEOUT (s, default 400) bounds a tuning run.
+# HOSTPROF=/path/hostprof.so preloads bench/probes/hostprof.cpp into each runner: $OUT/<model>_<mode>.prof holds
+# the main thread's stack samples over the timed loops (bench/probes/hostprof_report.py reads them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-gpu}
@@ -35,15 +37,17 @@ cp "$W"/*_kernels.txt "$OUT/" 2>/dev/null
 grep '^PY' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
 
 declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257")
+prof() { [ -n "${HOSTPROF:-}" ] && echo "LD_PRELOAD=$HOSTPROF HOSTPROF_OUT=$OUT/$1.prof"; }
 for m in $MODELS; do
   cache="$W/cache_$m"
   echo "== $m: cudal1 off"
-  CUDAL1_ENABLE=0 timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_off.txt" | grep -E '^RESULT|cudal1:'
+  env $(prof "${m}_off") CUDAL1_ENABLE=0 timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_off.txt" | grep -E '^RESULT|cudal1:'
   echo "== $m: cudal1 tune (then wait for the tuner and time)"
-  CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_CACHE_DIR="$cache" timeout "${TUNE_TIMEOUT:-400}" "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
+  env $(prof "${m}_tune") CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_CACHE_DIR="$cache" timeout "${TUNE_TIMEOUT:-400}" "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
     "$W/${m}_tune.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tune.txt" | grep -E '^RESULT|cudal1:'
   echo "== $m: cudal1 serve (from the tune run's cache)"
-  CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_CACHE_DIR="$cache" timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
+  "$CLI" --cache-dir "$cache" report >"$OUT/${m}_tune_report.txt" 2>&1
+  env $(prof "${m}_serve") CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_CACHE_DIR="$cache" timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
     "$W/${m}_serve.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_serve.txt" | grep -E '^RESULT|cudal1:'
   "$CLI" --cache-dir "$cache" report >"$OUT/${m}_report.txt" 2>&1
   cp "$OUT/${m}_off.txt" "$OUT/${m}_tune.txt" "$OUT/${m}_serve.txt" "$W/" 2>/dev/null

@@ -181,7 +181,8 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     if (t && t->defined()) {
       // The newest open node that produced it (Note [In-place nodes]); the index holds only nodes < n_.
       if (const auto it = produced_.find(t->unsafeGetTensorImpl()); it != produced_.end()) in = it->second;
-      if (in.producer < 0 && (call.bmm || open_bmm_ > 0)) in = view_source(*t, call.bmm);  // Note [Matmul views]
+      if (in.producer < 0 && (call.bmm || open_bmm_ > 0 || (!programs_ && open_storage(*t))))
+        in = view_source(*t, call.bmm);  // Note [Matmul views]; Note [Row views]
       connected |= in.producer >= 0;
       if (in.producer < 0 && n_ > 0)  // or a tensor the previous call read from outside: x*0.5 then pow(x, 3)
         for (const ChainInput& prev : nodes_[n_ - 1].node.inputs)
@@ -227,6 +228,7 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     TensorSpec& spec = cur.node.outputs[i];
     spec.defined = def;
     if (!def) continue;
+    if (!programs_ && t->has_storage()) storages_.push_back(t->storage().unsafeGetStorageImpl());  // Note [Row views]
     produced_[t->unsafeGetTensorImpl()] = ChainInput{static_cast<int>(n_), static_cast<int>(i)};
     spec.dtype = t->scalar_type();
     spec.sizes.assign(t->sizes().begin(), t->sizes().end());
@@ -252,13 +254,20 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
   return n;
 }
 
+bool ChainBuilder::open_storage(const at::Tensor& t) const {
+  if (storages_.empty() || !t.has_storage()) return false;
+  const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  return std::find(storages_.begin(), storages_.end(), s) != storages_.end();
+}
+
 ChainInput ChainBuilder::view_source(const at::Tensor& t, bool consumer_bmm) const {
   ChainInput none{-1, -1};
   if (!t.has_storage() || !t.is_contiguous()) return none;
   const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const bool row_view = !programs_ && t.dim() >= 1;  // Note [Row views]: a reshape that keeps the rows' length
   for (size_t j = n_; j-- > 0;) {  // the newest producer first
     const Open& o = nodes_[j];
-    if (!o.bmm && !consumer_bmm) continue;
+    if (!o.bmm && !consumer_bmm && !row_view) continue;
     for (size_t i = 0; i < o.node.outputs.size() && i < o.outputs.size(); ++i) {
       bool same = false;
       if (o.bmm) {
@@ -271,6 +280,8 @@ ChainInput ChainBuilder::view_source(const at::Tensor& t, bool consumer_bmm) con
       if (!spec.defined || spec.storage_offset != t.storage_offset() || !contiguous_spec(spec) ||
           numel_of(spec.sizes) != t.numel())
         return none;
+      if (!o.bmm && !consumer_bmm && (spec.sizes.empty() || spec.sizes.back() != t.size(-1) || spec.sizes == t.sizes()))
+        return none;  // Note [Row views]: only a reshape of the leading dims (the same shape is no reshape)
       ChainInput in{static_cast<int>(j), static_cast<int>(i)};
       in.view = true;
       return in;
@@ -305,6 +316,7 @@ ChainRecord* ChainBuilder::close(ChainTable& table) {
     nodes_[i].storages.clear();
   }
   open_bmm_ = 0;
+  storages_.clear();
   produced_.clear();
   ext_slots_.clear();
   n_ = 0;

@@ -105,6 +105,10 @@ ChainRecord* prefix_chain(const ChainRecord& chain, size_t nodes) {
 }
 
 std::vector<ChainNode> suffix_nodes(const ChainRecord& chain, size_t from, int* externals) {
+  return segment_nodes(chain, from, chain.nodes.size(), externals);
+}
+
+std::vector<ChainNode> segment_nodes(const ChainRecord& chain, size_t from, size_t to, int* externals) {
   std::vector<ChainNode> out;
   // Sources by first use: an earlier node's output (producer, index) or an external slot (-1, slot).
   std::vector<std::pair<int, int>> slots;
@@ -116,7 +120,7 @@ std::vector<ChainNode> suffix_nodes(const ChainRecord& chain, size_t from, int* 
     return static_cast<int>(slots.size()) - 1;
   };
   const int f = static_cast<int>(from);
-  for (size_t k = from; k < chain.nodes.size(); ++k) {
+  for (size_t k = from; k < std::min(to, chain.nodes.size()); ++k) {
     ChainNode n = chain.nodes[k];
     for (ChainInput& in : n.inputs) {
       if (in.producer >= f) in.producer -= f;  // a node of the suffix
@@ -135,6 +139,14 @@ ChainRecord* suffix_chain(const ChainRecord& chain, size_t from) {
   if (!st || !st->chains || from < 1 || from + 2 > chain.nodes.size()) return nullptr;
   int externals = 0;
   const std::vector<ChainNode> nodes = suffix_nodes(chain, from, &externals);
+  return st->chains->find_or_insert(nodes, externals);
+}
+
+ChainRecord* segment_chain(const ChainRecord& chain, size_t from, size_t to) {
+  detail::HookState* st = detail::g_state.load();
+  if (!st || !st->chains || to > chain.nodes.size() || from + 2 > to) return nullptr;
+  int externals = 0;
+  const std::vector<ChainNode> nodes = segment_nodes(chain, from, to, &externals);
   return st->chains->find_or_insert(nodes, externals);
 }
 

@@ -6,6 +6,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "cudal1/dispatcher/hook.h"
@@ -14,6 +15,8 @@ namespace cudal1::optimizer::chains {
 namespace {
 
 Status unsupported(const std::string& why) { return Status(Code::kUnsupported, "library chain: " + why); }
+
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
 
 bool output_of(const TensorArg& t, int node) { return t.in.producer == node && t.in.index == 0; }
 
@@ -40,6 +43,67 @@ bool activation(const dispatcher::ChainNode& node, int from, LibraryPlan* p) {
     return false;
   }
   return result_shape(node, p->m, p->n, p->dtype);
+}
+
+/// One pointwise step in double (ATen's formulas without the roundings; `v` the steps' values so far, `x` the one
+/// external's). NaN for what a composite activation does not use.
+double eval_step(const Step& s, const std::vector<double>& v, double x) {
+  auto val = [&](size_t i) {
+    const Operand& o = s.args.at(i);
+    switch (o.kind) {
+      case Operand::kStep: return v.at(static_cast<size_t>(o.index));
+      case Operand::kExternal: return x;
+      case Operand::kScalar: return o.value;
+      default: return std::nan("");
+    }
+  };
+  const double a = val(0), b = s.args.size() > 1 ? val(1) : 0.0;
+  switch (s.op) {
+    case StepOp::kAdd: return a + s.alpha * b;
+    case StepOp::kSub: return a - s.alpha * b;
+    case StepOp::kMul: return a * b;
+    case StepOp::kDiv:
+    case StepOp::kDivScalar: return a / b;
+    case StepOp::kNeg: return -a;
+    case StepOp::kTanh: return std::tanh(a);
+    case StepOp::kPow: return std::pow(a, s.exponent);
+    case StepOp::kGeluTanh: return 0.5 * a * (1 + std::tanh(kSqrt2OverPi * (a + 0.044715 * a * a * a)));
+    default: return std::nan("");
+  }
+}
+
+/// True when nodes `from`.. of `chain` compute the tanh GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), of
+/// node `from - 1`'s result read directly or through a row view (Note [Row views]), however the model wrote it
+/// (HF's gelu_new: 0.5 * x * (1 + tanh(c * (x + 0.044715 * pow(x, 3))))): the nodes plan as a pointwise chain
+/// of that one value and scalars, whose last output equals the GELU in double at points across its range.
+bool tanh_gelu_composite(const dispatcher::ChainRecord& chain, size_t from, int64_t m, int64_t n,
+                         c10::ScalarType dtype) {
+  const auto& nodes = chain.nodes;
+  if (from < 1 || nodes.size() - from < 2) return false;
+  const int value = static_cast<int>(from) - 1;
+  for (size_t k = from; k < nodes.size(); ++k) {
+    for (const dispatcher::ChainInput& in : nodes[k].inputs)
+      if (in.producer >= 0 && in.producer < value) return false;  // reads the GEMM or x: not a function of the value
+    if (nodes[k].outputs.size() != 1 || nodes[k].outputs[0].dtype != dtype || !dispatcher::contiguous_spec(nodes[k].outputs[0]) ||
+        dispatcher::numel_of(nodes[k].outputs[0].sizes) != m * n || nodes[k].outputs[0].sizes.back() != n)
+      return false;
+  }
+  int externals = 0;
+  std::vector<dispatcher::ChainNode> rest = dispatcher::suffix_nodes(chain, from, &externals);
+  if (externals != 1) return false;  // the value alone: every constant a Scalar argument
+  const dispatcher::ChainRecord composite(0, {}, std::move(rest), externals);
+  auto planned = plan_chain(composite);
+  if (!planned.ok() || planned->outputs.empty()) return false;
+  const ChainPlan& p = planned.value();
+  const int last = p.outputs.back().step;
+  for (double x : {-7.5, -3.1, -1.7, -0.8, -0.23, 0.0, 0.11, 0.6, 1.3, 2.2, 4.9, 9.0}) {
+    std::vector<double> v;
+    for (const Step& s : p.steps) v.push_back(eval_step(s, v, x));
+    const double want = 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+    const double got = v.at(static_cast<size_t>(last));
+    if (!(std::fabs(got - want) <= 1e-6 * (1 + std::fabs(want)))) return false;
+  }
+  return true;
 }
 
 /// A 2-D operand cuBLAS reads in place (row- or column-major with a leading dimension at least its extent), so
@@ -95,8 +159,8 @@ std::string LibraryPlan::call() const {
 Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain) {
   const auto& nodes = chain.nodes;
   if (!nodes.empty() && functional_op(nodes.front()) == "aten::bmm") return plan_attention(chain);
-  if (dispatcher::has_view_input(nodes)) return unsupported("a view of a chain value (Note [Matmul views])");
-  if (nodes.size() < 2 || nodes.size() > 3) return unsupported("not 2 or 3 ops");
+
+  if (nodes.size() < 2 || nodes.size() > kMaxLibraryNodes) return unsupported("not 2 to 16 ops");
   LibraryPlan p;
   const std::string first = functional_op(nodes[0]);
   CUDAL1_ASSIGN_OR_RETURN(NodeArgs a0, args_of(nodes[0]));
@@ -125,9 +189,18 @@ Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain) {
   } else {
     return unsupported("does not start with mm or addmm");
   }
-  if (nodes.size() > gemm_nodes) {
-    if (nodes.size() != gemm_nodes + 1 || !activation(nodes[gemm_nodes], static_cast<int>(gemm_nodes) - 1, &p))
+  // Note [Row views]: only the activation may read the GEMM's value through a view (a reshape of its rows).
+  for (size_t k = 0; k < nodes.size(); ++k)
+    for (const dispatcher::ChainInput& in : nodes[k].inputs)
+      if (in.view && (k < gemm_nodes || in.producer != static_cast<int>(gemm_nodes) - 1))
+        return unsupported("a view of a chain value (Note [Matmul views])");
+  if (nodes.size() == gemm_nodes + 1) {
+    if (!activation(nodes[gemm_nodes], static_cast<int>(gemm_nodes) - 1, &p))
       return unsupported("the op after the bias add is not relu or gelu(approximate='tanh')");
+  } else if (nodes.size() > gemm_nodes) {
+    if (!tanh_gelu_composite(chain, gemm_nodes, p.m, p.n, p.dtype))
+      return unsupported("the ops after the bias add are not an activation the epilogues compute");
+    p.epilogue = LibraryPlan::Epilogue::kGeluTanh;
   }
   if (chain.externals > 3) return unsupported("more inputs than x, w and the bias");
 
@@ -150,8 +223,9 @@ Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain) {
     Step s;
     s.op = StepOp::kGemm;
     s.dtype = p.dtype;
-    s.depth = static_cast<double>(k + 1);
+    s.depth = static_cast<double>(k + 1);  // an activation composite: one rounding a step in the ATen chain
     s.gemm_k = p.k;
+    if (k >= gemm_nodes) s.overflow_node = static_cast<int>(gemm_nodes) - 1;
     c.steps.push_back(s);
     c.outputs.push_back(OutputSlot{static_cast<int>(k), 0, static_cast<int>(k)});
   }
@@ -196,13 +270,14 @@ class LibraryChainKernel final : public dispatcher::ChainKernel {
       for (const at::Tensor* t : {&x, &w, &b, &y})
         if (!t->defined() || t->scalar_type() != p_.dtype || t->device() != y.device())
           return unsupported("an operand differs from the plan");
+      // The activation's result may be a row reshape of the GEMM's [M, N] (Note [Row views]).
       if (x.sizes() != at::IntArrayRef{p_.m, p_.k} || w.sizes() != at::IntArrayRef{p_.k, p_.n} ||
-          b.sizes() != at::IntArrayRef{p_.n} || !b.is_contiguous() || y.sizes() != at::IntArrayRef{p_.m, p_.n} ||
-          !y.is_contiguous())
+          b.sizes() != at::IntArrayRef{p_.n} || !b.is_contiguous() || y.numel() != p_.m * p_.n || y.dim() < 1 ||
+          y.size(-1) != p_.n || !y.is_contiguous())
         return unsupported("a shape differs from the plan");
       c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
       dispatcher::BypassScope bypass;
-      at::Tensor out = y;
+      at::Tensor out = y.dim() == 2 ? y : y.view({p_.m, p_.n});
       if (p_.epilogue == LibraryPlan::Epilogue::kNone) at::addmm_out(out, b, x, w);
       else at::_addmm_activation_out(out, b, x, w, 1, 1, p_.epilogue == LibraryPlan::Epilogue::kGeluTanh);
       return Status();

@@ -8,6 +8,12 @@
 ///  - `mm(x, w) -> add(bias, ·)` (either operand order, alpha 1, add_ in place too)  =>  `addmm(bias, x, w)`;
 ///  - the same or `addmm(bias, x, w)` (beta = alpha = 1), then `relu`/`relu_` or `gelu(approximate='tanh')`
 ///    =>  `_addmm_activation(bias, x, w, use_gelu)` (cuBLASLt's RELU_BIAS / GELU_BIAS epilogues);
+///  - the same with the tanh GELU written as ops (HF's gelu_new, `0.5 * x * (1 + tanh(c * (x + 0.044715 *
+///    pow(x, 3))))`, at most kMaxLibraryNodes in all), read directly or through a row view of the bias add's
+///    result (Note [Row views]): recognised when its ops plan as a pointwise chain of that one value and Scalar
+///    constants whose value equals the tanh GELU in double at points across its range (tanh_gelu_composite), then
+///    computed as the GELU_BIAS epilogue. The ATen chain rounds each of its steps to the dtype where the epilogue
+///    rounds once; verification's tolerance grows with the steps (Step::depth);
 /// where x [M, K] and w [K, N] are 2-D with M, N, K >= 1 in a layout cuBLAS reads in place (row- or column-major:
 /// the call copies nothing), the bias is a contiguous [N] vector, and every tensor has one dtype of fp32, fp16,
 /// bf16. The library call is made through ATen on the region's stream (the stream
@@ -19,7 +25,11 @@
 /// an out= overload can. It is verified and timed against the
 /// ATen chain like a generated kernel (Note [Chain tuning]) with a GEMM's tolerance (fp32 accumulation in another
 /// order, and the one rounding to the output dtype that the epilogue skips: Note [Padded GEMM]); an epilogue
-/// whose NaN or Inf handling differs from ATen's fails verification and the chain stays on ATen. Its cache
+/// whose NaN or Inf handling differs from ATen's fails verification and the chain stays on ATen, except where
+/// the ATen chain's GEMM value is itself infinite: an fp16 GEMM value below -65504 is -inf in ATen's chain, whose
+/// tanh GELU is then -inf * 0 = NaN, while the epilogue applies the GELU to the fp32 value and gives about 0.
+/// There verification accepts NaN, an infinity of the GEMM value's sign or a value of magnitude <= 1
+/// (Step::overflow_node): ATen's value is an artefact of the overflow, not of the model. Its cache
 /// record holds no code (kernel name cache::kLibraryKernel, KernelEntry::library()).
 ///
 /// Note [Attention rewrite]
@@ -68,6 +78,9 @@ struct AttentionPlan {
   std::vector<int64_t> scores;          ///< the shape the scale, mask and softmax ran at: [..., L, S], BH rows
   std::vector<int64_t> mask_sizes;      ///< the mask as the add read it (broadcast to `scores`)
 };
+
+/// The most nodes of a library chain: a GEMM, its bias add and an activation composite (Note [Library chains]).
+constexpr size_t kMaxLibraryNodes = 16;
 
 struct LibraryPlan {
   enum class Kind : uint8_t { kGemm, kAttention };

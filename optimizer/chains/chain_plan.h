@@ -86,6 +86,12 @@ struct Step {
   /// (gemm_k + 2 ulps of the dtype) fp32 eps of the largest output, and a finite value beyond 1/16 of the dtype's
   /// range matches an infinity of its sign (split-K partial sums reduced in the dtype: Note [Padded GEMM]).
   int64_t gemm_k = 0;
+  /// >= 0: an activation of a library chain reading this node's GEMM value (Note [Library chains]). Where the
+  /// ATen chain's value there is infinite (the dtype overflowed, or an input was infinite), ATen's activation
+  /// is inf or NaN (tanh GELU: -inf * 0); the epilogue, which applies it before rounding, may instead hold the
+  /// activation of the true value: verification accepts NaN, an infinity of the GEMM value's sign, or a value
+  /// of magnitude <= 1 (what GELU and ReLU give a large negative value) there.
+  int overflow_node = -1;
 };
 
 /// One output of one node, in the kernel's parameter order (nodes in order, each node's outputs in order).

@@ -276,6 +276,13 @@ bool close_enough(const ChainPlan& plan, const std::vector<at::Tensor>& ext,
       const at::Tensor inf_o = at::isinf(o), inf_r = at::isinf(r);
       ok = ok | (inf_r & ~inf_o & (o * at::sign(r) >= edge)) | (inf_o & finite & (r * at::sign(o) >= edge));
     }
+    if (step.overflow_node >= 0 && static_cast<size_t>(step.overflow_node) < ref.size() &&
+        !ref[static_cast<size_t>(step.overflow_node)].empty()) {
+      // Note [Library chains]: where ATen's GEMM value overflowed, its activation is an artefact of that.
+      const at::Tensor g = ref[static_cast<size_t>(step.overflow_node)][0].to(at::kDouble).reshape(o.sizes());
+      const at::Tensor inf_g = at::isinf(g);
+      ok = ok | (inf_g & (at::isnan(o) | (at::isinf(o) & (o * g > 0)) | (at::isfinite(o) & (o.abs() <= 1))));
+    }
     if (step.op == chains::StepOp::kRowSum || step.op == chains::StepOp::kRowMean) {
       // A float sum in another order differs by up to ~log2(C) eps of the sum of |x| (not of the result, which
       // cancellation can make small): each row's bound, from the reference's own input.
@@ -553,6 +560,31 @@ size_t fusable_suffix(const dispatcher::ChainRecord& chain, size_t from) {
     if (chain_plans(suffix)) return s;
   }
   return 0;
+}
+
+std::vector<std::pair<size_t, size_t>> fusable_segments(const dispatcher::ChainRecord& chain) {
+  std::vector<std::pair<size_t, size_t>> out;
+  const size_t n = chain.nodes.size();
+  if (chain_plans(chain)) return out;
+  if (n > static_cast<size_t>(dispatcher::kMaxChainNodes)) {  // a program: its longest prefix and suffix
+    const size_t m = fusable_prefix(chain);
+    const size_t from = fusable_suffix(chain, m ? m : 1);
+    if (m) out.emplace_back(0, m);
+    if (from) out.emplace_back(from, n);
+    return out;
+  }
+  for (size_t i = 0; i + 2 <= n;) {
+    size_t end = 0;
+    for (size_t j = n; j >= i + 2 && !end; --j) {
+      int externals = 0;
+      std::vector<dispatcher::ChainNode> nodes = dispatcher::segment_nodes(chain, i, j, &externals);
+      const dispatcher::ChainRecord segment(0, {}, std::move(nodes), externals);
+      if (chain_plans(segment)) end = j;
+    }
+    if (end) out.emplace_back(i, end);
+    i = end ? end : i + 1;
+  }
+  return out;
 }
 
 size_t fusable_prefix(const dispatcher::ChainRecord& chain) {

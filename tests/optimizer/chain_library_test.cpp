@@ -113,6 +113,75 @@ TEST(LibraryChains, ABiasAddFollowedByOtherOpsFusesAsAPrefix) {
   EXPECT_EQ(fusable_prefix(*c), 2u);
 }
 
+/// HF's gelu_new as a traced GPT-2 runs it (the ops and Scalar overloads the dispatcher sees there).
+at::Tensor gelu_new(const at::Tensor& x, double c = 0.044715) {
+  const at::Tensor half = x.mul(0.5);
+  const at::Tensor inner = x.add(x.pow(3.0).mul(c));
+  return half.mul(inner.mul(0.7978845608028654).tanh().add(1.0));
+}
+
+// GPT-2's MLP from a traced model (Conv1D: `b + x.view(-1, K).mm(w)`, then `.view(B, T, N)`, then gelu_new, then
+// the next Conv1D): the GEMM, its bias add and the composite read through the view (Note [Row views]) are one
+// GELU_BIAS epilogue call; the chain goes on into the next GEMM, which fuses as a segment of its own.
+TEST(LibraryChains, Gpt2MlpAsATracedModelRunsItIsOneGeluEpilogueThenASegment) {
+  const at::Tensor w = at::randn({16, 48}), b = at::randn({48}), w2 = at::randn({48, 16}), b2 = at::randn({16});
+  dispatcher::ChainRecord* c = record([&] {
+    const at::Tensor h = b.add(at::randn({2, 3, 16}).view({-1, 16}).mm(w)).view({2, 3, 48});
+    b2.add(gelu_new(h).view({-1, 48}).mm(w2));
+  });
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->nodes.size(), 12u) << c->text();
+  EXPECT_TRUE(c->nodes[2].inputs[0].view) << "the composite reads the bias add's result through a row view\n" << c->text();
+  EXPECT_EQ(c->nodes[2].inputs[0].producer, 1);
+  EXPECT_TRUE(c->nodes[10].inputs[0].view) << "the next GEMM reads the GELU through a row view";
+  EXPECT_FALSE(chain_plans(*c));
+  const auto segments = fusable_segments(*c);
+  ASSERT_EQ(segments.size(), 2u) << c->text();
+  EXPECT_EQ(segments[0], (std::pair<size_t, size_t>{0, 10}));
+  EXPECT_EQ(segments[1], (std::pair<size_t, size_t>{10, 12}));
+
+  dispatcher::ChainRecord* mlp = dispatcher::segment_chain(*c, 0, 10);
+  ASSERT_NE(mlp, nullptr);
+  auto p = chains::plan_library_chain(*mlp);
+  ASSERT_TRUE(p.ok()) << p.status().to_string() << "\n" << mlp->text();
+  EXPECT_EQ(p->call(), "_addmm_activation(gelu tanh)");
+  EXPECT_EQ((std::vector<int64_t>{p->m, p->k, p->n}), (std::vector<int64_t>{6, 16, 48}));
+  ASSERT_EQ(p->check.outputs.size(), 10u);
+  EXPECT_EQ(p->check.steps.back().depth, 10.0) << "the ATen chain rounds at each of its steps";
+  dispatcher::ChainRecord* next = dispatcher::segment_chain(*c, 10, 12);
+  ASSERT_NE(next, nullptr);
+  auto q = chains::plan_library_chain(*next);
+  ASSERT_TRUE(q.ok()) << q.status().to_string() << "\n" << next->text();
+  EXPECT_EQ(q->call(), "addmm");
+}
+
+// What only looks like the tanh GELU stays on ATen: another constant, an erf GELU written as ops, a composite
+// that reads another tensor.
+TEST(LibraryChains, CompositesThatAreNotTheTanhGeluAreDeclined) {
+  const at::Tensor w = at::randn({16, 32}), b = at::randn({32}), other = at::randn({4, 32});
+  const std::vector<std::function<void()>> cases = {
+      [&] { gelu_new(b.add(at::randn({4, 16}).mm(w)), 0.04); },
+      [&] {
+        const at::Tensor h = b.add(at::randn({4, 16}).mm(w));
+        h.mul(0.5).mul(h.mul(0.7071067811865476).erf().add(1.0));
+      },
+      [&] {
+        const at::Tensor h = b.add(at::randn({4, 16}).mm(w));
+        h.mul(0.5).mul(h.mul(0.7978845608028654).tanh().add(other));
+      },
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    dispatcher::ChainRecord* c = record(cases[i]);
+    ASSERT_NE(c, nullptr) << i;
+    auto p = chains::plan_library_chain(*c);
+    ASSERT_FALSE(p.ok()) << i << "\n" << c->text();
+    EXPECT_EQ(p.status().code(), Code::kUnsupported);
+    const auto segments = fusable_segments(*c);
+    ASSERT_FALSE(segments.empty()) << i;
+    EXPECT_EQ(segments[0], (std::pair<size_t, size_t>{0, 2})) << i << ": the GEMM and its bias add still fuse";
+  }
+}
+
 /// The chain's externals and outputs as the region hands them over: x, w, bias and one output per node.
 struct Call {
   std::vector<at::Tensor> ext;

@@ -343,18 +343,29 @@ TEST(ChainPlan, AChainWhoseTailCannotFuseFusesItsLongestPrefix) {
 }
 
 // Note [Chain segments]: with mm and addmm hooked, an activation composite written after a linear layer records as
-// one chain with the GEMM in front; what follows the GEMM fuses as a chain of its own, and after a bias add the
-// GEMM and its add fuse as a library chain while the rest fuses after it.
+// one chain with the GEMM in front; what follows the GEMM fuses as a chain of its own (unless it is the tanh GELU,
+// an epilogue: Note [Library chains]), and after a bias add the GEMM and its add fuse as a library chain while the
+// rest fuses after it.
 TEST(ChainPlan, WhatFollowsAGemmFusesAsASegmentOfItsOwn) {
   const at::Tensor w = at::randn({24, 40}), b = at::randn({40});
-  dispatcher::ChainRecord* c = bench::record_chain([&] {
+  dispatcher::ChainRecord* gelu = bench::record_chain([&] {
     const at::Tensor x = at::addmm(b, at::randn({9, 24}), w);
     const at::Tensor half = x.mul(0.5);
     half.mul(x.pow(3.0).mul(0.044715).add(x).mul(0.7978845608).tanh().add(1.0));
   }, 2);
+  ASSERT_NE(gelu, nullptr);
+  ASSERT_GE(gelu->nodes.size(), 8u) << gelu->text();
+  EXPECT_TRUE(chains::plan_library_chain(*gelu).ok()) << "the tanh GELU after addmm is its epilogue";
+  EXPECT_EQ(fusable_prefix(*gelu), 0u) << "it plans whole";
+  dispatcher::ChainRecord* c = bench::record_chain([&] {
+    const at::Tensor x = at::addmm(b, at::randn({9, 24}), w);
+    const at::Tensor half = x.mul(0.5);
+    half.mul(x.pow(3.0).mul(0.05).add(x).mul(0.7978845608).tanh().add(1.0));  // not the GELU's constant
+  }, 2);
   ASSERT_NE(c, nullptr);
   ASSERT_GE(c->nodes.size(), 8u) << c->text();
   EXPECT_FALSE(chains::plan_chain(*c).ok());
+  EXPECT_FALSE(chains::plan_library_chain(*c).ok()) << "not the tanh GELU: no epilogue computes it";
   EXPECT_EQ(fusable_prefix(*c), 0u) << "addmm then mul is no library call";
   ASSERT_EQ(fusable_suffix(*c, 1), 1u);
   dispatcher::ChainRecord* rest = dispatcher::suffix_chain(*c, 1);

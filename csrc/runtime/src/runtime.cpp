@@ -15,6 +15,7 @@
 /// exist, so it runs before any of them is destroyed.
 #include "runtime.h"
 
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -259,24 +260,23 @@ void fuse_hot_chains() {
       continue;
     }
     const std::string before = out.note;  // a graph given up says so
-    // Note [Chain segments]: a chain that does not plan whole fuses its longest plannable prefix (ResNet's stem:
-    // batch norm, ReLU, then a max-pool) and the longest plannable rest after it (an activation composite after a
-    // linear layer), each a chain of its own handled next; its region runs before the next segment's first call.
-    const size_t m = optimizer::fusable_prefix(*c);
-    const size_t from = optimizer::fusable_suffix(*c, m ? m : 1);
-    dispatcher::ChainRecord* segments[2] = {m ? dispatcher::prefix_chain(*c, m) : nullptr,
-                                            from ? dispatcher::suffix_chain(*c, from) : nullptr};
-    if (segments[0] || segments[1]) {
-      out.note = segments[0] ? "its first " + std::to_string(m) + " ops fuse as a chain of their own" : "";
-      if (!before.empty()) out.note = before + "; " + out.note;
-      if (segments[1])
-        out.note += (out.note.empty() ? "its ops from " : "; its ops from ") + std::to_string(from + 1) +
-                    " on fuse as a chain of their own";
-      c->set_outcome(out);
-      for (dispatcher::ChainRecord* p : segments) {
+    // Note [Chain segments]: a chain that does not plan whole fuses the runs of it that plan (GPT-2's layer: the
+    // GEMMs with their bias adds and activation, the residual add with the layer norm; ResNet's stem: batch
+    // norm and ReLU before a max-pool), each a chain of its own handled next; a segment's region runs before the
+    // next segment's first call.
+    const auto ranges = optimizer::fusable_segments(*c);
+    if (!ranges.empty()) {
+      std::string note;
+      for (const auto& [from, to] : ranges) {
+        dispatcher::ChainRecord* seg = dispatcher::segment_chain(*c, from, to);
+        if (!seg) continue;
+        note += (note.empty() ? "ops " : ", ") + std::to_string(from + 1) + "-" + std::to_string(to);
         dispatcher::ChainState cold = dispatcher::ChainState::kCold;
-        if (p && p->state.compare_exchange_strong(cold, dispatcher::ChainState::kHot)) hot.push_back(p);
+        if (seg->state.compare_exchange_strong(cold, dispatcher::ChainState::kHot)) hot.push_back(seg);
       }
+      out.note = note + " fuse as chains of their own";
+      if (!before.empty()) out.note = before + "; " + out.note;
+      c->set_outcome(out);
       continue;
     }
     const std::string key = optimizer::chain_cache_key(*c);
@@ -565,6 +565,21 @@ void on_hot(dispatcher::SigRecord& rec) {
   }
 }
 
+/// Note [TorchScript fuser]
+/// TorchScript's profiling executor hands elementwise runs of a traced model to its TensorExpr fuser (NNC), whose
+/// kernels run outside the dispatcher: cudal1 never sees those ops, so it cannot fuse them with the GEMM before
+/// them (a GELU_BIAS epilogue: Note [Library chains]) or time them against its own kernels. In a traced GPT-2 the
+/// fuser runs HF's gelu_new as one kernel of 44 us a layer against 16 us for torch.compile's (H100, 2026-12-06).
+/// With CUDAL1_FUSE on in tune or serve mode, cudal1 therefore turns that fuser off at start-up, before the app
+/// loads a model (the flag is read when a graph is optimised, at its first runs), unless CUDAL1_JIT_FUSER=keep.
+/// The ops then reach the hook one by one: a chain no generator fuses runs as ATen's eager ops.
+void take_jit_fusion(const Config& cfg) {
+  if (!cfg.fuse || cfg.mode == Mode::kProfile || !cfg.jit_fuser_off) return;
+  torch::jit::setTensorExprFuserEnabled(false);
+  CUDAL1_LOG(kInfo, "TorchScript's TensorExpr fuser is off: its elementwise chains reach cudal1 (CUDAL1_JIT_FUSER=keep "
+                    "keeps it)");
+}
+
 void start() {
   Runtime& r = rt();
   r.cfg = config();
@@ -626,6 +641,7 @@ void start() {
   }
   if (r.tuner) r.tuner->start(tick);
   r.active = true;
+  take_jit_fusion(r.cfg);
   CUDAL1_LOG(kInfo, "on: mode " << mode_name(r.cfg.mode) << ", " << dispatcher::hooked_ops().size()
                                 << " ops hooked, cache " << r.cfg.cache_dir);
 }

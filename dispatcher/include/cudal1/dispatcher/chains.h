@@ -31,10 +31,14 @@
 ///
 /// Note [Chain segments]
 /// A recorded chain need not plan whole: hooked library ops (mm, addmm) join chains, since their outputs feed
-/// elementwise ops, and a pooling window ends what a pointwise kernel can do. The runtime then fuses *segments*:
-/// the longest prefix that plans (prefix_chain; ResNet's stem: batch norm and ReLU, then a max-pool), and, after
-/// it (or after the first node), the longest suffix that plans (suffix_chain: the activation composite after a
-/// linear layer). Each segment is a chain record of its own with its own first signature, so its region opens at
+/// elementwise ops, and a pooling window ends what a pointwise kernel can do. The runtime then fuses *segments*.
+/// A chain of at most kMaxChainNodes is partitioned from its start: at each node the longest run of at least 2
+/// nodes that plans is a segment (segment_chain) and the next starts after it; where none plans the node runs
+/// alone (fusable_segments in optimizer/chain_tuner.h: GPT-2's layer, linked through its reshapes by Note [Row
+/// views], is `mm, add | add, layer_norm | mm, add, gelu composite | mm, add | ...`). A longer chain (a program)
+/// keeps two: the longest prefix that plans (prefix_chain; ResNet's stem: batch norm and ReLU, then a max-pool)
+/// and, after it (or after the first node), the longest suffix that plans (suffix_chain). Each segment is a chain
+/// record of its own with its own first signature, so its region opens at
 /// its own first call and runs when the next segment's first call arrives; a value one segment hands to the next
 /// is an external of the latter, written by then. The whole chain's own record stays one by one.
 ///
@@ -48,8 +52,19 @@
 /// contiguous, the same storage offset and number of elements. The node's input is then marked `view`. A
 /// bmm's result dies inside matmul, so the builder keeps a weak reference to each bmm output's storage (its
 /// address stays unique while held); for a bmm reading a view, the producer's TensorImpl must still be alive
-/// (its storage is then alive too). Nothing else is linked through views: the other generators plan only
-/// chains without views (has_view_input), and an unlinked view is an external as before.
+/// (its storage is then alive too). The other generators plan only chains without views (has_view_input); an
+/// unlinked view is an external as before.
+///
+/// Note [Row views]
+/// Models reshape between a linear layer and what follows: HF's Conv1D computes `addmm(bias, x.view(-1, K), w)`
+/// and returns `.view(B, T, N)`, so the activation after a GPT-2 c_fc reads a view of the bias add's [B*T, N]
+/// result, and the next GEMM reads `ln(x).view(-1, K)`. An ordinary chain (not a program) therefore also links an
+/// argument to the open output it is a reshape of when the reshape keeps the last dim (rows of the same length:
+/// [B*T, N] <-> [B, T, N]), both contiguous, with the same storage offset and number of elements; the node's
+/// input is marked `view`. The builder keeps each open output's storage address, so an argument whose storage is
+/// none of them (a weight, an activation from outside) costs one scan of a few pointers. Such a chain plans in
+/// segments (Note [Chain segments]), a view between two of them being an external of the later one, or whole as a
+/// library chain whose activation reads the GEMM's result through the view (Note [Library chains]).
 ///
 /// Note [In-place nodes]
 /// Models write activations and residuals in place (torchvision's `ReLU(inplace=True)`, `out += identity`), so
@@ -227,8 +242,12 @@ class ChainBuilder {
     std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages;
     bool bmm = false;
   };
-  /// The open output `t` is a reshape of, where a bmm is at either end (Note [Matmul views]); producer -1 if none.
+  /// The open output `t` is a reshape of, where a bmm is at either end (Note [Matmul views]) or, in an ordinary
+  /// chain, a reshape of its leading dims (Note [Row views]); producer -1 if none.
   ChainInput view_source(const at::Tensor& t, bool consumer_bmm) const;
+  /// True when `t`'s storage is one an open output of this ordinary chain was stored in (a cheap pre-check: the
+  /// address may be a freed storage's, view_source checks the output is alive).
+  bool open_storage(const at::Tensor& t) const;
   // The open chain is nodes_[0, n_): slots past n_ keep their vectors' capacity, so a steady stream of calls
   // allocates nothing; closing releases every weak reference.
   std::vector<Open> nodes_;
@@ -236,6 +255,7 @@ class ChainBuilder {
   bool programs_ = false;
   bool has_conv_ = false;  // the open chain holds a convolution
   size_t open_bmm_ = 0;    // bmm nodes in the open chain
+  std::vector<const c10::StorageImpl*> storages_;  // ordinary chains: the open outputs' storages (Note [Row views])
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> externals_;
   std::vector<uint32_t> ext_versions_;
   // Indexes of the open chain by TensorImpl (an address is not reused while the weak references above hold it):
@@ -266,6 +286,13 @@ ChainRecord* prefix_chain(const ChainRecord& chain, size_t nodes);
 /// The nodes `from`.. of `chain` as a chain of their own (Note [Chain segments]): inputs produced by an earlier node
 /// become external slots, and every external slot is renumbered by first use; `externals` gets their count.
 std::vector<ChainNode> suffix_nodes(const ChainRecord& chain, size_t from, int* externals);
+
+/// Nodes [from, to) of `chain` as a chain of their own, renumbered as suffix_nodes does (Note [Chain segments]).
+std::vector<ChainNode> segment_nodes(const ChainRecord& chain, size_t from, size_t to, int* externals);
+
+/// The hook's record of the chain made of nodes [from, to) of `chain` (at least 2; inserted if new, never
+/// committed by the builder). Null without chains or for a bad range.
+ChainRecord* segment_chain(const ChainRecord& chain, size_t from, size_t to);
 
 /// The hook's record of the chain made of nodes `from`.. of `chain` (at least 2; inserted if new, never committed
 /// by the builder): what fuses after a GEMM or a fused prefix the generators cannot extend. Null without chains or

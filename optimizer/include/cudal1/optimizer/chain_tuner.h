@@ -66,6 +66,12 @@ size_t fusable_prefix(const dispatcher::ChainRecord& chain);
 /// nodes) plans as a chain of its own, or 0 (none, or the whole chain plans). For suffix_chain (chains.h).
 size_t fusable_suffix(const dispatcher::ChainRecord& chain, size_t from);
 
+/// Note [Chain segments] in chains.h: the node ranges [from, to) of `chain` to fuse as chains of their own when it
+/// does not plan whole (empty when it does, or when nothing in it plans). At most kMaxChainNodes nodes: a
+/// partition from the start, each range the longest run of at least 2 nodes that plans; longer: the longest
+/// prefix and the longest suffix after it that plan.
+std::vector<std::pair<size_t, size_t>> fusable_segments(const dispatcher::ChainRecord& chain);
+
 /// Tunes `chain` on its device (Note [Chain tuning]): the kernel of the winning variant, or Unsupported (not a
 /// chain the generator can fuse, or no GPU), VerifyFailed (no variant verified) or NotFound (none faster by the
 /// margin), with `report` filled either way. Runs on the calling thread's current stream; hooks bypassed.
