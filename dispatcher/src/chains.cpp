@@ -221,7 +221,7 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     const bool def = t && t->defined();
     cur.outputs.push_back(def ? weak_of(*t) : c10::weak_intrusive_ptr<c10::TensorImpl>(
                                                   c10::intrusive_ptr<c10::TensorImpl>()));
-    if (call.bmm)  // Note [Matmul views]
+    if (call.bmm || !programs_)  // Note [Matmul views], Note [Row views]
       cur.storages.push_back(def && t->has_storage() ? t->storage().getWeakStorageImpl()
                                                      : c10::weak_intrusive_ptr<c10::StorageImpl>(
                                                            c10::intrusive_ptr<c10::StorageImpl>()));
@@ -270,7 +270,7 @@ ChainInput ChainBuilder::view_source(const at::Tensor& t, bool consumer_bmm) con
     if (!o.bmm && !consumer_bmm && !row_view) continue;
     for (size_t i = 0; i < o.node.outputs.size() && i < o.outputs.size(); ++i) {
       bool same = false;
-      if (o.bmm) {
+      if (o.bmm || row_view) {  // the output's TensorImpl may be gone (a view in InferenceMode keeps no base)
         same = i < o.storages.size() && o.storages[i]._unsafe_get_target() == s;
       } else if (c10::intrusive_ptr<c10::TensorImpl> p = o.outputs[i].lock()) {
         same = p->has_storage() && p->storage().unsafeGetStorageImpl() == s;

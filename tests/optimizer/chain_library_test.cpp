@@ -140,6 +140,18 @@ TEST(LibraryChains, Gpt2MlpAsATracedModelRunsItIsOneGeluEpilogueThenASegment) {
   EXPECT_EQ(segments[0], (std::pair<size_t, size_t>{0, 10}));
   EXPECT_EQ(segments[1], (std::pair<size_t, size_t>{10, 12}));
 
+  {  // As a traced model runs it: InferenceMode, the bias add's own tensor dropped once its view is made.
+    c10::InferenceMode inference;
+    dispatcher::ChainRecord* traced = record([&] {
+      at::Tensor h = b.add(at::randn({3, 5, 16}).view({-1, 16}).mm(w));  // a new chain: another batch
+      h = h.view({3, 5, 48});  // the base's TensorImpl dies here: the view alone holds the storage
+      b2.add(gelu_new(h).view({-1, 48}).mm(w2));
+    });
+    ASSERT_NE(traced, nullptr);
+    ASSERT_EQ(traced->nodes.size(), 12u) << traced->text();
+    EXPECT_TRUE(traced->nodes[2].inputs[0].view) << traced->text();
+  }
+
   dispatcher::ChainRecord* mlp = dispatcher::segment_chain(*c, 0, 10);
   ASSERT_NE(mlp, nullptr);
   auto p = chains::plan_library_chain(*mlp);

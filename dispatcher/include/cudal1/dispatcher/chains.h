@@ -61,8 +61,10 @@
 /// result, and the next GEMM reads `ln(x).view(-1, K)`. An ordinary chain (not a program) therefore also links an
 /// argument to the open output it is a reshape of when the reshape keeps the last dim (rows of the same length:
 /// [B*T, N] <-> [B, T, N]), both contiguous, with the same storage offset and number of elements; the node's
-/// input is marked `view`. The builder keeps each open output's storage address, so an argument whose storage is
-/// none of them (a weight, an activation from outside) costs one scan of a few pointers. Such a chain plans in
+/// input is marked `view`. As for a bmm, the builder keeps a weak reference to each open output's storage: in
+/// InferenceMode a view keeps no reference to its base, and TorchScript drops the base once the view is made, so
+/// the output's own TensorImpl is gone when the view is read. An argument whose storage is none of the open
+/// outputs' (a weight, an activation from outside) costs one scan of a few pointers. Such a chain plans in
 /// segments (Note [Chain segments]), a view between two of them being an external of the later one, or whole as a
 /// library chain whose activation reads the GEMM's result through the view (Note [Library chains]).
 ///
@@ -237,8 +239,9 @@ class ChainBuilder {
   struct Open {
     ChainNode node;  // node.outputs' specs are filled when the chain is new to the table (cold path)
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> outputs;
-    // A bmm's outputs' storages (Note [Matmul views]): matmul returns a view of the bmm's result, whose own
-    // TensorImpl is gone by the next call; the weak reference keeps the StorageImpl's address unique.
+    // A bmm's outputs' storages, and every output's in an ordinary chain (Note [Matmul views], Note [Row views]):
+    // matmul returns a view of the bmm's result, whose own TensorImpl is gone by the next call; the weak
+    // reference keeps the StorageImpl's address unique.
     std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages;
     bool bmm = false;
   };
