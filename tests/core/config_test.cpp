@@ -45,6 +45,18 @@ TEST(Config, FuseIsOnByDefaultAndTakesOnOffAndAShare) {
   EXPECT_NE(w[0].find("CUDAL1_FUSE='sometimes'"), std::string::npos);
 }
 
+// Note [TorchScript fuser]: the app's fuser is kept unless CUDAL1_JIT_FUSER=off.
+TEST(Config, JitFuserIsKeptUnlessTurnedOff) {
+  std::vector<std::string> w;
+  EXPECT_FALSE(parse({}).jit_fuser_off);
+  EXPECT_TRUE(parse({{"CUDAL1_JIT_FUSER", "Off"}}, &w).jit_fuser_off);
+  EXPECT_FALSE(parse({{"CUDAL1_JIT_FUSER", "keep"}}, &w).jit_fuser_off);
+  EXPECT_TRUE(w.empty());
+  EXPECT_FALSE(parse({{"CUDAL1_JIT_FUSER", "0"}}, &w).jit_fuser_off);  // neither word: the default, with a warning
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("CUDAL1_JIT_FUSER='0'"), std::string::npos);
+}
+
 TEST(Config, TuneMemoryTakesASizeOrAShareOfFreeMemory) {  // Note [Tuning memory]
   EXPECT_EQ(parse({}).tune_memory_bytes, 0);
   EXPECT_DOUBLE_EQ(parse({}).tune_memory_fraction, 0.5);

@@ -166,10 +166,10 @@ const std::vector<ConfigVar>& config_variables() {
        "on: a fused chain's kernel is captured into a CUDA graph and replayed where the app's own measured period "
        "is shorter with it (`cudal1 report` says which); off: fused chains launch from the host"},
       {"CUDAL1_GRAPH_MEMORY", "4096", "GPU memory, in MiB, that all region graphs may hold together"},
-      {"CUDAL1_JIT_FUSER", "off",
-       "with CUDAL1_FUSE on (tune, serve): off turns TorchScript's TensorExpr fuser off at start-up, so that the "
-       "elementwise chains it would run outside the dispatcher (HF's gelu_new in a traced GPT-2) reach cudal1's "
-       "chain kernels and epilogues; keep leaves it as the app set it"},
+      {"CUDAL1_JIT_FUSER", "keep",
+       "keep leaves TorchScript's TensorExpr fuser as the app set it; off (with CUDAL1_FUSE on, tune or serve) "
+       "turns it off at start-up, so that the elementwise chains it would run outside the dispatcher (HF's "
+       "gelu_new in a traced GPT-2) reach cudal1's chain kernels and epilogues, at a host cost per op"},
       {"CUDAL1_TUNE_MEMORY", "50%",
        "GPU memory one signature's tuning may hold: a size (512M, 2G, bytes) or a share of the device's free "
        "memory (30%, 0.3); a signature that would need more is not tuned (`cudal1 report` says why)"},
@@ -241,7 +241,7 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   if (const char* v = env("CUDAL1_JIT_FUSER")) {
     const std::string s = lower(v);
     if (s == "off" || s == "keep") c.jit_fuser_off = s == "off";
-    else if (w) w->push_back(quoted("CUDAL1_JIT_FUSER", v) + " is neither off nor keep; using off");
+    else if (w) w->push_back(quoted("CUDAL1_JIT_FUSER", v) + " is neither keep nor off; using keep");
   }
   return c;
 }

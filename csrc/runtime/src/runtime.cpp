@@ -570,14 +570,15 @@ void on_hot(dispatcher::SigRecord& rec) {
 /// kernels run outside the dispatcher: cudal1 never sees those ops, so it cannot fuse them with the GEMM before
 /// them (a GELU_BIAS epilogue: Note [Library chains]) or time them against its own kernels. In a traced GPT-2 the
 /// fuser runs HF's gelu_new as one kernel of 44 us a layer against 16 us for torch.compile's (H100, 2026-12-06).
-/// With CUDAL1_FUSE on in tune or serve mode, cudal1 therefore turns that fuser off at start-up, before the app
-/// loads a model (the flag is read when a graph is optimised, at its first runs), unless CUDAL1_JIT_FUSER=keep.
-/// The ops then reach the hook one by one: a chain no generator fuses runs as ATen's eager ops.
+/// With CUDAL1_JIT_FUSER=off (and CUDAL1_FUSE on, tune or serve mode) cudal1 turns that fuser off at start-up,
+/// before the app loads a model (the flag is read when a graph is optimised, at its first runs). The ops then
+/// reach the hook one by one: a chain no generator fuses runs as ATen's eager ops. It is not the default: each op
+/// that reaches the hook costs the host a call, and in the traced GPT-2 the extra host time outweighed the GPU
+/// time saved (docs/PERF.md, "GPT-2 with the TorchScript fuser off").
 void take_jit_fusion(const Config& cfg) {
   if (!cfg.fuse || cfg.mode == Mode::kProfile || !cfg.jit_fuser_off) return;
   torch::jit::setTensorExprFuserEnabled(false);
-  CUDAL1_LOG(kInfo, "TorchScript's TensorExpr fuser is off: its elementwise chains reach cudal1 (CUDAL1_JIT_FUSER=keep "
-                    "keeps it)");
+  CUDAL1_LOG(kInfo, "TorchScript's TensorExpr fuser is off (CUDAL1_JIT_FUSER=off): its elementwise chains reach cudal1");
 }
 
 void start() {

@@ -59,7 +59,7 @@ struct Config {
   bool graphs = true;               ///< fused chains may run as CUDA graphs (Note [Region graphs])
   /// With fuse on (tune, serve): turn TorchScript's TensorExpr fuser off at start-up, so that the elementwise
   /// chains it would compute outside the dispatcher reach cudal1 (Note [TorchScript fuser] in runtime.cpp).
-  bool jit_fuser_off = true;
+  bool jit_fuser_off = false;
   int64_t graph_memory_mb = 4096;   ///< GPU memory all region graphs may hold together, MiB
   /// GPU memory one signature's tuning may hold (Note [Tuning memory] in optimizer/measure.h): a size in bytes
   /// when > 0, else this fraction of the device's free memory at the time.
