@@ -574,7 +574,7 @@ void on_hot(dispatcher::SigRecord& rec) {
 /// before the app loads a model (the flag is read when a graph is optimised, at its first runs). The ops then
 /// reach the hook one by one: a chain no generator fuses runs as ATen's eager ops. It is not the default: each op
 /// that reaches the hook costs the host a call, and in the traced GPT-2 the extra host time outweighed the GPU
-/// time saved (docs/PERF.md, "GPT-2 with the TorchScript fuser off").
+/// time saved (docs/PERF.md, "GPT-2: host time, the TorchScript fuser and the GELU epilogue").
 void take_jit_fusion(const Config& cfg) {
   if (!cfg.fuse || cfg.mode == Mode::kProfile || !cfg.jit_fuser_off) return;
   torch::jit::setTensorExprFuserEnabled(false);
