@@ -228,7 +228,6 @@ ChainRecord* ChainBuilder::observe(const Call& call, ChainTable& table) {
     TensorSpec& spec = cur.node.outputs[i];
     spec.defined = def;
     if (!def) continue;
-    if (!programs_ && t->has_storage()) storages_.push_back(t->storage().unsafeGetStorageImpl());  // Note [Row views]
     produced_[t->unsafeGetTensorImpl()] = ChainInput{static_cast<int>(n_), static_cast<int>(i)};
     spec.dtype = t->scalar_type();
     spec.sizes.assign(t->sizes().begin(), t->sizes().end());
@@ -255,9 +254,12 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
 }
 
 bool ChainBuilder::open_storage(const at::Tensor& t) const {
-  if (storages_.empty() || !t.has_storage()) return false;
+  if (n_ == 0 || !t.has_storage()) return false;
   const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  return std::find(storages_.begin(), storages_.end(), s) != storages_.end();
+  for (size_t j = 0; j < n_; ++j)
+    for (const auto& w : nodes_[j].storages)
+      if (w._unsafe_get_target() == s) return true;
+  return false;
 }
 
 ChainInput ChainBuilder::view_source(const at::Tensor& t, bool consumer_bmm) const {
@@ -316,7 +318,6 @@ ChainRecord* ChainBuilder::close(ChainTable& table) {
     nodes_[i].storages.clear();
   }
   open_bmm_ = 0;
-  storages_.clear();
   produced_.clear();
   ext_slots_.clear();
   n_ = 0;

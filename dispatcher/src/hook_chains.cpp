@@ -134,20 +134,16 @@ std::vector<ChainNode> segment_nodes(const ChainRecord& chain, size_t from, size
   return out;
 }
 
-ChainRecord* suffix_chain(const ChainRecord& chain, size_t from) {
-  detail::HookState* st = detail::g_state.load();
-  if (!st || !st->chains || from < 1 || from + 2 > chain.nodes.size()) return nullptr;
-  int externals = 0;
-  const std::vector<ChainNode> nodes = suffix_nodes(chain, from, &externals);
-  return st->chains->find_or_insert(nodes, externals);
-}
-
 ChainRecord* segment_chain(const ChainRecord& chain, size_t from, size_t to) {
   detail::HookState* st = detail::g_state.load();
   if (!st || !st->chains || to > chain.nodes.size() || from + 2 > to) return nullptr;
   int externals = 0;
   const std::vector<ChainNode> nodes = segment_nodes(chain, from, to, &externals);
   return st->chains->find_or_insert(nodes, externals);
+}
+
+ChainRecord* suffix_chain(const ChainRecord& chain, size_t from) {
+  return from < 1 ? nullptr : segment_chain(chain, from, chain.nodes.size());
 }
 
 void set_chain_recording(bool on) noexcept {

@@ -248,8 +248,8 @@ class ChainBuilder {
   /// The open output `t` is a reshape of, where a bmm is at either end (Note [Matmul views]) or, in an ordinary
   /// chain, a reshape of its leading dims (Note [Row views]); producer -1 if none.
   ChainInput view_source(const at::Tensor& t, bool consumer_bmm) const;
-  /// True when `t`'s storage is one an open output of this ordinary chain was stored in (a cheap pre-check: the
-  /// address may be a freed storage's, view_source checks the output is alive).
+  /// True when `t`'s storage is one an open output of this chain was stored in (the weak references of
+  /// Open::storages keep those addresses unique): a cheap pre-check before view_source.
   bool open_storage(const at::Tensor& t) const;
   // The open chain is nodes_[0, n_): slots past n_ keep their vectors' capacity, so a steady stream of calls
   // allocates nothing; closing releases every weak reference.
@@ -258,7 +258,6 @@ class ChainBuilder {
   bool programs_ = false;
   bool has_conv_ = false;  // the open chain holds a convolution
   size_t open_bmm_ = 0;    // bmm nodes in the open chain
-  std::vector<const c10::StorageImpl*> storages_;  // ordinary chains: the open outputs' storages (Note [Row views])
   std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> externals_;
   std::vector<uint32_t> ext_versions_;
   // Indexes of the open chain by TensorImpl (an address is not reused while the weak references above hold it):
