@@ -7,7 +7,12 @@
 /// input is never an earlier output (every call breaks the open chain), and relu(relu(x)), a two-op chain
 /// committed every iteration, against the same without recording. ConvNet: a ResNet-sized forward on tiny tensors
 /// (53 blocks of convolution, eval batch norm and in-place ReLU: 159 calls, 265 weights) as one program chain
-/// records it (Note [Program chains]); its time is per forward.
+/// records it (Note [Program chains]); its time is per forward. GeluNew: HF's tanh GELU written as 8 ops (as a
+/// traced GPT-2 calls them) on 16 elements, per composite: off, cold with chains recorded, and deferred (the chain
+/// fused, Note [Deferred regions], with a kernel that computes nothing: what is left is the host cost of deferring
+/// 8 calls and ending the region, the part a fused chain adds in place of 8 launches). Deferral is enabled, so the
+/// CUPTI guard is armed and every CUDA launch pays it: CUDAL1_CUPTI_GUARD=full|lean picks which (Note [Lean CUPTI
+/// guard] in dispatcher/src/region.h).
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
@@ -15,9 +20,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "cudal1/core/config.h"
 #include "cudal1/dispatcher/chains.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/regions.h"
 #include "cudal1/optimizer/family.h"
 #include "cudal1/optimizer/tuner.h"
 
@@ -53,6 +60,13 @@ bool set_up() {
     o.chains = true;  // recording is switched per benchmark (set_chain_recording)
     if (Status s = dispatcher::install_hooks(o, {}); !s.ok()) {
       std::fprintf(stderr, "install_hooks: %s\n", s.to_string().c_str());
+      return false;
+    }
+    dispatcher::DeferralOptions d;
+    d.cpu = !on_gpu();
+    d.cupti_full = config().cupti_full;  // CUDAL1_CUPTI_GUARD: the guard every launch below pays
+    if (Status s = dispatcher::enable_deferral(d); !s.ok()) {
+      std::fprintf(stderr, "enable_deferral: %s\n", s.to_string().c_str());
       return false;
     }
     if (!on_gpu()) return true;
@@ -187,6 +201,84 @@ void BM_ConvNet_OnColdFuse(benchmark::State& state) {
   run_convnet(state, true);
 }
 
+/// HF's gelu_new as the traced model calls it.
+at::Tensor gelu_new(const at::Tensor& x) {
+  const at::Tensor half = x.mul(0.5);  // Python's order: 0.5 * x first, then the bracket
+  const at::Tensor inner = x.add(x.pow(3.0).mul(0.044715)).mul(0.7978845608028654);
+  return half.mul(inner.tanh().add(1.0));
+}
+
+const at::Tensor& gelu_input() {
+  static const at::Tensor x = at::randn({2, 8}, opts());
+  return x;
+}
+
+/// Host cost only: the region's kernel writes nothing (the benchmark never reads the values).
+class NoWork final : public dispatcher::ChainKernel {
+ public:
+  Status run(const std::vector<at::Tensor>&, const std::vector<std::vector<at::Tensor>>&) noexcept override {
+    return Status();
+  }
+  std::string describe() const override { return "nothing (host cost benchmark)"; }
+};
+
+/// The gelu_new chain, recorded and fused with NoWork once per process; null if it could not be.
+dispatcher::ChainRecord* fused_gelu() {
+  static dispatcher::ChainRecord* rec = []() -> dispatcher::ChainRecord* {
+    dispatcher::set_chain_recording(true);
+    for (int i = 0; i < 4; ++i) gelu_new(gelu_input());
+    dispatcher::set_chain_recording(false);
+    dispatcher::close_chain_on_this_thread();
+    dispatcher::ChainRecord* found = nullptr;
+    dispatcher::for_each_chain([&](dispatcher::ChainRecord& c) {
+      if (c.nodes.size() == 8 && c.nodes[0].rec->sig.text.find("[2,8]") != std::string::npos) found = &c;
+    });
+    if (!found) return nullptr;
+    if (Status s = dispatcher::fuse_chain(*found, std::make_unique<NoWork>()); !s.ok()) {
+      std::fprintf(stderr, "fuse_chain: %s\n", s.to_string().c_str());
+      return nullptr;
+    }
+    return found;
+  }();
+  return rec;
+}
+
+void run_gelu(benchmark::State& state, bool chains) {
+  dispatcher::set_chain_recording(chains);
+  for (auto _ : state) benchmark::DoNotOptimize(gelu_new(gelu_input()));
+  dispatcher::set_chain_recording(false);
+  dispatcher::close_chain_on_this_thread();
+  dispatcher::flush_all_regions();
+  state.SetLabel(on_gpu() ? "cuda, per composite of 8 calls" : "cpu, per composite of 8 calls");
+}
+
+void BM_GeluNew_Off(benchmark::State& state) {
+  if (!set_up() || !dispatcher::suspend_hooks().ok()) return state.SkipWithError("set-up failed");
+  run_gelu(state, false);
+  dispatcher::resume_hooks();
+}
+
+void BM_GeluNew_OnColdFuse(benchmark::State& state) {
+  if (!set_up()) return state.SkipWithError("set-up failed");
+  // Before fused_gelu() the chain is recorded, not fused: cold. After it, the same calls are deferred, so this
+  // mode needs its own input signature: [2,8] is the fused one, so run it on a [16] tensor instead.
+  static const at::Tensor x = at::randn({16}, opts());
+  dispatcher::set_chain_recording(true);
+  for (auto _ : state) benchmark::DoNotOptimize(gelu_new(x));
+  dispatcher::set_chain_recording(false);
+  dispatcher::close_chain_on_this_thread();
+  state.SetLabel(on_gpu() ? "cuda, per composite of 8 calls" : "cpu, per composite of 8 calls");
+}
+
+void BM_GeluNew_Deferred(benchmark::State& state) {
+  if (!set_up() || !fused_gelu()) return state.SkipWithError("set-up failed");
+  const uint64_t before = dispatcher::region_counters().completed;
+  run_gelu(state, false);
+  const uint64_t whole = dispatcher::region_counters().completed - before;
+  if (whole + 1 < static_cast<uint64_t>(state.iterations()))
+    state.SkipWithError("regions did not complete whole: the host cost measured is not deferral's");
+}
+
 BENCHMARK(BM_Relu_Off)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnBypassed)->MinTime(0.2);
 BENCHMARK(BM_Relu_OnCold)->MinTime(0.2);
@@ -199,6 +291,9 @@ BENCHMARK(BM_LayerNorm_OnCold)->MinTime(0.2);
 BENCHMARK(BM_ConvNet_Off)->MinTime(0.5);
 BENCHMARK(BM_ConvNet_OnCold)->MinTime(0.5);
 BENCHMARK(BM_ConvNet_OnColdFuse)->MinTime(0.5);
+BENCHMARK(BM_GeluNew_Off)->MinTime(0.2);
+BENCHMARK(BM_GeluNew_OnColdFuse)->MinTime(0.2);
+BENCHMARK(BM_GeluNew_Deferred)->MinTime(0.2);
 
 }  // namespace
 

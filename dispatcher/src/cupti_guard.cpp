@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ATen.h>
+
+#include "cudal1/core/log.h"
+#include "cudal1/dispatcher/hook.h"
 #include "region.h"
 
 #if __has_include(<cupti_callbacks.h>)
@@ -25,9 +29,38 @@ using SubscribeFn = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc,
 using EnableFn = CUptiResult (*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
 using NameFn = CUptiResult (*)(CUpti_CallbackDomain, uint32_t, const char**);
 
-void CUPTIAPI on_api(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+std::string g_watch = "not armed";  // what the guard watches (cupti_guard_watch), set once by arm()
+std::vector<bool> g_driver_launch;  // by driver callback id: a kernel launch entry point (set before subscribing)
+thread_local int t_launches_seen = -1;  // arm()'s check: driver launches seen on this thread; -1: not counting
+
+void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
   const auto* d = static_cast<const CUpti_CallbackData*>(data);
-  if (d && d->callbackSite == CUPTI_API_ENTER && !in_region_work()) flush_all(FlushReason::kCuda);
+  if (!d || d->callbackSite != CUPTI_API_ENTER) return;
+  if (t_launches_seen >= 0 && domain == CUPTI_CB_DOMAIN_DRIVER_API && id < g_driver_launch.size() &&
+      g_driver_launch[id])
+    ++t_launches_seen;
+  if (!in_region_work()) flush_all(FlushReason::kCuda);
+}
+
+/// The runtime API's kernel launches (cudaLaunchKernel and its variants): with the lean guard they are seen
+/// through the driver's cuLaunchKernel(Ex) they call (Note [Lean CUPTI guard] in region.h).
+bool runtime_launch(const char* name) { return std::strstr(name, "LaunchKernel") != nullptr; }
+
+/// Launches one kernel through ATen (the runtime API) on this thread; the number of driver launch callbacks it
+/// triggered, or -1 when it could not launch.
+int driver_launches_of_one_runtime_launch() {
+  RegionWorkScope ours;  // its callbacks flush nothing
+  BypassScope bypass;
+  t_launches_seen = 0;
+  int seen = -1;
+  try {
+    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+    t.fill_(1.0f);
+    seen = t_launches_seen;
+  } catch (...) {
+  }
+  t_launches_seen = -1;
+  return seen;
 }
 
 /// The API entry points that put work on a stream, wait for it, or read or write device memory.
@@ -41,7 +74,7 @@ bool watched(const char* name) {
   return false;
 }
 
-Status arm() {
+Status arm(bool full) {
   std::vector<std::string> candidates;
   if (const char* p = std::getenv("CUDAL1_CUPTI_LIBRARY"); p && *p) {
     candidates.emplace_back(p);
@@ -63,6 +96,12 @@ Status arm() {
   auto enable = reinterpret_cast<EnableFn>(dlsym(lib, "cuptiEnableCallback"));
   auto name_of = reinterpret_cast<NameFn>(dlsym(lib, "cuptiGetCallbackName"));
   if (!subscribe || !enable || !name_of) return Status(Code::kUnavailable, "libcupti lacks the callback API");
+  g_driver_launch.assign(4096, false);
+  for (uint32_t id = 1; id < 4096; ++id) {
+    const char* name = nullptr;
+    g_driver_launch[id] = name_of(CUPTI_CB_DOMAIN_DRIVER_API, id, &name) == CUPTI_SUCCESS && name &&
+                          std::strstr(name, "Launch") != nullptr;
+  }
   CUpti_SubscriberHandle sub = nullptr;
   if (const CUptiResult r = subscribe(&sub, &on_api, nullptr); r != CUPTI_SUCCESS)
     return Status(Code::kUnavailable,
@@ -70,29 +109,50 @@ Status arm() {
                       ? std::string("another CUPTI client (a profiler or a tool) is subscribed")
                       : "cuptiSubscribe failed (CUPTI error " + std::to_string(static_cast<int>(r)) + ")");
   int enabled = 0;
+  std::vector<uint32_t> runtime_launches;  // watched, not enabled yet (the lean guard)
   for (CUpti_CallbackDomain dom : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
     for (uint32_t id = 1; id < 4096; ++id) {  // past the header's sizes: a newer libcupti may know more
       const char* name = nullptr;
       if (name_of(dom, id, &name) != CUPTI_SUCCESS || !name || !watched(name)) continue;
+      if (!full && dom == CUPTI_CB_DOMAIN_RUNTIME_API && runtime_launch(name)) {
+        runtime_launches.push_back(id);
+        continue;
+      }
       enabled += enable(1, sub, dom, id) == CUPTI_SUCCESS;
     }
   }
   if (enabled == 0) return Status(Code::kUnavailable, "CUPTI enabled no API callbacks");
+  g_watch = full ? "full: kernel launches in the runtime and driver APIs"
+                 : "lean: the runtime's kernel launches through the driver's";
+  if (!runtime_launches.empty()) {
+    const int seen = driver_launches_of_one_runtime_launch();
+    if (seen < 1) {  // the driver did not report the runtime's launch: watch the runtime's launches too
+      for (uint32_t id : runtime_launches) enable(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+      g_watch = seen < 0 ? "full: no runtime launch could be made to check the driver's"
+                         : "full: the driver did not report a runtime launch";
+      CUDAL1_LOG(kInfo, "CUPTI guard: a runtime kernel launch "
+                            << (seen < 0 ? "could not be made" : "was not reported by the driver API")
+                            << "; watching the runtime API's launches as well (two callbacks a launch)");
+    }
+  }
   return Status();
 }
 
 }  // namespace
 
-Status arm_cupti_guard() {
+std::string cupti_guard_watch() { return g_watch; }
+
+Status arm_cupti_guard(bool full) {
   static std::once_flag once;
   static Status armed;
-  std::call_once(once, [] { armed = arm(); });
+  std::call_once(once, [full] { armed = arm(full); });
   return armed;
 }
 
 #else
 
-Status arm_cupti_guard() { return Status(Code::kUnavailable, "built without the CUPTI headers"); }
+std::string cupti_guard_watch() { return "not armed"; }
+Status arm_cupti_guard(bool) { return Status(Code::kUnavailable, "built without the CUPTI headers"); }
 
 #endif
 

@@ -45,8 +45,25 @@ std::vector<c10::OperatorName> composite_only_ops();
 
 /// The CUPTI guard: subscribes to the runtime and driver API entry points that launch, copy, set, synchronise,
 /// record events, wait on events or begin a capture, and calls flush_all(kCuda) on entry. Ok when armed (or
-/// already armed); Unavailable with the reason otherwise.
-Status arm_cupti_guard();
+/// already armed: the first call's `full` decides); Unavailable with the reason otherwise. Launches one kernel
+/// through ATen on the calling thread (Note [Lean CUPTI guard]).
+///
+/// Note [Lean CUPTI guard]
+/// Every callback CUPTI makes costs the calling thread host time, and an app launches hundreds of kernels a
+/// forward outside any region, each through the runtime's cudaLaunchKernel, which calls the driver's
+/// cuLaunchKernel: watching both API domains made every ATen launch call back twice. bench/probes/cupti_cost.cu
+/// measured an empty kernel's launch on the H200 (2026-12-06): 4351 ns without CUPTI, 5056 ns with both domains
+/// watched, 4526 ns with the driver's alone, which also reported each runtime launch (one callback a launch). So
+/// the guard watches the runtime's kernel launches only through the driver's. Whether the driver reports them is
+/// checked once, when the guard is armed, by launching one ATen kernel and counting the driver's launch callbacks
+/// on this thread; where it does not, the runtime's launches are watched as well. The runtime's other watched
+/// entry points (copies, sets, synchronisations, events, graph launches) stay watched in both domains.
+/// CUDAL1_CUPTI_GUARD=full watches both, as before, for measuring. Switching callbacks on only while a region is
+/// open was measured too and rejected: one switch of the watched callbacks (cuptiEnableCallback per id, or
+/// cuptiEnableDomain) took 92-100 us, and GPT-2 opens about 190 regions a forward.
+Status arm_cupti_guard(bool full = false);
+/// What the armed guard watches: "lean: ..." or "full: ..." with why; "not armed" before (or without) one.
+std::string cupti_guard_watch();
 
 /// The out= overload of `op` taking `outs` out tensors after exactly `op`'s arguments; null when none.
 const c10::OperatorHandle* out_overload(const c10::OperatorHandle& op, size_t outs);

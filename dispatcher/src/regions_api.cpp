@@ -256,7 +256,7 @@ Status enable_deferral(const DeferralOptions& opts) {
       typed = st->typed_ops;
     }
     CUDAL1_RETURN_IF_ERROR(detail::register_region_key(typed));
-    d.cuda = has_torch_cuda() ? detail::arm_cupti_guard()
+    d.cuda = has_torch_cuda() ? detail::arm_cupti_guard(opts.cupti_full)
                               : Status(Code::kUnavailable, "this build has no torch-CUDA glue");
     d.enabled = true;
   }
@@ -271,7 +271,8 @@ std::string deferral_status() {
   auto& d = detail::deferral();
   std::lock_guard<std::mutex> lock(d.mu);
   if (!d.enabled) return "off (not enabled)";
-  std::string s = d.cuda.ok() ? "CUDA: on (CUPTI guard armed)" : "CUDA: off (" + d.cuda.message() + ")";
+  std::string s = d.cuda.ok() ? "CUDA: on (CUPTI guard armed, " + detail::cupti_guard_watch() + ")"
+                               : "CUDA: off (" + d.cuda.message() + ")";
   return s + (d.cpu ? "; CPU: on (tests)" : "; CPU: off");
 }
 

@@ -45,6 +45,18 @@ TEST(Config, FuseIsOnByDefaultAndTakesOnOffAndAShare) {
   EXPECT_NE(w[0].find("CUDAL1_FUSE='sometimes'"), std::string::npos);
 }
 
+// Note [Lean CUPTI guard]: runtime launches are watched through the driver's unless told full.
+TEST(Config, CuptiGuardIsLeanUnlessFull) {
+  std::vector<std::string> w;
+  EXPECT_FALSE(parse({}).cupti_full);
+  EXPECT_TRUE(parse({{"CUDAL1_CUPTI_GUARD", "Full"}}, &w).cupti_full);
+  EXPECT_FALSE(parse({{"CUDAL1_CUPTI_GUARD", "lean"}}, &w).cupti_full);
+  EXPECT_TRUE(w.empty());
+  EXPECT_FALSE(parse({{"CUDAL1_CUPTI_GUARD", "1"}}, &w).cupti_full);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("CUDAL1_CUPTI_GUARD='1'"), std::string::npos);
+}
+
 // Note [TorchScript fuser]: the app's fuser is kept unless CUDAL1_JIT_FUSER=off.
 TEST(Config, JitFuserIsKeptUnlessTurnedOff) {
   std::vector<std::string> w;

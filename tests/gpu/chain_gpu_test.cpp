@@ -10,6 +10,7 @@
 #include <execinfo.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <functional>
@@ -76,8 +77,8 @@ const auto* const g_env = ::testing::AddGlobalTestEnvironment(new ChainGpuEnv);
 /// than twice eager's own distance plus `spread`: how far the float64 chain moves when its inputs move by one
 /// unit in the last place of their dtypes (see chain_spread). An element where the chain itself is that
 /// sensitive (a square root just after a cancellation) has no better answer in the chain's dtype than either.
-bool close(const at::Tensor& got, const at::Tensor& want, double steps, const at::Tensor& exact = at::Tensor(),
-           const at::Tensor& spread = at::Tensor()) {
+::testing::AssertionResult close(const at::Tensor& got, const at::Tensor& want, double steps,
+                                 const at::Tensor& exact = at::Tensor(), const at::Tensor& spread = at::Tensor()) {
   const double rtol = (want.scalar_type() == at::kFloat ? 1e-5 : want.scalar_type() == at::kHalf ? 2e-3 : 1.6e-2) * steps;
   const double eps = want.scalar_type() == at::kFloat ? 1.2e-7 : want.scalar_type() == at::kHalf ? 9.8e-4 : 7.9e-3;
   const at::Tensor w = want.to(at::kDouble), g = got.to(at::kDouble);
@@ -85,13 +86,29 @@ bool close(const at::Tensor& got, const at::Tensor& want, double steps, const at
   const double maxabs = finite.any().item<bool>() ? w.masked_select(finite).abs().max().item<double>() : 0.0;
   const double atol = 1e-6 + steps * eps * maxabs;
   at::Tensor ok = at::isclose(g, w, rtol, atol, /*equal_nan=*/true);
+  at::Tensor bound;
   if (exact.defined()) {
     const at::Tensor x = exact.to(at::kDouble);
-    at::Tensor bound = 2.0 * (w - x).abs() + atol;
+    bound = 2.0 * (w - x).abs() + atol;
     if (spread.defined()) bound = bound + 4.0 * spread;
     ok = ok | ((g - x).abs() <= bound);
   }
-  return ok.all().item<bool>();
+  if (ok.all().item<bool>()) return ::testing::AssertionSuccess();
+  // The failing elements, worst first (by distance from eager): enough to tell a wrong value from a tolerance.
+  const at::Tensor bad = (~ok).flatten().nonzero().flatten();
+  const at::Tensor dist = (g - w).abs().flatten().index_select(0, bad).nan_to_num(1e300);
+  const at::Tensor order = dist.argsort(/*stable=*/false, /*dim=*/0, /*descending=*/true);
+  auto r = ::testing::AssertionFailure();
+  r << bad.numel() << " of " << w.numel() << " elements differ (rtol " << rtol << ", atol " << atol
+    << ", max |eager| " << maxabs << ")";
+  for (int64_t k = 0; k < std::min<int64_t>(order.numel(), 4); ++k) {
+    const int64_t e = bad[order[k].item<int64_t>()].item<int64_t>();
+    r << "\n  element " << e << ": got " << g.flatten()[e].item<double>() << ", eager " << w.flatten()[e].item<double>();
+    if (exact.defined())
+      r << ", float64 " << exact.to(at::kDouble).flatten()[e].item<double>() << ", bound " << bound.flatten()[e].item<double>()
+        << (spread.defined() ? ", spread " + std::to_string(spread.flatten()[e].item<double>()) : std::string());
+  }
+  return r;
 }
 
 /// Unit roundoff of a dtype: the largest relative move of rounding a real to it.
@@ -357,7 +374,9 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     const std::vector<at::Tensor> exact = in_double(-1);
     const std::vector<at::Tensor> spread = chain_spread(in_double, exact);
     const double steps = 2.0 * static_cast<double>(c->nodes.size()) + 2;
-    EXPECT_TRUE(close(got, want, steps, exact[0], spread[0])) << "chain " << i << "\n" << rep.plan;
+    EXPECT_TRUE(close(got, want, steps, exact[0], spread[0]))
+        << "chain " << i << ": x " << x.sizes() << " " << x.strides() << ", y " << y.sizes() << ", variant "
+        << rep.variant << "\n" << rep.plan;
     ASSERT_EQ(kept_got.size(), kept_want.size());
     ASSERT_EQ(kept_got.size() + 1, exact.size());
     for (size_t j = 0; j < kept_got.size(); ++j)

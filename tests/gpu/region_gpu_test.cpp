@@ -139,6 +139,14 @@ TEST(RegionsGpu, AnotherThreadUsingAPendingTensorSeesItsValue) {
   EXPECT_TRUE(at::equal(z, ref));
 }
 
+// Note [Lean CUPTI guard]: on this driver the runtime's launches are watched through the driver's alone (checked
+// when the guard was armed), and the test above (the other thread's `y * 2` is a runtime launch that only the
+// guard sees) still saw its value.
+TEST(RegionsGpu, TheGuardWatchesRuntimeLaunchesThroughTheDriver) {
+  REQUIRE_FUSED();
+  EXPECT_NE(deferral_status().find("CUPTI guard armed, lean"), std::string::npos) << deferral_status();
+}
+
 TEST(RegionsGpu, AStreamSynchroniseRunsTheRegion) {
   REQUIRE_FUSED();
   const at::Tensor x = randn(), w = randn();

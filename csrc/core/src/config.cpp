@@ -170,6 +170,10 @@ const std::vector<ConfigVar>& config_variables() {
        "keep leaves TorchScript's TensorExpr fuser as the app set it; off (with CUDAL1_FUSE on, tune or serve) "
        "turns it off at start-up, so that the elementwise chains it would run outside the dispatcher (HF's "
        "gelu_new in a traced GPT-2) reach cudal1's chain kernels and epilogues, at a host cost per op"},
+      {"CUDAL1_CUPTI_GUARD", "lean",
+       "lean: the CUPTI guard of deferred regions sees the runtime's kernel launches through the driver's "
+       "(checked when it is armed), one callback a launch; full: also through the runtime's own, two callbacks a "
+       "launch (its host cost before 2026-12-06; for measuring it)"},
       {"CUDAL1_TUNE_MEMORY", "50%",
        "GPU memory one signature's tuning may hold: a size (512M, 2G, bytes) or a share of the device's free "
        "memory (30%, 0.3); a signature that would need more is not tuned (`cudal1 report` says why)"},
@@ -242,6 +246,11 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
     const std::string s = lower(v);
     if (s == "off" || s == "keep") c.jit_fuser_off = s == "off";
     else if (w) w->push_back(quoted("CUDAL1_JIT_FUSER", v) + " is neither keep nor off; using keep");
+  }
+  if (const char* v = env("CUDAL1_CUPTI_GUARD")) {
+    const std::string s = lower(v);
+    if (s == "full" || s == "lean") c.cupti_full = s == "full";
+    else if (w) w->push_back(quoted("CUDAL1_CUPTI_GUARD", v) + " is neither lean nor full; using lean");
   }
   return c;
 }

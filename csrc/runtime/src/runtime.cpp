@@ -181,7 +181,9 @@ std::unique_ptr<dispatcher::ChainKernel> graphed(const dispatcher::ChainRecord& 
 
 /// Turns deferral on for a chain about to be fused; false (with `out`'s note saying why) where it cannot be.
 bool deferral_ready(dispatcher::ChainOutcome* out) {
-  if (const Status s = dispatcher::enable_deferral(); !s.ok()) {
+  dispatcher::DeferralOptions d;
+  d.cupti_full = rt().cfg.cupti_full;
+  if (const Status s = dispatcher::enable_deferral(d); !s.ok()) {
     out->note = "deferral unavailable: " + s.to_string();
     return false;
   }

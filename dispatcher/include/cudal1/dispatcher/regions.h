@@ -151,6 +151,9 @@ std::unique_ptr<ChainKernel> aten_chain_kernel(const ChainRecord& chain);
 struct DeferralOptions {
   bool cpu = false;     ///< also defer CPU-tensor chains (host tests only: no CUPTI guard there)
   bool poison = false;  ///< fill pending outputs with NaN (or all ones) when allocated: a missed flush shows (tests)
+  /// The CUPTI guard also watches the runtime API's kernel launches (CUDAL1_CUPTI_GUARD=full; Note [Lean CUPTI
+  /// guard] in src/region.h). Takes effect when the guard is armed: the first enable_deferral on CUDA decides.
+  bool cupti_full = false;
 };
 
 /// Turns deferral on for the installed hook: registers the DeferredInit fallback and the hooked ops'

@@ -60,6 +60,9 @@ struct Config {
   /// With fuse on (tune, serve): turn TorchScript's TensorExpr fuser off at start-up, so that the elementwise
   /// chains it would compute outside the dispatcher reach cudal1 (Note [TorchScript fuser] in runtime.cpp).
   bool jit_fuser_off = false;
+  /// The CUPTI guard also watches the runtime's kernel launches in the runtime API, not only through the
+  /// driver's (Note [Lean CUPTI guard] in dispatcher/src/region.h): its former host cost, for measuring.
+  bool cupti_full = false;
   int64_t graph_memory_mb = 4096;   ///< GPU memory all region graphs may hold together, MiB
   /// GPU memory one signature's tuning may hold (Note [Tuning memory] in optimizer/measure.h): a size in bytes
   /// when > 0, else this fraction of the device's free memory at the time.
