@@ -46,15 +46,16 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, co
 /// through the driver's cuLaunchKernel(Ex) they call (Note [Lean CUPTI guard] in region.h).
 bool runtime_launch(const char* name) { return std::strstr(name, "LaunchKernel") != nullptr; }
 
-/// Launches one kernel through ATen (the runtime API) on this thread; the number of driver launch callbacks it
-/// triggered, or -1 when it could not launch.
-int driver_launches_of_one_runtime_launch() {
+/// Launches one kernel through ATen (the runtime API) on this thread, on `device` (-1: torch's current one); the
+/// number of driver launch callbacks it triggered, or -1 when it could not launch.
+int driver_launches_of_one_runtime_launch(int device) {
   RegionWorkScope ours;  // its callbacks flush nothing
   BypassScope bypass;
   t_launches_seen = 0;
   int seen = -1;
   try {
-    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+    const at::Device on = device >= 0 ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)) : at::kCUDA;
+    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kFloat).device(on));
     t.fill_(1.0f);
     seen = t_launches_seen;
   } catch (...) {
@@ -74,7 +75,7 @@ bool watched(const char* name) {
   return false;
 }
 
-Status arm(bool full) {
+Status arm(bool full, int device) {
   std::vector<std::string> candidates;
   if (const char* p = std::getenv("CUDAL1_CUPTI_LIBRARY"); p && *p) {
     candidates.emplace_back(p);
@@ -125,7 +126,7 @@ Status arm(bool full) {
   g_watch = full ? "full: kernel launches in the runtime and driver APIs"
                  : "lean: the runtime's kernel launches through the driver's";
   if (!runtime_launches.empty()) {
-    const int seen = driver_launches_of_one_runtime_launch();
+    const int seen = driver_launches_of_one_runtime_launch(device);
     if (seen < 1) {  // the driver did not report the runtime's launch: watch the runtime's launches too
       for (uint32_t id : runtime_launches) enable(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
       g_watch = seen < 0 ? "full: no runtime launch could be made to check the driver's"
@@ -142,17 +143,17 @@ Status arm(bool full) {
 
 std::string cupti_guard_watch() { return g_watch; }
 
-Status arm_cupti_guard(bool full) {
+Status arm_cupti_guard(bool full, int device) {
   static std::once_flag once;
   static Status armed;
-  std::call_once(once, [full] { armed = arm(full); });
+  std::call_once(once, [full, device] { armed = arm(full, device); });
   return armed;
 }
 
 #else
 
 std::string cupti_guard_watch() { return "not armed"; }
-Status arm_cupti_guard(bool) { return Status(Code::kUnavailable, "built without the CUPTI headers"); }
+Status arm_cupti_guard(bool, int) { return Status(Code::kUnavailable, "built without the CUPTI headers"); }
 
 #endif
 

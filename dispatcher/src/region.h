@@ -46,7 +46,7 @@ std::vector<c10::OperatorName> composite_only_ops();
 /// The CUPTI guard: subscribes to the runtime and driver API entry points that launch, copy, set, synchronise,
 /// record events, wait on events or begin a capture, and calls flush_all(kCuda) on entry. Ok when armed (or
 /// already armed: the first call's `full` decides); Unavailable with the reason otherwise. Launches one kernel
-/// through ATen on the calling thread (Note [Lean CUPTI guard]).
+/// through ATen on the calling thread, on `device` (-1: torch's current device; Note [Lean CUPTI guard]).
 ///
 /// Note [Lean CUPTI guard]
 /// Every callback CUPTI makes costs the calling thread host time, and an app launches hundreds of kernels a
@@ -61,7 +61,7 @@ std::vector<c10::OperatorName> composite_only_ops();
 /// CUDAL1_CUPTI_GUARD=full watches both, as before, for measuring. Switching callbacks on only while a region is
 /// open was measured too and rejected: one switch of the watched callbacks (cuptiEnableCallback per id, or
 /// cuptiEnableDomain) took 92-100 us, and GPT-2 opens about 190 regions a forward.
-Status arm_cupti_guard(bool full = false);
+Status arm_cupti_guard(bool full = false, int device = -1);
 /// What the armed guard watches: "lean: ..." or "full: ..." with why; "not armed" before (or without) one.
 std::string cupti_guard_watch();
 

@@ -256,7 +256,7 @@ Status enable_deferral(const DeferralOptions& opts) {
       typed = st->typed_ops;
     }
     CUDAL1_RETURN_IF_ERROR(detail::register_region_key(typed));
-    d.cuda = has_torch_cuda() ? detail::arm_cupti_guard(opts.cupti_full)
+    d.cuda = has_torch_cuda() ? detail::arm_cupti_guard(opts.cupti_full, opts.device)
                               : Status(Code::kUnavailable, "this build has no torch-CUDA glue");
     d.enabled = true;
   }

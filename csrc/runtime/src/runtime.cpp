@@ -180,9 +180,10 @@ std::unique_ptr<dispatcher::ChainKernel> graphed(const dispatcher::ChainRecord& 
 }
 
 /// Turns deferral on for a chain about to be fused; false (with `out`'s note saying why) where it cannot be.
-bool deferral_ready(dispatcher::ChainOutcome* out) {
+bool deferral_ready(const dispatcher::ChainRecord& c, dispatcher::ChainOutcome* out) {
   dispatcher::DeferralOptions d;
   d.cupti_full = rt().cfg.cupti_full;
+  d.device = c.nodes.empty() || !c.nodes.front().rec ? -1 : c.nodes.front().rec->device_index;
   if (const Status s = dispatcher::enable_deferral(d); !s.ok()) {
     out->note = "deferral unavailable: " + s.to_string();
     return false;
@@ -213,7 +214,7 @@ bool try_as_graph(dispatcher::ChainRecord& c, dispatcher::ChainOutcome* out) {
     }
   }
   if (optimizer::chain_plans(c)) return false;
-  if (!deferral_ready(out)) return true;
+  if (!deferral_ready(c, out)) return true;
   dispatcher::GraphOptions o;
   o.memory_budget = r.cfg.graph_memory_mb << 20;
   dispatcher::ChainRecord* chain = &c;
@@ -288,7 +289,7 @@ void fuse_hot_chains() {
       c->set_outcome(out);
       continue;
     }
-    if (!deferral_ready(&out)) {
+    if (!deferral_ready(*c, &out)) {
       c->set_outcome(out);
       continue;
     }

@@ -154,6 +154,9 @@ struct DeferralOptions {
   /// The CUPTI guard also watches the runtime API's kernel launches (CUDAL1_CUPTI_GUARD=full; Note [Lean CUPTI
   /// guard] in src/region.h). Takes effect when the guard is armed: the first enable_deferral on CUDA decides.
   bool cupti_full = false;
+  /// The CUDA device arming the guard may launch its one check kernel on (-1: torch's current one): the device
+  /// of the chain about to be fused, so no other device gets a context.
+  int device = -1;
 };
 
 /// Turns deferral on for the installed hook: registers the DeferredInit fallback and the hooked ops'
