@@ -52,8 +52,9 @@ std::vector<c10::OperatorName> composite_only_ops();
 /// Every callback CUPTI makes costs the calling thread host time, and an app launches hundreds of kernels a
 /// forward outside any region, each through the runtime's cudaLaunchKernel, which calls the driver's
 /// cuLaunchKernel: watching both API domains made every ATen launch call back twice. bench/probes/cupti_cost.cu
-/// measured an empty kernel's launch on the H200 (2026-12-06): 4351 ns without CUPTI, 5056 ns with both domains
-/// watched, 4526 ns with the driver's alone, which also reported each runtime launch (one callback a launch). So
+/// measured an empty kernel's launch on the H200 (2026-12-06, two runs): 4351 / 4678 ns without CUPTI, 5056 /
+/// 5446 ns with both domains watched, and 4964 ns with the runtime's launches left to the driver, which reported
+/// each of them (one callback a launch) and every other watched runtime call the probe made. So
 /// the guard watches the runtime's kernel launches only through the driver's. Whether the driver reports them is
 /// checked once, when the guard is armed, by launching one ATen kernel and counting the driver's launch callbacks
 /// on this thread; where it does not, the runtime's launches are watched as well. The runtime's other watched
