@@ -243,9 +243,9 @@ dispatcher::ChainRecord* fused_gelu() {
   return rec;
 }
 
-void run_gelu(benchmark::State& state, bool chains) {
+void run_gelu(benchmark::State& state, const at::Tensor& x, bool chains) {
   dispatcher::set_chain_recording(chains);
-  for (auto _ : state) benchmark::DoNotOptimize(gelu_new(gelu_input()));
+  for (auto _ : state) benchmark::DoNotOptimize(gelu_new(x));
   dispatcher::set_chain_recording(false);
   dispatcher::close_chain_on_this_thread();
   dispatcher::flush_all_regions();
@@ -254,7 +254,7 @@ void run_gelu(benchmark::State& state, bool chains) {
 
 void BM_GeluNew_Off(benchmark::State& state) {
   if (!set_up() || !dispatcher::suspend_hooks().ok()) return state.SkipWithError("set-up failed");
-  run_gelu(state, false);
+  run_gelu(state, gelu_input(), false);
   dispatcher::resume_hooks();
 }
 
@@ -263,17 +263,13 @@ void BM_GeluNew_OnColdFuse(benchmark::State& state) {
   // Before fused_gelu() the chain is recorded, not fused: cold. After it, the same calls are deferred, so this
   // mode needs its own input signature: [2,8] is the fused one, so run it on a [16] tensor instead.
   static const at::Tensor x = at::randn({16}, opts());
-  dispatcher::set_chain_recording(true);
-  for (auto _ : state) benchmark::DoNotOptimize(gelu_new(x));
-  dispatcher::set_chain_recording(false);
-  dispatcher::close_chain_on_this_thread();
-  state.SetLabel(on_gpu() ? "cuda, per composite of 8 calls" : "cpu, per composite of 8 calls");
+  run_gelu(state, x, /*chains=*/true);
 }
 
 void BM_GeluNew_Deferred(benchmark::State& state) {
   if (!set_up() || !fused_gelu()) return state.SkipWithError("set-up failed");
   const uint64_t before = dispatcher::region_counters().completed;
-  run_gelu(state, false);
+  run_gelu(state, gelu_input(), false);
   const uint64_t whole = dispatcher::region_counters().completed - before;
   if (whole + 1 < static_cast<uint64_t>(state.iterations()))
     state.SkipWithError("regions did not complete whole: the host cost measured is not deferral's");
