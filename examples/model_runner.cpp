@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
     }
     cudal1::flush();
     std::printf("cudal1: %s%s\n", cudal1::status_line().c_str(), idle ? "" : " (tuner still busy after 900 s)");
+    std::printf("cudal1: %s\n", cudal1::forward_graph_status().c_str());
     std::printf("RESULT ms_per_iter=%.4f max_abs_diff=%.6g scale=%.6g ms_synced=%.4f ms_host=%.4f ms_gpu=%.4f\n", ms,
                 diff, scale, synced, host, gpu);
     return 0;

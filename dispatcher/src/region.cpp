@@ -50,6 +50,8 @@ struct CaptureScope {
   bool prev;
 };
 
+thread_local int t_forward_capture = 0;  // in_forward_capture()
+
 /// One thread's region. Only the owner thread opens it and adds nodes; any thread may flush it (under mu).
 struct Region {
   std::mutex mu;
@@ -89,7 +91,7 @@ constexpr int64_t kSpareTotalBytes = int64_t{64} << 20;
 
 /// Keeps `t`, an output of node `k` of the region's chain the app dropped, for reuse. Caller holds r.mu.
 void keep_spare(Region& r, const ChainRecord& c, size_t k, size_t i, at::Tensor t) {
-  if (c.nodes[k].inplace || !t.defined()) return;
+  if (c.nodes[k].inplace || !t.defined() || t_forward_capture) return;  // Note [Forward graphs]: no pool memory kept
   const int64_t bytes = static_cast<int64_t>(t.nbytes());
   if (bytes > kSpareMaxBytes) return;
   if (r.spare_chain != &c || r.spare_stream != r.stream) {
@@ -109,6 +111,7 @@ void keep_spare(Region& r, const ChainRecord& c, size_t k, size_t i, at::Tensor 
 /// Takes the kept output (k, i) of `c` for a region on `stream`, or an undefined tensor. Caller holds r.mu.
 at::Tensor take_spare(Region& r, const ChainRecord& c, size_t k, size_t i, const c10::Stream& stream,
                       const TensorSpec& spec) {
+  if (t_forward_capture) return at::Tensor();  // Note [Forward graphs]: a capture allocates from its own pool
   if (r.spare_chain != &c || r.spare_stream != stream || k >= r.spare.size() || i >= r.spare[k].size())
     return at::Tensor();
   at::Tensor t = std::move(r.spare[k][i]);
@@ -434,7 +437,8 @@ bool may_open(const ChainBuilder::Call& call, c10::Device* device) {
     }
   if (!first) return false;
   *device = first->device();
-  if (device->is_cuda()) return stream_capturing(device->index()) == 0;
+  // The app's own captures are left alone; a forward graph's capture takes the regions (Note [Forward graphs]).
+  if (device->is_cuda()) return stream_capturing(device->index()) == 0 || t_forward_capture > 0;
   return device->is_cpu();
 }
 
@@ -473,6 +477,9 @@ void allocate(Region& r, const ChainRecord& chain, size_t k, const ChainBuilder:
 
 bool in_region_work() noexcept { return t_work > 0; }
 bool flush_may_capture() noexcept { return t_may_capture; }
+bool in_forward_capture() noexcept { return t_forward_capture > 0; }
+ForwardCaptureScope::ForwardCaptureScope() noexcept { ++t_forward_capture; }
+ForwardCaptureScope::~ForwardCaptureScope() { --t_forward_capture; }
 uint32_t version_of(const at::Tensor& t) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   return impl->is_inference() ? 0 : impl->version_counter().current_version();

@@ -88,6 +88,17 @@ class RegionWorkScope {
   RegionWorkScope& operator=(const RegionWorkScope&) = delete;
 };
 
+/// True while this thread captures a forward graph (Note [Forward graphs]): regions open on the capturing stream,
+/// recycle no outputs, and region graphs run their kernels directly.
+bool in_forward_capture() noexcept;
+class ForwardCaptureScope {
+ public:
+  ForwardCaptureScope() noexcept;
+  ~ForwardCaptureScope();
+  ForwardCaptureScope(const ForwardCaptureScope&) = delete;
+  ForwardCaptureScope& operator=(const ForwardCaptureScope&) = delete;
+};
+
 /// True while this thread runs cudal1's own region work (flushes, allocations): CUDA calls made then are ours.
 bool in_region_work() noexcept;
 

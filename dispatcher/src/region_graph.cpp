@@ -16,6 +16,7 @@
 
 #include "cudal1/core/log.h"
 #include "cudal1/core/stats.h"
+#include "graph_capture.h"
 #include "region.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
@@ -72,14 +73,13 @@ GraphCounters graph_counters() noexcept {
 }
 
 #if defined(CUDAL1_TORCH_CUDA)
-namespace {
+namespace detail {
 
 int64_t reserved_bytes(c10::DeviceIndex device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
   return stats.reserved_bytes[0].current;  // index 0: the aggregate of all pools
 }
 
-/// A stream of cudal1's own per device for captures: a pool stream may be another thread's at the same time.
 Result<c10::cuda::CUDAStream> capture_stream(c10::DeviceIndex device) {
   static std::mutex mu;
   static cudaStream_t streams[64] = {};
@@ -95,7 +95,6 @@ Result<c10::cuda::CUDAStream> capture_stream(c10::DeviceIndex device) {
   return c10::cuda::getStreamFromExternal(streams[device], device);
 }
 
-/// `before` then `after` on the GPU: `after` waits for the work `before` has so far.
 void order(const c10::cuda::CUDAStream& before, const c10::cuda::CUDAStream& after) {
   cudaEvent_t ev = nullptr;
   if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) throw std::runtime_error("event");
@@ -103,6 +102,35 @@ void order(const c10::cuda::CUDAStream& before, const c10::cuda::CUDAStream& aft
   cudaStreamWaitEvent(after.stream(), ev, 0);
   cudaEventDestroy(ev);
 }
+
+at::Tensor normal_like(const at::Tensor& t) {
+  c10::InferenceMode normal(false);
+  c10::NoGradGuard no_grad;
+  return at::empty_strided(t.sizes(), t.strides(), t.options());
+}
+
+bool close_enough(const at::Tensor& a, const at::Tensor& b) {
+  if (!at::isFloatingType(a.scalar_type())) return at::equal(a, b);
+  const auto wide = a.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;  // exact for 16- and 32-bit values
+  const at::Tensor x = a.to(wide), y = b.to(wide);
+  if (!at::equal(x.isnan(), y.isnan())) return false;
+  at::Tensor d = at::where(x == y, at::zeros_like(x), (x - y).abs());
+  d = at::where(x.isnan(), at::zeros_like(d), d);
+  const double diff = at::nan_to_num(d, 0.0, 1e300, 1e300).max().item<double>();
+  const at::Tensor fin = at::where(y.isfinite(), y.abs(), at::zeros_like(y));
+  const double scale = fin.numel() ? fin.max().item<double>() : 0.0;
+  return diff <= 0.01 * std::max(scale, 1e-12);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::capture_stream;
+using detail::close_enough;
+using detail::normal_like;
+using detail::order;
+using detail::reserved_bytes;
 
 /// The first output before outs[k][i] that is the same tensor (an in-place node's output is an earlier node's
 /// tensor), as (node, output); (-1, -1) when there is none or outs[k][i] is undefined.
@@ -113,28 +141,6 @@ std::pair<int, int> earlier_same(const std::vector<std::vector<at::Tensor>>& out
       for (size_t m = 0; m < outs[j].size() && (j < k || m < i); ++m)
         if (outs[j][m].defined() && outs[j][m].is_same(o)) return {static_cast<int>(j), static_cast<int>(m)};
   return {-1, -1};
-}
-
-/// An uninitialised tensor like `t` (sizes, strides, dtype, device), a normal tensor even in inference mode: static
-/// tensors are copied into in and out of it.
-at::Tensor normal_like(const at::Tensor& t) {
-  c10::InferenceMode normal(false);
-  c10::NoGradGuard no_grad;
-  return at::empty_strided(t.sizes(), t.strides(), t.options());
-}
-
-/// Whether `a` (the graph's) matches `b` (the eager kernel's): equal NaN positions and equal infinities, other
-/// values within 1% of b's largest finite magnitude (floating point); integers and booleans exactly.
-bool close_enough(const at::Tensor& a, const at::Tensor& b) {
-  if (!at::isFloatingType(a.scalar_type())) return at::equal(a, b);
-  const at::Tensor x = a.to(at::kDouble), y = b.to(at::kDouble);
-  if (!at::equal(x.isnan(), y.isnan())) return false;
-  at::Tensor d = at::where(x == y, at::zeros_like(x), (x - y).abs());
-  d = at::where(x.isnan(), at::zeros_like(d), d);
-  const double diff = at::nan_to_num(d, 0.0, 1e300, 1e300).max().item<double>();
-  const at::Tensor fin = at::where(y.isfinite(), y.abs(), at::zeros_like(y));
-  const double scale = fin.numel() ? fin.max().item<double>() : 0.0;
-  return diff <= 0.01 * std::max(scale, 1e-12);
 }
 
 class GraphKernel;
@@ -168,6 +174,7 @@ class GraphKernel final : public ChainKernel {
   }
 
   std::unique_ptr<Progress> begin() noexcept override {
+    if (detail::in_forward_capture()) return inner_->begin();  // Note [Forward graphs]: the forward's graph holds it
     {
       std::lock_guard<std::mutex> lock(mu_);
       last_region_ = std::chrono::steady_clock::now();
@@ -183,12 +190,14 @@ class GraphKernel final : public ChainKernel {
 
   Status finish(Progress& p, const std::vector<at::Tensor>& ext,
                 const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    if (detail::in_forward_capture()) return inner_->finish(p, ext, outs);
     const Status s = inner_->finish(p, ext, outs);
     if (s.ok()) ran_eagerly(ext);
     return s;
   }
 
   Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    if (detail::in_forward_capture()) return inner_->run(ext, outs);
     try {
       std::unique_lock<std::mutex> lock(mu_);
       if (state_ == State::kWantCapture && !detail::flush_may_capture() && ++missed_chances_ >= o_.capture_chances) {

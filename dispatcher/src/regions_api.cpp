@@ -9,6 +9,7 @@
 
 #include "cudal1/core/log.h"
 #include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/forward_graphs.h"
 #include "hook_state.h"
 #include "region.h"
 
@@ -295,6 +296,7 @@ Status fuse_chain(ChainRecord& chain, std::unique_ptr<ChainKernel> kernel) {
   chain.kernel.store(d.kernels.back().get(), std::memory_order_release);
   chain.state.store(ChainState::kFused);
   detail::g_regions_live.store(true);
+  note_dispatch_change();  // Note [Forward graphs]
   return Status();
 }
 
@@ -303,6 +305,7 @@ void unfuse_chain(ChainRecord& chain, ChainState to) noexcept {
   if (!chain.state.compare_exchange_strong(fused, to)) return;
   ChainRecord* self = &chain;
   chain.nodes.front().rec->chain_head.compare_exchange_strong(self, nullptr);
+  note_dispatch_change();
 }
 
 }  // namespace cudal1::dispatcher

@@ -1,6 +1,8 @@
 /// @brief SigRecord state changes.
 #include "cudal1/dispatcher/sig_record.h"
 
+#include "cudal1/dispatcher/forward_graphs.h"
+
 namespace cudal1::dispatcher {
 
 const char* state_name(SigState s) noexcept {
@@ -37,6 +39,7 @@ void SigRecord::install(std::unique_ptr<Replacement> r, Outcome o, int calls_per
   owned_.push_back(std::move(r));
   replacement.store(owned_.back().get(), std::memory_order_release);
   state.store(SigState::kReplaced, std::memory_order_release);
+  note_dispatch_change();  // Note [Forward graphs]: a graph captured before runs what ran before
 }
 
 bool SigRecord::conclude_trial(Verdict v, const TrialStats& stats) {
@@ -47,6 +50,7 @@ bool SigRecord::conclude_trial(Verdict v, const TrialStats& stats) {
   outcome_.in_app = stats.ratio;
   outcome_.verdict = verdict_name(v);
   outcome_.note = stats.text() + (v == Verdict::kPromote ? ": kept" : ": back to ATen");
+  note_dispatch_change();
   if (v == Verdict::kDemote) {
     replacement.store(nullptr, std::memory_order_release);
     state.store(SigState::kAten, std::memory_order_release);
@@ -60,6 +64,7 @@ void SigRecord::fail(const std::string& why) {
   trial.store(nullptr, std::memory_order_release);
   state.store(SigState::kFailed, std::memory_order_release);
   outcome_.note = why;
+  note_dispatch_change();
 }
 
 double SigRecord::mean_us() const {

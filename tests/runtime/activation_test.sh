@@ -16,6 +16,10 @@ grep -q "off: CUDAL1_ENABLE is not set" "$tmp/out" || fail "off by default"
 grep -q "result ok" "$tmp/out" || fail "wrong result with cudal1 off"
 [ ! -s "$tmp/err" ] || fail "cudal1 printed something while off"
 echo "ok: off by default, silent"
+# Note [Forward graphs]: an app linked with cudal1 before torch calls TorchScript methods through cudal1's
+# definition of torch::jit::Method::operator() (passed straight to libtorch's while cudal1 is off or on the CPU).
+grep -q "forward graphs: 3 method calls reached cudal1," "$tmp/out" || fail "the app's TorchScript calls did not reach cudal1"
+echo "ok: the app's TorchScript method calls reach cudal1 and compute right"
 
 CUDAL1_ENABLE=1 "$probe" >"$tmp/out" 2>"$tmp/err" || fail "probe failed with cudal1 on"
 grep -q "result ok" "$tmp/out" || fail "wrong result with cudal1 on"

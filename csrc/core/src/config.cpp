@@ -165,7 +165,12 @@ const std::vector<ConfigVar>& config_variables() {
       {"CUDAL1_GRAPHS", "on",
        "on: a fused chain's kernel is captured into a CUDA graph and replayed where the app's own measured period "
        "is shorter with it (`cudal1 report` says which); off: fused chains launch from the host"},
-      {"CUDAL1_GRAPH_MEMORY", "4096", "GPU memory, in MiB, that all region graphs may hold together"},
+      {"CUDAL1_GRAPH_MEMORY", "4096",
+       "GPU memory, in MiB, that all region graphs may hold together (and all forward graphs, apart)"},
+      {"CUDAL1_FORWARD_GRAPHS", "on",
+       "on (tune, serve): a TorchScript method's whole call (the app's Module::forward) is captured into one CUDA "
+       "graph once cudal1 has settled, checked against the eager call, and replayed where the app's own period "
+       "is shorter with it; needs libcudal1.so linked before torch or preloaded; off: methods run as before"},
       {"CUDAL1_JIT_FUSER", "keep",
        "keep leaves TorchScript's TensorExpr fuser as the app set it; off (with CUDAL1_FUSE on, tune or serve) "
        "turns it off at start-up, so that the elementwise chains it would run outside the dispatcher (HF's "
@@ -239,6 +244,8 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
   if (const char* v = env("CUDAL1_CHAIN_SHARE"))
     c.chain_share = parse_double("CUDAL1_CHAIN_SHARE", v, 0.01, 0.0, 1.0, w);
   if (const char* v = env("CUDAL1_GRAPHS")) c.graphs = parse_bool("CUDAL1_GRAPHS", v, true, w);
+  if (const char* v = env("CUDAL1_FORWARD_GRAPHS"))
+    c.forward_graphs = parse_bool("CUDAL1_FORWARD_GRAPHS", v, true, w);
   if (const char* v = env("CUDAL1_GRAPH_MEMORY"))
     c.graph_memory_mb = parse_int("CUDAL1_GRAPH_MEMORY", v, 4096, 0, int64_t{1} << 24, w);
   if (const char* v = env("CUDAL1_TUNE_MEMORY")) parse_memory("CUDAL1_TUNE_MEMORY", v, &c, w);

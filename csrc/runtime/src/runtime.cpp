@@ -43,6 +43,7 @@
 #include "cudal1/dispatcher/region_graph.h"
 #include "cudal1/dispatcher/regions.h"
 #include "cudal1/dispatcher/cuda_glue.h"
+#include "cudal1/dispatcher/forward_graphs.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/optimizer/compiler.h"
@@ -584,6 +585,26 @@ void take_jit_fusion(const Config& cfg) {
   CUDAL1_LOG(kInfo, "TorchScript's TensorExpr fuser is off (CUDAL1_JIT_FUSER=off): its elementwise chains reach cudal1");
 }
 
+/// Note [Forward graphs] (dispatcher/forward_graphs.h): in tune and serve mode a TorchScript method's whole call may
+/// run as one CUDA graph once nothing cudal1 does can change what its calls run (the tuner and the chain tuning
+/// idle); a swap, fusion or trial verdict later drops the graph (note_dispatch_change).
+void start_forward_graphs(const Config& cfg) {
+  if (!cfg.forward_graphs || cfg.mode == Mode::kProfile) return;
+  dispatcher::ForwardGraphOptions o;
+  o.enabled = true;
+  o.memory_budget = cfg.graph_memory_mb << 20;
+  o.busy = [] {
+    Runtime& r = rt();
+    return r.chain_tuning.load() || (r.tuner && !r.tuner->wait_idle(0.0));
+  };
+  if (Status s = dispatcher::configure_forward_graphs(o); !s.ok()) {
+    CUDAL1_LOG(kWarn, "forward graphs off: " << s.to_string());
+    return;
+  }
+  std::string why;
+  if (!dispatcher::forward_graph_interposed(&why)) CUDAL1_LOG(kInfo, "forward graphs: " << why);
+}
+
 void start() {
   Runtime& r = rt();
   r.cfg = config();
@@ -646,6 +667,7 @@ void start() {
   if (r.tuner) r.tuner->start(tick);
   r.active = true;
   take_jit_fusion(r.cfg);
+  start_forward_graphs(r.cfg);
   CUDAL1_LOG(kInfo, "on: mode " << mode_name(r.cfg.mode) << ", " << dispatcher::hooked_ops().size()
                                 << " ops hooked, cache " << r.cfg.cache_dir);
 }
@@ -762,6 +784,24 @@ std::string status_line() {
            graphs + "; " + std::to_string(s.compiled) + " kernels compiled";
   } catch (...) {
     return "unknown";
+  }
+}
+
+std::string forward_graph_status() {
+  try {
+    std::string why;
+    const bool reached = dispatcher::forward_graph_interposed(&why);
+    const auto c = dispatcher::forward_graph_counters();
+    std::string s = "forward graphs: " + std::to_string(c.calls) + " method calls reached cudal1";
+    if (!reached) return s + " (" + why + ")";
+    s += ", " + std::to_string(c.replays) + " served by a graph; " + std::to_string(c.captures) + " captured, " +
+         std::to_string(c.kept) + " kept, " + std::to_string(c.given_up) + " given up, " +
+         std::to_string(c.capture_failures) + " captures failed, " + std::to_string(c.check_failures) +
+         " checks failed, " + std::to_string(c.dropped) + " dropped; " + std::to_string(c.bytes >> 20) + " MiB";
+    const std::string per = dispatcher::forward_graph_report();
+    return per.empty() ? s : s + "\n" + per.substr(0, per.size() - 1);
+  } catch (...) {
+    return "forward graphs: unknown";
   }
 }
 

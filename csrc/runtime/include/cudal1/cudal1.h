@@ -43,6 +43,10 @@ CUDAL1_API std::string status_line();
 /// Current counters.
 CUDAL1_API Stats stats() noexcept;
 
+/// What forward graphs did (Note [Forward graphs]), on or off: how many TorchScript method calls reached cudal1 and
+/// how many a graph served, one line per method signature, or why the app's calls do not reach cudal1.
+CUDAL1_API std::string forward_graph_status();
+
 /// Blocks until the optimizer has no queued or running work, or `timeout_s` passes. Returns true when idle.
 /// Apps never need this (tuning runs in the background); examples and tests use it to be deterministic.
 CUDAL1_API bool wait_idle(double timeout_s) noexcept;

@@ -63,7 +63,10 @@ struct Config {
   /// The CUPTI guard also watches the runtime's kernel launches in the runtime API, not only through the
   /// driver's (Note [Lean CUPTI guard] in dispatcher/src/region.h): its former host cost, for measuring.
   bool cupti_full = false;
-  int64_t graph_memory_mb = 4096;   ///< GPU memory all region graphs may hold together, MiB
+  int64_t graph_memory_mb = 4096;   ///< GPU memory all region graphs may hold together, MiB (forward graphs too)
+  /// A TorchScript method's whole call may run as one CUDA graph (Note [Forward graphs] in
+  /// dispatcher/forward_graphs.h).
+  bool forward_graphs = true;
   /// GPU memory one signature's tuning may hold (Note [Tuning memory] in optimizer/measure.h): a size in bytes
   /// when > 0, else this fraction of the device's free memory at the time.
   int64_t tune_memory_bytes = 0;
