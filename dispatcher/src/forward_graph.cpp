@@ -145,7 +145,7 @@ enum class State { kSettling, kTrial, kServe, kOff };
 
 /// One (module, method, call signature).
 struct Entry {
-  c10::weak_intrusive_ptr<c10::ivalue::Object> owner;
+  c10::weak_intrusive_ptr<c10::ivalue::Object> owner{c10::intrusive_ptr<c10::ivalue::Object>()};
   const torch::jit::Function* fn = nullptr;
   std::vector<int64_t> key;
   std::string name;

@@ -169,6 +169,7 @@ void tensors_of(const c10::IValue& v, std::vector<at::Tensor>* out) {
 
 bool ModuleSnapshot::take(const c10::intrusive_ptr<c10::ivalue::Object>& root, std::string* why) {
   objects_.clear();
+  tensors_.clear();
   slots_.clear();
   requires_grad_ = false;
   std::unordered_set<const c10::ivalue::Object*> seen{root.get()};
@@ -187,6 +188,7 @@ bool ModuleSnapshot::take(const c10::intrusive_ptr<c10::ivalue::Object>& root, s
           slot.data = t.has_storage() ? t.data_ptr() : nullptr;
           slot.version = version_of(t);
           requires_grad_ = requires_grad_ || t.requires_grad();
+          tensors_.emplace_back(t.getIntrusivePtr());
         }
       } else if (s.isObject()) {
         slot.kind = 1;
@@ -215,7 +217,7 @@ bool ModuleSnapshot::take(const c10::intrusive_ptr<c10::ivalue::Object>& root, s
       }
       slots_.push_back(slot);
     }
-    objects_.push_back(std::move(obj));
+    objects_.emplace_back(obj);
   }
   return true;
 }

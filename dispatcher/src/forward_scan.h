@@ -33,7 +33,8 @@ class ModuleSnapshot {
   /// contents are not compared (a list, a dict, a custom class).
   bool take(const c10::intrusive_ptr<c10::ivalue::Object>& root, std::string* why);
   /// True when every slot still holds what it held: the same tensor at the same data pointer and version, the
-  /// same module, an equal number, bool or string. One pass, no allocation.
+  /// same module, an equal number, bool or string. One pass, no allocation. The root must be alive (the caller
+  /// holds it); every other module is reached through a slot checked before it.
   bool same() const;
   /// True when some tensor slot requires grad.
   bool any_requires_grad() const { return requires_grad_; }
@@ -49,7 +50,10 @@ class ModuleSnapshot {
     int64_t value;
     uint32_t version;
   };
-  std::vector<c10::intrusive_ptr<c10::ivalue::Object>> objects_;  ///< kept alive: their addresses stay unique
+  // Weak references: the module and its tensors may go (a replay then finds them changed), but their addresses
+  // are not reused while the snapshot holds them, so pointer equality is identity.
+  std::vector<c10::weak_intrusive_ptr<c10::ivalue::Object>> objects_;
+  std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> tensors_;
   std::vector<Slot> slots_;
   bool requires_grad_ = false;
 };
