@@ -57,6 +57,17 @@ TEST(Config, CuptiGuardIsLeanUnlessFull) {
   EXPECT_NE(w[0].find("CUDAL1_CUPTI_GUARD='1'"), std::string::npos);
 }
 
+// Note [Forward graphs]: on unless turned off; a bad value keeps it on, with a warning.
+TEST(Config, ForwardGraphsAreOnUnlessTurnedOff) {
+  std::vector<std::string> w;
+  EXPECT_TRUE(parse({}).forward_graphs);
+  EXPECT_FALSE(parse({{"CUDAL1_FORWARD_GRAPHS", "off"}}, &w).forward_graphs);
+  EXPECT_TRUE(w.empty());
+  EXPECT_TRUE(parse({{"CUDAL1_FORWARD_GRAPHS", "maybe"}}, &w).forward_graphs);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("CUDAL1_FORWARD_GRAPHS='maybe'"), std::string::npos);
+}
+
 // Note [TorchScript fuser]: the app's fuser is kept unless CUDAL1_JIT_FUSER=off.
 TEST(Config, JitFuserIsKeptUnlessTurnedOff) {
   std::vector<std::string> w;
