@@ -154,6 +154,8 @@ struct Entry {
   std::string why;  ///< kOff: why; else the last drop's reason
   int stable = 0;
   uint64_t gen = 0;
+  uint64_t calls = 0;
+  Clock::time_point changed = Clock::now();  ///< the last change of the generation or of busy seen
   detail::ModuleSnapshot snap;
   std::vector<std::unique_ptr<Instance>> inst;
   int captures = 0;
@@ -404,12 +406,15 @@ c10::IValue call_graphed(const torch::jit::Method& m, std::vector<c10::IValue> s
     return call_torch(m, std::move(stack), kwargs);
   }
   const ForwardGraphOptions o = options();
+  ++e.calls;
   if (e.state == State::kSettling) {
     const uint64_t gen = change_generation();
     if (gen != e.gen || (o.busy && o.busy())) {
       e.gen = gen;
       e.stable = 0;
-    } else if (++e.stable >= o.settle_calls) {
+      e.changed = now;
+    } else if (++e.stable >= o.settle_calls && e.calls >= static_cast<uint64_t>(o.min_calls) &&
+               now - e.changed >= std::chrono::milliseconds(o.settle_ms)) {
       return capture(e, o, m, stack, kwargs, ins, device);
     }
     lock.unlock();
@@ -491,8 +496,8 @@ c10::IValue forward_call(const torch::jit::Method& m, std::vector<c10::IValue> s
 }  // namespace detail
 
 Status configure_forward_graphs(const ForwardGraphOptions& o) {
-  if (o.settle_calls < 1 || o.block < 2 || o.rounds < 1 || o.instances < 1 || o.max_captures < 1 ||
-      o.retrial_every < 1 || o.memory_budget < 0)
+  if (o.settle_calls < 1 || o.min_calls < 0 || o.settle_ms < 0 || o.block < 2 || o.rounds < 1 || o.instances < 1 ||
+      o.max_captures < 1 || o.retrial_every < 1 || o.memory_budget < 0)
     return Status(Code::kInvalidArgument, "bad forward graph options");
   std::lock_guard<std::mutex> lock(g_opts_mu);
   g_opts = o;

@@ -24,6 +24,8 @@ ForwardGraphOptions forced() {
   ForwardGraphOptions o;
   o.enabled = true;
   o.settle_calls = 2;
+  o.min_calls = 2;
+  o.settle_ms = 0;
   o.force = true;  // no trial: the graph serves every call it can
   return o;
 }

@@ -592,6 +592,7 @@ void start_forward_graphs(const Config& cfg) {
   if (!cfg.forward_graphs || cfg.mode == Mode::kProfile) return;
   dispatcher::ForwardGraphOptions o;
   o.enabled = true;
+  o.min_calls = static_cast<int>(std::min<int64_t>(cfg.hot_calls, 1 << 20));
   o.memory_budget = cfg.graph_memory_mb << 20;
   o.busy = [] {
     Runtime& r = rt();

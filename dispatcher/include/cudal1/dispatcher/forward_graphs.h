@@ -12,8 +12,12 @@
 /// Per (module, method, call signature: the inputs' dtypes, sizes, strides and devices, scalar values, grad and
 /// inference mode):
 ///  - *Settling.* Calls run as before (the dispatcher sees them: profiling, tuning, fusion). A capture waits until
-///    nothing cudal1 does can change what a call runs: the tuner idle (ForwardGraphOptions::busy false) and no
-///    swap, fusion or trial verdict (change_generation()) during ForwardGraphOptions::settle_calls calls in a row.
+///    nothing cudal1 does can change what a call runs: at least ForwardGraphOptions::min_calls calls (every
+///    signature and chain of the forward has had the calls it needs to turn hot), the tuner idle
+///    (ForwardGraphOptions::busy false), and no swap, fusion or trial verdict (change_generation()) during the last
+///    ForwardGraphOptions::settle_calls calls and ForwardGraphOptions::settle_ms (chains turn hot and are fused on
+///    a background tick). A graph replays no call through the dispatcher, so nothing turns hot while it serves;
+///    a re-trial's eager blocks let them.
 ///  - *Obstacles.* A method is never graphed when its graph (and the methods it calls) sets an attribute, forks,
 ///    prints, calls a free function or draws random numbers (dropout with a constant train=false is none), when a
 ///    module attribute is of a type whose contents cudal1 cannot compare (only tensors, modules, numbers, bools,
@@ -59,7 +63,9 @@ namespace cudal1::dispatcher {
 
 struct ForwardGraphOptions {
   bool enabled = false;
+  int min_calls = 50;        ///< calls of a signature before it may be captured (the runtime: CUDAL1_HOT_CALLS)
   int settle_calls = 8;      ///< calls in a row with nothing changing before a capture
+  int settle_ms = 200;       ///< and this long since the last change (4 background ticks)
   int block = 8;             ///< calls a trial block
   int rounds = 3;            ///< trial blocks of each mode
   double margin = 0.03;      ///< the graph's median period must be below (1 - margin) x the eager one
