@@ -378,8 +378,10 @@ c10::IValue replay(Instance& inst, const std::vector<at::Tensor>& ins, int devic
 /// since the previous call's start is that call's, counted when it ran in the same block and was not its first.
 void trial_mark(Entry& e, bool graph, int block, Clock::time_point now) {
   const int b = e.trial_n / block;
-  if (e.prev_block == b && !e.prev_first)
-    (e.prev_graph ? e.graph_ms : e.eager_ms).push_back(std::chrono::duration<double, std::milli>(now - e.prev_start).count());
+  if (e.prev_block == b && !e.prev_first) {
+    const double ms = std::chrono::duration<double, std::milli>(now - e.prev_start).count();
+    (e.prev_graph ? e.graph_ms : e.eager_ms).push_back(ms);
+  }
   e.prev_first = e.prev_block != b;
   e.prev_block = b;
   e.prev_graph = graph;

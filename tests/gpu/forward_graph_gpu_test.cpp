@@ -46,7 +46,8 @@ at::Tensor reference(torch::jit::Module& m, const at::Tensor& x) {
 }
 void expect_close(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  EXPECT_TRUE(at::allclose(got, want, 1e-4, 1e-4)) << what << ": max |diff| " << (got - want).abs().max().item<double>();
+  EXPECT_TRUE(at::allclose(got, want, 1e-4, 1e-4))
+      << what << ": max |diff| " << (got - want).abs().max().item<double>();
 }
 
 class ForwardGraphGpu : public ::testing::Test {
