@@ -160,11 +160,13 @@ struct Entry {
   std::vector<std::unique_ptr<Instance>> inst;
   int captures = 0;
   // The trial (Note [Forward graphs]: decision).
+  struct Mark {
+    cudaEvent_t end;  ///< recorded on the caller's stream when the call's work was issued
+    int block;        ///< the trial block; -1: the call did not run in its block's mode
+    bool graph;
+  };
   int trial_n = 0;
-  int prev_block = -1;
-  bool prev_graph = false, prev_first = true;
-  Clock::time_point prev_start;
-  std::vector<double> graph_ms, eager_ms;
+  std::vector<Mark> marks;
   double kept_graph_ms = 0, kept_eager_ms = 0;
   uint64_t served = 0, eager_calls = 0;
 
@@ -180,16 +182,21 @@ struct Entry {
     g_totals.bytes.fetch_sub(b);
     why = reason;
     stable = 0;
-    trial_n = 0;
-    prev_block = -1;
-    graph_ms.clear();
-    eager_ms.clear();
+    clear_marks();
     state = for_good ? State::kOff : State::kSettling;
   }
+  void clear_marks() {
+    detail::RegionWorkScope ours;
+    for (const Mark& m : marks) cudaEventDestroy(m.end);
+    marks.clear();
+    trial_n = 0;
+  }
+  ~Entry() { clear_marks(); }
 };
 
 std::mutex g_entries_mu;
-std::unordered_map<uint64_t, std::vector<std::unique_ptr<Entry>>> g_entries;
+// Leaked: graphs and events are never destroyed at exit, after the driver may have shut down.
+auto& g_entries = *new std::unordered_map<uint64_t, std::vector<std::unique_ptr<Entry>>>();
 
 ForwardGraphOptions options() {
   std::lock_guard<std::mutex> lock(g_opts_mu);
@@ -284,6 +291,8 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
     }
     detail::order(side, app);
     if (!failed.empty()) {
+      inst->graph.reset();
+      detail::repair_generator(dev);
       g_totals.capture_failures.fetch_add(1);
       const auto nl = failed.find('\n');
       e.drop("the capture failed: " + failed.substr(0, nl), true);
@@ -344,8 +353,7 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
     e.gen = gen;
     if (first) {
       e.state = o.force ? State::kServe : State::kTrial;
-      e.trial_n = 0;
-      e.prev_block = -1;
+      e.clear_marks();
     }
   } catch (const std::exception& ex) {
     e.drop(std::string("cudal1 error: ") + ex.what(), true);
@@ -374,19 +382,29 @@ c10::IValue replay(Instance& inst, const std::vector<at::Tensor>& ins, int devic
   return fresh_containers(inst.out);
 }
 
-/// The trial's bookkeeping for a call about to run in `graph` mode (Note [Forward graphs]: decision): the period
-/// since the previous call's start is that call's, counted when it ran in the same block and was not its first.
-void trial_mark(Entry& e, bool graph, int block, Clock::time_point now) {
-  const int b = e.trial_n / block;
-  if (e.prev_block == b && !e.prev_first) {
-    const double ms = std::chrono::duration<double, std::milli>(now - e.prev_start).count();
-    (e.prev_graph ? e.graph_ms : e.eager_ms).push_back(ms);
-  }
-  e.prev_first = e.prev_block != b;
-  e.prev_block = b;
-  e.prev_graph = graph;
-  e.prev_start = now;
+/// Note [Forward graphs], decision: marks the end of a trial call's work on the caller's stream (its regions
+/// flushed first, so that the event follows all of it). `graph`: the mode the call ran in; `wanted`: its block's.
+void trial_mark(Entry& e, bool graph, bool wanted, int block, int device) {
+  detail::flush_this_thread(detail::FlushReason::kOther);
+  detail::RegionWorkScope ours;
+  cudaEvent_t ev = nullptr;
+  if (cudaEventCreate(&ev) != cudaSuccess) throw std::runtime_error("cudaEventCreate failed");
+  cudaEventRecord(ev, c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream());
+  e.marks.push_back({ev, graph == wanted ? e.trial_n / block : -1, graph});
   ++e.trial_n;
+}
+
+/// The app's periods from the trial's marks: the GPU time between the ends of two consecutive calls of one block
+/// (the first call of a block follows the other mode's call and is not counted). Waits for the last mark.
+void trial_periods(Entry& e, std::vector<double>* graph_ms, std::vector<double>* eager_ms) {
+  detail::RegionWorkScope ours;
+  if (e.marks.empty() || cudaEventSynchronize(e.marks.back().end) != cudaSuccess) return;
+  for (size_t i = 1; i < e.marks.size(); ++i) {
+    const Entry::Mark &a = e.marks[i - 1], &b = e.marks[i];
+    float ms = 0;
+    if (a.block < 0 || a.block != b.block || cudaEventElapsedTime(&ms, a.end, b.end) != cudaSuccess) continue;
+    (b.graph ? graph_ms : eager_ms)->push_back(ms);
+  }
 }
 
 c10::IValue call_graphed(const torch::jit::Method& m, std::vector<c10::IValue> stack, const Kwargs& kwargs) {
@@ -432,46 +450,59 @@ c10::IValue call_graphed(const torch::jit::Method& m, std::vector<c10::IValue> s
     lock.unlock();
     return call_torch(m, std::move(stack), kwargs);
   }
-  bool graph = true;
-  if (e.state == State::kTrial) {
+  bool graph = true, wanted = true;
+  const bool trial = e.state == State::kTrial;
+  if (trial) {
     const int total = 2 * o.rounds * o.block;
     if (e.trial_n >= total) {
-      const double g = median(e.graph_ms), x = median(e.eager_ms);
-      if (graph_wins(e.graph_ms, e.eager_ms, o.margin)) {
+      std::vector<double> graph_ms, eager_ms;
+      trial_periods(e, &graph_ms, &eager_ms);
+      e.clear_marks();
+      const double g = median(graph_ms), x = median(eager_ms);
+      std::ostringstream s;
+      s << "the app's period " << g << " ms with the graph, " << x << " ms without";
+      if (graph_wins(graph_ms, eager_ms, o.margin)) {
         e.state = State::kServe;
         e.kept_graph_ms = g;
         e.kept_eager_ms = x;
         e.served = 0;
         g_totals.kept.fetch_add(1);
-        CUDAL1_LOG(kInfo, "forward graph of " << e.name << " kept: the app's period " << g << " ms with it, " << x
-                                              << " ms without");
+        CUDAL1_LOG(kInfo, "forward graph of " << e.name << " kept: " << s.str());
       } else {
         g_totals.given_up.fetch_add(1);
-        std::ostringstream s;
-        s << "the app's period was " << g << " ms with the graph, " << x << " ms without";
+        CUDAL1_LOG(kInfo, "forward graph of " << e.name << " given up: " << s.str());
         e.drop(s.str(), true);
         lock.unlock();
         return call_torch(m, std::move(stack), kwargs);
       }
     } else {
-      graph = (e.trial_n / o.block) % 2 == 0;  // graph blocks first: the check just ran
-      trial_mark(e, graph, o.block, now);
+      wanted = graph = (e.trial_n / o.block) % 2 == 0;  // graph blocks first: the check just ran
     }
   }
+  const bool marking = trial && e.state == State::kTrial;
   if (e.state == State::kServe && ++e.served >= static_cast<uint64_t>(o.retrial_every)) {
     e.state = State::kTrial;  // judged again by the app's period now
-    e.trial_n = 0;
-    e.prev_block = -1;
-    e.graph_ms.clear();
-    e.eager_ms.clear();
+    e.clear_marks();
   }
   if (graph) {
     for (const auto& i : e.inst)
-      if (i->free()) return replay(*i, ins, device);
-    if (static_cast<int>(e.inst.size()) < o.instances && e.captures < o.max_captures)
-      return capture(e, o, m, stack, kwargs, ins, device);  // the app keeps earlier outputs: one more graph
+      if (i->free()) {
+        c10::IValue out = replay(*i, ins, device);
+        if (marking) trial_mark(e, true, wanted, o.block, device);
+        return out;
+      }
+    if (static_cast<int>(e.inst.size()) < o.instances && e.captures < o.max_captures) {
+      c10::IValue out = capture(e, o, m, stack, kwargs, ins, device);  // the app keeps earlier outputs
+      if (marking && e.state == State::kTrial) trial_mark(e, false, wanted, o.block, device);
+      return out;
+    }
   }
   ++e.eager_calls;
+  if (marking) {  // the trial's eager block: the call's end is marked too
+    c10::IValue out = call_torch(m, std::move(stack), kwargs);
+    trial_mark(e, false, wanted, o.block, device);
+    return out;
+  }
   lock.unlock();
   return call_torch(m, std::move(stack), kwargs);
 }

@@ -103,6 +103,21 @@ void order(const c10::cuda::CUDAStream& before, const c10::cuda::CUDAStream& aft
   cudaEventDestroy(ev);
 }
 
+void repair_generator(c10::DeviceIndex device) noexcept {
+  try {
+    const Result<c10::cuda::CUDAStream> side = capture_stream(device);
+    if (!side.ok()) return;
+    c10::cuda::CUDAGuard on_device(device);
+    c10::cuda::CUDAStreamGuard on_side(side.value());
+    at::cuda::CUDAGraph graph;
+    graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    at::empty({1}, at::TensorOptions().device(at::kCUDA, device)).fill_(0);
+    graph.capture_end();
+  } catch (const std::exception& e) {
+    CUDAL1_LOG(kWarn, "after a failed capture, the CUDA generator could not be reset: " << e.what());
+  }
+}
+
 at::Tensor normal_like(const at::Tensor& t) {
   c10::InferenceMode normal(false);
   c10::NoGradGuard no_grad;
@@ -434,6 +449,7 @@ class GraphKernel final : public ChainKernel {
     const int64_t before = reserved_bytes(device);
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
     Status s;
+    bool ended = true;
     order(region, side);
     {
       c10::cuda::CUDAStreamGuard on_side(side);
@@ -451,9 +467,14 @@ class GraphKernel final : public ChainKernel {
         graph->capture_end();
       } catch (const std::exception& e) {
         if (s.ok()) s = Status(Code::kInternal, std::string("capture failed: ") + e.what());
+        ended = false;
       }
     }
     order(side, region);
+    if (!ended) {  // Note [Failed captures] (graph_capture.h)
+      graph.reset();
+      detail::repair_generator(device);
+    }
     if (!s.ok()) {
       graph.reset();
       statics_.clear();

@@ -14,6 +14,7 @@
 
 #if defined(CUDAL1_TORCH_CUDA)
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
