@@ -20,6 +20,7 @@
 #include "cudal1/core/stats.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/region_graph.h"
+#include "cudal1/dispatcher/sig_record.h"
 #include "forward_scan.h"
 #include "graph_capture.h"
 #include "region.h"
@@ -429,7 +430,7 @@ c10::IValue call_graphed(const torch::jit::Method& m, std::vector<c10::IValue> s
   ++e.calls;
   if (e.state == State::kSettling) {
     const uint64_t gen = change_generation();
-    if (gen != e.gen || (o.busy && o.busy())) {
+    if (gen != e.gen || open_trials() > 0 || (o.busy && o.busy())) {
       e.gen = gen;
       e.stable = 0;
       e.changed = now;

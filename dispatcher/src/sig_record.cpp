@@ -4,6 +4,11 @@
 #include "cudal1/dispatcher/forward_graphs.h"
 
 namespace cudal1::dispatcher {
+namespace {
+std::atomic<int> g_open_trials{0};
+}  // namespace
+
+int open_trials() noexcept { return g_open_trials.load(std::memory_order_relaxed); }
 
 const char* state_name(SigState s) noexcept {
   switch (s) {
@@ -32,6 +37,7 @@ void SigRecord::install(std::unique_ptr<Replacement> r, Outcome o, int calls_per
   if (state.load() == SigState::kFailed) return;
   outcome_ = std::move(o);
   if (calls_per_arm > 0) {  // the trial is in place before the first call can see the replacement
+    if (!trial.load()) g_open_trials.fetch_add(1);
     trials_.push_back(std::make_unique<Trial>(calls_per_arm, 8 * calls_per_arm));
     trial.store(trials_.back().get(), std::memory_order_release);
     outcome_.verdict = "on trial";
@@ -47,6 +53,7 @@ bool SigRecord::conclude_trial(Verdict v, const TrialStats& stats) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!trial.load() || state.load() != SigState::kReplaced) return false;
   trial.store(nullptr, std::memory_order_release);
+  g_open_trials.fetch_sub(1);
   outcome_.in_app = stats.ratio;
   outcome_.verdict = verdict_name(v);
   outcome_.note = stats.text() + (v == Verdict::kPromote ? ": kept" : ": back to ATen");
@@ -61,7 +68,7 @@ bool SigRecord::conclude_trial(Verdict v, const TrialStats& stats) {
 void SigRecord::fail(const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   replacement.store(nullptr, std::memory_order_release);
-  trial.store(nullptr, std::memory_order_release);
+  if (trial.exchange(nullptr, std::memory_order_acq_rel)) g_open_trials.fetch_sub(1);
   state.store(SigState::kFailed, std::memory_order_release);
   outcome_.note = why;
   note_dispatch_change();

@@ -14,7 +14,7 @@
 ///  - *Settling.* Calls run as before (the dispatcher sees them: profiling, tuning, fusion). A capture waits until
 ///    nothing cudal1 does can change what a call runs: at least ForwardGraphOptions::min_calls calls (every
 ///    signature and chain of the forward has had the calls it needs to turn hot), the tuner idle
-///    (ForwardGraphOptions::busy false), and no swap, fusion or trial verdict (change_generation()) during the last
+///    (ForwardGraphOptions::busy false), no swapped kernel on its in-app trial (open_trials()), and no swap, fusion or trial verdict (change_generation()) during the last
 ///    ForwardGraphOptions::settle_calls calls and ForwardGraphOptions::settle_ms (chains turn hot and are fused on
 ///    a background tick). A graph replays no call through the dispatcher, so nothing turns hot while it serves;
 ///    a re-trial's eager blocks let them.

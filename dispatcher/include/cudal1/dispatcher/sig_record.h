@@ -112,4 +112,8 @@ struct SigRecord {
   std::vector<std::unique_ptr<Trial>> trials_;        // likewise
 };
 
+/// Replacements on trial now, in every record (Note [In-app confirmation]); a forward graph waits for none
+/// (Note [Forward graphs]: a graph would freeze a trial's arms and starve it of calls).
+int open_trials() noexcept;
+
 }  // namespace cudal1::dispatcher
