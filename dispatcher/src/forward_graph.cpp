@@ -26,7 +26,6 @@
 #include "region.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -117,7 +116,7 @@ uint64_t hash_key(const void* owner, const void* fn, const std::vector<int64_t>&
 
 /// One captured graph of a signature.
 struct Instance {
-  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  std::unique_ptr<detail::Capture> graph;  ///< Note [Capture without the generator]
   std::vector<at::Tensor> statics;   ///< the inputs' static copies
   c10::IValue out;                   ///< the outputs as captured
   std::vector<at::Tensor> outs;      ///< every output tensor, in order
@@ -264,7 +263,7 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
     if (!side_or.ok()) return e.drop(side_or.status().to_string(), true), eager;
     const c10::cuda::CUDAStream side = side_or.value();
     const int64_t reserved = detail::reserved_bytes(dev);
-    inst->graph = std::make_unique<at::cuda::CUDAGraph>();
+    inst->graph = std::make_unique<detail::Capture>();
     c10::IValue out;
     std::string failed;
     detail::order(app, side);
@@ -272,7 +271,7 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
       c10::cuda::CUDAStreamGuard on_side(side);
       detail::ForwardCaptureScope capturing;
       try {
-        inst->graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+        inst->graph->begin(dev);
       } catch (const std::exception& ex) {
         failed = std::string("the capture could not begin: ") + ex.what();
       }
@@ -284,7 +283,7 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
           failed = ex.what();
         }
         try {
-          inst->graph->capture_end();
+          inst->graph->end();
         } catch (const std::exception& ex) {
           if (failed.empty()) failed = ex.what();
         }
@@ -293,7 +292,6 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
     detail::order(side, app);
     if (!failed.empty()) {
       inst->graph.reset();
-      detail::repair_generator(dev);
       g_totals.capture_failures.fetch_add(1);
       const auto nl = failed.find('\n');
       e.drop("the capture failed: " + failed.substr(0, nl), true);

@@ -4,7 +4,12 @@
 
 #if defined(CUDAL1_TORCH_CUDA)
 #include <ATen/Tensor.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <memory>
 
 #include "cudal1/core/status.h"
 
@@ -27,6 +32,41 @@ void repair_generator(c10::DeviceIndex device) noexcept;
 /// Whether `a` (a graph's) matches `b` (the eager result): equal NaN positions and equal infinities, other values
 /// within 1% of b's largest finite magnitude (floating point); integers and booleans exactly. Synchronises.
 bool close_enough(const at::Tensor& a, const at::Tensor& b);
+
+/// Note [Capture without the generator]
+/// torch's CUDAGraph registers the default CUDA generator with every capture and marks it capturing until the
+/// capture ends: while it captures, a random op of *another* thread on that device throws ("Offset increment
+/// outside graph capture encountered unexpectedly"; gpu_forward_graph_test's two threads on an H100,
+/// 2026-12-06), and a failed capture leaves it so (Note [Failed captures]). A forward graph holds no random op
+/// (Note [Forward graphs] declines them), so it captures without the generator: the stream captured in
+/// thread-local mode, the allocations of that capture (and only those, by capture id) in a private pool of torch's
+/// caching allocator, as CUDAGraph does. A random op that reaches such a capture anyway throws inside it (the
+/// generator is not capturing), which fails the capture and nothing else.
+class Capture {
+ public:
+  Capture() = default;
+  ~Capture() { reset(); }
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+  /// Begins capturing the current stream of `device` (not its default stream). Throws on failure (nothing held).
+  void begin(c10::DeviceIndex device);
+  /// Ends the capture and instantiates its graph. Throws when the capture was invalidated (the captured work
+  /// synchronised or copied to the host); the stream and the allocator are back to normal either way.
+  void end();
+  /// Launches the graph on the current stream of its device. Throws on a CUDA error.
+  void replay();
+  /// Frees the graph and releases its pool (tensors still alive keep their blocks). No replay may be in flight.
+  void reset() noexcept;
+
+ private:
+  c10::DeviceIndex device_ = -1;
+  cudaStream_t stream_ = nullptr;
+  c10::cuda::MempoolId_t pool_{0, 0};
+  bool pool_open_ = false, pool_used_ = false;
+  std::shared_ptr<std::atomic<unsigned long long>> id_ = std::make_shared<std::atomic<unsigned long long>>(0);
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
 
 }  // namespace cudal1::dispatcher::detail
 #endif

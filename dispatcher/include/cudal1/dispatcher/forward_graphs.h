@@ -25,7 +25,8 @@
 ///    when a tensor input is not on the device of the first, or when autograd would record the call.
 ///  - *Capture*, on a call whose result the app gets from the eager forward: that call runs as before, its
 ///    pending regions are flushed, then the method runs again under stream capture (a side stream, thread-local
-///    capture mode, torch's CUDAGraph with a private pool) on *static* copies of the inputs. Deferred regions run
+///    capture mode, a private pool of torch's allocator, without torch's generator: Note [Capture without the
+///    generator] in src/graph_capture.h) on *static* copies of the inputs. Deferred regions run
 ///    inside the capture (their fused kernels are what the graph replays) without recycled outputs and without
 ///    region graphs of their own. The capture fails (and the method stays eager for that signature) when the
 ///    forward synchronises or copies to the host, changes a module tensor or an input in place, or returns an
