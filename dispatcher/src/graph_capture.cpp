@@ -2,8 +2,6 @@
 #include "graph_capture.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
-#include <ATen/cuda/CUDAGraph.h>
-
 #include <stdexcept>
 #include <string>
 

@@ -4,6 +4,7 @@
 
 #if defined(CUDAL1_TORCH_CUDA)
 #include <ATen/Tensor.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -61,7 +62,7 @@ class Capture {
  private:
   c10::DeviceIndex device_ = -1;
   cudaStream_t stream_ = nullptr;
-  c10::cuda::MempoolId_t pool_{0, 0};
+  decltype(at::cuda::graph_pool_handle()) pool_{0, 0};  ///< the private pool (the allocator's id type)
   bool pool_open_ = false, pool_used_ = false;
   std::shared_ptr<std::atomic<unsigned long long>> id_ = std::make_shared<std::atomic<unsigned long long>>(0);
   cudaGraph_t graph_ = nullptr;
