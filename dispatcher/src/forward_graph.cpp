@@ -289,6 +289,10 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
         }
       }
     }
+    if (!failed.empty()) {  // a region the failed forward left open runs now, eagerly, on the side stream
+      c10::cuda::CUDAStreamGuard on_side(side);
+      detail::flush_this_thread(detail::FlushReason::kOther);
+    }
     detail::order(side, app);
     if (!failed.empty()) {
       inst->graph.reset();
