@@ -14,9 +14,9 @@
 ///  - *Settling.* Calls run as before (the dispatcher sees them: profiling, tuning, fusion). A capture waits until
 ///    nothing cudal1 does can change what a call runs: at least ForwardGraphOptions::min_calls calls (every
 ///    signature and chain of the forward has had the calls it needs to turn hot), the tuner idle
-///    (ForwardGraphOptions::busy false), no swapped kernel on its in-app trial (open_trials()), and no swap, fusion or trial verdict (change_generation()) during the last
-///    ForwardGraphOptions::settle_calls calls and ForwardGraphOptions::settle_ms (chains turn hot and are fused on
-///    a background tick). A graph replays no call through the dispatcher, so nothing turns hot while it serves;
+///    (ForwardGraphOptions::busy false), no swapped kernel on its in-app trial (open_trials()), and no swap,
+///    fusion or trial verdict (change_generation()) during the last ForwardGraphOptions::settle_calls calls and
+///    ForwardGraphOptions::settle_ms (chains turn hot and are fused on a background tick). A graph replays no call through the dispatcher, so nothing turns hot while it serves;
 ///    a re-trial's eager blocks let them.
 ///  - *Obstacles.* A method is never graphed when its graph (and the methods it calls) sets an attribute, forks,
 ///    prints, calls a free function or draws random numbers (dropout with a constant train=false is none), when a
@@ -41,9 +41,11 @@
 ///    captured (at most ForwardGraphOptions::instances), else the call runs eagerly. A changed module state or
 ///    generation drops the graphs and the signature settles again (at most ForwardGraphOptions::max_captures).
 ///  - *Decision, by what the app feels.* After the check, calls alternate blocks of eager and graph runs
-///    (ForwardGraphOptions::block calls, ::rounds blocks of each); the time between two consecutive calls' starts
-///    is the app's period there (host, GPU and the app's own work, pipelined or synchronised). The graph is kept
-///    when its median period is below the eager one by ::margin, and judged again every ::retrial_every calls.
+///    (ForwardGraphOptions::block calls, ::rounds blocks of each), and a GPU event is recorded on the caller's
+///    stream at the end of each call's work; the time between two consecutive calls' events in one block is the
+///    app's period there (host, GPU and the app's own work, whichever bounds it, pipelined or synchronised; the
+///    host's issue time alone would favour the graph in a pipelined loop). The graph is kept when its median
+///    period is below the eager one by ::margin, and judged again every ::retrial_every calls.
 ///  - *Memory.* Static inputs and the growth of torch's reserved memory during the capture (the private pool) are
 ///    counted; a capture past ForwardGraphOptions::memory_budget is dropped.
 /// The app's own captures are left alone (a call on a capturing stream runs as before); calls with keyword
