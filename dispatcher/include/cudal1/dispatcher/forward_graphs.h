@@ -16,8 +16,8 @@
 ///    signature and chain of the forward has had the calls it needs to turn hot), the tuner idle
 ///    (ForwardGraphOptions::busy false), no swapped kernel on its in-app trial (open_trials()), and no swap,
 ///    fusion or trial verdict (change_generation()) during the last ForwardGraphOptions::settle_calls calls and
-///    ForwardGraphOptions::settle_ms (chains turn hot and are fused on a background tick). A graph replays no call through the dispatcher, so nothing turns hot while it serves;
-///    a re-trial's eager blocks let them.
+///    ForwardGraphOptions::settle_ms (chains turn hot and are fused on a background tick). A graph replays no
+///    call through the dispatcher, so nothing turns hot while it serves; a re-trial's eager blocks let them.
 ///  - *Obstacles.* A method is never graphed when its graph (and the methods it calls) sets an attribute, forks,
 ///    prints, calls a free function or draws random numbers (dropout with a constant train=false is none), when a
 ///    module attribute is of a type whose contents cudal1 cannot compare (only tensors, modules, numbers, bools,
