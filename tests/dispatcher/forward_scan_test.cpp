@@ -121,3 +121,45 @@ TEST(ForwardScan, WithTensorsRebuildsTuplesAndLists) {
 
 }  // namespace
 }  // namespace cudal1::dispatcher
+
+namespace cudal1::dispatcher {
+namespace {
+
+TEST(ForwardGraphHost, BadOptionsAreRefused) {
+  ForwardGraphOptions o;
+  o.block = 1;
+  EXPECT_FALSE(configure_forward_graphs(o).ok());
+  o = ForwardGraphOptions();
+  o.instances = 0;
+  EXPECT_FALSE(configure_forward_graphs(o).ok());
+  EXPECT_TRUE(configure_forward_graphs(ForwardGraphOptions()).ok());
+}
+
+// This executable holds cudal1's definition of Method::operator() (Note [Forward graphs]): with forward graphs on,
+// calls on CPU tensors, with keyword arguments or from a nested method reach libtorch's definition and compute as
+// before.
+TEST(ForwardGraphHost, CallsThatAreNotGraphedComputeAsBefore) {
+  ForwardGraphOptions o;
+  o.enabled = true;
+  o.settle_calls = 1;
+  o.min_calls = 0;
+  o.settle_ms = 0;
+  ASSERT_TRUE(configure_forward_graphs(o).ok());
+  torch::jit::Module inner("Inner");
+  inner.define("def forward(self, x, k: float = 1.0):\n  return x * k\n");
+  torch::jit::Module m("Outer");
+  m.register_module("inner", inner);
+  m.define("def forward(self, x, k: float = 1.0):\n  return self.inner.forward(x, k) + 1.0\n");
+  const at::Tensor x = at::randn({8});
+  const uint64_t before = forward_graph_counters().calls;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(at::allclose(m.forward({x}).toTensor(), x + 1.0));
+    EXPECT_TRUE(at::allclose(m.forward({x}, {{"k", 3.0}}).toTensor(), x * 3.0 + 1.0));
+  }
+  EXPECT_EQ(forward_graph_counters().calls - before, 8u);  // the nested call is inlined or passes through
+  EXPECT_EQ(forward_graph_counters().replays, 0u);
+  ASSERT_TRUE(configure_forward_graphs(ForwardGraphOptions()).ok());
+}
+
+}  // namespace
+}  // namespace cudal1::dispatcher
