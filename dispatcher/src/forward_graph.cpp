@@ -168,7 +168,7 @@ struct Entry {
   int trial_n = 0;
   std::vector<Mark> marks;
   double kept_graph_ms = 0, kept_eager_ms = 0;
-  uint64_t served = 0, eager_calls = 0;
+  uint64_t served = 0;
 
   int64_t bytes() const {
     int64_t b = 0;
@@ -500,7 +500,6 @@ c10::IValue call_graphed(const torch::jit::Method& m, std::vector<c10::IValue> s
       return out;
     }
   }
-  ++e.eager_calls;
   if (marking) {  // the trial's eager block: the call's end is marked too
     c10::IValue out = call_torch(m, std::move(stack), kwargs);
     trial_mark(e, false, wanted, o.block, device);

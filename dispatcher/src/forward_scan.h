@@ -38,7 +38,6 @@ class ModuleSnapshot {
   bool same() const;
   /// True when some tensor slot requires grad.
   bool any_requires_grad() const { return requires_grad_; }
-  size_t slots() const { return slots_.size(); }
 
  private:
   struct Slot {
