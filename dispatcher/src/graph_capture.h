@@ -24,12 +24,6 @@ Result<c10::cuda::CUDAStream> capture_stream(c10::DeviceIndex device);
 void order(const c10::cuda::CUDAStream& before, const c10::cuda::CUDAStream& after);
 /// An uninitialised tensor like `t` (sizes, strides, dtype, device), a normal tensor even in inference mode.
 at::Tensor normal_like(const at::Tensor& t);
-/// Note [Failed captures]: torch's CUDAGraph::capture_end throws before its generator epilogue when the capture
-/// was invalidated (the captured work synchronised or copied to the host), which leaves the default CUDA
-/// generator of `device` believing it is capturing: the app's next random op outside a capture would throw
-/// ("Offset increment outside graph capture encountered unexpectedly"). One capture that succeeds runs the
-/// epilogue again; this makes one (a single fill on cudal1's capture stream). Never throws.
-void repair_generator(c10::DeviceIndex device) noexcept;
 /// Whether `a` (a graph's) matches `b` (the eager result): equal NaN positions and equal infinities, other values
 /// within 1% of b's largest finite magnitude (floating point); integers and booleans exactly. Synchronises.
 bool close_enough(const at::Tensor& a, const at::Tensor& b);
@@ -38,11 +32,13 @@ bool close_enough(const at::Tensor& a, const at::Tensor& b);
 /// torch's CUDAGraph registers the default CUDA generator with every capture and marks it capturing until the
 /// capture ends: while it captures, a random op of *another* thread on that device throws ("Offset increment
 /// outside graph capture encountered unexpectedly"; gpu_forward_graph_test's two threads on an H100,
-/// 2026-12-06), and a failed capture leaves it so (Note [Failed captures]). A forward graph holds no random op
-/// (Note [Forward graphs] declines them), so it captures without the generator: the stream captured in
-/// thread-local mode, the allocations of that capture (and only those, by capture id) in a private pool of torch's
-/// caching allocator, as CUDAGraph does. A random op that reaches such a capture anyway throws inside it (the
-/// generator is not capturing), which fails the capture and nothing else.
+/// 2026-12-06), and a capture that fails (the captured work synchronised) throws out of capture_end before
+/// the generator is told, which leaves it capturing: the app's next random op throws too. Neither a forward
+/// graph (Note [Forward graphs] declines random ops) nor a region graph (a fused chain's kernel: cudal1's
+/// kernels and library calls) draws random numbers, so both capture without the generator: the stream captured
+/// in thread-local mode, the allocations of that capture (and only those, by capture id) in a private pool of
+/// torch's caching allocator, as CUDAGraph does. A random op that reaches such a capture anyway throws inside
+/// it (the generator is not capturing), which fails the capture and nothing else.
 class Capture {
  public:
   Capture() = default;

@@ -20,7 +20,6 @@
 #include "region.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -101,21 +100,6 @@ void order(const c10::cuda::CUDAStream& before, const c10::cuda::CUDAStream& aft
   cudaEventRecord(ev, before.stream());
   cudaStreamWaitEvent(after.stream(), ev, 0);
   cudaEventDestroy(ev);
-}
-
-void repair_generator(c10::DeviceIndex device) noexcept {
-  try {
-    const Result<c10::cuda::CUDAStream> side = capture_stream(device);
-    if (!side.ok()) return;
-    c10::cuda::CUDAGuard on_device(device);
-    c10::cuda::CUDAStreamGuard on_side(side.value());
-    at::cuda::CUDAGraph graph;
-    graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-    at::empty({1}, at::TensorOptions().device(at::kCUDA, device)).fill_(0);
-    graph.capture_end();
-  } catch (const std::exception& e) {
-    CUDAL1_LOG(kWarn, "after a failed capture, the CUDA generator could not be reset: " << e.what());
-  }
 }
 
 at::Tensor normal_like(const at::Tensor& t) {
@@ -447,15 +431,15 @@ class GraphKernel final : public ChainKernel {
     const c10::cuda::CUDAStream region = c10::cuda::getCurrentCUDAStream(device);
     CUDAL1_ASSIGN_OR_RETURN(const c10::cuda::CUDAStream side, capture_stream(device));
     const int64_t before = reserved_bytes(device);
-    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    auto graph = std::make_unique<detail::Capture>();
     Status s;
-    bool ended = true;
     order(region, side);
     {
       c10::cuda::CUDAStreamGuard on_side(side);
       try {
-        graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+        graph->begin(device);
       } catch (const std::exception& e) {
+        order(side, region);
         return off(std::string("capture could not begin: ") + e.what());
       }
       try {
@@ -464,17 +448,12 @@ class GraphKernel final : public ChainKernel {
         s = Status(Code::kInternal, e.what());
       }
       try {
-        graph->capture_end();
+        graph->end();
       } catch (const std::exception& e) {
         if (s.ok()) s = Status(Code::kInternal, std::string("capture failed: ") + e.what());
-        ended = false;
       }
     }
     order(side, region);
-    if (!ended) {  // Note [Failed captures] (graph_capture.h)
-      graph.reset();
-      detail::repair_generator(device);
-    }
     if (!s.ok()) {
       graph.reset();
       statics_.clear();
@@ -640,7 +619,7 @@ class GraphKernel final : public ChainKernel {
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> prev_storage_;
   std::vector<const void*> prev_ptr_;
   // The captured graph and what it reads and writes.
-  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  std::unique_ptr<detail::Capture> graph_;
   c10::DeviceIndex device_ = 0;
   std::optional<c10::cuda::CUDAStream> stream_;
   std::vector<at::Tensor> statics_;

@@ -11,7 +11,7 @@
 ///    workspaces and batch-norm folds settle), and the external tensors of consecutive regions are compared.
 ///  - *Capture.* At the next complete region flushed on its own thread (a divergence or another op: never inside
 ///    another thread's CUDA call, never at exit) the kernel runs under stream capture (a side stream, thread-local
-///    capture mode, torch's CUDAGraph with a private memory pool) into *static* tensors: an external that was the
+///    capture mode, a private memory pool: Note [Capture without the generator]) into *static* tensors: an external that was the
 ///    same storage in the previous region (a weight, a buffer) is read in place and held, at its version; every
 ///    other external (an activation) gets a static copy, filled before each replay. Each output the app still
 ///    holds gets a static tensor (in-place nodes share their producer's). A chain with an output that aliases an
