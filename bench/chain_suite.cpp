@@ -53,6 +53,18 @@ std::vector<ChainRow> chain_suite(bool small) {
                     return at::max_pool2d(y.relu(), {3, 3}, {2, 2}, {1, 1});
                   },
                   {4}});
+  // ResNet's whole stem (the rewrites issue's row): 7x7/2 convolution without bias, eval-mode batch norm, ReLU,
+  // 3x3/2 max-pool. A program chain (Note [Program chains]): the batch norm folded into the convolution, its ReLU
+  // a cuDNN epilogue, channels-last inside. Compute-bound (the convolution), so no byte floor.
+  rows.push_back({"conv_bn_relu_maxpool f32",
+                  {{small ? 4 : 32, 3, small ? 56 : 224, small ? 56 : 224}, {64, 3, 7, 7}, {64}, {64}, {64}, {64}},
+                  at::kFloat,
+                  [](const V& in) {
+                    const at::Tensor c = at::conv2d(in[0], in[1], {}, {2, 2}, {3, 3});
+                    const at::Tensor y = at::batch_norm(c, in[2], in[3], in[4], in[5], false, 0.1, 1e-5, true);
+                    return at::max_pool2d(y.relu(), {3, 3}, {2, 2}, {1, 1});
+                  },
+                  {5}, /*gemm=*/true});
   // ResNet's block ends as torchvision writes them: eval-mode batch norm, then ReLU(inplace=True), and in a
   // bottleneck's last stage `out += identity` before it (Note [In-place nodes], Note [Batch norm in chains]).
   rows.push_back({"bn_relu_ f32", {{small ? 8 : 32, 128, small ? 14 : 56, small ? 14 : 56}, {128}, {128}, {128}, {128}},

@@ -38,6 +38,11 @@ def bn_relu_maxpool(x, w, b, rm, rv):
     return F.max_pool2d(torch.relu(y), 3, 2, 1)
 
 
+def conv_bn_relu_maxpool(x, cw, w, b, rm, rv):
+    y = F.batch_norm(F.conv2d(x, cw, None, 2, 3), rm, rv, w, b, training=False, momentum=0.1, eps=1e-5)
+    return F.max_pool2d(torch.relu(y), 3, 2, 1)
+
+
 def bn_relu_(x, w, b, rm, rv):
     y = F.batch_norm(x, rm, rv, w, b, training=False, momentum=0.1, eps=1e-5)
     return y.relu_()
@@ -65,6 +70,8 @@ ROWS = [
     ("softmax_ops f32", softmax_ops, [(4096, 4096)], torch.float32),
     ("x_sigmoid_x f16", lambda x: x * torch.sigmoid(x), [(8192, 8192)], torch.float16),
     ("bn_relu_maxpool f32", bn_relu_maxpool, [(32, 64, 112, 112), (64,), (64,), (64,), (64,)], torch.float32),
+    ("conv_bn_relu_maxpool f32", conv_bn_relu_maxpool,
+     [(32, 3, 224, 224), (64, 3, 7, 7), (64,), (64,), (64,), (64,)], torch.float32),
     ("bn_relu_ f32", bn_relu_, [(32, 128, 56, 56), (128,), (128,), (128,), (128,)], torch.float32),
     ("bn_add_relu_ f32", bn_add_relu_, [(32, 256, 56, 56), (256,), (256,), (256,), (256,), (32, 256, 56, 56)],
      torch.float32),
@@ -99,6 +106,8 @@ def main():
             args = [torch.randn(s, device="cuda", dtype=dtype) for s in sizes]
             if name.startswith("bn_"):  # a running variance: positive, as bench/chain_suite.cpp draws it
                 args[4] = torch.rand(sizes[4], device="cuda", dtype=dtype) + 0.5
+            if name.startswith("conv_bn_"):
+                args[5] = torch.rand(sizes[5], device="cuda", dtype=dtype) + 0.5
             if name == "attention_causal f16":  # additive causal mask, as bench/chain_suite.cpp draws it
                 args[3] = torch.full(sizes[3], float("-inf"), device="cuda", dtype=dtype).triu(1)
             modes = {"eager": fn, "compile": torch.compile(fn),
