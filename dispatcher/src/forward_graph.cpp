@@ -554,6 +554,18 @@ ForwardGraphCounters forward_graph_counters() noexcept {
   c.given_up = g_totals.given_up.load();
   c.dropped = g_totals.dropped.load();
   c.bytes = g_totals.bytes.load();
+#if defined(CUDAL1_TORCH_CUDA)
+  try {
+    std::lock_guard<std::mutex> lock(g_entries_mu);
+    for (const auto& [h, bucket] : g_entries)
+      for (const auto& e : bucket) {
+        if (e->owner.expired()) continue;  // its module is gone
+        std::lock_guard<std::mutex> el(e->mu);
+        c.undecided += e->state == State::kSettling || e->state == State::kTrial;
+      }
+  } catch (...) {
+  }
+#endif
   return c;
 }
 

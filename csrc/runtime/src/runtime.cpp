@@ -832,6 +832,7 @@ Stats stats() noexcept {
     s.regions_completed = rc.completed;
     s.regions_early = rc.diverged + rc.by_op + rc.by_cuda + rc.by_other;
     s.compiled = optimizer::compiles_started();
+    s.forward_graphs_undecided = dispatcher::forward_graph_counters().undecided;
   } catch (...) {
   }
   return s;

@@ -32,6 +32,8 @@ struct Stats {
   uint64_t regions_completed = 0;  ///< deferred regions run whole by a chain kernel
   uint64_t regions_early = 0;      ///< deferred regions flushed before their last call (their prefix ran in ATen)
   uint64_t compiled = 0;           ///< NVRTC compilations in this process (0 in serve mode: Note [Serve mode])
+  uint64_t forward_graphs_undecided = 0;  ///< method signatures whose forward graph is settling or on trial
+                                          ///< (Note [Forward graphs]): decided only by the app's further calls
 };
 
 /// True when cudal1 is on in this process and its hooks are registered.

@@ -97,6 +97,7 @@ struct ForwardGraphCounters {
   uint64_t kept = 0, given_up = 0;  ///< trial verdicts
   uint64_t dropped = 0;     ///< graphs dropped because the module or cudal1 changed
   int64_t bytes = 0;        ///< GPU memory the live graphs hold
+  uint64_t undecided = 0;   ///< method signatures settling or on trial (neither served by a graph nor eager for good)
 };
 ForwardGraphCounters forward_graph_counters() noexcept;
 
