@@ -55,7 +55,8 @@ std::vector<ChainRow> chain_suite(bool small) {
                   {4}});
   // ResNet's whole stem (the rewrites issue's row): 7x7/2 convolution without bias, eval-mode batch norm, ReLU,
   // 3x3/2 max-pool. A program chain (Note [Program chains]): the batch norm folded into the convolution, its ReLU
-  // a cuDNN epilogue, channels-last inside. Compute-bound (the convolution), so no byte floor.
+  // a cuDNN epilogue, channels-last inside. Compute-bound (the convolution), so no byte floor. Its weights are
+  // the same tensors on every call, as a model's are: the fold and its verification need them.
   rows.push_back({"conv_bn_relu_maxpool f32",
                   {{small ? 4 : 32, 3, small ? 56 : 224, small ? 56 : 224}, {64, 3, 7, 7}, {64}, {64}, {64}, {64}},
                   at::kFloat,
@@ -64,7 +65,7 @@ std::vector<ChainRow> chain_suite(bool small) {
                     const at::Tensor y = at::batch_norm(c, in[2], in[3], in[4], in[5], false, 0.1, 1e-5, true);
                     return at::max_pool2d(y.relu(), {3, 3}, {2, 2}, {1, 1});
                   },
-                  {5}, /*gemm=*/true});
+                  {5}, /*gemm=*/true, -1, /*weights=*/{1, 2, 3, 4, 5}});
   // ResNet's block ends as torchvision writes them: eval-mode batch norm, then ReLU(inplace=True), and in a
   // bottleneck's last stage `out += identity` before it (Note [In-place nodes], Note [Batch norm in chains]).
   rows.push_back({"bn_relu_ f32", {{small ? 8 : 32, 128, small ? 14 : 56, small ? 14 : 56}, {128}, {128}, {128}, {128}},
@@ -153,6 +154,13 @@ std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device) {
     }
     in.push_back(pos ? at::rand(row.input_sizes[i], opts).add_(0.5) : at::randn(row.input_sizes[i], opts));
   }
+  return in;
+}
+
+std::vector<at::Tensor> next_call_inputs(const ChainRow& row, const std::vector<at::Tensor>& model, int device) {
+  std::vector<at::Tensor> in = chain_inputs(row, device);
+  for (size_t i : row.weights)
+    if (i < in.size() && i < model.size()) in[i] = model[i];
   return in;
 }
 

@@ -20,6 +20,7 @@ struct ChainRow {
   std::vector<size_t> positive = {};  ///< inputs drawn from [0.5, 1.5) (a running variance), the rest N(0, 1)
   bool gemm = false;  ///< led by a GEMM (compute-bound): the byte floor does not bound it (Note [Library chains])
   int causal_mask = -1;  ///< >= 0: that input is an additive causal mask (0 on and below the diagonal, -inf above)
+  std::vector<size_t> weights = {};  ///< inputs that are a model's parameters: the same tensors on every call
 };
 
 /// The suite at the sizes (`small`: the same chains at test sizes).
@@ -35,6 +36,9 @@ std::vector<std::vector<at::Tensor>> last_output_only(const dispatcher::ChainRec
 
 /// Fresh random inputs for `row` on CUDA device `device` (drawn with the hook bypassed: not part of any chain).
 std::vector<at::Tensor> chain_inputs(const ChainRow& row, int device);
+
+/// `model`'s weights (ChainRow::weights) with fresh random values for every other input: one more call of a model.
+std::vector<at::Tensor> next_call_inputs(const ChainRow& row, const std::vector<at::Tensor>& model, int device);
 
 /// Whether `name` holds one of the '|'-separated words of `words` (CHAIN_ROWS in bench_chains).
 bool row_selected(const std::string& name, const std::string& words);

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/false)) {
     if (only && *only && !bench::row_selected(row.name, only)) continue;
     const std::vector<at::Tensor> in = bench::chain_inputs(row, 0);
-    dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(bench::chain_inputs(row, 0)); });
+    dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(bench::next_call_inputs(row, in, 0)); });
     std::string kernel = "-";
     double kernel_us = 0, kernel_x = 0;
     if (c) {

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "cudal1/core/log.h"
+#include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/hook.h"
 #include "region.h"
 
@@ -32,10 +33,33 @@ using NameFn = CUptiResult (*)(CUpti_CallbackDomain, uint32_t, const char**);
 std::string g_watch = "not armed";  // what the guard watches (cupti_guard_watch), set once by arm()
 std::vector<bool> g_driver_launch;  // by driver callback id: a kernel launch entry point (set before subscribing)
 thread_local int t_launches_seen = -1;  // arm()'s check: driver launches seen on this thread; -1: not counting
+// By callback id: 1 a call that begins a stream capture, 2 one that ends it (Note [Captures and context
+// synchronisation]); [0] the driver API's, [1] the runtime API's. Set before subscribing.
+std::vector<char> g_capture_call[2];
+
+int capture_call(const char* name) {
+  if (std::strstr(name, "BeginCapture")) return 1;
+  if (std::strstr(name, "EndCapture")) return 2;
+  return 0;
+}
+
+/// The app's captures pass the capture gate: a begin counts at its entry (and is taken back when it failed), an
+/// end at its exit when the capture is over (ended, or ended invalidated: CUDA error 901 in both APIs).
+void gate_capture_call(const CUpti_CallbackData* d, int kind) {
+  const bool enter = d->callbackSite == CUPTI_API_ENTER;
+  const int rc = !enter && d->functionReturnValue ? *static_cast<const int*>(d->functionReturnValue) : 0;
+  if (kind == 1 && enter) note_app_capture(true);
+  if (kind == 1 && !enter && rc != 0) note_app_capture(false);
+  if (kind == 2 && !enter && (rc == 0 || rc == 901)) note_app_capture(false);
+}
 
 void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
   const auto* d = static_cast<const CUpti_CallbackData*>(data);
-  if (!d || d->callbackSite != CUPTI_API_ENTER) return;
+  if (!d) return;
+  const std::vector<char>& calls = g_capture_call[domain == CUPTI_CB_DOMAIN_RUNTIME_API ? 1 : 0];
+  const int capture = id < calls.size() ? calls[id] : 0;
+  if (capture) gate_capture_call(d, capture);
+  if (d->callbackSite != CUPTI_API_ENTER || capture == 2) return;
   if (t_launches_seen >= 0 && domain == CUPTI_CB_DOMAIN_DRIVER_API && id < g_driver_launch.size() &&
       g_driver_launch[id])
     ++t_launches_seen;
@@ -103,6 +127,14 @@ Status arm(bool full, int device) {
     g_driver_launch[id] = name_of(CUPTI_CB_DOMAIN_DRIVER_API, id, &name) == CUPTI_SUCCESS && name &&
                           std::strstr(name, "Launch") != nullptr;
   }
+  for (int api = 0; api < 2; ++api) {
+    g_capture_call[api].assign(4096, 0);
+    for (uint32_t id = 1; id < 4096; ++id) {
+      const char* name = nullptr;
+      if (name_of(api ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, id, &name) == CUPTI_SUCCESS && name)
+        g_capture_call[api][id] = static_cast<char>(capture_call(name));
+    }
+  }
   CUpti_SubscriberHandle sub = nullptr;
   if (const CUptiResult r = subscribe(&sub, &on_api, nullptr); r != CUPTI_SUCCESS)
     return Status(Code::kUnavailable,
@@ -114,7 +146,7 @@ Status arm(bool full, int device) {
   for (CUpti_CallbackDomain dom : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
     for (uint32_t id = 1; id < 4096; ++id) {  // past the header's sizes: a newer libcupti may know more
       const char* name = nullptr;
-      if (name_of(dom, id, &name) != CUPTI_SUCCESS || !name || !watched(name)) continue;
+      if (name_of(dom, id, &name) != CUPTI_SUCCESS || !name || !(watched(name) || capture_call(name))) continue;
       if (!full && dom == CUPTI_CB_DOMAIN_RUNTIME_API && runtime_launch(name)) {
         runtime_launches.push_back(id);
         continue;

@@ -266,12 +266,16 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
     inst->graph = std::make_unique<detail::Capture>();
     c10::IValue out;
     std::string failed;
+    bool busy = false;
     detail::order(app, side);
     {
       c10::cuda::CUDAStreamGuard on_side(side);
       detail::ForwardCaptureScope capturing;
       try {
         inst->graph->begin(dev);
+      } catch (const detail::CaptureBusy&) {
+        busy = true;  // Note [Captures and context synchronisation]: a later call captures
+        failed = "busy";
       } catch (const std::exception& ex) {
         failed = std::string("the capture could not begin: ") + ex.what();
       }
@@ -294,6 +298,7 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
       detail::flush_this_thread(detail::FlushReason::kOther);
     }
     detail::order(side, app);
+    if (busy) return eager;
     if (!failed.empty()) {
       inst->graph.reset();
       g_totals.capture_failures.fetch_add(1);

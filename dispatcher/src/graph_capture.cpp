@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "cudal1/dispatcher/capture_gate.h"
+
 namespace cudal1::dispatcher::detail {
 
 void Capture::begin(c10::DeviceIndex device) {
@@ -13,6 +15,8 @@ void Capture::begin(c10::DeviceIndex device) {
   stream_ = c10::cuda::getCurrentCUDAStream(device).stream();
   if (stream_ == c10::cuda::getDefaultCUDAStream(device).stream())
     throw std::runtime_error("a capture needs a stream other than the default one");
+  if (!try_capture_entered()) throw CaptureBusy();
+  gated_ = true;
   pool_ = at::cuda::graph_pool_handle();
   const std::shared_ptr<std::atomic<unsigned long long>> id = id_;
   id->store(0);
@@ -49,6 +53,8 @@ void Capture::end() {
   }
   cudaGraph_t g = nullptr;
   const cudaError_t e = cudaStreamEndCapture(stream_, &g);
+  if (gated_) capture_left();
+  gated_ = false;
   if (e != cudaSuccess || !g) {
     (void)cudaGetLastError();
     if (g) cudaGraphDestroy(g);
@@ -83,6 +89,8 @@ void Capture::reset() noexcept {
   } catch (...) {
   }
   pool_open_ = pool_used_ = false;
+  if (gated_) capture_left();
+  gated_ = false;
 }
 
 }  // namespace cudal1::dispatcher::detail

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 
 #include "cudal1/core/status.h"
 
@@ -39,13 +40,20 @@ bool close_enough(const at::Tensor& a, const at::Tensor& b);
 /// in thread-local mode, the allocations of that capture (and only those, by capture id) in a private pool of
 /// torch's caching allocator, as CUDAGraph does. A random op that reaches such a capture anyway throws inside
 /// it (the generator is not capturing), which fails the capture and nothing else.
+/// Thrown by Capture::begin while a context-wide synchronisation runs (Note [Captures and context
+/// synchronisation]): nothing was captured; capture later.
+struct CaptureBusy : std::runtime_error {
+  CaptureBusy() : std::runtime_error("a context-wide synchronisation is running") {}
+};
+
 class Capture {
  public:
   Capture() = default;
   ~Capture() { reset(); }
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
-  /// Begins capturing the current stream of `device` (not its default stream). Throws on failure (nothing held).
+  /// Begins capturing the current stream of `device` (not its default stream), once the capture gate lets it in
+  /// (CaptureBusy otherwise). Throws on failure (nothing held).
   void begin(c10::DeviceIndex device);
   /// Ends the capture and instantiates its graph. Throws when the capture was invalidated (the captured work
   /// synchronised or copied to the host); the stream and the allocator are back to normal either way.
@@ -60,6 +68,7 @@ class Capture {
   cudaStream_t stream_ = nullptr;
   decltype(at::cuda::graph_pool_handle()) pool_{0, 0};  ///< the private pool (the allocator's id type)
   bool pool_open_ = false, pool_used_ = false;
+  bool gated_ = false;  ///< passed the capture gate, not left it yet
   std::shared_ptr<std::atomic<unsigned long long>> id_ = std::make_shared<std::atomic<unsigned long long>>(0);
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;

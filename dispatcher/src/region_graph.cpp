@@ -438,6 +438,10 @@ class GraphKernel final : public ChainKernel {
       c10::cuda::CUDAStreamGuard on_side(side);
       try {
         graph->begin(device);
+      } catch (const detail::CaptureBusy& e) {  // Note [Captures and context synchronisation]: capture later
+        order(side, region);
+        --captures_;
+        return Status(Code::kUnavailable, e.what());
       } catch (const std::exception& e) {
         order(side, region);
         return off(std::string("capture could not begin: ") + e.what());

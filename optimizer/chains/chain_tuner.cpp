@@ -21,6 +21,7 @@
 #include "chain_tuning.h"
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/cuda_driver.h"
+#include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/compiler.h"
@@ -360,7 +361,11 @@ Result<ChainTiming> time_kernel(const dispatcher::ChainRecord& c, const std::vec
       CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, none));
     }
     CUDAL1_CU_TRY(api->cuEventRecord(ev[1], stream));
-    CUDAL1_CU_TRY(api->cuCtxSynchronize());
+    {  // catches work that left the stream; never while a capture runs (Note [Captures and context synchronisation])
+      const dispatcher::SyncPermit permit;
+      if (!permit.ok()) return Status(Code::kUnavailable, "a CUDA graph capture stayed in progress for 10 s");
+      CUDAL1_CU_TRY(api->cuCtxSynchronize());
+    }
     CUDAL1_CU_TRY(api->cuEventRecord(ev[2], stream));
     CUDAL1_CU_TRY(api->cuEventSynchronize(ev[2]));
     float a = 0, b = 0;

@@ -9,6 +9,7 @@
 #include "cudal1/core/config.h"
 #include "cudal1/core/stats.h"
 #include "cudal1/core/cuda_driver.h"
+#include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 
@@ -391,7 +392,11 @@ Result<Timing> time_against_aten(const Problem& p, const c10::OperatorHandle& op
         run_aten(op, args);
       }
       CUDAL1_CU_TRY(api->cuEventRecord(ev.e[1], stream));
-      CUDAL1_CU_TRY(api->cuCtxSynchronize());  // catches work that left the stream
+      {  // catches work that left the stream; never while a capture runs (Note [Captures and context synchronisation])
+        const dispatcher::SyncPermit permit;
+        if (!permit.ok()) return Status(Code::kUnavailable, "a CUDA graph capture stayed in progress for 10 s");
+        CUDAL1_CU_TRY(api->cuCtxSynchronize());
+      }
       CUDAL1_CU_TRY(api->cuEventRecord(ev.e[2], stream));
       CUDAL1_CU_TRY(api->cuEventSynchronize(ev.e[2]));
       float a = 0, b = 0;

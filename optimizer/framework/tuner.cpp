@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cudal1/core/log.h"
+#include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/optimizer/compiler.h"
@@ -132,7 +133,9 @@ Result<TuneResult> Tuner::tune(SigRecord& rec) {
   }
 #if defined(CUDAL1_TORCH_CUDA)
   try {  // Note [Tuning memory]: what this signature's tuning left cached goes back to the app
-    c10::cuda::CUDACachingAllocator::emptyCache();
+    // Not while a capture runs (the allocator asserts that none does: Note [Captures and context synchronisation]).
+    const dispatcher::SyncPermit permit;
+    if (permit.ok()) c10::cuda::CUDACachingAllocator::emptyCache();
   } catch (...) {
   }
 #endif

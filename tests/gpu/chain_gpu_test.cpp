@@ -147,7 +147,7 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
   for (const bench::ChainRow& row : bench::chain_suite(/*small=*/true)) {
     SCOPED_TRACE(row.name);
     std::vector<at::Tensor> in = bench::chain_inputs(row, 0);
-    dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(bench::chain_inputs(row, 0)); });
+    dispatcher::ChainRecord* c = bench::record_chain([&] { row.run(bench::next_call_inputs(row, in, 0)); });
     ASSERT_NE(c, nullptr);
     ChainTuneOptions o;
     o.reps = 5;

@@ -1,6 +1,7 @@
 /// @brief Forward graphs on the GPU (Note [Forward graphs]) under hostile use: fresh inputs every call, the app
 /// keeping outputs across calls, a weight changed in place and swapped, another batch size, a forward that
-/// synchronises, the app's own CUDA graph capture, two threads, and the in-app trial. Every output must equal the
+/// synchronises, the app's own CUDA graph capture, two threads, the tuner's context synchronisation, and the
+/// in-app trial. Every output must equal the
 /// same math run eagerly. Skips without a GPU.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -9,6 +10,7 @@
 
 #include <thread>
 
+#include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/forward_graphs.h"
 #include "gpu/gpu_env.h"
 
@@ -149,6 +151,33 @@ TEST_F(ForwardGraphGpu, TheAppsOwnCaptureIsLeftAlone) {
   expect_close(y, warm, "the app's own graph");
 }
 #endif
+
+// Note [Captures and context synchronisation]: while the optimizer synchronises the context (it holds a
+// SyncPermit), a forward does not capture; it captures at a later call, and the capture is not invalidated.
+TEST_F(ForwardGraphGpu, NoCaptureWhileTheTunerSynchronises) {
+  c10::InferenceMode inference;
+  torch::jit::Module m = layer();
+  const auto before = forward_graph_counters();
+  {
+    const SyncPermit permit(1.0);
+    ASSERT_TRUE(permit.ok());
+    for (int i = 0; i < 8; ++i) {
+      const at::Tensor x = at::randn({32, 64}, cuda());
+      expect_close(m.forward({x}).toTensor(), reference(m, x), "while synchronising, call " + std::to_string(i));
+    }
+    EXPECT_EQ(forward_graph_counters().captures, before.captures);
+    EXPECT_EQ(forward_graph_counters().capture_failures, before.capture_failures);
+  }
+  for (int i = 0; i < 8; ++i) {
+    const at::Tensor x = at::randn({32, 64}, cuda());
+    expect_close(m.forward({x}).toTensor(), reference(m, x), "after, call " + std::to_string(i));
+  }
+  const auto after = forward_graph_counters();
+  EXPECT_EQ(after.captures - before.captures, 1u) << forward_graph_report();
+  EXPECT_EQ(after.capture_failures, before.capture_failures);
+  EXPECT_GE(after.replays - before.replays, 5u);
+  EXPECT_EQ(captures_in_progress(), 0);
+}
 
 TEST_F(ForwardGraphGpu, TwoThreadsEqualEager) {
   torch::jit::Module m = layer();
