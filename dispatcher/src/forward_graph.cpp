@@ -298,7 +298,10 @@ c10::IValue capture(Entry& e, const ForwardGraphOptions& o, const torch::jit::Me
       detail::flush_this_thread(detail::FlushReason::kOther);
     }
     detail::order(side, app);
-    if (busy) return eager;
+    if (busy) {  // not a capture: it does not count against max_captures
+      --e.captures;
+      return eager;
+    }
     if (!failed.empty()) {
       inst->graph.reset();
       g_totals.capture_failures.fetch_add(1);
