@@ -629,4 +629,7 @@ bool region_open_on_this_thread() noexcept {
 
 void flush_all_regions() noexcept { detail::flush_all(detail::FlushReason::kOther); }
 
+BackgroundWorkScope::BackgroundWorkScope() noexcept { ++detail::t_work; }
+BackgroundWorkScope::~BackgroundWorkScope() { --detail::t_work; }
+
 }  // namespace cudal1::dispatcher

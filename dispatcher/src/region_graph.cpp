@@ -153,6 +153,11 @@ class GraphKernel final : public ChainKernel {
     std::lock_guard<std::mutex> lock(g_kernels_mu);
     g_kernels->push_back(this);
   }
+  /// A kernel fuse_chain() refused is destroyed at once: the idle sweep must not see it again.
+  ~GraphKernel() override {
+    std::lock_guard<std::mutex> lock(g_kernels_mu);
+    g_kernels->erase(std::remove(g_kernels->begin(), g_kernels->end(), this), g_kernels->end());
+  }
 
   /// Frees the graph when the chain ran no region for o_.idle_seconds; skips a kernel computing a region now.
   void release_if_idle(std::chrono::steady_clock::time_point now) noexcept {
@@ -651,13 +656,10 @@ std::unique_ptr<ChainKernel> graph_chain_kernel(const ChainRecord& chain, std::u
 
 void release_idle_graphs() noexcept {
   try {
-    std::vector<GraphKernel*> all;
-    {
-      std::lock_guard<std::mutex> lock(g_kernels_mu);
-      all = *g_kernels;
-    }
+    // Under the registry's lock: a kernel being destroyed waits (release_if_idle only try-locks the kernel's own).
     const auto now = std::chrono::steady_clock::now();
-    for (GraphKernel* k : all) k->release_if_idle(now);
+    std::lock_guard<std::mutex> lock(g_kernels_mu);
+    for (GraphKernel* k : *g_kernels) k->release_if_idle(now);
   } catch (...) {
   }
 }

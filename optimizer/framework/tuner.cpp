@@ -10,6 +10,7 @@
 #include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
+#include "cudal1/dispatcher/regions.h"
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/device_info.h"
 #include "cudal1/optimizer/family.h"
@@ -36,7 +37,10 @@ void Tuner::start(std::function<void()> on_tick) {
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
-  thread_ = std::thread([this, on_tick] { loop(on_tick); });
+  thread_ = std::thread([this, on_tick] {
+    const dispatcher::BackgroundWorkScope worker;  // its CUDA calls flush none of the app's regions
+    loop(on_tick);
+  });
 }
 
 void Tuner::stop() noexcept {

@@ -113,6 +113,7 @@ void start_chain_server() {
   Runtime& r = rt();
   if (r.tuner || !r.cfg.fuse || r.cfg.mode != Mode::kServe || r.chain_server.joinable()) return;
   r.chain_server = std::thread([] {
+    const dispatcher::BackgroundWorkScope worker;  // its CUDA calls flush none of the app's regions
     Runtime& rr = rt();
     std::unique_lock<std::mutex> lock(rr.server_mu);
     while (!rr.server_cv.wait_for(lock, std::chrono::milliseconds(optimizer::kTickMs), [&] { return rr.server_stop; })) {

@@ -182,6 +182,19 @@ void unfuse_chain(ChainRecord& chain, ChainState to) noexcept;
 /// Runs every open region of every thread now. Never throws; safe from any thread.
 void flush_all_regions() noexcept;
 
+/// Marks the calling thread as one of cudal1's background workers (the tuner, the chain server) for the scope's
+/// lifetime: the CUPTI guard does not flush the app's regions at its CUDA calls, and it defers nothing itself. A
+/// worker computes on its own inputs and reads only the model's weights, which no region writes; flushing the
+/// app's region at the entry of a worker's CUDA call would run the app's convolutions and GEMMs inside the
+/// worker's own cuDNN or cuBLAS call, on that thread's library handles (Note [Deferred regions]).
+class BackgroundWorkScope {
+ public:
+  BackgroundWorkScope() noexcept;
+  ~BackgroundWorkScope();
+  BackgroundWorkScope(const BackgroundWorkScope&) = delete;
+  BackgroundWorkScope& operator=(const BackgroundWorkScope&) = delete;
+};
+
 /// Counters since enable_deferral.
 struct RegionCounters {
   uint64_t opened = 0;         ///< regions opened
