@@ -43,14 +43,16 @@ int capture_call(const char* name) {
   return 0;
 }
 
-/// The app's captures pass the capture gate: a begin counts at its entry (and is taken back when it failed), an
-/// end at its exit when the capture is over (ended, or ended invalidated: CUDA error 901 in both APIs).
+/// The app's captures pass the capture gate: a begin counts its stream at its entry (taken back when it failed), an
+/// end releases it at its exit when the capture is over (ended, or ended invalidated: CUDA error 901 in both APIs).
 void gate_capture_call(const CUpti_CallbackData* d, int kind) {
   const bool enter = d->callbackSite == CUPTI_API_ENTER;
   const int rc = !enter && d->functionReturnValue ? *static_cast<const int*>(d->functionReturnValue) : 0;
-  if (kind == 1 && enter) note_app_capture(true);
-  if (kind == 1 && !enter && rc != 0) note_app_capture(false);
-  if (kind == 2 && !enter && (rc == 0 || rc == 901)) note_app_capture(false);
+  // Every capture call's parameters begin with the stream (cuStreamBeginCapture_v2_params, cudaStreamEndCapture...).
+  const void* stream = d->functionParams ? *static_cast<void* const*>(d->functionParams) : nullptr;
+  if (kind == 1 && enter) note_app_capture(true, stream);
+  if (kind == 1 && !enter && rc != 0) note_app_capture(false, stream);
+  if (kind == 2 && !enter && (rc == 0 || rc == 901)) note_app_capture(false, stream);
 }
 
 void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {

@@ -44,7 +44,7 @@ TEST(CaptureGate, AnAppsCaptureWaitsForThePermitAndAPermitForTheAppsCapture) {
     const SyncPermit permit(1.0);
     ASSERT_TRUE(permit.ok());
     app = std::thread([&] {
-      note_app_capture(true);  // blocks until the permit is released
+      note_app_capture(true, &began);  // blocks until the permit is released
       began = true;
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -53,9 +53,12 @@ TEST(CaptureGate, AnAppsCaptureWaitsForThePermitAndAPermitForTheAppsCapture) {
   app.join();
   EXPECT_TRUE(began.load());
   EXPECT_EQ(captures_in_progress(), 1);
-  std::thread end([] {
+  note_app_capture(true, &began);  // the same capture seen through the driver's call
+  EXPECT_EQ(captures_in_progress(), 1);
+  std::thread end([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    note_app_capture(false);
+    note_app_capture(false, &began);
+    note_app_capture(false, &began);  // the runtime's end after the driver's: nothing more
   });
   const SyncPermit permit(5.0);  // granted once the app's capture ends
   EXPECT_TRUE(permit.ok());

@@ -22,13 +22,14 @@ namespace cudal1::dispatcher {
 /// A capture of cudal1's may begin: true, and then the caller must call capture_left() once it has ended (or
 /// failed); false while a context-wide synchronisation runs (capture later). Thread-safe, never blocks.
 bool try_capture_entered() noexcept;
-/// The end of a capture that try_capture_entered() let in (or of one note_app_capture() counted).
+/// The end of a capture that try_capture_entered() let in.
 void capture_left() noexcept;
 
-/// The CUPTI guard's view of the app's capture calls: `begin` (a BeginCapture call at its entry: waits while a
-/// synchronisation runs, then counts a capture) or its end (a BeginCapture that failed, or an EndCapture call
-/// at its exit: the count goes down). Runtime and driver callbacks of one capture count symmetrically.
-void note_app_capture(bool begin) noexcept;
+/// The CUPTI guard's view of a capture call on `stream` (the call's first argument in both APIs): `begin` (a
+/// BeginCapture call at its entry: waits while a synchronisation runs, then counts the stream as capturing) or its
+/// end (a BeginCapture that failed, or an EndCapture call at its exit: the stream no longer captures). Keyed by
+/// stream, so the runtime's call and the driver's call it makes count once.
+void note_app_capture(bool begin, const void* stream) noexcept;
 
 /// Held around a context-wide operation of the optimizer. Waits up to `timeout_s` for the captures in progress
 /// to end; ok() is false when they did not (the operation must not run). Blocks new captures while held.
