@@ -484,8 +484,6 @@ uint32_t version_of(const at::Tensor& t) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   return impl->is_inference() ? 0 : impl->version_counter().current_version();
 }
-RegionWorkScope::RegionWorkScope() noexcept { ++t_work; }
-RegionWorkScope::~RegionWorkScope() { --t_work; }
 
 
 bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& call,

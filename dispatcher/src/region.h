@@ -80,13 +80,8 @@ bool flush_may_capture() noexcept;
 
 /// Marks the calling thread as running cudal1's own region work for the scope's lifetime: the CUPTI guard ignores
 /// its CUDA calls (a background thread freeing a region graph synchronises a stream without flushing regions).
-class RegionWorkScope {
- public:
-  RegionWorkScope() noexcept;
-  ~RegionWorkScope();
-  RegionWorkScope(const RegionWorkScope&) = delete;
-  RegionWorkScope& operator=(const RegionWorkScope&) = delete;
-};
+/// The same mark as a background worker's (regions.h).
+using RegionWorkScope = BackgroundWorkScope;
 
 /// True while this thread captures a forward graph (Note [Forward graphs]): regions open on the capturing stream,
 /// recycle no outputs, and region graphs run their kernels directly.
