@@ -66,6 +66,9 @@ struct Region {
   std::vector<std::vector<at::Tensor>> outputs;
   uint64_t site = 0;  // the first call's site (Note [Region sites]); 0: none
   std::unique_ptr<ChainKernel::Progress> progress;  // Note [Incremental regions]; null: run whole at the end
+  // The kernel whose begin() made `progress`. A chain unfused and fused again while its region is open has
+  // another kernel by the end: that kernel never sees this progress (its type is the first kernel's).
+  ChainKernel* progress_kernel = nullptr;
   // Note [Recycled outputs]: small pending outputs the app dropped, per node and output of `spare_chain`, handed
   // out again by the next region of that chain on the same stream.
   const ChainRecord* spare_chain = nullptr;
@@ -223,7 +226,8 @@ void flush_locked(Region& r, FlushReason why) noexcept {
     c10::StreamGuard on_stream(r.stream);
     ChainKernel* kernel = c->kernel.load(std::memory_order_acquire);
     if (whole && kernel) {
-      s = r.progress ? kernel->finish(*r.progress, r.externals, live) : kernel->run(r.externals, live);
+      const bool own_progress = r.progress && r.progress_kernel == kernel;
+      s = own_progress ? kernel->finish(*r.progress, r.externals, live) : kernel->run(r.externals, live);
       if (!s.ok()) {
         if (s.code() == Code::kUnavailable) {  // the kernel declined this region (regions.h)
           g_counters.declined.fetch_add(1);
@@ -262,17 +266,15 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   }
   // A chain whose regions mostly end early pays a replay each time: once 32 regions ran, more early flushes
   // than completions among the last 64 sends it back to one-by-one calls.
+  // The chain's first signature is released too (unfuse_chain), so that another chain starting with it may fuse.
   const uint64_t bits = (c->recent_early.load() << 1) | (whole ? 0u : 1u);
   c->recent_early.store(bits);
   const uint64_t ran = c->completed.load() + c->flushed_early.load();
   const int window = ran < 64 ? static_cast<int>(ran) : 64;
   const int early = __builtin_popcountll(window == 64 ? bits : bits & ((uint64_t{1} << window) - 1));
-  if (ran >= 32 && 2 * early > window) {
-    ChainState fused = ChainState::kFused;
-    if (c->state.compare_exchange_strong(fused, ChainState::kDiverged))
-      CUDAL1_LOG(kInfo, "a chain of " << c->nodes.size() << " ops diverges too often (" << early << " of the last "
-                                      << window << " regions ended early): its calls run one by one again");
-  }
+  if (ran >= 32 && 2 * early > window && unfuse_chain(*c, ChainState::kDiverged))
+    CUDAL1_LOG(kInfo, "a chain of " << c->nodes.size() << " ops diverges too often (" << early << " of the last "
+                                    << window << " regions ended early): its calls run one by one again");
   try {  // Note [Recycled outputs]: what the app dropped is kept for the chain's next region
     for (size_t k = 0; k < r.next; ++k)
       for (size_t i = 0; i < r.outputs[k].size(); ++i)
@@ -283,6 +285,7 @@ void flush_locked(Region& r, FlushReason why) noexcept {
   r.next = 0;
   r.site = 0;
   r.progress.reset();
+  r.progress_kernel = nullptr;
   r.externals.clear();
   r.ext_versions.clear();
   for (auto& o : r.outputs) o.clear();
@@ -326,8 +329,15 @@ void advance_locked(Region& r) noexcept {
   ChainKernel* kernel = r.chain ? r.chain->kernel.load(std::memory_order_acquire) : nullptr;
   if (!kernel) return;
   try {
-    if (r.next == 1) r.progress = kernel->begin();
+    if (r.next == 1) {
+      r.progress = kernel->begin();
+      r.progress_kernel = kernel;
+    }
     if (!r.progress) return;
+    if (r.progress_kernel != kernel) {  // fused again since the region opened: the end computes it whole
+      r.progress.reset();
+      return;
+    }
     WorkScope work;
     c10::impl::ExcludeDispatchKeyGuard no_key(kRegionKey);
     BypassScope bypass;

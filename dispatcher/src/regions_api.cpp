@@ -300,12 +300,13 @@ Status fuse_chain(ChainRecord& chain, std::unique_ptr<ChainKernel> kernel) {
   return Status();
 }
 
-void unfuse_chain(ChainRecord& chain, ChainState to) noexcept {
+bool unfuse_chain(ChainRecord& chain, ChainState to) noexcept {
   ChainState fused = ChainState::kFused;
-  if (!chain.state.compare_exchange_strong(fused, to)) return;
+  if (!chain.state.compare_exchange_strong(fused, to)) return false;
   ChainRecord* self = &chain;
   chain.nodes.front().rec->chain_head.compare_exchange_strong(self, nullptr);
   note_dispatch_change();
+  return true;
 }
 
 }  // namespace cudal1::dispatcher

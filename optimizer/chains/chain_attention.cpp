@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "chain_library.h"
+#include "cudal1/dispatcher/cuda_glue.h"
 
 namespace cudal1::optimizer::chains {
 namespace {
@@ -41,6 +42,18 @@ bool broadcasts(const std::vector<int64_t>& m, const std::vector<int64_t>& to) {
 
 
 }  // namespace
+
+bool adopt_result(const at::Tensor& y, const at::Tensor& result) {
+  if (!y.defined() || !result.defined() || !y.has_storage() || !result.has_storage() ||
+      y.scalar_type() != result.scalar_type() || y.device() != result.device() || y.sizes() != result.sizes() ||
+      y.strides() != result.strides() || y.storage_offset() != 0 || result.storage_offset() != 0)
+    return false;
+  c10::StorageImpl* to = y.storage().unsafeGetStorageImpl();
+  c10::StorageImpl* from = result.storage().unsafeGetStorageImpl();
+  if (to == from || to->nbytes() != from->nbytes() || from->data_ptr().get() == nullptr) return false;
+  to->set_data_ptr_noswap(from->set_data_ptr(at::DataPtr(nullptr, result.device())));
+  return true;
+}
 
 Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   const auto& nodes = chain.nodes;
@@ -206,7 +219,7 @@ Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext,
                                                           v.unsqueeze(0), mask, 0.0, false, a.scale)
                              .squeeze(0);
   if (bad_rows.defined()) at::where_out(y, bad_rows, at::scalar_tensor(NAN, out.options()), out);
-  else y.copy_(out);
+  else if (dispatcher::stream_capturing(static_cast<int>(y.get_device())) != 0 || !adopt_result(y, out)) y.copy_(out);
   return Status();
 #else
   (void)a;

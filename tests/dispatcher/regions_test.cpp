@@ -20,7 +20,6 @@
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
 #include "cudal1/dispatcher/region_graph.h"
-#include "cudal1/dispatcher/region_graph.h"
 #include "cudal1/dispatcher/regions.h"
 #include "region.h"  // private: out_overload
 
@@ -275,6 +274,7 @@ TEST(Regions, ThreadsDeferringWhileAnotherFlushesThemAllSeeEagerValues) {
     if (c.kernel.load() && c.state.load() == ChainState::kDiverged) {
       c.recent_early.store(0);
       c.state.store(ChainState::kFused);
+      c.nodes.front().rec->chain_head.store(&c);  // retiring released it
     }
   });
 }
@@ -561,6 +561,24 @@ TEST(Regions, AChainThatKeepsDivergingGoesBackToOneByOneCalls) {
   at::Tensor t = x.tanh();
   EXPECT_FALSE(region_open_on_this_thread());
   EXPECT_EQ(region_counters().opened, before.opened);
+  // Its first signature is free again: the chain the app actually runs (tanh -> sigmoid) fuses and runs whole.
+  EXPECT_EQ(rec->nodes.front().rec->chain_head.load(), nullptr);
+  close_chain_on_this_thread();
+  for (int i = 0; i < 8; ++i) at::Tensor u = x.tanh().sigmoid();
+  close_chain_on_this_thread();
+  ChainRecord* other = nullptr;
+  for_each_chain([&](ChainRecord& c) {
+    if (c.nodes.size() == 2 && c.nodes[0].rec == rec->nodes[0].rec && &c != rec &&
+        c.nodes[1].rec->sig.text.find("sigmoid") != std::string::npos)
+      other = &c;
+  });
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(fuse_chain(*other, aten_chain_kernel(*other)).ok());
+  const RegionCounters mid = region_counters();
+  at::Tensor d = x.tanh().sigmoid();
+  EXPECT_TRUE(at::equal(d, eager([&] { return x.tanh().sigmoid(); })));
+  EXPECT_EQ(region_counters().completed, mid.completed + 1);
+  unfuse_chain(*other, ChainState::kAten);
 }
 
 /// Records `f` 8 times, fuses the new chain of `nodes` nodes with the ATen replay, and returns it.
@@ -607,6 +625,79 @@ TEST(Regions, AnUnfusedChainStopsDeferringEvenMidRegionAndFreesItsFirstSignature
   BypassScope aten_only;
   EXPECT_TRUE(at::equal(y, x.sigmoid().log().tanh()));
   EXPECT_TRUE(at::equal(y2, y));
+}
+
+/// Computes regions incrementally (Note [Incremental regions]) through the ATen replay and counts progress objects
+/// handed to it that another kernel's begin() made.
+class Staged final : public ChainKernel {
+ public:
+  explicit Staged(const ChainRecord& c) : chain_(c) {}
+  struct Mine final : Progress {
+    const Staged* owner = nullptr;
+  };
+  std::unique_ptr<Progress> begin() noexcept override {
+    auto p = std::make_unique<Mine>();
+    p->owner = this;
+    return p;
+  }
+  Status advance(Progress& p, size_t, const std::vector<at::Tensor>&,
+                 const std::vector<std::vector<at::Tensor>>&) noexcept override {
+    note(p);
+    return Status();
+  }
+  Status finish(Progress& p, const std::vector<at::Tensor>& ext,
+                const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    note(p);
+    ++finishes;
+    return replay_chain(chain_, chain_.nodes.size(), ext, outs);
+  }
+  Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
+    ++runs;
+    return replay_chain(chain_, chain_.nodes.size(), ext, outs);
+  }
+  std::string describe() const override { return "staged replay"; }
+  int runs = 0, finishes = 0, foreign = 0;  // single-threaded test
+
+ private:
+  void note(Progress& p) {
+    const auto* m = dynamic_cast<const Mine*>(&p);
+    if (!m || m->owner != this) ++foreign;
+  }
+  const ChainRecord& chain_;
+};
+
+TEST(Regions, AChainFusedAgainWhileItsRegionIsOpenNeverGetsTheOldKernelsProgress) {
+  ChainRecord* rec = fuse_new_chain(
+      [] {
+        const at::Tensor x = at::randn({4, 3});
+        at::Tensor y = x.sigmoid().log().tanh();
+      },
+      3);
+  ASSERT_NE(rec, nullptr);
+  unfuse_chain(*rec, ChainState::kHot);
+  auto first = std::make_unique<Staged>(*rec), second = std::make_unique<Staged>(*rec);
+  Staged* k1 = first.get();
+  Staged* k2 = second.get();
+  ASSERT_TRUE(fuse_chain(*rec, std::move(first)).ok());
+  const at::Tensor x = at::randn({4, 3});
+  at::Tensor e = x.sigmoid();  // the region opens: its progress is k1's
+  ASSERT_TRUE(region_open_on_this_thread());
+  // The tuner's thread replaces the kernel while the region is open (unfused, then fused again).
+  unfuse_chain(*rec, ChainState::kHot);
+  ASSERT_TRUE(fuse_chain(*rec, std::move(second)).ok());
+  at::Tensor n = e.log();
+  at::Tensor y = n.tanh();
+  const at::Tensor ref = eager([&] { return x.sigmoid().log().tanh(); });  // the region runs first
+  EXPECT_TRUE(at::equal(y, ref));
+  EXPECT_EQ(k1->foreign, 0);
+  EXPECT_EQ(k2->foreign, 0) << "the new kernel was handed the old kernel's progress";
+  EXPECT_EQ(k2->runs + k2->finishes, 1);  // the region ran whole through the kernel installed at its end
+  // The next region is k2's from its start.
+  at::Tensor y2 = x.sigmoid().log().tanh();
+  EXPECT_TRUE(at::equal(y2, eager([&] { return x.sigmoid().log().tanh(); })));
+  EXPECT_EQ(k2->foreign, 0);
+  EXPECT_EQ(k2->finishes, 1);
+  unfuse_chain(*rec, ChainState::kAten);
 }
 
 // Note [Region sites]: one fused chain, x * w -> sigmoid, whose first call is also made at two other places (other

@@ -25,6 +25,40 @@ using chains::LibraryPlan;
 /// The chain recorded from `f` (run twice on fresh inputs of its own shapes).
 dispatcher::ChainRecord* record(const std::function<void()>& f) { return bench::record_chain(f, 2); }
 
+// Note [Adopted results]: the pending result takes the library call's memory, views the app made included; any
+// difference in layout or extent leaves both tensors as they were.
+TEST(LibraryChains, AnAdoptedResultIsTheLibraryValueInEveryViewOfThePendingTensor) {
+  at::Tensor y = at::full({4, 6}, -1.0);
+  const at::Tensor view = y.view({24});  // made by the app before the region ran
+  at::Tensor result = at::randn({4, 6});
+  const at::Tensor want = result.clone();
+  const void* memory = result.data_ptr();
+  ASSERT_TRUE(chains::adopt_result(y, result));
+  EXPECT_EQ(y.data_ptr(), memory);
+  EXPECT_TRUE(at::equal(y, want));
+  EXPECT_TRUE(at::equal(view, want.view({24})));
+  EXPECT_EQ(result.storage().unsafeGetStorageImpl()->data_ptr().get(), nullptr);
+
+  const at::Tensor base = at::randn({8, 6});
+  const std::vector<at::Tensor> refused = {
+      at::randn({4, 6}, at::kDouble),                 // another dtype
+      at::randn({6, 4}).t(),                           // other strides
+      base.narrow(0, 0, 4),                            // part of a larger storage
+      base.narrow(0, 4, 4),                            // a storage offset
+      at::randn({4, 6}).expand({4, 6}).contiguous().view({2, 12}),  // other sizes
+      y,                                               // itself
+  };
+  for (const at::Tensor& r : refused) {
+    at::Tensor z = at::full({4, 6}, -1.0);
+    const void* own = z.data_ptr();
+    const void* theirs = r.data_ptr();
+    EXPECT_FALSE(chains::adopt_result(r.is_same(y) ? y : z, r)) << r.sizes() << " " << r.strides();
+    EXPECT_EQ(z.data_ptr(), own);
+    EXPECT_EQ(r.data_ptr(), theirs);
+  }
+  EXPECT_FALSE(chains::adopt_result(at::Tensor(), want));
+}
+
 TEST(LibraryChains, MmThenItsBiasAddAsTorchScriptRunsAddmmIsOneAddmm) {
   const at::Tensor w = at::randn({24, 40}), b = at::randn({40});
   dispatcher::ChainRecord* c = record([&] { b.add(at::randn({8, 24}).mm(w)); });  // DecomposeOps: self + mat1.mm(mat2)

@@ -176,8 +176,8 @@ Status fuse_chain(ChainRecord& chain, std::unique_ptr<ChainKernel> kernel);
 /// Stops deferring `chain`'s calls: a fused chain moves to `to` (e.g. kHot, to be handled again) and its first
 /// signature is free to begin another fused chain. A region open now ends at its next call (as a divergence: its
 /// prefix through ATen). Its kernel is kept until exit (a flush may be running it). Safe from any thread, also
-/// from inside the chain's own kernel; a chain that is not fused is left as it is.
-void unfuse_chain(ChainRecord& chain, ChainState to) noexcept;
+/// from inside the chain's own kernel; a chain that is not fused is left as it is. True when this call moved it.
+bool unfuse_chain(ChainRecord& chain, ChainState to) noexcept;
 
 /// Runs every open region of every thread now. Never throws; safe from any thread.
 void flush_all_regions() noexcept;
