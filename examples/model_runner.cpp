@@ -14,8 +14,12 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -127,7 +131,25 @@ double gpu_ms(torch::jit::Module& m, const std::vector<c10::IValue>& in) {
 /// is open: the timed loops. Absent (the usual case), the calls are skipped.
 extern "C" void cudal1_probe_window(int open) __attribute__((weak));
 
+namespace {
+/// An abort (a heap check, an assertion in a library) or a crash prints the dying thread's stack first: a
+/// harness's failure should say where it happened.
+void print_stack_and_die(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  const char msg[] = "\n*** model_runner: fatal signal, the stack follows\n";
+  (void)!write(2, msg, sizeof(msg) - 1);
+  backtrace_symbols_fd(frames, n, 2);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  void* warm[1];
+  (void)backtrace(warm, 1);  // loads the unwinder now: the handler must not allocate on a broken heap
+  std::signal(SIGABRT, print_stack_and_die);
+  std::signal(SIGSEGV, print_stack_and_die);
   if (argc < 5) {
     std::fprintf(stderr, "usage: %s MODEL.pt INPUT_SPEC ITERS OUT.pt [REFERENCE.pt]\n", argv[0]);
     return 2;
