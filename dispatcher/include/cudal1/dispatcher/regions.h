@@ -111,7 +111,8 @@ class ChainKernel {
   /// before). A complete region is computed by finish() with the progress made, declining as run() would. A region
   /// flushed early discards its progress and replays its prefix through ATen, as any early flush does; the work
   /// launched for it only wrote the kernel's tensors. A failed advance() drops the progress: finish() is then not
-  /// called and run() computes the region whole.
+  /// called and run() computes the region whole. A kernel is only handed progress its own begin() made: where the
+  /// chain was fused again with another kernel while the region was open, that kernel computes it through run().
   struct Progress {
     virtual ~Progress() = default;
   };
