@@ -167,9 +167,12 @@ size_t update_hot_chains(int64_t hot_calls, double share) {
   for_each_record([&](SigRecord& r) { total_us += r.mean_us() * static_cast<double>(r.calls.load()); });
   size_t hot = 0;
   for_each_chain([&](ChainRecord& c) {
+    // Compare-and-swap: the app's thread (wait_idle, flush) and the tuner's both get here, and the tuner may take
+    // the chain past kHot meanwhile (tuned, fused); a plain store would send a fused chain back to be tuned again.
+    ChainState cold = ChainState::kCold;
     if (c.state.load() == ChainState::kCold && c.count.load() >= static_cast<uint64_t>(hot_calls) &&
         c.est_total_us() >= share * total_us)
-      c.state.store(ChainState::kHot);
+      c.state.compare_exchange_strong(cold, ChainState::kHot);
     hot += c.state.load() != ChainState::kCold;
   });
   return hot;
