@@ -44,7 +44,9 @@ int capture_call(const char* name) {
 }
 
 /// The app's captures pass the capture gate: a begin counts its stream at its entry (taken back when it failed), an
-/// end releases it at its exit when the capture is over (ended, or ended invalidated: CUDA error 901 in both APIs).
+/// end releases it at its exit when the capture is over: ended, or ended with a stream-capture error (900-907 in
+/// both APIs: unsupported, invalidated, merge, unmatched, unjoined, isolation, implicit, captured event). Only a
+/// call from the wrong thread (908) or an invalid argument leaves the capture going, and the stream counted.
 void gate_capture_call(const CUpti_CallbackData* d, int kind) {
   const bool enter = d->callbackSite == CUPTI_API_ENTER;
   const int rc = !enter && d->functionReturnValue ? *static_cast<const int*>(d->functionReturnValue) : 0;
@@ -52,7 +54,7 @@ void gate_capture_call(const CUpti_CallbackData* d, int kind) {
   const void* stream = d->functionParams ? *static_cast<void* const*>(d->functionParams) : nullptr;
   if (kind == 1 && enter) note_app_capture(true, stream);
   if (kind == 1 && !enter && rc != 0) note_app_capture(false, stream);
-  if (kind == 2 && !enter && (rc == 0 || rc == 901)) note_app_capture(false, stream);
+  if (kind == 2 && !enter && (rc == 0 || (rc >= 900 && rc <= 907))) note_app_capture(false, stream);
 }
 
 void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {

@@ -369,8 +369,16 @@ class GraphKernel final : public ChainKernel {
     for (size_t i = 0; i < ext.size(); ++i)
       if (!by_ref_[i]) statics_[i].copy_(ext[i]);
     graph_->replay();
-    if (!done_ && cudaEventCreateWithFlags(&done_, cudaEventDisableTiming) != cudaSuccess) done_ = nullptr;
-    if (done_) cudaEventRecord(done_, c10::cuda::getCurrentCUDAStream(device_).stream());  // idle release
+    // The idle release's event is recorded after the copies out, which read the graph's static outputs: an idle
+    // sweep that sees it complete may free them. Recorded on every way out, a throwing copy included.
+    struct RecordDone {
+      cudaEvent_t& done;
+      c10::DeviceIndex device;
+      ~RecordDone() {
+        if (!done && cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) done = nullptr;
+        if (done) cudaEventRecord(done, c10::cuda::getCurrentCUDAStream(device).stream());
+      }
+    } record{done_, device_};
     for (size_t k = 0; k < outs.size(); ++k)
       for (size_t i = 0; i < outs[k].size(); ++i) {
         const at::Tensor& o = outs[k][i];
