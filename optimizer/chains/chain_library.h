@@ -42,14 +42,14 @@
 /// in fp32, fp16 or bf16, every operand an external (q, kT, v: the 3-D operands the bmms read), each result
 /// contiguous. It runs as `at::scaled_dot_product_attention(q, kT^T, v, mask, 0, false, scale)` with the three
 /// given a leading batch of 1 (torch picks flash, memory-efficient or cuDNN attention as it would for the app;
-/// with a mask, one that supports it), then copied into the chain's result. Where a row of the mask has no
-/// finite value, or a NaN or +inf, ATen's softmax gives a row of NaN; fused attention may give zeros there, so
-/// those rows are set to NaN (computed from the mask alone, on the device, in the copy). A causal mask runs as a
-/// general mask, not as `is_causal`: flash attention's causal path never computes the masked scores, but ATen's
-/// chain does, and a NaN or infinity in k spreads through them (NaN + -inf) into every earlier query's row. A
-/// verification trial with a causal mask and specials in k failed that way on the GPU (session 44), so that path
-/// is not taken; the trial stays (ChainPlan::causal_mask) for the general path, which must spread them too. Like every library
-/// chain it writes only the last result and declines a region whose intermediate the app kept.
+/// with a mask, one that supports it); its result becomes the chain's (Note [Adopted results]). Where a row of the
+/// mask has no finite value, or a NaN or +inf, ATen's softmax gives a row of NaN; fused attention may give zeros
+/// there, so those rows are set to NaN (computed from the mask alone, on the device, in the copy). A causal mask
+/// runs as a general mask, not as `is_causal`: flash attention's causal path never computes the masked scores, but
+/// ATen's chain does, and a NaN or infinity in k spreads through them (NaN + -inf) into every earlier query's row.
+/// A verification trial with a causal mask and specials in k failed that way on the GPU (session 44), so that path
+/// is not taken; the trial stays (ChainPlan::causal_mask) for the general path, which must spread them too. Like
+/// every library chain it writes only the last result and declines a region whose intermediate the app kept.
 /// Precision: the rewrite keeps the scores in fp32 where ATen rounds them to the dtype (twice with a scale,
 /// three times with a mask), so it is *closer* to the exact value than the chain it replaces, and a GEMM-style
 /// tolerance against ATen is the wrong test. Verification computes the result in double from the same inputs
