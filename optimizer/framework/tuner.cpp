@@ -6,6 +6,8 @@
 #include <ctime>
 #include <thread>
 
+#include <ATen/core/grad_mode.h>
+
 #include "cudal1/core/log.h"
 #include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/cuda_glue.h"
@@ -39,6 +41,7 @@ void Tuner::start(std::function<void()> on_tick) {
   stopping_ = false;
   thread_ = std::thread([this, on_tick] {
     const dispatcher::BackgroundWorkScope worker;  // its CUDA calls flush none of the app's regions
+    const at::NoGradGuard no_grad;  // replays on the app's live weights record no autograd graph
     loop(on_tick);
   });
 }

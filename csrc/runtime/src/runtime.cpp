@@ -15,6 +15,7 @@
 /// exist, so it runs before any of them is destroyed.
 #include "runtime.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <unistd.h>
 
@@ -114,6 +115,7 @@ void start_chain_server() {
   if (r.tuner || !r.cfg.fuse || r.cfg.mode != Mode::kServe || r.chain_server.joinable()) return;
   r.chain_server = std::thread([] {
     const dispatcher::BackgroundWorkScope worker;  // its CUDA calls flush none of the app's regions
+    const at::NoGradGuard no_grad;                 // replays on the app's live weights record no autograd graph
     Runtime& rr = rt();
     std::unique_lock<std::mutex> lock(rr.server_mu);
     while (!rr.server_cv.wait_for(lock, std::chrono::milliseconds(optimizer::kTickMs), [&] { return rr.server_stop; })) {
