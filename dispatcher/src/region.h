@@ -66,7 +66,8 @@ Status arm_cupti_guard(bool full = false, int device = -1);
 /// What the armed guard watches: "lean: ..." or "full: ..." with why; "not armed" before (or without) one.
 std::string cupti_guard_watch();
 
-/// The out= overload of `op` taking `outs` out tensors after exactly `op`'s arguments; null when none.
+/// The out= overload of `op` taking `outs` out tensors after exactly `op`'s arguments; null when none, or when
+/// calling it boxed is unsafe (Note [Unsafe out overloads] in regions_api.cpp: cudnn_batch_norm.out).
 const c10::OperatorHandle* out_overload(const c10::OperatorHandle& op, size_t outs);
 
 /// The tensor's version counter; 0 for inference tensors, which have none (and cannot be modified in place

@@ -524,6 +524,10 @@ TEST(Regions, EarlyFlushesReplayThroughOutOverloads) {
     EXPECT_EQ(h->schema().overload_name(), want) << name;
   }
   EXPECT_EQ(detail::out_overload(d.findSchemaOrThrow("aten::add", "Tensor"), 2), nullptr);  // wrong arity
+  // Note [Unsafe out overloads]: cudnn_batch_norm.out exists (4 outputs) and is never used.
+  ASSERT_TRUE(d.findSchema({"aten::cudnn_batch_norm", "out"}).has_value());
+  EXPECT_EQ(detail::out_overload(d.findSchemaOrThrow("aten::cudnn_batch_norm", ""), 4), nullptr);
+  EXPECT_NE(detail::out_overload(d.findSchemaOrThrow("aten::native_batch_norm", ""), 3), nullptr);
 }
 
 TEST(Regions, StatusSaysWhatIsDeferred) {
