@@ -24,7 +24,7 @@ std::vector<OutputSpec> outputs(const Problem& p) {
   auto s = batchnorm::parse_batch_norm(p);
   EXPECT_TRUE(s.ok()) << s.status().to_string();
   if (!s.ok()) return {};
-  return batchnorm::make_batchnorm_kernel(s.value(), batchnorm::BnKnobs{}, nullptr)->outputs();
+  return batchnorm::make_batchnorm_kernel(s.value(), batchnorm::BnTechnique{}, nullptr)->outputs();
 }
 
 TEST(BatchNormPlan, ServesBothOps) {
@@ -95,7 +95,7 @@ TEST(BatchNormPlan, OutputsAsAtenAllocatesThem) {
   // Note [Batch norm inference]: cuDNN's association is not ATen's native one.
   auto s = batchnorm::parse_batch_norm(batch_norm_problem("cudnn_batch_norm", at::kHalf, at::kFloat, img));
   ASSERT_TRUE(s.ok());
-  const auto k = batchnorm::make_batchnorm_kernel(s.value(), batchnorm::BnKnobs{}, nullptr);
+  const auto k = batchnorm::make_batchnorm_kernel(s.value(), batchnorm::BnTechnique{}, nullptr);
   EXPECT_TRUE(k->output_tolerance(0).nonfinite_equivalent);
   EXPECT_TRUE(k->output_tolerance(0).overflow_equivalent);
   EXPECT_GT(k->output_tolerance(0).output_scaled, 0);
@@ -171,6 +171,17 @@ TEST(BatchNormPlan, SpaceOffersEachTechniqueWhereItApplies) {
     EXPECT_EQ(src->kernel_name, "cudal1_bn");
   }
   EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 1}, {"vec", 4}, {"block", 256}, {"rpt", 1}}}).ok());
+}
+
+// Note [Batch norm inference]: a technique's variant keeps the knobs {mode, vec, block, rpt} that caches,
+// policy data and replay fixtures know.
+TEST(BatchNormPlan, TechniquesKeepTheirVariants) {
+  const auto flat = batchnorm::variant_of(batchnorm::FlatVectors{2, 128});
+  EXPECT_EQ(flat.id(), "mode0.vec2.block128.rpt1");
+  EXPECT_EQ(flat.to_json(), (Variant{{{"mode", 0}, {"vec", 2}, {"block", 128}, {"rpt", 1}}}.to_json()));
+  EXPECT_EQ(batchnorm::variant_of(batchnorm::PlanePerBlock{4, 64}).id(), "mode1.vec4.block64.rpt1");
+  EXPECT_EQ(batchnorm::variant_of(batchnorm::ChannelColumns{8, 256, 16}).id(), "mode2.vec8.block256.rpt16");
+  EXPECT_EQ(batchnorm::variant_of(batchnorm::BnTechnique{}).id(), "mode0.vec1.block256.rpt1");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 /// and binding.
 #include "batchnorm_family.h"
 
+#include <type_traits>
+
 #include "args.h"
 #include "codegen_common.h"
 #include "cudal1/optimizer/layout.h"
@@ -56,22 +58,7 @@ class BnPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    auto add = [&](int mode, int vec, int block, int rpt) {
-      const BnKnobs k{mode, vec, block, rpt};
-      if (bn_grid(s_, k) > (int64_t{1} << 31) - 1 && mode == 2) return;  // mode 2 does not loop over blocks
-      out.push_back(Variant{{{"mode", mode}, {"vec", vec}, {"block", block}, {"rpt", rpt}}});
-    };
-    for (int vec : kVecs) {
-      if (vec > s_.max_vec) continue;
-      for (int block : kBlocks) {
-        if (block >= 128) add(0, vec, block, 1);
-        if (s_.inner > 1 && s_.inner % vec == 0 && s_.inner >= 64 && (block == 64 || block * vec <= 2 * s_.inner))
-          add(1, vec, block, 1);
-        if (s_.inner == 1 && s_.channels % vec == 0)
-          for (int rpt : kRpts)
-            if (rpt == 1 || rpt <= s_.rows()) add(2, vec, block, rpt);
-      }
-    }
+    for (const BnTechnique& t : techniques()) out.push_back(variant_of(t));
     return out;
   }
 
@@ -93,22 +80,41 @@ class BnPlan final : public Plan {
   int stratum(const Variant& v) const override { return v.get("mode"); }
 
   Result<KernelSource> source(const Variant& v) const override {
-    CUDAL1_ASSIGN_OR_RETURN(BnKnobs k, knobs_of(v));
-    return generate_batchnorm(s_, k);
+    CUDAL1_ASSIGN_OR_RETURN(BnTechnique t, technique_of(v));
+    return generate_batchnorm(s_, t);
   }
 
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
-    CUDAL1_ASSIGN_OR_RETURN(BnKnobs k, knobs_of(v));
-    return make_batchnorm_kernel(s_, k, std::move(m));
+    CUDAL1_ASSIGN_OR_RETURN(BnTechnique t, technique_of(v));
+    return make_batchnorm_kernel(s_, t, std::move(m));
   }
 
  private:
-  Result<BnKnobs> knobs_of(const Variant& v) const {
-    bool found = false;
-    for (const auto& x : space()) found = found || x.id() == v.id();
-    if (!found) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-    return BnKnobs{v.get("mode"), v.get("vec"), v.get("block"), v.get("rpt")};
+  /// The space in its order (vec, then block, then technique, then rpt): each technique where it applies.
+  std::vector<BnTechnique> techniques() const {
+    std::vector<BnTechnique> out;
+    for (int vec : kVecs) {
+      if (vec > s_.max_vec) continue;
+      for (int block : kBlocks) {
+        if (block >= 128) out.push_back(FlatVectors{vec, block});
+        if (s_.inner > 1 && s_.inner % vec == 0 && s_.inner >= 64 && (block == 64 || block * vec <= 2 * s_.inner))
+          out.push_back(PlanePerBlock{vec, block});
+        if (s_.inner == 1 && s_.channels % vec == 0)
+          for (int rpt : kRpts) {
+            const ChannelColumns c{vec, block, rpt};
+            if ((rpt == 1 || rpt <= s_.rows()) && c.grid(s_) <= (int64_t{1} << 31) - 1) out.push_back(c);
+          }
+      }
+    }
+    return out;
+  }
+
+  /// The technique of a variant of this plan's space, else InvalidArgument.
+  Result<BnTechnique> technique_of(const Variant& v) const {
+    for (const BnTechnique& t : techniques())
+      if (variant_of(t).id() == v.id()) return t;
+    return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
   BnShape s_;
@@ -117,7 +123,7 @@ class BnPlan final : public Plan {
 class BnFamily final : public Family {
  public:
   const char* name() const override { return "batchnorm"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }
   std::vector<std::string> ops() const override { return {"cudnn_batch_norm", "native_batch_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -127,6 +133,16 @@ class BnFamily final : public Family {
 };
 
 }  // namespace
+
+Variant variant_of(const BnTechnique& t) {
+  return std::visit(
+      [](const auto& k) {
+        int rpt = 1;
+        if constexpr (std::is_same_v<std::decay_t<decltype(k)>, ChannelColumns>) rpt = k.rpt;
+        return Variant{{{"mode", k.kMode}, {"vec", k.vec}, {"block", k.block}, {"rpt", rpt}}};
+      },
+      t);
+}
 
 Result<BnShape> parse_batch_norm(const Problem& p) {
   if (!p.overload.empty()) return Status(Code::kUnsupported, "overload " + p.overload);

@@ -22,15 +22,22 @@
 /// contiguous [C] vectors, cudnn inputs not contiguous in their suggested format, bf16 cudnn calls (never seen).
 /// Inputs must be non-overlapping and dense (any permutation): then the physical flat index i of an element is
 /// the same in x and y and its channel is (i / INNER) % C with INNER = x.stride(1) (the product of the sizes
-/// physically inside the channel dim). Three techniques over that flat view:
-///   mode 0 (flat): a grid-stride loop over VEC-element vectors; a vector lies in one channel (INNER % VEC == 0)
-///                  or holds VEC consecutive channels (INNER == 1, C % VEC == 0); parameters per vector.
-///   mode 1 (planes, INNER > 1): a block per (outer, c) plane of INNER elements (grid-stride over planes),
-///                  parameters once per plane, 16-byte vectors over the plane.
-///   mode 2 (columns, INNER == 1: channels-last, [N, C] rows): a thread holds VEC consecutive channels, loads
-///                  their parameters once and strides over ROWS / RPT rows.
+/// physically inside the channel dim). Three techniques walk that flat view, each its own class below with only
+/// the knobs it uses and its own device code (batchnorm_<technique>.cuh after batchnorm_common.cuh):
+///   FlatVectors:    a grid-stride loop over VEC-element vectors; a vector lies in one channel (INNER % VEC == 0)
+///                   or holds VEC consecutive channels (INNER == 1, C % VEC == 0); parameters per vector.
+///   PlanePerBlock (INNER > 1): a block per (outer, c) plane of INNER elements (grid-stride over planes),
+///                   parameters once per plane, VEC-element vectors over the plane.
+///   ChannelColumns (INNER == 1: channels-last, [N, C] rows): a thread holds VEC consecutive channels, loads
+///                   their parameters once and strides over the rows in steps of ceil(ROWS / RPT), about RPT
+///                   rows a thread.
+/// A variant names its technique by the knob "mode" (0, 1, 2 in that order) with knobs vec, block and rpt (1
+/// outside ChannelColumns): the ids that caches, policy data and replay fixtures know.
 /// Memory-bound: x read once, y written once; the parameters are C-sized and stay in L1/L2.
 #pragma once
+
+#include <iosfwd>
+#include <variant>
 
 #include "cudal1/optimizer/family.h"
 
@@ -52,31 +59,66 @@ struct BnShape {
   bool has_weight = false, has_bias = false;
   float eps = 1e-5f;
   int max_vec = 1;
-  int64_t rows() const { return numel / channels; }  ///< mode 2 (inner == 1)
-  int64_t planes() const { return numel / inner; }   ///< mode 1
+  int64_t rows() const { return numel / channels; }  ///< ChannelColumns (inner == 1)
+  int64_t planes() const { return numel / inner; }   ///< PlanePerBlock
 };
 
-/// Technique choice.
-struct BnKnobs {
-  int mode = 0;     ///< 0: flat vectors; 1: block per plane; 2: channel columns over rows
+/// The knobs every technique has.
+struct BnLaunch {
   int vec = 1;      ///< elements per load/store
   int block = 256;  ///< threads per block
-  int rpt = 1;      ///< mode 2: rows per thread
 };
+
+/// The techniques (Note [Batch norm inference]), one interface: kMode, its value of the variant knob "mode";
+/// kName, its name in the source's first line; grid, the blocks of one launch on a shape; source, which writes,
+/// after the shared head and batchnorm_common.cuh, the constants its device code adds and its .cuh's text
+/// (batchnorm_<technique>.cuh, which defines bn::walk).
+
+/// A grid-stride loop over the flat view's vectors.
+struct FlatVectors : BnLaunch {
+  static constexpr int kMode = 0;
+  static constexpr const char* kName = "FlatVectors";
+  int64_t grid(const BnShape& s) const;
+  void source(std::ostream& o, const BnShape& s) const;
+};
+
+/// A block per plane of `inner` elements (inner > 1).
+struct PlanePerBlock : BnLaunch {
+  static constexpr int kMode = 1;
+  static constexpr const char* kName = "PlanePerBlock";
+  int64_t grid(const BnShape& s) const;
+  void source(std::ostream& o, const BnShape& s) const;
+};
+
+/// A thread per `vec` consecutive channels, striding over the rows (inner == 1). Its grid does not loop over
+/// blocks: the space offers it only where the grid fits.
+struct ChannelColumns : BnLaunch {
+  static constexpr int kMode = 2;
+  static constexpr const char* kName = "ChannelColumns";
+  int rpt = 1;  ///< rows per thread
+  int64_t slots(const BnShape& s) const { return (s.rows() + rpt - 1) / rpt; }  ///< row slots the grid covers
+  int64_t grid(const BnShape& s) const;
+  void source(std::ostream& o, const BnShape& s) const;
+};
+
+/// One variant's technique and knobs (default: FlatVectors, vec 1, block 256).
+using BnTechnique = std::variant<FlatVectors, PlanePerBlock, ChannelColumns>;
+
+/// The variant of `t`: knobs {mode, vec, block, rpt} in that order, rpt 1 outside ChannelColumns.
+Variant variant_of(const BnTechnique& t);
 
 /// The shape of a cudnn_batch_norm / native_batch_norm call (both: input, weight, bias, running_mean, running_var,
 /// training, momentum, eps), or Unsupported (Note [Batch norm inference]).
 Result<BnShape> parse_batch_norm(const Problem& p);
 
-/// Blocks of one launch of `k` on `s`.
-int64_t bn_grid(const BnShape& s, const BnKnobs& k);
+/// CUDA source of one variant, exactly as NVRTC compiles it: the generated head (dtypes and typed constants),
+/// batchnorm_common.cuh, then the technique's constants and .cuh. Its kernel is extern "C" cudal1_bn(x, w, b,
+/// running_mean, running_var, y, save_mean, save_invstd); absent parameters are null, save_* null for
+/// cudnn_batch_norm.
+KernelSource generate_batchnorm(const BnShape& s, const BnTechnique& t);
 
-/// CUDA source of one variant: extern "C" cudal1_bn(x, w, b, running_mean, running_var, y, save_mean,
-/// save_invstd); absent parameters are null, save_* null for cudnn_batch_norm.
-KernelSource generate_batchnorm(const BnShape& s, const BnKnobs& k);
-
-/// Binds a loaded module of variant `k` to `s`.
-std::unique_ptr<BoundKernel> make_batchnorm_kernel(const BnShape& s, const BnKnobs& k,
+/// Binds a loaded module of technique `t` to `s`.
+std::unique_ptr<BoundKernel> make_batchnorm_kernel(const BnShape& s, const BnTechnique& t,
                                                    std::shared_ptr<LoadedModule> module);
 
 }  // namespace cudal1::optimizer::batchnorm

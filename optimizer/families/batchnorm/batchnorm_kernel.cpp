@@ -12,7 +12,8 @@ namespace {
 
 class BnKernel final : public BoundKernel {
  public:
-  BnKernel(BnShape s, BnKnobs k, std::shared_ptr<LoadedModule> m) : s_(std::move(s)), k_(k), module_(std::move(m)) {
+  BnKernel(BnShape s, const BnTechnique& t, std::shared_ptr<LoadedModule> m)
+      : s_(std::move(s)), module_(std::move(m)) {
     outputs_.push_back(OutputSpec{s_.dtype, s_.sizes, s_.out_strides});
     if (s_.cudnn) {  // eval branch of cudnn/BatchNorm.cpp: empty [0] save tensors of the weight's dtype, u8 reserve
       outputs_.push_back(OutputSpec{s_.param_dtype, {0}, {1}});
@@ -22,7 +23,13 @@ class BnKernel final : public BoundKernel {
       outputs_.push_back(OutputSpec{c10::ScalarType::Float, {s_.channels}, {1}});
       outputs_.push_back(OutputSpec{c10::ScalarType::Float, {s_.channels}, {1}});
     }
-    align_ = static_cast<uintptr_t>(k_.vec) * static_cast<uintptr_t>(elem_size(s_.dtype));
+    std::visit(
+        [&](const auto& k) {
+          grid_ = k.grid(s_);
+          block_ = k.block;
+          align_ = static_cast<uintptr_t>(k.vec) * static_cast<uintptr_t>(elem_size(s_.dtype));
+        },
+        t);
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -66,8 +73,8 @@ class BnKernel final : public BoundKernel {
       auto d = driver();
       if (!d.ok()) return d.status();
       void* params[] = {&xp, &p[0], &p[1], &p[2], &p[3], &yp, &mp, &ip};
-      const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim(bn_grid(s_, k_)), 1, 1,
-                                                   static_cast<unsigned>(k_.block), 1, 1, 0, stream, params, nullptr);
+      const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim(grid_), 1, 1,
+                                                   static_cast<unsigned>(block_), 1, 1, 0, stream, params, nullptr);
       if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
       return Status();
     } catch (const std::exception& e) {
@@ -77,17 +84,18 @@ class BnKernel final : public BoundKernel {
 
  private:
   BnShape s_;
-  BnKnobs k_;
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
-  uintptr_t align_ = 1;
+  int64_t grid_ = 1;     ///< blocks of the launch
+  int block_ = 1;        ///< threads per block
+  uintptr_t align_ = 1;  ///< bytes of one vector: x and y must be aligned to it
 };
 
 }  // namespace
 
-std::unique_ptr<BoundKernel> make_batchnorm_kernel(const BnShape& s, const BnKnobs& k,
+std::unique_ptr<BoundKernel> make_batchnorm_kernel(const BnShape& s, const BnTechnique& t,
                                                    std::shared_ptr<LoadedModule> module) {
-  return std::make_unique<BnKernel>(s, k, std::move(module));
+  return std::make_unique<BnKernel>(s, t, std::move(module));
 }
 
 }  // namespace cudal1::optimizer::batchnorm
