@@ -75,9 +75,10 @@ const auto* const g_env = ::testing::AddGlobalTestEnvironment(new ChainGpuEnv);
 /// further from the exact value than twice want's own error: both are float evaluations of a chain that a
 /// reduction's order makes ill-conditioned there (sqrt of a layer norm's output near 0).
 /// `got` equals `want` (eager) within the chain's tolerance, or is no further from `exact` (the chain in float64)
-/// than twice eager's own distance plus `spread`: how far the float64 chain moves when its inputs move by one
-/// unit in the last place of their dtypes (see chain_spread). An element where the chain itself is that
-/// sensitive (a square root just after a cancellation) has no better answer in the chain's dtype than either.
+/// than twice eager's own distance plus `spread`: how far the float64 chain moves when its inputs, or its row
+/// statistics, move by one unit roundoff of the dtype they are rounded to (see chain_spread). An element where the
+/// chain itself is that sensitive (a square root just after a cancellation) has no better answer in the chain's
+/// dtype than either.
 ::testing::AssertionResult close(const at::Tensor& got, const at::Tensor& want, double steps,
                                  const at::Tensor& exact = at::Tensor(), const at::Tensor& spread = at::Tensor()) {
   const double rtol = (want.scalar_type() == at::kFloat ? 1e-5 : want.scalar_type() == at::kHalf ? 2e-3 : 1.6e-2) * steps;
@@ -127,12 +128,16 @@ at::Tensor nudged(const at::Tensor& t, int mode) {
   return d * (1.0 + u * (2.0 * at::rand_like(d) - 1.0));
 }
 
+/// The float64 evaluations chain_spread asks for: 0-2 the inputs nudged (nudged()'s modes), 3-6 the exact inputs
+/// with the row statistics nudged (RandomChain::stats_nudge).
+constexpr int kSpreadModes = 7;
+
 /// The element-wise largest move of `run`'s float64 results (the chain's value and what it keeps) over the
-/// three nudges against `exact`; a NaN on one side only counts as any move at all.
+/// kSpreadModes nudges against `exact`; a NaN on one side only counts as any move at all.
 std::vector<at::Tensor> chain_spread(const std::function<std::vector<at::Tensor>(int)>& run,
                                      const std::vector<at::Tensor>& exact) {
   std::vector<at::Tensor> spread(exact.size());
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < kSpreadModes; ++k) {
     const std::vector<at::Tensor> moved = run(k);
     for (size_t j = 0; j < exact.size(); ++j) {
       const at::Tensor d = at::nan_to_num((moved.at(j) - exact[j]).abs(), std::numeric_limits<double>::infinity());
@@ -210,14 +215,36 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
 /// One random chain over x: pointwise ops, with a broadcast second input y, and row ops (reductions along the
 /// last dim combined back into the row, a softmax, a layer norm with weight w). Intermediates are kept alive at
 /// random (`keep`), as an app that holds some of them.
+///
+/// The float64 evaluation with `stats_nudge` (1-4) moves every row statistic (a row's mean or sum, a layer norm's
+/// mean and variance) by one unit roundoff of the dtype eager rounds it to, up or down (1: all up, 2: all down, 3
+/// and 4: alternating), as a reduction summed in another valid order rounds it: a fused chain's row sum or a layer
+/// norm's two-pass mean may land one unit from ATen's (its Welford), and a chain that then cancels (a row sitting on
+/// a large offset) and takes a square root near 0 amplifies that unit (the fuzz's chain 168 on an H100). Max and
+/// min are exact and are not moved; a softmax is not decomposed.
 struct RandomChain {
   std::vector<int> ops;  // op codes, see apply()
   std::vector<bool> keep;
   std::vector<int> inplace;  // per op: an in-place op after it (0: none; 1 relu_, 2 mul_(1.5), 3 sigmoid_)
+  int stats_nudge = 0;
+  mutable std::vector<at::ScalarType> dtypes;  // each op's input dtype in the last evaluation not in float64
+
   at::Tensor apply(const at::Tensor& x, const at::Tensor& y, const at::Tensor& w, const at::Tensor& w32,
                    std::vector<at::Tensor>* kept) const {
     at::Tensor t = x;
+    const bool eager = x.scalar_type() != at::kDouble;
+    if (eager) dtypes.clear();
+    int moved = 0;  // row statistics moved so far (their signs alternate in modes 3 and 4)
+    // A row statistic `s` of op k, rounded in eager to its own dtype or (`acc`) to float.
+    const auto stat = [&](const at::Tensor& s, size_t k, bool acc) {
+      if (eager || stats_nudge == 0) return s;
+      const bool up = stats_nudge == 1 || (stats_nudge == 3 && moved % 2 == 0) || (stats_nudge == 4 && moved % 2);
+      ++moved;
+      const at::ScalarType d = acc || k >= dtypes.size() ? at::kFloat : dtypes[k];
+      return s * (up ? 1.0 + unit_roundoff(d) : 1.0 - unit_roundoff(d));
+    };
     for (size_t k = 0; k < ops.size(); ++k) {
+      if (eager) dtypes.push_back(t.scalar_type());
       switch (ops[k]) {
         case 0: t = t.add(y); break;
         case 1: t = t.mul(y); break;
@@ -240,13 +267,19 @@ struct RandomChain {
         case 18: t = t.div(3.0); break;
         case 19: t = t.erf(); break;
         // Row ops (Note [Row chains]):
-        case 20: t = t.sub(t.mean({-1}, true)); break;
-        case 21: t = t.div(t.abs().sum({-1}, true).add(1.0)); break;
-        case 22: t = t.mul(t.pow(2).mean({-1}, true).add(1e-5).rsqrt()); break;
+        case 20: t = t.sub(stat(t.mean({-1}, true), k, false)); break;
+        case 21: t = t.div(stat(t.abs().sum({-1}, true), k, false).add(1.0)); break;
+        case 22: t = t.mul(stat(t.pow(2).mean({-1}, true), k, false).add(1e-5).rsqrt()); break;
         case 23: t = at::_softmax(t, -1, false); break;
         case 24: {  // the weight in the input's dtype (a promoting input made it fp32)
           const at::Tensor& ww = t.scalar_type() == w.scalar_type() ? w : w32;
-          t = at::layer_norm(t, {t.size(-1)}, ww, k % 2 ? ww : at::Tensor(), 1e-5);
+          if (eager || stats_nudge == 0) {
+            t = at::layer_norm(t, {t.size(-1)}, ww, k % 2 ? ww : at::Tensor(), 1e-5);
+          } else {  // the same in float64, its statistics (kept in float by ATen and by cudal1) moved
+            const at::Tensor d = t.sub(stat(t.mean({-1}, true), k, true));
+            t = d.mul(stat(d.mul(d).mean({-1}, true), k, true).add(1e-5).rsqrt()).mul(ww);
+            if (k % 2) t = t.add(ww);
+          }
           break;
         }
         case 25: t = t.sub(t.amax({-1}, true)).exp(); break;
@@ -375,11 +408,14 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     }
     served += dispatcher::region_counters().completed > before.completed;
     // The chain in float64, exactly and on nudged inputs (value first, then what it keeps).
-    const auto in_double = [&](int nudge) {  // -1: exact
+    const auto in_double = [&](int nudge) {  // -1: exact; chain_spread's modes
       dispatcher::BypassScope aten_only;
-      const auto f = [nudge](const at::Tensor& t) { return nudge >= 0 ? nudged(t, nudge) : t.to(at::kDouble); };
+      const bool inputs = nudge >= 0 && nudge < 3;
+      const auto f = [&](const at::Tensor& t) { return inputs ? nudged(t, nudge) : t.to(at::kDouble); };
+      RandomChain r = rc;
+      r.stats_nudge = nudge >= 3 ? nudge - 2 : 0;
       std::vector<at::Tensor> kept;
-      std::vector<at::Tensor> all{rc.apply(f(x), f(y), f(w), f(w32), &kept)};
+      std::vector<at::Tensor> all{r.apply(f(x), f(y), f(w), f(w32), &kept)};
       all.insert(all.end(), kept.begin(), kept.end());
       return all;
     };

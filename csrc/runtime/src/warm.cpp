@@ -113,10 +113,13 @@ std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, 
   call->stack.clear();
   // The records this call reached at the top level: its own (a family op), or those of the family ops a
   // composite op calls (e.g. aten::layer_norm reaches aten::native_layer_norm: profile mode records the former).
+  // Ops the hook keys only for chain profiling (e.g. aten::bmm, an attention chain's first op) have records too,
+  // but no family tunes them: they are not warmed.
   std::vector<dispatcher::SigRecord*> reached;
   for (const auto& [rec, calls] : calls_by_record()) {
     const auto it = before.find(rec);
-    if (rec->device_index == o.device && calls > (it == before.end() ? 0 : it->second)) reached.push_back(rec);
+    if (rec->device_index == o.device && calls > (it == before.end() ? 0 : it->second) && family_op(rec->sig.text))
+      reached.push_back(rec);
   }
   std::sort(reached.begin(), reached.end(), [](auto* a, auto* b) { return a->sig.text < b->sig.text; });
   if (reached.empty())
