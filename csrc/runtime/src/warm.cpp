@@ -10,7 +10,8 @@
 /// as in an app, and hands the records it reached to the tuner as if they had become hot: the call's own record,
 /// or, for a composite op such as aten::layer_norm (profile mode hooks every op and records the composite, which
 /// tune mode does not hook), the records of the family ops it calls (aten::native_layer_norm). A record counts
-/// as reached when its call count rose during the call. Calls go one at a time, each waiting for its tuning to
+/// as reached when its call count rose during the call and a family tunes its op (the hook also keys ops that
+/// only chains use, e.g. aten::bmm). Calls go one at a time, each waiting for its tuning to
 /// finish, so that no rebuilt call runs on the GPU while a candidate is timed. The
 /// tuner verifies, times and writes the cache as it does in an app; an entry the cache already holds for
 /// this GPU's fingerprint is attached by the hook on the rebuilt call's first use and reported "cached", not
@@ -113,8 +114,6 @@ std::vector<WarmResult> warm_one(const std::string& text, const WarmOptions& o, 
   call->stack.clear();
   // The records this call reached at the top level: its own (a family op), or those of the family ops a
   // composite op calls (e.g. aten::layer_norm reaches aten::native_layer_norm: profile mode records the former).
-  // Ops the hook keys only for chain profiling (e.g. aten::bmm, an attention chain's first op) have records too,
-  // but no family tunes them: they are not warmed.
   std::vector<dispatcher::SigRecord*> reached;
   for (const auto& [rec, calls] : calls_by_record()) {
     const auto it = before.find(rec);
