@@ -33,7 +33,7 @@ TEST(GemmPlan, ServesAddmmWithAVectorBiasAndUnitScalars) {
   auto shape = gemm::parse_mm(testing::addmm_problem(at::kHalf, 4, 8, 3));
   ASSERT_TRUE(shape.ok());
   EXPECT_TRUE(shape->bias);
-  EXPECT_EQ(gemm::make_gemm_kernel(shape.value(), gemm::GemmKnobs{}, nullptr)->outputs()[0].strides,
+  EXPECT_EQ(gemm::make_gemm_kernel(shape.value(), gemm::GemmTechnique{}, nullptr)->outputs()[0].strides,
             (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(code(testing::addmm_problem(at::kHalf, 64, 64, 63, 90, c10::IValue(0.5))), Code::kUnsupported);
   EXPECT_EQ(code(testing::addmm_problem(at::kHalf, 64, 64, 63, 90, c10::IValue(int64_t{1}), c10::IValue(2.0))),
@@ -83,7 +83,7 @@ TEST(GemmPlan, PromisesMmsContiguousResultAndEveryTechnique) {
   EXPECT_EQ(ids.size(), space.size());
   auto shape = gemm::parse_mm(p);
   ASSERT_TRUE(shape.ok());
-  const auto kernel = gemm::make_gemm_kernel(shape.value(), gemm::GemmKnobs{}, nullptr);
+  const auto kernel = gemm::make_gemm_kernel(shape.value(), gemm::GemmTechnique{}, nullptr);
   ASSERT_EQ(kernel->outputs().size(), 1u);
   EXPECT_EQ(kernel->outputs()[0].sizes, (std::vector<int64_t>{40, 50257}));
   EXPECT_EQ(kernel->outputs()[0].strides, (std::vector<int64_t>{50257, 1}));
@@ -95,7 +95,7 @@ TEST(GemmPlan, PromisesMmsContiguousResultAndEveryTechnique) {
   EXPECT_NE(src->code.find("kN = 50257LL"), std::string::npos);
   EXPECT_EQ(src->kernel_name, "cudal1_gemm_unpad");
   EXPECT_FALSE(plan.value()->source(Variant{{{"pad", 16}, {"orient", 0}, {"vec", 8}, {"block", 256}}}).ok());
-  EXPECT_EQ(gemm::GemmKnobs{}.padded_n(50257), 50264);
+  EXPECT_EQ(gemm::PaddedGemm{}.padded_n(50257), 50264);
 }
 
 TEST(GemmPlan, ResidueRowsCoverEveryElementOnceWithAlignedGemms) {  // Note [Residue rows]
@@ -115,14 +115,13 @@ TEST(GemmPlan, ResidueRowsCoverEveryElementOnceWithAlignedGemms) {  // Note [Res
   auto shape = gemm::parse_mm(p);
   ASSERT_TRUE(shape.ok());
   ASSERT_TRUE(gemm::residue_layout(shape.value()));
-  gemm::GemmKnobs k;
-  k.rows = 8;
-  const int slots = gemm::residue_slots(shape.value(), k);
+  const gemm::ResidueRows k;
+  const int slots = k.slots(shape.value());
   for (int j = 0; j < 8; ++j) {
     const gemm::ResidueSplit r = gemm::residue_split(50257, 8, j);
     EXPECT_LE(50257 - r.width, slots);
   }
-  auto src = gemm::generate_remainder(shape.value(), k);
+  auto src = k.source(shape.value());
   EXPECT_EQ(src.kernel_name, "cudal1_gemm_remainder");
   EXPECT_NE(src.code.find("kSlots = " + std::to_string(slots)), std::string::npos) << src.code;
   EXPECT_EQ(gemm::make_gemm_kernel(shape.value(), k, nullptr)->scratch_bytes(), 0);
@@ -150,11 +149,21 @@ TEST(GemmPlan, ResidueRowsNeedTheLinearLayout) {  // Note [Residue rows]
   EXPECT_FALSE(plan.value()->source(Variant{{{"rows", 8}, {"warps", 2}}}).ok());
 }
 
+// Notes [Padded GEMM] and [Residue rows]: a technique's variant keeps the knobs that caches, policy data and
+// replay fixtures know.
+TEST(GemmPlan, TechniquesKeepTheirVariants) {
+  const auto padded = gemm::variant_of(gemm::PaddedGemm{64, 1, 4, 512});
+  EXPECT_EQ(padded.id(), "pad64.orient1.vec4.block512");
+  EXPECT_EQ(padded.to_json(), (Variant{{{"pad", 64}, {"orient", 1}, {"vec", 4}, {"block", 512}}}.to_json()));
+  EXPECT_EQ(gemm::variant_of(gemm::ResidueRows{8}).id(), "rows8.warps8");
+  EXPECT_EQ(gemm::variant_of(gemm::GemmTechnique{}).id(), "pad8.orient0.vec8.block256");
+}
+
 TEST(GemmPlan, TuningMemoryCountsTheScratch) {  // Note [Tuning memory]
   const Problem p = mm_problem(at::kHalf, 4096, 768, 50257);
   auto shape = gemm::parse_mm(p);
   ASSERT_TRUE(shape.ok());
-  const auto k = gemm::make_gemm_kernel(shape.value(), gemm::GemmKnobs{}, nullptr);
+  const auto k = gemm::make_gemm_kernel(shape.value(), gemm::GemmTechnique{}, nullptr);
   const int64_t inputs = 2 * (4096 * 768 + 768 * 50257), out = int64_t{2} * 4096 * 50257;
   EXPECT_EQ(k->scratch_bytes(), 2 * (50264 * 768 + 4096 * int64_t{50264}));
   EXPECT_EQ(tuning_bytes(p, *k), inputs + 3 * out + 4 * 8 * (out / 2) + (int64_t{256} << 20) + k->scratch_bytes());

@@ -1,48 +1,32 @@
-/// @brief Source generation for the gemm family: the padded GEMM's unpadding copy (Note [Padded GEMM]: the first
-/// N of every NP elements of the scratch, in order, into the contiguous result; a thread gathers VEC consecutive
-/// result elements, which may straddle two scratch rows, and stores them with one aligned VEC-wide store), and the
-/// residue technique's remainder kernel (Note [Residue rows]).
+/// @brief Source generation for the gemm family: a head of typed constants, then the device code of the padded
+/// GEMM's unpadding copy (gemm_unpad.cuh, Note [Padded GEMM]) or of the residue technique's remainder kernel
+/// (gemm_remainder.cuh, Note [Residue rows]), embedded at build time.
 #include <algorithm>
 #include <sstream>
 
 #include "codegen_common.h"
+#include "gemm_cuda.h"
 #include "gemm_family.h"
 
 namespace cudal1::optimizer::gemm {
 
-int64_t unpad_grid(const GemmShape& s, const GemmKnobs& k) {
-  const int64_t vecs = s.m * s.n / k.vec;
-  return std::max<int64_t>(1, std::min<int64_t>((vecs + k.block - 1) / k.block, (int64_t{1} << 31) - 1));
+// Note [Gemm constants]
+// The head gives the device code its compile-time values as constexpr variables, `constexpr long long kM = 4096LL,
+// ...;`, not as the enumerators of Note [Device constants]: NVRTC emits each of them as a global of the module,
+// so the gemm family's cubins hold them (symbols kM, kN, ... and .nv.global.init data), and the enumerator form
+// would change every cubin of the family. The two kernels read them as typed constants either way.
+
+int64_t PaddedGemm::grid(const GemmShape& s) const {
+  const int64_t vecs = s.m * s.n / vec;
+  return std::max<int64_t>(1, std::min<int64_t>((vecs + block - 1) / block, (int64_t{1} << 31) - 1));
 }
 
-KernelSource generate_unpad(const GemmShape& s, const GemmKnobs& k) {
+KernelSource PaddedGemm::source(const GemmShape& s) const {
   std::ostringstream o;
   o << "// cudal1 gemm family: unpadding copy (Note [Padded GEMM])\n"
-    << "constexpr long long kM = " << s.m << "LL, kN = " << s.n << "LL, kNP = " << k.padded_n(s.n) << "LL;\n"
-    << "constexpr int kVec = " << k.vec << ", kBlock = " << k.block << ";\n"
-    << R"(constexpr long long kTotal = kM * kN, kVecs = kTotal / kVec;
-struct __align__(2 * kVec) pack_t { unsigned short e[kVec]; };
-extern "C" __global__ void __launch_bounds__(kBlock)
-cudal1_gemm_unpad(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst) {
-  const long long threads = (long long)gridDim.x * kBlock;
-  const long long tid = (long long)blockIdx.x * kBlock + threadIdx.x;
-  for (long long v = tid; v < kVecs; v += threads) {
-    const long long i = v * kVec;
-    long long r = i / kN, c = i - r * kN;
-    pack_t p;
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      p.e[j] = src[r * kNP + c];
-      if (++c == kN) { c = 0; ++r; }
-    }
-    *reinterpret_cast<pack_t*>(dst + i) = p;
-  }
-  for (long long i = kVecs * kVec + tid; i < kTotal; i += threads) {
-    const long long r = i / kN;
-    dst[i] = src[r * kNP + (i - r * kN)];
-  }
-}
-)";
+    << "constexpr long long kM = " << s.m << "LL, kN = " << s.n << "LL, kNP = " << padded_n(s.n) << "LL;\n"
+    << "constexpr int kVec = " << vec << ", kBlock = " << block << ";\n"
+    << device_sources::kGemmUnpad;
   return KernelSource{o.str(), "cudal1_gemm_unpad"};
 }
 
@@ -60,52 +44,21 @@ bool residue_layout(const GemmShape& s) {
          s.b_strides[1] >= s.k && s.a_offset % r == 0 && s.b_offset % r == 0;
 }
 
-int residue_slots(const GemmShape& s, const GemmKnobs& k) {
+int ResidueRows::slots(const GemmShape& s) const {
   int64_t most = 0;
-  for (int j = 0; j < k.rows; ++j) most = std::max(most, s.n - residue_split(s.n, k.rows, j).width);
+  for (int j = 0; j < kResidueRows; ++j) most = std::max(most, s.n - residue_split(s.n, kResidueRows, j).width);
   return static_cast<int>(most);
 }
 
-KernelSource generate_remainder(const GemmShape& s, const GemmKnobs& k) {
+KernelSource ResidueRows::source(const GemmShape& s) const {
   std::ostringstream o;
   o << "// cudal1 gemm family: the remainder columns of the residue-rows GEMM (Note [Residue rows])\n"
     << dtype_prelude(s.dtype)
     << "constexpr long long kM = " << s.m << "LL, kN = " << s.n << "LL, kK = " << s.k << "LL;\n"
     << "constexpr long long kLda = " << s.a_strides[0] << "LL, kLdw = " << s.b_strides[1] << "LL;\n"
-    << "constexpr int kRows = " << k.rows << ", kSlots = " << residue_slots(s, k) << ", kWarps = " << k.warps
+    << "constexpr int kRows = " << kResidueRows << ", kSlots = " << slots(s) << ", kWarps = " << warps
     << ";\n"
-    << R"(struct __align__(16) pack_t { storage_t e[8]; };
-// Warp w computes slot (w % kSlots) of row (w / kSlots): a column left of the residue's aligned GEMM, or right of
-// it, or none. Its lanes stride over K with 16-byte loads; the sum is rounded to the dtype once.
-extern "C" __global__ void __launch_bounds__(kWarps * 32)
-cudal1_gemm_remainder(const storage_t* __restrict__ a, const storage_t* __restrict__ w, storage_t* __restrict__ out) {
-  const long long task = (long long)blockIdx.x * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (task >= kM * kSlots) return;
-  const long long r = task / kSlots;
-  const long long q = task - r * kSlots;
-  const long long j = r % kRows;
-  const long long first = (kRows - (j * kN) % kRows) % kRows;  // the residue's first aligned column
-  const long long shift = first < kN ? first : kN;
-  const long long width = (kN - shift) / kRows * kRows;
-  long long c;
-  if (q < shift) c = q;
-  else if (q < kN - width) c = width + q;
-  else return;  // the whole warp: its task is one element
-  const storage_t* ar = a + r * kLda;
-  const storage_t* wr = w + c * kLdw;
-  float acc = 0.f;
-  for (long long k = lane * 8; k < kK; k += 256) {
-    const pack_t av = *reinterpret_cast<const pack_t*>(ar + k);
-    const pack_t wv = *reinterpret_cast<const pack_t*>(wr + k);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc = fmaf(to_float(av.e[e]), to_float(wv.e[e]), acc);
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if (lane == 0) out[r * kN + c] = to_storage(acc);
-}
-)";
+    << device_sources::kGemmRemainder;
   return KernelSource{o.str(), "cudal1_gemm_remainder"};
 }
 

@@ -19,13 +19,7 @@ class GemmPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    for (int pad : kPads)
-      for (int orient : kOrients)
-        for (int vec : kVecs)
-          for (int block : kBlocks)
-            out.push_back(Variant{{{"pad", pad}, {"orient", orient}, {"vec", vec}, {"block", block}}});
-    if (residue_layout(s_))
-      for (int warps : kResidueWarps) out.push_back(Variant{{{"rows", kResidueRows}, {"warps", warps}}});
+    for (const GemmTechnique& t : techniques()) out.push_back(variant_of(t));
     return out;
   }
 
@@ -45,28 +39,35 @@ class GemmPlan final : public Plan {
   int stratum(const Variant& v) const override { return v.get("rows") > 0 ? 2 : v.get("orient"); }
 
   Result<KernelSource> source(const Variant& v) const override {
-    CUDAL1_ASSIGN_OR_RETURN(GemmKnobs k, knobs_of(v));
-    return k.residue() ? generate_remainder(s_, k) : generate_unpad(s_, k);
+    CUDAL1_ASSIGN_OR_RETURN(GemmTechnique t, technique_of(v));
+    return std::visit([&](const auto& k) { return k.source(s_); }, t);
   }
 
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
-    CUDAL1_ASSIGN_OR_RETURN(GemmKnobs k, knobs_of(v));
-    return make_gemm_kernel(s_, k, std::move(m));
+    CUDAL1_ASSIGN_OR_RETURN(GemmTechnique t, technique_of(v));
+    return make_gemm_kernel(s_, t, std::move(m));
   }
 
  private:
-  Result<GemmKnobs> knobs_of(const Variant& v) const {
-    bool found = false;
-    for (const auto& x : space()) found = found || x.id() == v.id();
-    if (!found) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-    if (v.get("rows") > 0) {
-      GemmKnobs k;
-      k.rows = v.get("rows");
-      k.warps = v.get("warps");
-      return k;
-    }
-    return GemmKnobs{v.get("pad"), v.get("orient"), v.get("vec"), v.get("block")};
+  /// The space in its order: every padded GEMM (pad, then orient, vec, block), then residue rows (warps) where
+  /// the layout allows them.
+  std::vector<GemmTechnique> techniques() const {
+    std::vector<GemmTechnique> out;
+    for (int pad : kPads)
+      for (int orient : kOrients)
+        for (int vec : kVecs)
+          for (int block : kBlocks) out.push_back(PaddedGemm{pad, orient, vec, block});
+    if (residue_layout(s_))
+      for (int warps : kResidueWarps) out.push_back(ResidueRows{warps});
+    return out;
+  }
+
+  /// The technique of a variant of this plan's space, else InvalidArgument.
+  Result<GemmTechnique> technique_of(const Variant& v) const {
+    for (const GemmTechnique& t : techniques())
+      if (variant_of(t).id() == v.id()) return t;
+    return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
   GemmShape s_;
@@ -75,7 +76,7 @@ class GemmPlan final : public Plan {
 class GemmFamily final : public Family {
  public:
   const char* name() const override { return "gemm"; }
-  int version() const override { return 2; }
+  int version() const override { return 3; }
   std::vector<std::string> ops() const override { return {"mm", "addmm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -85,6 +86,12 @@ class GemmFamily final : public Family {
 };
 
 }  // namespace
+
+Variant variant_of(const GemmTechnique& t) {
+  if (const auto* r = std::get_if<ResidueRows>(&t)) return Variant{{{"rows", kResidueRows}, {"warps", r->warps}}};
+  const auto& p = std::get<PaddedGemm>(t);
+  return Variant{{{"pad", p.pad}, {"orient", p.orient}, {"vec", p.vec}, {"block", p.block}}};
+}
 
 namespace {
 

@@ -48,6 +48,8 @@
 /// Variants: warps a block of the remainder kernel {4, 8}; id "rows8.warpsW".
 #pragma once
 
+#include <variant>
+
 #include "cudal1/optimizer/family.h"
 
 namespace cudal1::optimizer::gemm {
@@ -67,17 +69,40 @@ struct GemmShape {
 /// Note [Residue rows]: residues of the row index, 16-byte vectors of 2-byte elements.
 constexpr int kResidueRows = 8;
 
-/// Technique choice: the padded GEMM (rows == 0; pad, orient, vec, block) or residue rows (rows == 8; warps).
-struct GemmKnobs {
+/// The techniques: each has its knobs and `source`, its kernel's CUDA source exactly as NVRTC compiles it (a head
+/// of constants, Note [Gemm constants] in gemm_codegen.cpp, then the kernel's .cuh, embedded at build time). The
+/// bound kernel (gemm_kernel.cpp) runs the technique's cuBLAS GEMMs and launches that kernel.
+
+/// Note [Padded GEMM]: the weight copied into a zero-padded buffer, cuBLAS into an [M, NP] scratch, the
+/// unpadding copy (gemm_unpad.cuh) into the result.
+struct PaddedGemm {
   int pad = 8;      ///< N rounded up to a multiple of this many elements
   int orient = 0;   ///< 0: padded weight [NP, K] used transposed; 1: [K, NP]
-  int vec = 8;      ///< elements per thread of the unpadding copy (one VEC-wide aligned store)
+  int vec = 8;      ///< elements per thread of the unpadding copy (one vec-wide aligned store)
   int block = 256;  ///< threads per block of the copy
-  int rows = 0;     ///< Note [Residue rows]: kResidueRows; 0: the padded GEMM
-  int warps = 4;    ///< warps per block of the residue technique's remainder kernel
   int64_t padded_n(int64_t n) const { return (n + pad - 1) / pad * pad; }
-  bool residue() const { return rows > 0; }
+  /// Blocks of the unpadding copy.
+  int64_t grid(const GemmShape& s) const;
+  /// The unpadding copy: extern "C" cudal1_gemm_unpad(src [M, NP], dst [M, N]), 2-byte elements.
+  KernelSource source(const GemmShape& s) const;
 };
+
+/// Note [Residue rows]: an aligned cuBLAS GEMM per residue of kResidueRows rows, in place, and the remainder
+/// kernel (gemm_remainder.cuh) for the columns left over.
+struct ResidueRows {
+  int warps = 4;  ///< warps per block of the remainder kernel
+  /// The most remainder elements of one row (over the residues), the remainder kernel's slots a row.
+  int slots(const GemmShape& s) const;
+  /// The remainder kernel: extern "C" cudal1_gemm_remainder(a, w, out).
+  KernelSource source(const GemmShape& s) const;
+};
+
+/// One variant's technique and knobs (default: PaddedGemm, pad 8, orient 0, vec 8, block 256).
+using GemmTechnique = std::variant<PaddedGemm, ResidueRows>;
+
+/// The variant of `t`: knobs {pad, orient, vec, block} (PaddedGemm) or {rows = kResidueRows, warps}
+/// (ResidueRows), in that order; id "pad8.orient0.vec8.block256" or "rows8.warps4".
+Variant variant_of(const GemmTechnique& t);
 
 /// Note [Residue rows]: for residue j of `rows`, the first aligned column s and the aligned width n of the GEMM
 /// over rows j, j + rows, ...; the remainder kernel computes columns [0, s) and [s + n, N).
@@ -90,23 +115,11 @@ ResidueSplit residue_split(int64_t n_cols, int rows, int j);
 /// kResidueRows, b a weight seen transposed with its row stride one too, both offsets multiples of it, no bias).
 bool residue_layout(const GemmShape& s);
 
-/// The most remainder elements of one row (over the residues), the remainder kernel's slots a row.
-int residue_slots(const GemmShape& s, const GemmKnobs& k);
-
-/// CUDA source of the residue technique's remainder kernel: extern "C" cudal1_gemm_remainder(a, w, out).
-KernelSource generate_remainder(const GemmShape& s, const GemmKnobs& k);
-
 /// The shape of an mm or addmm call, or Unsupported (Note [Padded GEMM]).
 Result<GemmShape> parse_mm(const Problem& p);
 
-/// Blocks of the unpadding copy.
-int64_t unpad_grid(const GemmShape& s, const GemmKnobs& k);
-
-/// CUDA source of the unpadding copy: extern "C" cudal1_gemm_unpad(src [M, NP], dst [M, N]), 2-byte elements.
-KernelSource generate_unpad(const GemmShape& s, const GemmKnobs& k);
-
-/// Binds a loaded module of variant `k` to `s` (the unpadding copy, or the residue technique's remainder kernel).
-std::unique_ptr<BoundKernel> make_gemm_kernel(const GemmShape& s, const GemmKnobs& k,
+/// Binds a loaded module of technique `t`'s kernel to `s`.
+std::unique_ptr<BoundKernel> make_gemm_kernel(const GemmShape& s, const GemmTechnique& t,
                                               std::shared_ptr<LoadedModule> module);
 
 }  // namespace cudal1::optimizer::gemm

@@ -14,9 +14,15 @@ namespace {
 
 class GemmKernel final : public BoundKernel {
  public:
-  GemmKernel(GemmShape s, GemmKnobs k, std::shared_ptr<LoadedModule> m) : s_(std::move(s)), k_(k), module_(std::move(m)) {
+  GemmKernel(GemmShape s, const GemmTechnique& t, std::shared_ptr<LoadedModule> m)
+      : s_(std::move(s)), t_(t), module_(std::move(m)) {
     outputs_.push_back(OutputSpec{s_.dtype, {s_.m, s_.n}, {s_.n, 1}});  // mm's result: contiguous
-    if (k_.residue()) remainder_tasks_ = s_.m * residue_slots(s_, k_);
+    if (const auto* r = std::get_if<ResidueRows>(&t_)) {
+      remainder_tasks_ = s_.m * r->slots(s_);
+      align_ = 16;
+    } else {
+      align_ = 2 * static_cast<uintptr_t>(std::get<PaddedGemm>(t_).vec);
+    }
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -36,8 +42,9 @@ class GemmKernel final : public BoundKernel {
   }
 
   int64_t scratch_bytes() const override {  // the padded weight, bias and [M, NP] result, 2-byte elements
-    if (k_.residue()) return 0;                // residue rows: the GEMMs write the result in place
-    const int64_t np = k_.padded_n(s_.n);
+    const auto* padded = std::get_if<PaddedGemm>(&t_);
+    if (!padded) return 0;  // residue rows: the GEMMs write the result in place
+    const int64_t np = padded->padded_n(s_.n);
     return 2 * (np * s_.k + s_.m * np + (s_.bias ? np : 0));
   }
 
@@ -61,16 +68,18 @@ class GemmKernel final : public BoundKernel {
           a.strides() != c10::IntArrayRef(s_.a_strides) || b.strides() != c10::IntArrayRef(s_.b_strides))
         return Status(Code::kUnsupported, "call does not match the planned shape");
       at::Tensor& out = outs[0];
-      if (reinterpret_cast<uintptr_t>(out.data_ptr()) % (2 * k_.vec) != 0)
+      if (reinterpret_cast<uintptr_t>(out.data_ptr()) % align_ != 0)
         return Status(Code::kUnsupported, "result not aligned for the copy's vector width");
       // at::mm below runs on torch's current stream: it must be the one this launch was given.
       auto current = dispatcher::current_stream(static_cast<int>(a.get_device()));
       if (!current.ok() || current.value() != stream)
         return Status(Code::kUnsupported, "the launch stream is not torch's current stream");
-      if (k_.residue()) return launch_residue(a, b, out, stream);
-      const int64_t np = k_.padded_n(s_.n);
+      const auto* residue = std::get_if<ResidueRows>(&t_);
+      if (residue) return launch_residue(*residue, a, b, out, stream);
+      const PaddedGemm& k = std::get<PaddedGemm>(t_);
+      const int64_t np = k.padded_n(s_.n);
       at::Tensor w;
-      if (k_.orient == 0) {  // [NP, K], its extra rows zero, used transposed
+      if (k.orient == 0) {  // [NP, K], its extra rows zero, used transposed
         at::Tensor rows = at::empty({np, s_.k}, b.options());
         rows.narrow(0, s_.n, np - s_.n).zero_();
         rows.narrow(0, 0, s_.n).copy_(b.t());
@@ -95,8 +104,8 @@ class GemmKernel final : public BoundKernel {
       const void* src = scratch.data_ptr();
       void* dst = out.data_ptr();
       void* params[] = {&src, &dst};
-      const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim(unpad_grid(s_, k_)), 1, 1,
-                                                   static_cast<unsigned>(k_.block), 1, 1, 0, stream, params, nullptr);
+      const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim(k.grid(s_)), 1, 1,
+                                                   static_cast<unsigned>(k.block), 1, 1, 0, stream, params, nullptr);
       if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
       // scratch and the padded weight go back to the caching allocator here: it reuses them only for work
       // queued later on this stream, after the copy.
@@ -108,17 +117,18 @@ class GemmKernel final : public BoundKernel {
 
  private:
   /// Note [Residue rows]: an aligned GEMM per residue of rows into the result's strided view, then the remainder.
-  Status launch_residue(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, CUstream stream) {
+  Status launch_residue(const ResidueRows& k, const at::Tensor& a, const at::Tensor& b, at::Tensor& out,
+                        CUstream stream) {
     const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (!aligned(a.data_ptr()) || !aligned(b.data_ptr()) || !aligned(out.data_ptr()) || !out.is_contiguous())
       return Status(Code::kUnsupported, "an operand or the result is not 16-byte aligned");
     const int64_t tasks = remainder_tasks_;
-    if ((tasks + k_.warps - 1) / k_.warps > (int64_t{1} << 31) - 1)  // the kernel has no grid-stride loop
+    if ((tasks + k.warps - 1) / k.warps > (int64_t{1} << 31) - 1)  // the kernel has no grid-stride loop
       return Status(Code::kUnsupported, "too many remainder elements for one grid");
-    const int64_t rows = k_.rows, lda = s_.a_strides[0];
-    for (int j = 0; j < k_.rows && j < s_.m; ++j) {
+    const int64_t rows = kResidueRows, lda = s_.a_strides[0];
+    for (int j = 0; j < kResidueRows && j < s_.m; ++j) {
       const int64_t mj = (s_.m - j + rows - 1) / rows;
-      const ResidueSplit split = residue_split(s_.n, k_.rows, j);
+      const ResidueSplit split = residue_split(s_.n, kResidueRows, j);
       if (split.width == 0) continue;
       at::Tensor ov =
           out.as_strided({mj, split.width}, {rows * s_.n, 1}, out.storage_offset() + j * s_.n + split.shift);
@@ -132,25 +142,26 @@ class GemmKernel final : public BoundKernel {
     const void* wp = b.data_ptr();
     void* op = out.data_ptr();
     void* params[] = {&ap, &wp, &op};
-    const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim((tasks + k_.warps - 1) / k_.warps), 1,
-                                                 1, static_cast<unsigned>(32 * k_.warps), 1, 1, 0, stream, params,
+    const CUresult r = d.value()->cuLaunchKernel(module_->function(), grid_dim((tasks + k.warps - 1) / k.warps), 1,
+                                                 1, static_cast<unsigned>(32 * k.warps), 1, 1, 0, stream, params,
                                                  nullptr);
     if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
     return Status();
   }
 
   GemmShape s_;
-  GemmKnobs k_;
+  GemmTechnique t_;
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
+  uintptr_t align_ = 16;         ///< bytes the result must be aligned to: the copy's vectors, or 16 (residue rows)
   int64_t remainder_tasks_ = 0;  ///< residue rows: the remainder kernel's warps (a row's slots x M)
 };
 
 }  // namespace
 
-std::unique_ptr<BoundKernel> make_gemm_kernel(const GemmShape& s, const GemmKnobs& k,
+std::unique_ptr<BoundKernel> make_gemm_kernel(const GemmShape& s, const GemmTechnique& t,
                                               std::shared_ptr<LoadedModule> module) {
-  return std::make_unique<GemmKernel>(s, k, std::move(module));
+  return std::make_unique<GemmKernel>(s, t, std::move(module));
 }
 
 }  // namespace cudal1::optimizer::gemm
