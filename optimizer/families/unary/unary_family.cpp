@@ -63,7 +63,7 @@ class UnaryFamily final : public Family {
   const char* name() const override { return "unary_elementwise"; }
   // 2: picked vectors (Note [Unary picked vectors]); 3: the erf gelu, 4: also the tanh gelu, sigmoid and silu
   // of 16-bit outputs in short forms (Note [Unary math for 16-bit outputs])
-  int version() const override { return 4; }
+  int version() const override { return 5; }
   std::vector<std::string> ops() const override {
     return {"relu", "gelu", "sigmoid", "tanh", "silu", "exp", "neg", "abs"};
   }

@@ -24,11 +24,12 @@ struct UnaryShape {
   int pick = 1;
 };
 
-/// CUDA source of the unary kernel for `shape` and technique knobs (vec, block, unroll, grid).
+/// CUDA source of the unary kernel for `shape` and technique knobs (vec, block, unroll, grid), exactly as NVRTC
+/// compiles it: the generated head (dtype, unary_approx.cuh, the op, typed constants), then unary_kernel.cuh.
 KernelSource generate_unary(const UnaryShape& shape, int vec, int block, int unroll, bool grid_stride);
 
 /// The body of a device function computing the op on a float `x` for outputs of `dtype` (statements ending in a
-/// return; it may call rcp_approx and ex2_approx, which the kernel defines), or "" for an unknown math key.
+/// return; it may call rcp_approx and ex2_approx, which unary_approx.cuh defines), or "" for an unknown math key.
 std::string unary_math(const std::string& math, c10::ScalarType dtype);
 
 }  // namespace cudal1::optimizer::unary
