@@ -64,7 +64,7 @@ class BinaryPlan final : public Plan {
 class BinaryFamily final : public Family {
  public:
   const char* name() const override { return "binary_elementwise"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }
   std::vector<std::string> ops() const override {
     return {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "maximum", "minimum", "pow.Tensor_Tensor",
             "where.self", "add.Scalar", "sub.Scalar", "mul.Scalar", "div.Scalar"};
