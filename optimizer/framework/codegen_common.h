@@ -3,6 +3,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <ostream>
 #include <vector>
 
 #include "cudal1/optimizer/family.h"
@@ -71,6 +72,21 @@ const char* exact_divide_source();
 /// `flag_raise(flag)` (fence, then thread 0 sets it) and `flag_wait(flag)` (thread 0 spins until the flag is
 /// set, then fences; a block barrier).
 const char* ticket_source();
+
+/// Note [Device constants]
+/// A generated head gives the device code its compile-time values as enumerators of a fixed underlying type,
+/// `enum : index_t { kNumel = 8192 };`, not as constexpr variables: NVRTC emits every namespace-scope variable,
+/// constexpr or not, used or not, as a global of the module (.nv.global data and a symbol in the cubin), and
+/// warns of an unused one. An enumerator has its type and no storage; in an expression it promotes to its
+/// underlying type (int, bool, unsigned, index_t), as the literal it stands for would, so the device code reads
+/// as typed constants (if constexpr, __launch_bounds__, array bounds) and compiles to the same cubin.
+
+/// Writes one constant of a generated head (Note [Device constants]): `enum : <type> { <name> = <value> };` and a
+/// newline, a bool as true / false.
+template <class T>
+void constant(std::ostream& o, const char* type, const char* name, const T& value) {
+  o << "enum : " << type << " { " << name << " = " << std::boolalpha << value << std::noboolalpha << " };\n";
+}
 
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
 /// context-major), so that the policy can learn a knob's worth per class of problem.

@@ -7,6 +7,7 @@
 
 #include "cudal1/optimizer/family.h"
 #include "optimizer/problems.h"
+#include "scan/scan_family.h"
 
 namespace cudal1::optimizer {
 namespace {
@@ -197,7 +198,7 @@ TEST(ScanPlan, LoadsAheadOnlyWithVectorLoads) {
       EXPECT_EQ(v.get("ahead"), 2) << v.id();
       auto src = plan.value()->source(v);
       ASSERT_TRUE(src.ok()) << src.status().to_string();
-      EXPECT_NE(src->code.find("#define AHEAD 2\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("enum : int { kAhead = 2 };\n"), std::string::npos) << v.id();
     }
     EXPECT_EQ(3 * ahead, lanes_vec);  // ahead 1 with and without staged stores, ahead 2
   }
@@ -216,7 +217,7 @@ TEST(ScanPlan, StagedStoresOnlyWithVectorLoadsOneStepAhead) {
       const bool candidate = v.get("mode") == 6 && v.get("vec") > 1 && v.get("ahead", 1) == 1;
       auto src = plan.value()->source(v);
       ASSERT_TRUE(src.ok()) << src.status().to_string();
-      const bool defined = src->code.find("#define STAGED_STORES 1\n") != std::string::npos;
+      const bool defined = src->code.find("enum : bool { kStagedStores = true };\n") != std::string::npos;
       EXPECT_EQ(defined, v.get("st", 0) == 1) << v.id();
       if (v.get("st", 0) == 1) {
         EXPECT_TRUE(candidate) << v.id();
@@ -268,7 +269,7 @@ TEST(ScanPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   const auto space = plan.value()->space();
   auto src = plan.value()->source(space.front());
   ASSERT_TRUE(src.ok());
-  EXPECT_NE(src->code.find("#define N ((index_t)4096)"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : index_t { kN = 4096 };"), std::string::npos);
   EXPECT_EQ(src->kernel_name, "cudal1_scan");
   EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 0}, {"vec", 16}, {"block", 128}, {"splits", 1}}}).ok());
   EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 5}, {"vec", 1}, {"block", 128}, {"splits", 4}}}).ok());
@@ -279,7 +280,7 @@ TEST(ScanPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   ASSERT_TRUE(half.ok());
   auto hs = half.value()->source(half.value()->space().front());
   ASSERT_TRUE(hs.ok());
-  EXPECT_NE(hs->code.find("RND(OP(v, u))"), std::string::npos);
+  EXPECT_NE(hs->code.find("rnd(OP(v, u))"), std::string::npos);
   // The single-pass techniques: their bodies, and the look-back's tiling constants.
   for (const auto& v : half.value()->space())
     if (v.get("mode") == 6) {
@@ -292,19 +293,38 @@ TEST(ScanPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   ASSERT_TRUE(staged.ok());
   auto ss = staged.value()->source(Variant{{{"mode", 6}, {"vec", 1}, {"block", 128}, {"splits", 8}}});
   ASSERT_TRUE(ss.ok()) << ss.status().to_string();
-  EXPECT_NE(ss->code.find("#define STAGED 1"), std::string::npos);
+  EXPECT_NE(ss->code.find("enum : bool { kStaged = true };"), std::string::npos);
   auto direct = family().plan(scan_problem("cumprod", at::kHalf, {4096, 64}, {1, 4096}, 1));
   ASSERT_TRUE(direct.ok());
   auto ds = direct.value()->source(Variant{{{"mode", 6}, {"vec", 1}, {"block", 128}, {"splits", 8}}});
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
-  EXPECT_NE(ds->code.find("#define STAGED 0"), std::string::npos);
+  EXPECT_NE(ds->code.find("enum : bool { kStaged = false };"), std::string::npos);
   auto cols = family().plan(sp("cumsum", at::kFloat, {4096, 8192}, 0));
   ASSERT_TRUE(cols.ok());
   auto lb = cols.value()->source(Variant{{{"mode", 7}, {"vec", 4}, {"block", 256}, {"splits", 16}}});
   ASSERT_TRUE(lb.ok()) << lb.status().to_string();
-  EXPECT_NE(lb->code.find("#define GROUPS ((index_t)64)"), std::string::npos);
-  EXPECT_NE(lb->code.find("#define CHUNKS ((index_t)32)"), std::string::npos);
-  EXPECT_NE(lb->code.find("#define CH ((index_t)128)"), std::string::npos);
+  EXPECT_NE(lb->code.find("enum : index_t { kGroups = 64 };"), std::string::npos);
+  EXPECT_NE(lb->code.find("enum : index_t { kChunks = 32 };"), std::string::npos);
+  EXPECT_NE(lb->code.find("enum : index_t { kChunk = 128 };"), std::string::npos);
+}
+
+// Note [Scans]: a technique's variant keeps the knobs {mode, vec, block, splits} (then nat, ahead and st where
+// set) that caches, policy data and replay fixtures know.
+TEST(ScanPlan, TechniquesKeepTheirVariants) {
+  const auto warp = scan::variant_of(scan::RowWarp{2, 128});
+  EXPECT_EQ(warp.id(), "mode0.vec2.block128.splits1");
+  EXPECT_EQ(warp.to_json(), (Variant{{{"mode", 0}, {"vec", 2}, {"block", 128}, {"splits", 1}}}.to_json()));
+  EXPECT_EQ(scan::variant_of(scan::RowBlock{4, 512}).id(), "mode1.vec4.block512.splits1");
+  EXPECT_EQ(scan::variant_of(scan::RowSplit{4, 512, 32}).id(), "mode2.vec4.block512.splits32");
+  EXPECT_EQ(scan::variant_of(scan::RowExact{256}).id(), "mode3.vec1.block256.splits1");
+  EXPECT_EQ(scan::variant_of(scan::Column{8, 64}).id(), "mode4.vec8.block64.splits1");
+  EXPECT_EQ(scan::variant_of(scan::ColumnSplit{2, 128, 16}).id(), "mode5.vec2.block128.splits16");
+  EXPECT_EQ(scan::variant_of(scan::RowLanes{8, 128, 8, false, 1, false}).id(), "mode6.vec8.block128.splits8");
+  EXPECT_EQ(scan::variant_of(scan::RowLanes{8, 256, 16, true, 2, false}).id(),
+            "mode6.vec8.block256.splits16.nat1.ahead2");
+  EXPECT_EQ(scan::variant_of(scan::RowLanes{4, 128, 4, true, 1, true}).id(), "mode6.vec4.block128.splits4.nat1.st1");
+  EXPECT_EQ(scan::variant_of(scan::ColumnLookback{4, 256, 16}).id(), "mode7.vec4.block256.splits16");
+  EXPECT_EQ(scan::variant_of(scan::ScanTechnique{}).id(), "mode0.vec1.block256.splits1");
 }
 
 }  // namespace

@@ -12,22 +12,10 @@
 
 namespace cudal1::optimizer::batchnorm {
 
-// Note [Device constants]
-// The generated head gives the device code its compile-time values as enumerators of a fixed underlying type,
-// `enum : index_t { kNumel = 8192 };`, not as constexpr variables: NVRTC emits every namespace-scope variable,
-// constexpr or not, used or not, as a global of the module (.nv.global data and a symbol in the cubin), and
-// warns of an unused one. An enumerator has its type and no storage; in an expression it promotes to its
-// underlying type (int, bool, unsigned, index_t), as the literal it stands for would, so the device code reads
-// as typed constants (if constexpr, __launch_bounds__, array bounds) and compiles to the same cubin.
+// The head's values are enumerators written by constant(): Note [Device constants] in codegen_common.h.
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// One constant of the head (Note [Device constants]).
-template <class T>
-void constant(std::ostream& o, const char* type, const char* name, T value) {
-  o << "enum : " << type << " { " << name << " = " << std::boolalpha << value << " };\n";
-}
 
 /// The source of `k` on `s`: the head batchnorm_common.cuh describes, then the device code.
 template <class Technique>

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 #include "codegen_common.h"
 
@@ -13,6 +16,14 @@ constexpr int kBlocks[] = {64, 128, 256, 512, 1024};
 constexpr int kVecs[] = {1, 2, 4, 8};
 constexpr int kSplits[] = {1, 4, 8, 16, 32, 64, 128};
 constexpr int64_t kMax32 = (int64_t{1} << 31) - 1;
+constexpr int kModes = static_cast<int>(std::variant_size_v<ScanTechnique>);  ///< modes 0 .. kModes - 1
+
+/// ScanTechnique's alternatives stand in the order of their modes (features and strata count on it).
+template <size_t... I>
+constexpr bool modes_in_order(std::index_sequence<I...>) {
+  return ((std::variant_alternative_t<I, ScanTechnique>::kMode == static_cast<int>(I)) && ...);
+}
+static_assert(modes_in_order(std::make_index_sequence<kModes>{}));
 
 int ceil_log2(int64_t x) {
   int l = 0;
@@ -34,73 +45,13 @@ class ScanPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    auto add = [&](int mode, int vec, int block, int splits, bool native = false, int ahead = 1, bool st = false) {
-      Variant v{{{"mode", mode}, {"vec", vec}, {"block", block}, {"splits", splits}}};
-      if (native) v.knobs.push_back({"nat", 1});  // variants without nat keep their ids
-      if (ahead > 1) v.knobs.push_back({"ahead", ahead});
-      if (st) v.knobs.push_back({"st", 1});
-      out.push_back(std::move(v));
-    };
-    if (s_.inner == 1) {
-      if (s_.reassociate) {
-        for (int vec : kVecs) {
-          if (vec > s_.max_vec_row) continue;
-          for (int block : {128, 256}) add(kRowWarp, vec, block, 1);
-          for (int block : {128, 256, 512, 1024}) add(kRowBlock, vec, block, 1);
-          if (s_.outer <= 512 && s_.n >= 8192)
-            for (int splits : {8, 32, 128}) add(kRowSplit, vec, 512, splits);
-        }
-      }
-      if (s_.reassociate || s_.row_exact)
-        for (int block : {128, 256}) add(kRowExact, 1, block, 1);
-      // ATen's tiles with a tile per lane (Note [Scans]): exact wherever kRowExact is; the widest loads, and on
-      // contiguous rows vec 1 = coalesced accesses transposed through shared memory. Only where the exact order
-      // is required: fp32 cumsum rows already reach the floor reassociated, and more strata dilute the tuner.
-      if (s_.row_exact && !s_.reassociate) {
-        std::vector<int> vecs = {s_.max_vec_row};
-        if (s_.max_vec_row > 1) vecs.push_back(1);  // vector loads need sd == 1: vec 1 is then the staged one
-        // fp16/bf16 cumsum may also combine in the dtype itself (Note [Scans], native combines).
-        const bool native = !s_.prod && s_.dtype != c10::ScalarType::Float;
-        for (int nat = 0; nat <= (native ? 1 : 0); ++nat)
-          for (int vec : vecs)
-            for (int lanes : {4, 8, 16})
-              for (int block : {128, 256})
-                for (int ahead = 1; ahead <= (vec > 1 ? 2 : 1); ++ahead) {
-                  add(kRowLanes, vec, block, lanes, nat == 1, ahead);
-                  // Whole-sector stores through shared memory (Note [Scans], "Whole-sector stores").
-                  if (vec > 1 && ahead == 1) add(kRowLanes, vec, block, lanes, nat == 1, ahead, true);
-                }
-      }
-      // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
-      // size-1 dimensions, else only worth trying on short rows.
-      if (s_.column_exact || (s_.reassociate && s_.n <= 64))
-        for (int block : {64, 128, 256}) add(kColumn, 1, block, 1);
-    } else {
-      for (int vec : kVecs) {
-        if (vec > s_.max_vec_col) continue;
-        if (s_.column_exact || s_.reassociate)
-          for (int block : {64, 128, 256, 512}) add(kColumn, vec, block, 1);
-        if (s_.reassociate && s_.n >= 64)
-          for (int splits : {4, 16, 64})
-            if (s_.n >= 8 * splits)
-              for (int block : {128, 256}) add(kColumnSplit, vec, block, splits);
-        // Single pass: up to 64 registers of data per thread, at most 64 chunks (each tile sums the totals of
-        // the chunks before it, a quadratic but L2-resident read).
-        if (s_.reassociate && s_.n >= 16)
-          for (int rows : {8, 16, 32})
-            for (int block : {128, 256}) {
-              const ScanKnobs k{kColumnLookback, vec, block, rows};
-              if (rows * vec <= 64 && scan_chunks(s_, k) <= 64 && scan_chunks(s_, k) * scan_groups(s_, k) <= kMax32)
-                add(kColumnLookback, vec, block, rows);
-            }
-      }
-    }
+    for (const ScanTechnique& t : techniques()) out.push_back(variant_of(t));
     return out;
   }
 
   std::vector<float> features(const Variant& v) const override {
     std::vector<float> knobs;
-    for (int m = kRowWarp; m <= kColumnLookback; ++m) knobs.push_back(v.get("mode") == m);
+    for (int m = 0; m < kModes; ++m) knobs.push_back(v.get("mode") == m);
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
@@ -119,35 +70,84 @@ class ScanPlan final : public Plan {
     return crossed_features(ctx, knobs);
   }
 
-  /// The technique; native kRowLanes combines are a stratum of their own, so the tuner tries both kinds.
-  int stratum(const Variant& v) const override { return v.get("nat", 0) == 1 ? kColumnLookback + 1 : v.get("mode"); }
+  /// The technique; native RowLanes combines are a stratum of their own, so the tuner tries both kinds.
+  int stratum(const Variant& v) const override { return v.get("nat", 0) == 1 ? kModes : v.get("mode"); }
 
   Result<KernelSource> source(const Variant& v) const override {
-    CUDAL1_ASSIGN_OR_RETURN(const ScanKnobs k, knobs_of(v));
-    return generate_scan(s_, k);
+    CUDAL1_ASSIGN_OR_RETURN(const ScanTechnique t, technique_of(v));
+    return generate_scan(s_, t);
   }
 
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
-    CUDAL1_ASSIGN_OR_RETURN(const ScanKnobs k, knobs_of(v));
-    return make_scan_kernel(s_, k, std::move(m));
+    CUDAL1_ASSIGN_OR_RETURN(const ScanTechnique t, technique_of(v));
+    return make_scan_kernel(s_, t, std::move(m));
   }
 
  private:
-  /// The knobs of `v`, or InvalidArgument when `v` is not in space().
-  Result<ScanKnobs> knobs_of(const Variant& v) const {
-    for (const auto& w : space())
-      if (w.knobs == v.knobs) {
-        ScanKnobs k;
-        k.mode = v.get("mode");
-        k.vec = v.get("vec");
-        k.block = v.get("block");
-        k.splits = v.get("splits");
-        k.native = v.get("nat", 0) == 1;
-        k.ahead = v.get("ahead", 1);
-        k.staged_stores = v.get("st", 0) == 1;
-        return k;
+  /// The space in its order: each technique where it applies (Note [Scans]).
+  std::vector<ScanTechnique> techniques() const {
+    std::vector<ScanTechnique> out;
+    if (s_.inner == 1) {
+      if (s_.reassociate) {
+        for (int vec : kVecs) {
+          if (vec > s_.max_vec_row) continue;
+          for (int block : {128, 256}) out.push_back(RowWarp{vec, block});
+          for (int block : {128, 256, 512, 1024}) out.push_back(RowBlock{vec, block});
+          if (s_.outer <= 512 && s_.n >= 8192)
+            for (int splits : {8, 32, 128}) out.push_back(RowSplit{vec, 512, splits});
+        }
       }
+      if (s_.reassociate || s_.row_exact)
+        for (int block : {128, 256}) out.push_back(RowExact{block});
+      // ATen's tiles with a tile per lane (Note [Scans]): exact wherever RowExact is; the widest loads, and on
+      // contiguous rows vec 1 = coalesced accesses transposed through shared memory. Only where the exact order
+      // is required: fp32 cumsum rows already reach the floor reassociated, and more strata dilute the tuner.
+      if (s_.row_exact && !s_.reassociate) {
+        std::vector<int> vecs = {s_.max_vec_row};
+        if (s_.max_vec_row > 1) vecs.push_back(1);  // vector loads need sd == 1: vec 1 is then the staged one
+        // fp16/bf16 cumsum may also combine in the dtype itself (Note [Scans], native combines).
+        const bool native = !s_.prod && s_.dtype != c10::ScalarType::Float;
+        for (int nat = 0; nat <= (native ? 1 : 0); ++nat)
+          for (int vec : vecs)
+            for (int lanes : {4, 8, 16})
+              for (int block : {128, 256})
+                for (int ahead = 1; ahead <= (vec > 1 ? 2 : 1); ++ahead) {
+                  out.push_back(RowLanes{vec, block, lanes, nat == 1, ahead, false});
+                  // Whole-sector stores through shared memory (Note [Scans], "Whole-sector stores").
+                  if (vec > 1 && ahead == 1) out.push_back(RowLanes{vec, block, lanes, nat == 1, ahead, true});
+                }
+      }
+      // A thread per row walking it serially: ATen's own path for rows of an outer dimension with trailing
+      // size-1 dimensions, else only worth trying on short rows.
+      if (s_.column_exact || (s_.reassociate && s_.n <= 64))
+        for (int block : {64, 128, 256}) out.push_back(Column{1, block});
+    } else {
+      for (int vec : kVecs) {
+        if (vec > s_.max_vec_col) continue;
+        if (s_.column_exact || s_.reassociate)
+          for (int block : {64, 128, 256, 512}) out.push_back(Column{vec, block});
+        if (s_.reassociate && s_.n >= 64)
+          for (int splits : {4, 16, 64})
+            if (s_.n >= 8 * splits)
+              for (int block : {128, 256}) out.push_back(ColumnSplit{vec, block, splits});
+        // Single pass: up to 64 registers of data per thread, at most 64 chunks (each tile sums the totals of
+        // the chunks before it, a quadratic but L2-resident read).
+        if (s_.reassociate && s_.n >= 16)
+          for (int rows : {8, 16, 32})
+            for (int block : {128, 256}) {
+              const ColumnLookback k{vec, block, rows};
+              if (rows * vec <= 64 && k.chunks(s_) <= 64 && k.chunks(s_) * k.groups(s_) <= kMax32) out.push_back(k);
+            }
+      }
+    }
+    return out;
+  }
+
+  /// The technique of a variant of this plan's space, else InvalidArgument.
+  Result<ScanTechnique> technique_of(const Variant& v) const {
+    for (const ScanTechnique& t : techniques())
+      if (variant_of(t).knobs == v.knobs) return t;
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
@@ -157,7 +157,7 @@ class ScanPlan final : public Plan {
 class ScanFamily final : public Family {
  public:
   const char* name() const override { return "scan"; }
-  int version() const override { return 4; }
+  int version() const override { return 5; }
   std::vector<std::string> ops() const override { return {"cumsum", "cumprod"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -253,28 +253,28 @@ void scan_exactness(ScanShape& s, int64_t ndim) {
   }
 }
 
-int64_t scan_chunk(const ScanShape& s, const ScanKnobs& k) {
-  if (k.mode == kColumnLookback) return static_cast<int64_t>(k.block / 32) * k.splits;
-  const int64_t c = (s.n + k.splits - 1) / k.splits;
-  return (c + k.vec - 1) / k.vec * k.vec;
+Variant variant_of(const ScanTechnique& t) {
+  return std::visit(
+      [](const auto& k) {
+        using T = std::decay_t<decltype(k)>;
+        int splits = 1;
+        if constexpr (std::is_same_v<T, RowSplit> || std::is_same_v<T, ColumnSplit>) splits = k.splits;
+        if constexpr (std::is_same_v<T, RowLanes>) splits = k.lanes;
+        if constexpr (std::is_same_v<T, ColumnLookback>) splits = k.rows;
+        Variant v{{{"mode", T::kMode}, {"vec", k.vec}, {"block", k.block}, {"splits", splits}}};
+        if constexpr (std::is_same_v<T, RowLanes>) {
+          if (k.native) v.knobs.push_back({"nat", 1});
+          if (k.ahead > 1) v.knobs.push_back({"ahead", k.ahead});
+          if (k.staged_stores) v.knobs.push_back({"st", 1});
+        }
+        return v;
+      },
+      t);
 }
 
-int64_t scan_groups(const ScanShape& s, const ScanKnobs& k) {
-  const int64_t cols = 32 * static_cast<int64_t>(k.vec);
-  return (s.outer * s.inner + cols - 1) / cols;
-}
-
-int64_t scan_chunks(const ScanShape& s, const ScanKnobs& k) {
-  const int64_t ch = scan_chunk(s, k);
-  return (s.n + ch - 1) / ch;
-}
-
-bool scan_is_exact(const ScanShape& s, const ScanKnobs& k) {
-  return ((k.mode == kRowExact || k.mode == kRowLanes) && s.row_exact) || (k.mode == kColumn && s.column_exact);
-}
-
-double scan_output_scaled_tolerance(const ScanShape& s, const ScanKnobs& k) {
-  if (scan_is_exact(s, k) && !s.reassociate) return 0;
+double scan_output_scaled_tolerance(const ScanShape& s, const ScanTechnique& t) {
+  const bool exact = std::visit([&](const auto& k) { return k.exact(s); }, t);
+  if (exact && !s.reassociate) return 0;
   // fp32 cumsum, any association: every combine of a prefix tree rounds a sum of a contiguous range, whose
   // magnitude is at most 2 max|prefix|, with relative error u = eps/2; a prefix of length k has k - 1 combines,
   // so each side errs by at most n * eps * max|prefix| (first order) and the two differ by at most 2n of our
