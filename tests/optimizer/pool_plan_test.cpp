@@ -136,6 +136,12 @@ int64_t macro(const std::string& code, const std::string& name) {
   return at == std::string::npos ? -1 : std::stoll(code.substr(at + name.size() + 9));
 }
 
+/// The value of the typed constant `name` (`enum : <type> { name = value };`) in a generated source, -1 if absent.
+int64_t constant(const std::string& code, const std::string& name) {
+  const auto at = code.find(" { " + name + " = ");
+  return at == std::string::npos ? -1 : std::stoll(code.substr(at + name.size() + 6));
+}
+
 /// Every variant of the plan of `p` with its generated source.
 std::vector<std::pair<Variant, std::string>> variants(const Problem& p) {
   auto plan = family().plan(p);
@@ -242,7 +248,7 @@ TEST(PoolPlan, ChannelsLastRunsForAvgWithStrideOneColumnsAndWholeVectors) {
       auto src = plan.value()->source(v);
       EXPECT_TRUE(src.ok()) << v.id();
       if (!src.ok()) continue;
-      EXPECT_TRUE(has(src->code, "#define CPX " + std::to_string(v.get("cpx")))) << v.id();
+      EXPECT_EQ(constant(src->code, "kCpx"), v.get("cpx")) << v.id();
       EXPECT_EQ(macro(src->code, "THREADS"), macro(src->code, "N") * macro(src->code, "OH") *
                                                   ((macro(src->code, "OW") + v.get("cpx") - 1) / v.get("cpx")) *
                                                   (macro(src->code, "C") / v.get("opw")))
@@ -363,18 +369,20 @@ namespace {
 
 TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
   // Note [Pooling channels-last walk]: (opw, cpx, walk) of every walk variant, two blocks each, each in ATen's
-  // order and separable (Note [Pooling separable sums]); macros, threads, strata.
+  // order and separable (Note [Pooling separable sums]); constants, threads, strata.
   auto walks = [&](const Problem& p) {
     std::multiset<std::tuple<int, int, int>> out;
     for (const auto& [v, code] : variants(p)) {
       if (!v.get("walk", 0)) continue;
       out.insert({v.get("opw"), v.get("cpx"), v.get("walk")});
       EXPECT_TRUE(v.get("block") == 128 || v.get("block") == 256) << v.id();
-      EXPECT_EQ(macro(code, "SEP"), v.get("sep", 0)) << v.id();
+      EXPECT_TRUE(has(code, std::string("enum : bool { kSeparable = ") + (v.get("sep", 0) ? "true" : "false") + " };"))
+          << v.id();
       EXPECT_EQ(v.id().find("sep0"), std::string::npos) << v.id() << ": ATen-order ids stay as they were";
       const int64_t rows = v.get("walk") * macro(code, "KH");
-      EXPECT_EQ(macro(code, "WALK"), rows) << v.id();
-      EXPECT_EQ(macro(code, "MINB"), 65536 / (v.get("block") * 128)) << v.id();
+      EXPECT_EQ(constant(code, "kWalkRows"), rows) << v.id();
+      EXPECT_EQ(constant(code, "kMinBlocks"), 65536 / (v.get("block") * 128)) << v.id();
+      EXPECT_EQ(constant(code, "kThreads"), macro(code, "THREADS")) << v.id();
       EXPECT_EQ(macro(code, "THREADS"), macro(code, "N") * ((macro(code, "OH") + rows - 1) / rows) *
                                             ((macro(code, "OW") + v.get("cpx") - 1) / v.get("cpx")) *
                                             (macro(code, "C") / v.get("opw")))
@@ -422,7 +430,7 @@ TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
 }
 
 TEST(PoolPlan, StagedAdaptiveForUniformWindowsOfDenseNchw) {
-  // Note [Pooling adaptive staging]: (flat, block) of every staged variant; its macros and launch size.
+  // Note [Pooling adaptive staging]: (flat, block) of every staged variant; its constants and launch size.
   auto staged = [&](const Problem& p) {
     std::vector<std::pair<Variant, std::string>> out;
     for (auto& [v, code] : variants(p))
@@ -435,17 +443,19 @@ TEST(PoolPlan, StagedAdaptiveForUniformWindowsOfDenseNchw) {
   EXPECT_EQ(f32.size(), 9u);  // flat 1, 2, 4 x blocks 128, 256, 512
   for (const auto& [v, code] : f32) {
     EXPECT_EQ(plan.value()->stratum(v), 15) << v.id();
-    EXPECT_TRUE(has(code, "#define AKH 2") && has(code, "#define AKW 2") && has(code, "#define RE 28")) << v.id();
+    EXPECT_TRUE(has(code, "enum : int { kWinH = 2 };") && has(code, "enum : int { kWinW = 2 };") &&
+                has(code, "enum : int { kRowElems = 28 };"))
+        << v.id();
     // 28 floats a row are 7 whole vectors: the block takes as many rows as block x flat vectors hold.
     const int64_t rb = v.get("block") * v.get("flat") * 4 / 28;
-    EXPECT_EQ(macro(code, "RB"), rb) << v.id();
-    EXPECT_EQ(macro(code, "THREADS"), (128 * 512 * 7 + rb - 1) / rb * v.get("block")) << v.id();
+    EXPECT_EQ(constant(code, "kBlockRows"), rb) << v.id();
+    EXPECT_EQ(constant(code, "kThreads"), (128 * 512 * 7 + rb - 1) / rb * v.get("block")) << v.id();
   }
   // 45 floats a row: whole vectors only every 4 rows; a 3-d bf16 input (24 elements a row: 3 vectors).
   for (const auto& [v, code] : staged(adaptive_avg_pool_problem(at::kFloat, {1, 3, 9, 15}, {}, {3, 5})))
-    EXPECT_EQ(macro(code, "RB") % 4, 0) << v.id();
+    EXPECT_EQ(constant(code, "kBlockRows") % 4, 0) << v.id();
   for (const auto& [v, code] : staged(adaptive_avg_pool_problem(at::kBFloat16, {3, 14, 12}, {}, {7, 4})))
-    EXPECT_TRUE(has(code, "#define RE 24") && has(code, "#define VE 8")) << v.id();
+    EXPECT_TRUE(has(code, "enum : int { kRowElems = 24 };") && has(code, "enum : int { kVecElems = 8 };")) << v.id();
   // Size-1 dims may have any stride.
   EXPECT_FALSE(staged(adaptive_avg_pool_problem(at::kHalf, {1, 3, 4, 4}, {7, 16, 4, 1}, {2, 2})).empty());
   // None: windows of unequal sizes, a row pitch or plane stride that is not dense, windows over 64 elements.
@@ -464,7 +474,7 @@ TEST(PoolPlan, PackedPairsForSixteenBitMaxAtColumnStrideTwo) {
     for (const auto& [v, code] : variants(p)) {
       if (!v.get("pair", 0)) continue;
       out.insert({v.get("pair", 0), v.get("block")});
-      EXPECT_TRUE(has(code, "#define RS " + std::to_string(v.get("pair", 0)))) << v.id();
+      EXPECT_EQ(constant(code, "kRowsPerSeg"), v.get("pair", 0)) << v.id();
       EXPECT_EQ(v.get("slide") + v.get("smem") + v.get("px"), 0) << v.id();
     }
     return out;
@@ -477,8 +487,9 @@ TEST(PoolPlan, PackedPairsForSixteenBitMaxAtColumnStrideTwo) {
   for (const auto& [v, code] : variants(stem))
     if (v.get("pair", 0) == 8) {
       EXPECT_EQ(plan.value()->stratum(v), 16) << v.id();
-      EXPECT_TRUE(has(code, "#define TWL 28") && has(code, "#define CHUNKS 1") && has(code, "#define SEGS 7") &&
-                  has(code, "#define NR 17") && has(code, "#define NEED_L 1") && has(code, "#define NEED_R 0"))
+      EXPECT_TRUE(constant(code, "kLanes") == 28 && constant(code, "kChunks") == 1 &&
+                  constant(code, "kSegments") == 7 && constant(code, "kRows") == 17 &&
+                  has(code, "enum : bool { kNeedLeft = true };") && has(code, "enum : bool { kNeedRight = false };"))
           << v.id();
       EXPECT_EQ(macro(code, "THREADS"), 64 * 64 * 7 * 32) << v.id();
     }
@@ -486,8 +497,9 @@ TEST(PoolPlan, PackedPairsForSixteenBitMaxAtColumnStrideTwo) {
   for (const auto& [v, code] : variants(max_pool_problem(at::kBFloat16, {3, 10, 264}, {}, {3, 4}, {1, 2}, {1, 1},
                                                           {2, 1}, true, false)))
     if (v.get("pair", 0)) {
-      EXPECT_TRUE(has(code, "#define CHUNKS 3") && has(code, "#define NEED_L 1") && has(code, "#define NEED_R 1") &&
-                  has(code, "#define NEG2 0xFF80FF80u"))
+      EXPECT_TRUE(constant(code, "kChunks") == 3 && has(code, "enum : bool { kNeedLeft = true };") &&
+                  has(code, "enum : bool { kNeedRight = true };") &&
+                  has(code, "enum : unsigned { kNeg2 = 0xFF80FF80u };"))
           << v.id();
     }
   const auto short_plane = max_pool_problem(at::kHalf, {1, 4, 5, 12}, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false);

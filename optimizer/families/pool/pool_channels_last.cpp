@@ -1,84 +1,39 @@
 /// @brief Channels-last pooling kernels (Note [Pooling]): OPW channels of one output pixel per thread, optionally
-/// in 2-d pixel tiles (Note [Pooling channels-last tiles]) or, for avg with stride-1 columns, runs of CPX pixels
-/// (Note [Pooling exact division]).
+/// in 2-d pixel tiles (Note [Pooling channels-last tiles]); and ChannelsLastRuns, for avg with stride-1 columns,
+/// runs of CPX pixels (Note [Pooling exact division]), whose device code is pool_channels_last_runs.cuh.
+#include <ostream>
 #include <sstream>
 
 #include "codegen_common.h"
+#include "pool_cuda.h"
 #include "pool_family.h"
 
 namespace cudal1::optimizer::pool {
-namespace {
 
-/// Channels-last avg, stride-1 columns (knob cpx, Note [Pooling exact division]): a thread takes OPW channels of
-/// CPX adjacent output pixels of one row; it loads each of the KH x (CPX + KW - 1) input pixels once (a 16-byte
-/// vector, unpacked once) and adds it to the outputs whose window holds it:
-/// per output the additions run in ATen's order (rows outer, columns inner), as column j reaches
-/// output p at window column j - p. Pixels outside the image read +0 (one test per input pixel, not per cell).
-constexpr const char* kChannelsLastRuns = R"(#define OWR ((OW + CPX - 1) / CPX)
-extern "C" __global__ void __launch_bounds__(BLOCK)
-cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long long* __restrict__ idx) {
-  const index_t t = (index_t)blockIdx.x * BLOCK + threadIdx.x;
-  if (t >= THREADS) return;
-  const int c0 = (int)(t % CG) * OPW;
-  const index_t run = t / CG;  // run of CPX pixels: (n, oh, ow0)
-  const int ow0 = (int)(run % OWR) * CPX;
-  const int oh = (int)((run / OWR) % OH);
-  const index_t n = run / ((index_t)OWR * OH);
-  const storage_t* __restrict__ x = in + n * SN + c0 * SC;
-  storage_t* __restrict__ y = out + ((n * OH + oh) * OW + ow0) * C + c0;
-  const int hs = oh * DH - PH, ws0 = ow0 - PW;  // DW is 1
-  float acc[CPX][OPW];
-#pragma unroll
-  for (int p = 0; p < CPX; ++p)
-#pragma unroll
-    for (int e = 0; e < OPW; ++e) acc[p][e] = 0.f;
-  // Cells outside the image read +0, which adds nothing (Note [Pooling exact division], "zero fill").
-#pragma unroll
-  for (int i = 0; i < KH; ++i) {
-    const bool rok = (unsigned)(hs + i) < (unsigned)H;
-#pragma unroll
-    for (int j = 0; j < CPX + KW - 1; ++j) {
-      float v[OPW];
-      load_vec<OPW>(x + (index_t)(hs + i) * SH + (index_t)(ws0 + j) * SW, v, rok && (unsigned)(ws0 + j) < (unsigned)W);
-#pragma unroll
-      for (int p = 0; p < CPX; ++p)
-        if (j - p >= 0 && j - p < KW) {
-#pragma unroll
-          for (int e = 0; e < OPW; ++e) acc[p][e] += v[e];
-        }
-    }
-  }
-#pragma unroll
-  for (int p = 0; p < CPX; ++p) {
-    if (ow0 + p >= OW) break;
-    const int ws = ws0 + p;
-    if (CONST_DIV) {
-      div_rn_n<OPW>(acc[p], acc[p], (float)CONST_DIV, 1.f / (float)CONST_DIV);
-    } else if (hs >= 0 && hs + KH <= H && ws >= 0 && ws + KW <= W) {
-      div_rn_n<OPW>(acc[p], acc[p], (float)INNER_DIV, 1.f / (float)INNER_DIV);
-    } else {
-      bool empty;
-      const int div = avg_divisor(hs, ws, &empty);
-#pragma unroll
-      for (int e = 0; e < OPW; ++e) acc[p][e] = empty ? 0.f : acc[p][e] / div;
-    }
-    store_vec<OPW>(y + p * C, acc[p]);
-  }
+int64_t ChannelsLastRuns::threads(const PoolShape& s) const {
+  return s.n * s.oh * ((s.ow + cpx - 1) / cpx) * (s.c / opw);
 }
-)";
 
-}  // namespace
+void ChannelsLastRuns::source(std::ostream& o, const PoolShape& s) const {
+  o << "namespace pool {\n";
+  constant(o, "int", "kOpw", opw);
+  constant(o, "int", "kCpx", cpx);
+  constant(o, "int", "kGroups", s.c / opw);
+  constant(o, "int", "kRuns", (s.ow + cpx - 1) / cpx);
+  o << "}  // namespace pool\n" << device_sources::kPoolChannelsLastRuns;
+}
+
+std::optional<ChannelsLastRuns> channels_last_runs(const PoolKnobs& k) {
+  if (k.cpx <= 1 || k.walk) return std::nullopt;
+  return ChannelsLastRuns{k.block, k.opw, k.cpx};
+}
 
 /// Channels-last output: OPW adjacent channels of one output pixel per thread, one (vector) load per window
-/// element; or a run of CPX pixels (above).
+/// element.
 std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& kn) {
   std::ostringstream k;
   k << "#define LOAD_VEC " << (kn.opw > 1 && kn.opw <= s.max_vec) << "\n#define CG (C / OPW)\n#define PX " << kn.px
     << "\n";
-  if (kn.cpx > 1) {
-    k << "#define CPX " << kn.cpx << "\n" << kChannelsLastRuns;
-    return k.str();
-  }
   if (kn.px) {
     const PixelTile g = pixel_tile(s, kn);
     k << "#define SG " << g.sg << "\n#define PY " << g.py << "\n#define BTW ((OW + PX - 1) / PX)\n"

@@ -45,18 +45,14 @@ int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
     const PixelTile g = pixel_tile(s, k);
     return s.n * (s.c / k.opw / g.sg) * ((s.oh + g.py - 1) / g.py) * ((s.ow + k.px - 1) / k.px) * k.block;
   }
-  if (k.flat) return flat_geometry(s, k).blocks * k.block;
-  if (k.pair) {
-    const PairGeometry g = pair_geometry(s, k);
-    return s.n * s.c * g.segments * g.chunks * 32;
-  }
-  if (k.walk)
-    return s.n * ((s.oh + walk_rows(s, k) - 1) / walk_rows(s, k)) * ((s.ow + k.cpx - 1) / k.cpx) * (s.c / k.opw);
+  if (const auto t = adaptive_staging(k)) return t->threads(s);
+  if (const auto t = packed_pairs(k)) return t->threads(s);
+  if (const auto t = channels_last_walk(k)) return t->threads(s);
   if (k.slide) {
     const SlideGeometry g = slide_geometry(s, k);
     return s.n * s.c * g.segments * g.chunks;
   }
-  if (k.cpx > 1) return s.n * s.oh * ((s.ow + k.cpx - 1) / k.cpx) * (s.c / k.opw);
+  if (const auto t = channels_last_runs(k)) return t->threads(s);
   if (s.channels_last) return s.n * s.oh * s.ow * (s.c / k.opw);
   const int64_t th = (s.oh + k.oph - 1) / k.oph, tw = (s.ow + k.opw - 1) / k.opw;
   if (k.smem) {
@@ -224,13 +220,15 @@ int64_t const_divisor(const PoolShape& s) {
   return s.count_include_pad && fits ? int64_t{s.kh} * s.kw : 0;
 }
 
-void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn) {
+/// The shared head: the first line (the signature, the knobs and the technique's class where it has one), the
+/// dtype prelude, the signature's macros and the window code every kernel may call.
+void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn, const char* technique) {
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
     << c10::str(c10::IntArrayRef(s.out_sizes)) << (s.channels_last ? " channels-last" : " nchw") << " opw=" << kn.opw
     << " oph=" << kn.oph << " block=" << kn.block << " smem=" << kn.smem << " px=" << kn.px << " slide=" << kn.slide
     << " seg=" << kn.seg << " cpx=" << kn.cpx << " walk=" << kn.walk << " flat=" << kn.flat << " sep=" << kn.sep
-    << " pair=" << kn.pair << "\n";
+    << " pair=" << kn.pair << (technique ? " " : "") << (technique ? technique : "") << "\n";
   k << "typedef long long index_t;\n" << dtype_prelude(s.dtype) << exact_divide_source();
   k << "#define N " << s.n << "\n#define C " << s.c << "\n#define H " << s.h << "\n#define W " << s.w
     << "\n#define OH " << s.oh << "\n#define OW " << s.ow << "\n#define SN " << s.sn << "LL\n#define SC " << s.sc
@@ -393,15 +391,55 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 
 }  // namespace
 
+void pool_constants(std::ostream& o, const PoolShape& s, int block, int64_t threads) {
+  o << "namespace pool {\n";
+  constant(o, "int", "kN", s.n);
+  constant(o, "int", "kC", s.c);
+  constant(o, "int", "kH", s.h);
+  constant(o, "int", "kW", s.w);
+  constant(o, "int", "kOh", s.oh);
+  constant(o, "int", "kOw", s.ow);
+  constant(o, "index_t", "kSn", s.sn);
+  constant(o, "index_t", "kSc", s.sc);
+  constant(o, "index_t", "kSh", s.sh);
+  constant(o, "index_t", "kSw", s.sw);
+  constant(o, "int", "kKh", s.kh);
+  constant(o, "int", "kKw", s.kw);
+  constant(o, "int", "kDh", s.dh);
+  constant(o, "int", "kPh", s.ph);
+  constant(o, "int", "kPw", s.pw);
+  constant(o, "int", "kDlh", s.dil_h);
+  constant(o, "int", "kConstDiv", const_divisor(s));
+  constant(o, "int", "kInnerDiv", s.divisor ? s.divisor : int64_t{s.kh} * s.kw);
+  constant(o, "int", "kStorageBits", 8 * elem_size(s.dtype));
+  constant(o, "bool", "kStorageBf16", s.dtype == c10::ScalarType::BFloat16);
+  constant(o, "bool", "kIndices", s.indices);
+  constant(o, "int", "kBlock", block);
+  constant(o, "index_t", "kThreads", threads);
+  o << "}  // namespace pool\n";
+}
+
 KernelSource generate_pool(const PoolShape& s, const PoolKnobs& kn) {
   std::ostringstream k;
-  emit_common(k, s, kn);
-  if (kn.pair)
-    k << pair_kernel_source(s, kn);
-  else if (kn.flat)
-    k << flat_kernel_source(s, kn);
-  else if (kn.walk)
-    k << walk_kernel_source(s, kn);
+  const char* technique = packed_pairs(kn)         ? PackedPairs::kName
+                          : adaptive_staging(kn)   ? AdaptiveStaging::kName
+                          : channels_last_runs(kn) ? ChannelsLastRuns::kName
+                          : channels_last_walk(kn) ? ChannelsLastWalk::kName
+                                                   : nullptr;
+  emit_common(k, s, kn, technique);
+  // The techniques with a class and a .cuh (Note [Pooling techniques]): the typed head, then their own.
+  const auto with_class = [&](const auto& t) {
+    pool_constants(k, s, kn.block, t.threads(s));
+    t.source(k, s);
+  };
+  if (const auto t = packed_pairs(kn))
+    with_class(*t);
+  else if (const auto t = adaptive_staging(kn))
+    with_class(*t);
+  else if (const auto t = channels_last_runs(kn))
+    with_class(*t);
+  else if (const auto t = channels_last_walk(kn))
+    with_class(*t);
   else if (kn.slide)
     k << slide_kernel_source(s, kn);
   else if (s.channels_last)

@@ -161,9 +161,10 @@ class PoolPlan final : public Plan {
         for (int cpx : kCpxs)
           for (int walk : kWalks) {
             PoolKnobs k{opw, 1, 128, 0, 0, 0, 0, cpx, walk};
-            if (!walk || opw * cpx < 8 || (cpx > 1 && cpx >= 2 * s_.ow) || walk_registers(s_, k) > kMaxWalkRegisters)
+            const ChannelsLastWalk t{128, opw, cpx, walk};
+            if (!walk || opw * cpx < 8 || (cpx > 1 && cpx >= 2 * s_.ow) || t.registers(s_) > kMaxWalkRegisters)
               continue;
-            if (walk > 2 && walk_rows(s_, PoolKnobs{opw, 1, 128, 0, 0, 0, 0, cpx, walk - 1}) >= s_.oh) continue;
+            if (walk > 2 && ChannelsLastWalk{128, opw, cpx, walk - 1}.rows(s_) >= s_.oh) continue;
             for (int block : {128, 256})
               for (int sep : kSeps) {  // Note [Pooling separable sums]
                 k.block = block, k.sep = sep;
@@ -176,7 +177,7 @@ class PoolPlan final : public Plan {
     if (pair_fits(s_))
       for (int pair : kPairs) {
         PoolKnobs k{1, 1, 128, 0, 0, 0, 0, 1, 0, 0, 0, pair};
-        if (!pair || (pair > 4 && s_.oh <= 4) || pair_geometry(s_, k).words > kMaxPairWords) continue;
+        if (!pair || (pair > 4 && s_.oh <= 4) || PackedPairs{128, pair}.geometry(s_).words > kMaxPairWords) continue;
         for (int block : {128, 256}) {
           k.block = block;
           out.push_back(k);
@@ -188,7 +189,7 @@ class PoolPlan final : public Plan {
       for (int flat : kFlats)
         for (int block : kBlocks) {
           const PoolKnobs k{1, 1, block, 0, 0, 0, 0, 1, 0, flat};
-          if (flat && flat_geometry(s_, k).bytes <= kMaxSmemBytes) out.push_back(k);
+          if (flat && AdaptiveStaging{block, flat}.geometry(s_).bytes <= kMaxSmemBytes) out.push_back(k);
         }
     return out;
   }
@@ -311,7 +312,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 8; }
+  int version() const override { return 9; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

@@ -28,6 +28,21 @@
 /// Declines: other dtypes, empty tensors, arguments ATen rejects (it raises the error then), adaptive pooling of
 /// channels-last inputs, sizes needing 64-bit indices.
 ///
+/// Note [Pooling techniques]
+/// A variant is named by the knobs of PoolKnobs (its id, which caches, policy data and tests know; the space's
+/// order is that of knob_space). Techniques with a class of their own carry only the knobs they use, their
+/// geometry, their launch size and their source, and keep their device code in a .cuh file embedded at build
+/// time (cmake/EmbedCuda.cmake), written against typed constants (enumerators, Note [Device constants]): the
+/// head's pool_constants, then the technique's own. `cudal1 source` prints the whole text NVRTC compiles. They are
+///   PackedPairs      (knob pair; pool_packed_pairs.cuh)           Note [Pooling packed pairs]
+///   AdaptiveStaging  (knob flat; pool_adaptive_staging.cuh)      Note [Pooling adaptive staging]
+///   ChannelsLastRuns (knobs cpx, opw; pool_channels_last_runs.cuh)  Note [Pooling exact division]
+///   ChannelsLastWalk (knobs walk, opw, cpx, sep; pool_channels_last_walk.cuh)
+///                                                                 Note [Pooling channels-last walk]
+/// The register and shared-memory tiles, the channels-last vectors and pixel tiles and the slide are generated
+/// from macros in string literals (pool_codegen.cpp, pool_channels_last.cpp, pool_slide.cpp), as is the window
+/// code every kernel shares (kWindows).
+///
 /// Note [Pooling smem]
 /// Knob smem=1 (NCHW max/avg, overlapping windows only). The register-patch kernel loads each tile's
 /// (OPH-1)*DH+KH x (OPW-1)*DW+KW patch with scalar loads; neighbouring threads' patches overlap, so the L1/LSU
@@ -281,6 +296,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <ostream>
 
 #include "cudal1/optimizer/family.h"
 
@@ -364,16 +381,8 @@ bool slide_fits(const PoolShape& s, int vec);
 /// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
 std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
-/// Output rows one walk covers (walk x KH, from walk x KH + KH - 1 input rows) and the registers a walk variant
-/// keeps (accumulators of KH output rows, the current and the next input row's words), in floats.
-int walk_rows(const PoolShape& s, const PoolKnobs& k);
-int walk_registers(const PoolShape& s, const PoolKnobs& k);
-
 /// Registers a walk variant may take (of the 128 its launch bounds allow).
 constexpr int kMaxWalkRegisters = 80;
-
-/// The kernel body of a channels-last walk variant (the source after the common prelude of generate_pool).
-std::string walk_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
 /// Geometry of a packed-pair variant (Note [Pooling packed pairs]): `lanes` 4-column groups a row (W / 4) in
 /// `chunks` warps, `segments` of the variant's output rows a plane, the input `rows` a segment loads and the
@@ -382,8 +391,6 @@ struct PairGeometry {
   int64_t lanes = 0, chunks = 0, segments = 0, rows = 0, words = 0;
 };
 
-PairGeometry pair_geometry(const PoolShape& s, const PoolKnobs& k);
-
 /// Words of input a packed-pair lane may keep in registers.
 constexpr int64_t kMaxPairWords = 64;
 
@@ -391,9 +398,6 @@ constexpr int64_t kMaxPairWords = 64;
 /// stride, W and the row/plane/batch strides multiples of 4, left padding <= 2 and KW - PW <= 4, OW <= W / 2,
 /// window-relative indices within 16 bits).
 bool pair_fits(const PoolShape& s);
-
-/// The kernel body of a packed-pair variant (the source after the common prelude of generate_pool).
-std::string pair_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
 /// Whether `s` admits staged adaptive variants (adaptive avg, H % OH == 0 and W % OW == 0, windows of at most
 /// kMaxPatch elements, dense NCHW).
@@ -405,10 +409,70 @@ struct FlatGeometry {
   int64_t row_elems = 0, rows = 0, bytes = 0, blocks = 0;
 };
 
-FlatGeometry flat_geometry(const PoolShape& s, const PoolKnobs& k);
+/// The techniques with a class of their own (Note [Pooling techniques]): kName, the technique's name in the
+/// source's first line; their own typed knobs; threads, the threads of one launch on a shape; source, which
+/// writes, after the shared head of generate_pool (its macros, window code and pool_constants), the constants its
+/// device code adds and its .cuh's text (pool_<technique>.cuh, which defines the kernel cudal1_pool).
 
-/// The kernel body of a staged adaptive variant (the source after the common prelude of generate_pool).
-std::string flat_kernel_source(const PoolShape& s, const PoolKnobs& k);
+/// Staged adaptive avg (Note [Pooling adaptive staging]); knob `flat`.
+struct AdaptiveStaging {
+  static constexpr const char* kName = "AdaptiveStaging";
+  int block = 256;
+  int flat = 1;  ///< 16-byte vectors a thread stages
+  FlatGeometry geometry(const PoolShape& s) const;
+  int64_t threads(const PoolShape& s) const { return geometry(s).blocks * block; }
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// Packed-pair max, 16-bit NCHW at column stride 2 (Note [Pooling packed pairs]); knob pair.
+struct PackedPairs {
+  static constexpr const char* kName = "PackedPairs";
+  int block = 128;
+  int rows = 4;  ///< knob pair: output rows a segment (a warp's)
+  PairGeometry geometry(const PoolShape& s) const;
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// Channels-last avg in runs of adjacent output pixels (Note [Pooling exact division], "Channels-last runs");
+/// knob cpx (2 or 4) without walk.
+struct ChannelsLastRuns {
+  static constexpr const char* kName = "ChannelsLastRuns";
+  int block = 256;
+  int opw = 8;  ///< channels a thread (one 16-byte vector)
+  int cpx = 2;  ///< adjacent output pixels a thread
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// Channels-last avg walking down the image (Note [Pooling channels-last walk]); knob `walk`.
+struct ChannelsLastWalk {
+  static constexpr const char* kName = "ChannelsLastWalk";
+  int block = 128;
+  int opw = 8;             ///< channels a thread (one 16- or 8-byte vector)
+  int cpx = 1;             ///< adjacent output columns a thread
+  int walk = 2;            ///< steps of KH output rows a thread walks
+  bool separable = false;  ///< knob sep: row sums, then column sums (Note [Pooling separable sums])
+  /// Output rows one walk covers (walk x KH, from walk x KH + KH - 1 input rows).
+  int rows(const PoolShape& s) const { return walk * s.kh; }
+  /// Floats it keeps in registers: accumulators of KH output rows, the current and the next input row's words.
+  int registers(const PoolShape& s) const;
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// The technique class of `k` where it has one.
+std::optional<PackedPairs> packed_pairs(const PoolKnobs& k);
+std::optional<AdaptiveStaging> adaptive_staging(const PoolKnobs& k);
+std::optional<ChannelsLastRuns> channels_last_runs(const PoolKnobs& k);
+std::optional<ChannelsLastWalk> channels_last_walk(const PoolKnobs& k);
+
+/// The head's typed constants of the signature and launch, in namespace pool (written by codegen_common's
+/// constant(), Note [Device constants]): int kN, kC, kH, kW, kOh, kOw (sizes), index_t kSn, kSc, kSh, kSw (input
+/// strides), int kKh, kKw, kDh, kPh, kPw (window, row stride and padding), int kDlh (row dilation), int kConstDiv,
+/// kInnerDiv (Note [Pooling exact division]), int kStorageBits, bool kStorageBf16, bool kIndices
+/// (max_pool2d_with_indices), int kBlock, index_t kThreads. Written before a technique's own constants and .cuh.
+void pool_constants(std::ostream& o, const PoolShape& s, int block, int64_t threads);
 
 /// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).
 std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& k);
