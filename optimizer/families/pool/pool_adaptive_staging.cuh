@@ -3,8 +3,8 @@
 // loads, then each thread sums windows from there in ATen's order.
 //
 // Compiled by NVRTC after the generated head of pool_codegen.cpp (index_t, storage_t, to_float, to_storage; the
-// signature's constants in namespace pool, pool_constants below) and these constants of its own (namespace pool,
-// Note [Device constants] in codegen_common.h):
+// signature's typed constants in namespace pool, pool_constants; pool_common.cuh) and these constants of its own
+// (namespace pool, Note [Device constants]):
 //   int kWinH, kWinW         a window's rows and columns (H / OH, W / OW)
 //   int kRowElems            input elements of one output row (kWinH x W)
 //   int kBlockRows           output rows a block (a multiple of the rows that make whole 16-byte vectors)

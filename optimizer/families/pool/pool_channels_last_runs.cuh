@@ -4,9 +4,9 @@
 // holds it: per output the additions run in ATen's order (rows outer, columns inner), as column j reaches output
 // p at window column j - p. Pixels outside the image read +0 (one test per input pixel, not per cell).
 //
-// Compiled by NVRTC after the generated head of pool_codegen.cpp: index_t, storage_t, to_float, to_storage; the
-// shared window code (load_vec, avg_divisor, div_rn_n, store_vec); the signature's constants (namespace pool,
-// pool_constants there); and these constants of its own (namespace pool, Note [Device constants]):
+// Compiled by NVRTC after the generated head of pool_codegen.cpp (index_t, storage_t, to_float, to_storage; the
+// signature's typed constants in namespace pool, pool_constants; pool_common.cuh, whose load_vec, avg_divisor,
+// div_rn_n and store_vec it calls) and these constants of its own (namespace pool, Note [Device constants]):
 //   int kOpw                 channels a thread (one 16-byte vector)
 //   int kCpx                 adjacent output pixels a thread
 //   int kGroups              channel vectors a pixel (C / kOpw)

@@ -2,10 +2,9 @@
 // kSeparable): channels-last avg_pool2d, stride 1 both ways. A thread takes kOpw channels of kCpx adjacent output
 // columns and walks kWalkRows output rows, loading each input row of its columns once.
 //
-// Compiled by NVRTC after the generated head of pool_codegen.cpp: index_t, storage_t, to_float, to_storage; the
-// shared window code (unpack2, avg_divisor, div_rn_n, store_vec); the signature's constants (namespace pool,
-// pool_constants there); and these constants of its own (namespace pool, Note [Device constants] in
-// codegen_common.h):
+// Compiled by NVRTC after the generated head of pool_codegen.cpp (index_t, storage_t, to_float, to_storage; the
+// signature's typed constants in namespace pool, pool_constants; pool_common.cuh, whose unpack2, avg_divisor,
+// div_rn_n and store_vec it calls) and these constants of its own (namespace pool, Note [Device constants]):
 //   int kOpw                 channels a thread (one vector)
 //   int kCpx                 adjacent output columns a thread
 //   int kWalkRows            output rows a walk (walk x KH)

@@ -1,9 +1,11 @@
-/// @brief Source generation for the pooling family (Note [Pooling]): one kernel template, specialised by macros
-/// to the signature (sizes, window, layout) and the variant (tile, channels per thread, block).
+/// @brief Source generation for the pooling family (Note [Pooling], Note [Pooling techniques]): the head every
+/// variant shares (the signature's macros and typed constants, pool_common.cuh), the register and shared-memory
+/// tiles (a kernel specialised by macros to the signature and the tile), and the dispatch to the other techniques.
 #include <algorithm>
 #include <sstream>
 
 #include "codegen_common.h"
+#include "pool_cuda.h"
 #include "pool_family.h"
 
 namespace cudal1::optimizer::pool {
@@ -64,152 +66,6 @@ int64_t pool_threads(const PoolShape& s, const PoolKnobs& k) {
 
 namespace {
 
-// Window reductions shared by both layouts (Note [Pooling]). `get(i, j)` reads window element (i, j) as float,
-// `ok(i, j)` says whether it lies in the image; (hs, ws) is the window's unclipped origin.
-constexpr const char* kWindows = R"(
-#define NEG_INF __int_as_float(0xff800000u)
-[[maybe_unused]] static constexpr int WU = KH * KW <= 256 ? KH * KW : 1;  // unroll small windows completely
-// ATen's first in-image position of a window starting at s (dilation steps from a negative start).
-__device__ __forceinline__ int first_in(int s, int d) { return s >= 0 ? s : s + ((-s + d - 1) / d) * d; }
-// Max in ATen's scan order: greater or NaN replaces, so the first maximum and the last NaN win.
-// `mi` (null without indices) receives the flat in-plane index of the winner.
-template <class Get, class Ok>
-__device__ __forceinline__ void max_window(int hs, int ws, Get get, Ok ok, float& m, int* mi) {
-  m = NEG_INF;
-  int i_best = CL_INIT_ZERO ? 0 : first_in(hs, DLH) * W + first_in(ws, DLW);
-#pragma unroll WU
-  for (int ij = 0; ij < KH * KW; ++ij) {
-    const int i = ij / KW, j = ij % KW;
-    if (ok(i, j)) {
-      const float v = get(i, j);
-      if (v > m || v != v) { m = v; i_best = (hs + i * DLH) * W + ws + j * DLW; }
-    }
-  }
-  if (mi) *mi = i_best;
-}
-// ATen's divisor for the window at (hs, ws): divisor_override, else the padded or the in-image extent.
-__device__ __forceinline__ int avg_divisor(int hs, int ws, bool* empty) {
-  int he = min(hs + KH, H + PH), we = min(ws + KW, W + PW);
-  const int pool_size = (he - hs) * (we - ws);
-  hs = max(hs, 0); ws = max(ws, 0); he = min(he, H); we = min(we, W);
-  *empty = hs >= he || ws >= we;
-  return DIVISOR ? DIVISOR : (COUNT_PAD ? pool_size : (he - hs) * (we - ws));
-}
-// q[e] = s[e] / d rounded to nearest (ATen's sum / divisor) from y = RN(1 / d), without the IEEE division
-// sequence (Note [Pooling exact division]): codegen_common's div_rn, one Markstein correction each (a sum of +0
-// gives +0 or -0 as s / d does); when a sum is too small or large (NaN and Inf included) all NV take the
-// division itself (one rarely taken branch per NV outputs).
-// q may be s (the sums are copied first).
-template <int NV>
-__device__ __forceinline__ void div_rn_n(float* q, const float* s, float d, float y) {
-  float a[NV];
-  bool fast = true;
-#pragma unroll
-  for (int e = 0; e < NV; ++e) {
-    a[e] = s[e];
-    fast &= (fabsf(a[e]) > 8.67361738e-19f /* 2^-60 */ || a[e] == 0.f) && fabsf(a[e]) < 1.26765060e+30f /* 2^100 */;
-  }
-#pragma unroll
-  for (int e = 0; e < NV; ++e) q[e] = div_rn(a[e], d, y);
-  if (!fast) {
-#pragma unroll
-    for (int e = 0; e < NV; ++e) q[e] = a[e] / d;
-  }
-}
-// ATen's average of the window at (hs, ws) with in-image sum s: the signature's constant divisor (CONST_DIV,
-// 0 where it varies), else the interior windows' (INNER_DIV: every cell in the image), else per window.
-__device__ __forceinline__ float avg_result(float s, int hs, int ws) {
-  float q;
-  if (CONST_DIV) {
-    div_rn_n<1>(&q, &s, (float)CONST_DIV, 1.f / (float)CONST_DIV);
-  } else if (hs >= 0 && ws >= 0 && hs + KH <= H && ws + KW <= W) {
-    div_rn_n<1>(&q, &s, (float)INNER_DIV, 1.f / (float)INNER_DIV);
-  } else {
-    bool empty;
-    const int div = avg_divisor(hs, ws, &empty);
-    q = empty ? 0.f : s / div;
-  }
-  return q;
-}
-// fp32 sum of the in-image part in scan order over ATen's divisor; 0 for a window wholly in the padding.
-// ZERO_FILL: cells outside the image read +0, and adding +0 equals skipping the cell (the sum starts at +0
-// and is never -0), so no test is needed.
-template <bool ZERO_FILL, class Get, class Ok>
-__device__ __forceinline__ float avg_window(int hs, int ws, Get get, Ok ok) {
-  float s = 0.f;
-#pragma unroll WU
-  for (int ij = 0; ij < KH * KW; ++ij) {
-    const int i = ij / KW, j = ij % KW;
-    if (ZERO_FILL || ok(i, j)) s += get(i, j);
-  }
-  return avg_result(s, hs, ws);
-}
-// The two 16-bit elements of w (a at the lower address) as floats.
-__device__ __forceinline__ void unpack2(unsigned w, float& a, float& b) {
-#if STORAGE_BF16
-  a = __uint_as_float(w << 16);
-  b = __uint_as_float(w & 0xffff0000u);
-#else
-  asm("{.reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.f32.f16 %0, lo;\n cvt.f32.f16 %1, hi;\n}" : "=f"(a), "=f"(b) : "r"(w));
-#endif
-}
-// Packs a and b (a at the lower address) into the storage of two 16-bit elements, rounded to nearest even.
-__device__ __forceinline__ unsigned pack2(float a, float b) {
-#if STORAGE_BITS == 16 && __CUDA_ARCH__ >= 800
-  unsigned r;
-#if STORAGE_BF16
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
-#else
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
-#endif
-  return r;
-#elif STORAGE_BITS == 16
-  return (unsigned)to_storage(a) | ((unsigned)to_storage(b) << 16);
-#else
-  (void)a;
-  (void)b;
-  return 0u;  // fp32: store_vec never packs
-#endif
-}
-// Loads NV elements at p (aligned to NV elements) as one vector, as floats (16-bit pairs unpacked by word);
-// where ok is false nothing is read and every value is +0.
-template <int NV>
-__device__ __forceinline__ void load_vec(const storage_t* __restrict__ p, float* v, bool ok = true) {
-  if constexpr (STORAGE_BITS == 16 && NV >= 2) {
-    struct __align__(NV * 2) w_t { unsigned x[NV / 2]; } w = {};
-    if (ok) w = *reinterpret_cast<const w_t*>(p);
-#pragma unroll
-    for (int e = 0; e < NV / 2; ++e) unpack2(w.x[e], v[2 * e], v[2 * e + 1]);
-  } else {
-    struct __align__(NV * sizeof(storage_t)) sv_t { storage_t x[NV]; } o = {};
-    if (ok) o = *reinterpret_cast<const sv_t*>(p);
-#pragma unroll
-    for (int e = 0; e < NV; ++e) v[e] = to_float(o.x[e]);
-  }
-}
-// Stores NV converted values at p (aligned to NV elements) as one vector: NVVM splits a struct of 16-bit
-// elements built from conversions into scalar 2-byte stores, so 16-bit values are packed in pairs first.
-template <int NV>
-__device__ __forceinline__ void store_vec(storage_t* __restrict__ p, const float* v) {
-  if constexpr (STORAGE_BITS == 16 && NV >= 2) {
-    unsigned w[NV / 2];
-#pragma unroll
-    for (int e = 0; e < NV / 2; ++e) w[e] = pack2(v[2 * e], v[2 * e + 1]);
-    if constexpr (NV == 8)
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
-    else if constexpr (NV == 4)
-      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
-    else
-      *reinterpret_cast<unsigned*>(p) = w[0];
-  } else {
-    struct __align__(NV * sizeof(storage_t)) sv_t { storage_t x[NV]; } o;
-#pragma unroll
-    for (int e = 0; e < NV; ++e) o.x[e] = to_storage(v[e]);
-    *reinterpret_cast<sv_t*>(p) = o;
-  }
-}
-)";
-
 /// avg: the divisor when every window of the signature has the same one (Note [Pooling exact division]):
 /// divisor_override, or count_include_pad where no window overhangs the padded image (ceil mode can make the
 /// last one overhang), else 0.
@@ -220,8 +76,45 @@ int64_t const_divisor(const PoolShape& s) {
   return s.count_include_pad && fits ? int64_t{s.kh} * s.kw : 0;
 }
 
+}  // namespace
+
+void pool_constants(std::ostream& o, const PoolShape& s, int block, int64_t threads) {
+  o << "namespace pool {\n";
+  constant(o, "int", "kN", s.n);
+  constant(o, "int", "kC", s.c);
+  constant(o, "int", "kH", s.h);
+  constant(o, "int", "kW", s.w);
+  constant(o, "int", "kOh", s.oh);
+  constant(o, "int", "kOw", s.ow);
+  constant(o, "index_t", "kSn", s.sn);
+  constant(o, "index_t", "kSc", s.sc);
+  constant(o, "index_t", "kSh", s.sh);
+  constant(o, "index_t", "kSw", s.sw);
+  constant(o, "int", "kKh", s.kh);
+  constant(o, "int", "kKw", s.kw);
+  constant(o, "int", "kDh", s.dh);
+  constant(o, "int", "kPh", s.ph);
+  constant(o, "int", "kPw", s.pw);
+  constant(o, "int", "kDlh", s.dil_h);
+  constant(o, "int", "kDlw", s.dil_w);
+  constant(o, "int", "kDivisor", s.divisor);
+  constant(o, "bool", "kCountPad", s.count_include_pad);
+  constant(o, "int", "kConstDiv", const_divisor(s));
+  constant(o, "int", "kInnerDiv", s.divisor ? s.divisor : int64_t{s.kh} * s.kw);
+  constant(o, "int", "kStorageBits", 8 * elem_size(s.dtype));
+  constant(o, "bool", "kStorageBf16", s.dtype == c10::ScalarType::BFloat16);
+  constant(o, "bool", "kIndices", s.indices);
+  constant(o, "bool", "kChannelsLast", s.channels_last);
+  constant(o, "int", "kBlock", block);
+  constant(o, "index_t", "kThreads", threads);
+  o << "}  // namespace pool\n";
+}
+
+namespace {
+
 /// The shared head: the first line (the signature, the knobs and the technique's class where it has one), the
-/// dtype prelude, the signature's macros and the window code every kernel may call.
+/// dtype prelude, the signature's macros (for the kernels generated from them) and typed constants, and
+/// pool_common.cuh. A kernel without a class follows `using namespace pool;` (Note [Pooling techniques]).
 void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn, const char* technique) {
   k << "// cudal1 pool: kind=" << static_cast<int>(s.kind) << " indices=" << s.indices << " "
     << c10::toString(s.dtype) << " in=" << c10::str(c10::IntArrayRef(s.in_sizes)) << " out="
@@ -242,10 +135,12 @@ void emit_common(std::ostringstream& k, const PoolShape& s, const PoolKnobs& kn,
     << "\n#define COUNT_PAD " << (s.count_include_pad ? 1 : 0) << "\n#define INDICES " << (s.indices ? 1 : 0)
     << "\n#define CL_INIT_ZERO " << (s.channels_last ? 1 : 0) << "\n#define OPW " << kn.opw << "\n#define OPH "
     << kn.oph << "\n#define BLOCK " << kn.block << "\n#define THREADS " << pool_threads(s, kn) << "LL\n#define KIND "
-    << static_cast<int>(s.kind) << "\n";
-  k << kWindows;
+    << static_cast<int>(s.kind) << "\n#define NEG_INF __int_as_float(0xff800000u)\n";
+  pool_constants(k, s, kn.block, pool_threads(s, kn));
+  k << device_sources::kPoolCommon;
   k << "struct __align__(OPW * sizeof(storage_t)) ovec_t { storage_t v[OPW]; };\n"
     << "struct __align__(OPW >= 2 ? 16 : 8) ivec_t { long long v[OPW]; };\n";
+  if (!technique) k << "using namespace pool;\n";
 }
 
 /// NCHW output: a tile of OPH x OPW outputs of one plane per thread, from a register patch when tiled.
@@ -391,34 +286,6 @@ cudal1_pool(const storage_t* __restrict__ in, storage_t* __restrict__ out, long 
 
 }  // namespace
 
-void pool_constants(std::ostream& o, const PoolShape& s, int block, int64_t threads) {
-  o << "namespace pool {\n";
-  constant(o, "int", "kN", s.n);
-  constant(o, "int", "kC", s.c);
-  constant(o, "int", "kH", s.h);
-  constant(o, "int", "kW", s.w);
-  constant(o, "int", "kOh", s.oh);
-  constant(o, "int", "kOw", s.ow);
-  constant(o, "index_t", "kSn", s.sn);
-  constant(o, "index_t", "kSc", s.sc);
-  constant(o, "index_t", "kSh", s.sh);
-  constant(o, "index_t", "kSw", s.sw);
-  constant(o, "int", "kKh", s.kh);
-  constant(o, "int", "kKw", s.kw);
-  constant(o, "int", "kDh", s.dh);
-  constant(o, "int", "kPh", s.ph);
-  constant(o, "int", "kPw", s.pw);
-  constant(o, "int", "kDlh", s.dil_h);
-  constant(o, "int", "kConstDiv", const_divisor(s));
-  constant(o, "int", "kInnerDiv", s.divisor ? s.divisor : int64_t{s.kh} * s.kw);
-  constant(o, "int", "kStorageBits", 8 * elem_size(s.dtype));
-  constant(o, "bool", "kStorageBf16", s.dtype == c10::ScalarType::BFloat16);
-  constant(o, "bool", "kIndices", s.indices);
-  constant(o, "int", "kBlock", block);
-  constant(o, "index_t", "kThreads", threads);
-  o << "}  // namespace pool\n";
-}
-
 KernelSource generate_pool(const PoolShape& s, const PoolKnobs& kn) {
   std::ostringstream k;
   const char* technique = packed_pairs(kn)         ? PackedPairs::kName
@@ -427,11 +294,8 @@ KernelSource generate_pool(const PoolShape& s, const PoolKnobs& kn) {
                           : channels_last_walk(kn) ? ChannelsLastWalk::kName
                                                    : nullptr;
   emit_common(k, s, kn, technique);
-  // The techniques with a class and a .cuh (Note [Pooling techniques]): the typed head, then their own.
-  const auto with_class = [&](const auto& t) {
-    pool_constants(k, s, kn.block, t.threads(s));
-    t.source(k, s);
-  };
+  // The techniques with a class and a .cuh (Note [Pooling techniques]): their own constants and device code.
+  const auto with_class = [&](const auto& t) { t.source(k, s); };
   if (const auto t = packed_pairs(kn))
     with_class(*t);
   else if (const auto t = adaptive_staging(kn))

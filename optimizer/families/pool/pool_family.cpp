@@ -312,7 +312,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 9; }
+  int version() const override { return 10; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

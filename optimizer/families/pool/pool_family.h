@@ -39,9 +39,10 @@
 ///   ChannelsLastRuns (knobs cpx, opw; pool_channels_last_runs.cuh)  Note [Pooling exact division]
 ///   ChannelsLastWalk (knobs walk, opw, cpx, sep; pool_channels_last_walk.cuh)
 ///                                                                 Note [Pooling channels-last walk]
-/// The register and shared-memory tiles, the channels-last vectors and pixel tiles and the slide are generated
-/// from macros in string literals (pool_codegen.cpp, pool_channels_last.cpp, pool_slide.cpp), as is the window
-/// code every kernel shares (kWindows).
+/// Every kernel's source starts with the same head (pool_codegen.cpp's emit_common): the signature's macros, its
+/// typed constants (pool_constants) and pool_common.cuh, the window code every kernel may call. The register and
+/// shared-memory tiles, the channels-last vectors and pixel tiles and the slide are generated from those macros in
+/// string literals (pool_codegen.cpp, pool_channels_last.cpp, pool_slide.cpp) and follow `using namespace pool;`.
 ///
 /// Note [Pooling smem]
 /// Knob smem=1 (NCHW max/avg, overlapping windows only). The register-patch kernel loads each tile's
@@ -468,10 +469,11 @@ std::optional<ChannelsLastRuns> channels_last_runs(const PoolKnobs& k);
 std::optional<ChannelsLastWalk> channels_last_walk(const PoolKnobs& k);
 
 /// The head's typed constants of the signature and launch, in namespace pool (written by codegen_common's
-/// constant(), Note [Device constants]): int kN, kC, kH, kW, kOh, kOw (sizes), index_t kSn, kSc, kSh, kSw (input
-/// strides), int kKh, kKw, kDh, kPh, kPw (window, row stride and padding), int kDlh (row dilation), int kConstDiv,
-/// kInnerDiv (Note [Pooling exact division]), int kStorageBits, bool kStorageBf16, bool kIndices
-/// (max_pool2d_with_indices), int kBlock, index_t kThreads. Written before a technique's own constants and .cuh.
+/// constant(), Note [Device constants]), which pool_common.cuh and the techniques' .cuh files read: int kN, kC, kH,
+/// kW, kOh, kOw (sizes), index_t kSn, kSc, kSh, kSw (input strides), int kKh, kKw, kDh, kPh, kPw (window, row
+/// stride and padding), int kDlh, kDlw (dilation), int kDivisor (divisor_override, 0 without), bool kCountPad, int
+/// kConstDiv, kInnerDiv (Note [Pooling exact division]), int kStorageBits, bool kStorageBf16, bool kIndices
+/// (max_pool2d_with_indices), bool kChannelsLast (the output's layout), int kBlock, index_t kThreads.
 void pool_constants(std::ostream& o, const PoolShape& s, int block, int64_t threads);
 
 /// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).

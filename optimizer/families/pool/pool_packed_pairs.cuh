@@ -1,9 +1,9 @@
 // @brief PackedPairs (Note [Pooling packed pairs] in pool_pairs.cpp): 16-bit NCHW max_pool2d at column stride 2.
 // A lane owns two adjacent outputs of a row and compares both windows' candidates as one 16-bit pair.
 //
-// Compiled by NVRTC after the generated head of pool_codegen.cpp: index_t, storage_t, to_float, to_storage; the
-// shared window code (first_in, unpack2, pack2); the signature's constants (namespace pool, pool_constants
-// there); and these constants of its own (namespace pool, Note [Device constants]):
+// Compiled by NVRTC after the generated head of pool_codegen.cpp (index_t, storage_t, to_float, to_storage; the
+// signature's typed constants in namespace pool, pool_constants; pool_common.cuh, whose first_in, unpack2 and
+// pack2 it calls) and these constants of its own (namespace pool, Note [Device constants]):
 //   int kRowsPerSeg          output rows a segment (knob pair)
 //   int kLanes               4-column groups a row (W / 4)
 //   int kChunks              warps a row (ceil(kLanes / 32))
