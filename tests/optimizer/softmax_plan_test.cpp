@@ -84,7 +84,7 @@ TEST(SoftmaxPlan, RowHeadsVectoriseRowsOfAnyWidthWhoseInputAndOutputShareAlignme
   const Variant v{{{"vec", 4}, {"block", 1024}, {"warp", 0}, {"cache", 1}, {"head", 1}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  EXPECT_NE(src->code.find("#define HEAD 1"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kHead = true };"), std::string::npos);
   EXPECT_NE(src->code.find("D = 50257"), std::string::npos);
   // Head variants only above the plain width; a plain variant cannot take the head's width.
   EXPECT_FALSE(
@@ -590,8 +590,8 @@ TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   EXPECT_NE(src->code.find("D = 65536, NV = 16384, P = 4096;"), std::string::npos) << src->code;
-  EXPECT_NE(src->code.find("#define ASYNC 1"), std::string::npos);
-  EXPECT_NE(src->code.find("div_rn(a, sum, r)"), std::string::npos);  // fp32: the exact divide and expf
+  EXPECT_NE(src->code.find("enum : bool { kAsync = true };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kFastExp = false };"), std::string::npos);  // fp32: div_rn and expf
   EXPECT_EQ(plan.value()->stratum(v), 19);  // 64 KB slices: three blocks an SM
   EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 2}, {"async", 1}}}), 17);
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 512}, {"cluster", 4}}}).ok());  // async missing
@@ -601,8 +601,9 @@ TEST(SoftmaxPlan, ClusterRowsSplitLongRowsAtTheWidestVector) {
   ASSERT_TRUE(bf16.ok());
   auto one = bf16.value()->source(Variant{{{"vec", 8}, {"block", 512}, {"cluster", 1}, {"async", 1}}});
   ASSERT_TRUE(one.ok()) << one.status().to_string();
-  EXPECT_NE(one->code.find("#define CLUSTER 1"), std::string::npos);
-  EXPECT_NE(one->code.find("ex2.approx.f32"), std::string::npos);
+  EXPECT_NE(one->code.find("enum : int { kCluster = 1 };"), std::string::npos);
+  EXPECT_NE(one->code.find("enum : bool { kFastExp = true };"), std::string::npos);
+  EXPECT_NE(one->code.find("enum : bool { kFlushSubnormals = false };"), std::string::npos);  // bf16 keeps them
   // 2-byte vectors (an odd fp16 row) are not copied by cp.async.
   for (const auto& w : with_knob(over_at(at::kHalf, {64, 4097}, 1, 90), "cluster")) EXPECT_EQ(w.get("async", 0), 0);
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"cluster", 4}, {"async", 1}}}).ok());
@@ -624,10 +625,10 @@ TEST(SoftmaxPlan, CachedSoftmaxRowsReuseTheirExpsInTheEpilogue) {
     EXPECT_TRUE(src.ok()) << v.id();
     return src.ok() ? src->code : std::string();
   };
-  EXPECT_NE(code(*soft, cached).find("#define KEEP_EXP 1"), std::string::npos);
-  EXPECT_NE(code(*soft, streamed).find("#define KEEP_EXP 0"), std::string::npos);
-  EXPECT_NE(code(*log, cached).find("#define KEEP_EXP 0"), std::string::npos);
-  EXPECT_NE(code(*soft, streamed).find("div_rn(expf((v) - m), s, rs)"), std::string::npos);
+  EXPECT_NE(code(*soft, cached).find("enum : bool { kKeepExp = true };"), std::string::npos);
+  EXPECT_NE(code(*soft, streamed).find("enum : bool { kKeepExp = false };"), std::string::npos);
+  EXPECT_NE(code(*log, cached).find("enum : bool { kKeepExp = false };"), std::string::npos);
+  EXPECT_NE(code(*soft, streamed).find("enum : bool { kFastExp = false };"), std::string::npos);  // div_rn
   // Every mapping is a stratum at the widest vector too (20..23), so the tuner tries each with it.
   EXPECT_EQ(soft->stratum(cached), 23);
   EXPECT_EQ(soft->stratum(Variant{{{"vec", 4}, {"block", 256}, {"warp", 1}, {"cache", 1}}}), 3);

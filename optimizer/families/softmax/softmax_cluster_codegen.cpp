@@ -1,6 +1,7 @@
-/// @brief Source generation for the softmax family's one-read kernels (Note [Softmax shared tiles]): column tiles
-/// held in dynamic shared memory, split over the blocks of a thread-block cluster when one block cannot hold
-/// them, and long rows split over a cluster. Cluster parts are inline PTX (NVRTC has no cooperative_groups here).
+/// @brief Source generation for the softmax family's shared column tiles (Note [Softmax shared tiles]): column
+/// tiles held in dynamic shared memory, split over the blocks of a thread-block cluster when one block cannot
+/// hold them; and the shared memory and registers of those and of the cluster rows (ClusterRows, whose source
+/// softmax_codegen.cpp writes). Cluster parts are inline PTX (NVRTC has no cooperative_groups here).
 #include <algorithm>
 #include <sstream>
 
@@ -12,14 +13,6 @@ namespace {
 
 int regs_per_vec(c10::ScalarType dtype, int vec) { return std::max(1, vec * elem_size(dtype) / 4); }
 
-/// Vectors each thread has in flight while reading: what the registers left at `resident` blocks per SM hold
-/// beside ~32 for the rest and `kept` registers of kept rows (4 to 32 registers of vectors).
-int unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
-  const int regs = std::min(255, 65536 / (resident * block)) / 8 * 8;
-  const int buffer = std::clamp(regs - 32 - kept, 4, 32);
-  return std::clamp(buffer / regs_per_vec(dtype, vec), 2, 32);
-}
-
 /// RESIDENT: the kernel's __launch_bounds__ asks for the blocks an SM holds, so that the registers fit.
 /// ASYNC: the shared rows (or the row's slice) are copied by cp.async (Note [Softmax async tiles]) with
 /// codegen_common's async_copy_source (Note [Async copies]).
@@ -29,7 +22,7 @@ void common_defines(std::ostringstream& k, c10::ScalarType dtype, bool log, int 
   k << "typedef long long index_t;\n" << dtype_prelude(dtype) << exact_divide_source();
   k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define W (BLOCK / 32)\n#define CLUSTER " << cluster
     << "\n#define LOG " << (log ? 1 : 0) << "\n#define RESIDENT " << resident << "  // blocks per SM\n#define UNROLL "
-    << unroll(dtype, vec, block, resident, kept_registers) << "\n#define KEEP " << keep << "\n";
+    << copy_unroll(dtype, vec, block, resident, kept_registers) << "\n#define KEEP " << keep << "\n";
   k << R"(#define NEG_INF __int_as_float(0xff800000u)
 #define POS_INF __int_as_float(0x7f800000u)
 #define QNAN __int_as_float(0x7fffffffu)
@@ -41,6 +34,12 @@ struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
 }
 
 }  // namespace
+
+int copy_unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept) {
+  const int regs = std::min(255, 65536 / (resident * block)) / 8 * 8;
+  const int buffer = std::clamp(regs - 32 - kept, 4, 32);
+  return std::clamp(buffer / regs_per_vec(dtype, vec), 2, 32);
+}
 
 std::string fast_exp_source(c10::ScalarType dtype, bool fast) {
   if (!fast || elem_size(dtype) != 2)
@@ -347,112 +346,6 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   write_rows(kept, tile, y, m, s, n0, n1, w, lane, live);
 #if CLUSTER > 1
   cluster_wait();  // no block leaves while another may still read its pairs
-#endif
-}
-)";
-  return KernelSource{k.str(), "cudal1_softmax"};
-}
-
-KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster, bool async_copy) {
-  const int64_t nv = s.cols / vec, part = (nv + cluster - 1) / cluster;
-  std::ostringstream k;
-  k << "// cudal1 softmax cluster rows: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
-    << " cols=" << s.cols << " vec=" << vec << " block=" << block << " cluster=" << cluster
-    << " async=" << async_copy << "\n";
-  common_defines(k, s.dtype, s.log, vec, block, cluster, cluster_row_bytes(s, vec, cluster), async_copy);
-  k << fast_exp_source(s.dtype, true);
-  k << "#define TPR BLOCK\n"
-    << "static constexpr index_t RS = " << s.row_stride << ";\n"
-    << "static constexpr int D = " << s.cols << ", NV = " << nv << ", P = " << part
-    << ";  // row, its vectors, vectors per block\n";
-  k << row_reduce_source() << R"(// Block-wide reduction, then over the cluster's blocks in rank order.
-__device__ __forceinline__ float cluster_reduce(float v, float* red, float* pub, bool is_max) {
-  v = is_max ? row_max(v, red) : row_sum(v, red);
-#if CLUSTER > 1
-  if (threadIdx.x == 0) *pub = v;
-  cluster_sync();
-  float rv[CLUSTER];  // every rank's load issued before the first combine (Note [Softmax cluster merge])
-#pragma unroll
-  for (unsigned r = 0; r < CLUSTER; ++r) rv[r] = load_remote(pub, r);
-  float a = rv[0];
-#pragma unroll
-  for (unsigned r = 1; r < CLUSTER; ++r) a = is_max ? fmaxf(a, rv[r]) : a + rv[r];
-  return a;
-#else
-  return v;  // one block holds the whole row
-#endif
-}
-extern "C" __global__ void __launch_bounds__(BLOCK, RESIDENT)
-cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
-  // Dynamic shared memory: this block's P vectors of the row, then the block reduction and the published pair.
-  extern __shared__ __align__(16) unsigned char smem[];
-  vec_t* slice = reinterpret_cast<vec_t*>(smem);
-  float* red = reinterpret_cast<float*>(smem + ((size_t)P * sizeof(vec_t) + 15) / 16 * 16);
-  float* pub = red + 32;
-#if CLUSTER > 1
-  const unsigned rank = cluster_rank();
-#else
-  const unsigned rank = 0;
-#endif
-  const index_t row = (index_t)blockIdx.x / CLUSTER;
-  const int lo = min(NV, (int)rank * P), hi = min(NV, lo + P);
-  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + row * RS);
-  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + row * (index_t)D);
-  // Read once into shared memory, with the maximum: by cp.async, every vector in flight at once, or UNROLL
-  // vectors at a time through registers. Each thread only reads back the vectors it copied itself.
-  float m = NEG_INF;
-#if ASYNC
-  {
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(slice);
-    for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK)
-      cp_async<(int)sizeof(vec_t)>(dst + (unsigned)(j - lo) * (unsigned)sizeof(vec_t), x + j);
-    cp_async_commit();
-    cp_async_wait_all();
-  }
-  for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
-    const vec_t t = slice[j - lo];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(t.v[e]));
-  }
-#else
-  for (int j0 = lo + (int)threadIdx.x; j0 < hi; j0 += UNROLL * BLOCK) {
-    vec_t tu[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-      if (j0 + u * BLOCK < hi) tu[u] = x[j0 + u * BLOCK];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-      if (j0 + u * BLOCK < hi) {
-        slice[j0 + u * BLOCK - lo] = tu[u];
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(tu[u].v[e]));
-      }
-  }
-#endif
-  m = cluster_reduce(m, red, pub, true);
-  // Each thread reads back only the vectors it stored itself.
-  float s = 0.f;
-  for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
-    const vec_t t = slice[j - lo];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) s += EXP_SUB(to_float(t.v[e]), m);
-  }
-  s = cluster_reduce(s, red, pub + 1, false);
-#if CLUSTER > 1
-  cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
-#endif
-  const float logsum = m + logf(s), rs = 1.f / s;
-// Note [Softmax epilogue]; Note [Softmax fast exp] for 16-bit outputs
-#define EPILOGUE(v) (LOG ? (v) - logsum : DIV_SUM(EXP_SUB(v, m), s, rs))
-  for (int j = lo + (int)threadIdx.x; j < hi; j += BLOCK) {
-    const vec_t t = slice[j - lo];
-    vec_t r;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e])));
-    y[j] = r;
-  }
-#if CLUSTER > 1
-  cluster_wait();  // no block leaves while another may still read its pair
 #endif
 }
 )";

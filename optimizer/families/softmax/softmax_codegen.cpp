@@ -1,4 +1,6 @@
-/// @brief Source generation for the softmax family. The arithmetic follows ATen's CUDA kernels exactly where it
+/// @brief Source generation for the softmax family's row techniques (RowPerWarp, RowPerBlock, ClusterRows): a head
+/// of typed constants, then the device code of softmax_common.cuh and of the technique's .cuh (embedded at build
+/// time). The arithmetic follows ATen's CUDA kernels exactly where it
 /// matters for results: the row maximum first (fmaxf, so NaN is skipped there and surfaces through the sum, as in
 /// ATen), then the sum of exp(x - max) in fp32, then softmax = exp(x - max) / sum and
 /// log_softmax = x - (max + log(sum)). That gives ATen's NaN/Inf behaviour row for row. With `head`, each row is
@@ -17,145 +19,139 @@
 /// subnormal (a < 2^-126 s) it may differ from div.rn by one subnormal ulp (< 1.5e-45, far inside every tolerance;
 /// fp16/bf16 round it to 0 anyway). Log-softmax keeps x - logsum. ~20 instructions an element instead of ~35 on
 /// the f16 attention rows, which then run at ~1.03x the device copy of the same bytes (warp per row, vec 4, cached).
+#include <ostream>
 #include <sstream>
+#include <type_traits>
 
 #include "codegen_common.h"
+#include "softmax_cuda.h"
 #include "softmax_family.h"
 
 namespace cudal1::optimizer::softmax {
 
-KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache, bool head) {
-  const int tpr = warp_per_row ? 32 : block;  // threads per row
-  std::ostringstream k;
-  k << "// cudal1 softmax: log=" << s.log << " " << c10::toString(s.dtype) << " rows=" << s.rows
-    << " cols=" << s.cols << " vec=" << vec << " block=" << block << " warp_per_row=" << warp_per_row
-    << " cache=" << cache << " head=" << head << "\n";
-  k << "typedef long long index_t;\n" << dtype_prelude(s.dtype);
-  k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define TPR " << tpr
-    << "\n#define RPB (BLOCK / TPR)\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (s.log ? 1 : 0)
-    << "\n#define HEAD " << (head ? 1 : 0) << "\n";
-  k << "static constexpr index_t ROWS = " << s.rows << ";\n"
-    << "static constexpr index_t RS = " << s.row_stride << ";\n"
-    << "static constexpr int D = " << s.cols << ";\n";
-  if (!head || cache) k << "static constexpr int NV = D / VEC;  // vectors of a row (an upper bound with HEAD)\n";
-  if (cache) k << "static constexpr int PER = (NV + TPR - 1) / TPR;  // vectors each thread keeps\n";
-  k << "#define KEEP_EXP " << (cache && !s.log ? 1 : 0) << "  // Note [Softmax epilogue]\n";
-  k << R"(#define NEG_INF __int_as_float(0xff800000u)
-struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
-)" << exact_divide_source() << row_reduce_source() << R"(extern "C" __global__ void __launch_bounds__(BLOCK)
-cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
-  __shared__ float red[32];
-  const int lane = threadIdx.x % TPR;
-  const index_t row = (index_t)blockIdx.x * RPB + threadIdx.x / TPR;
-  const bool live = row < ROWS;  // dead rows still take part in the reductions
-  const index_t bx = (live ? row : 0) * RS, by = (live ? row : 0) * (index_t)D;
-#if HEAD
-  // Note [Softmax row heads]: bx and by agree mod VEC (the planner asks (RS - D) % VEC == 0, both pointers
-  // VEC-aligned), so one head length h serves input and output; lanes < h hold a head element, lanes < tn a
-  // tail element (h, tn < VEC <= TPR).
-  const int h = (int)((VEC - bx % VEC) % VEC), nv = (D - h) / VEC, tn = D - h - nv * VEC;
-  const bool has_h = live && lane < h, has_t = live && lane < tn;
-  const float hv = has_h ? to_float(in[bx + lane]) : 0.f;
-  const float tv = has_t ? to_float(in[bx + h + nv * VEC + lane]) : 0.f;
-#else
-  const int h = 0, nv = NV;
-#endif
-  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + bx + h);
-  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + by + h);
-  float m = NEG_INF;
-#if CACHE
-  vec_t c[PER];
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int j = lane + i * TPR;
-    if (live && j < nv) {
-      c[i] = x[j];
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(c[i].v[e]));
-    }
-  }
-#else
-  for (int j = lane; live && j < nv; j += TPR) {
-    const vec_t t = x[j];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) m = fmaxf(m, to_float(t.v[e]));
-  }
-#endif
-#if HEAD
-  if (has_h) m = fmaxf(m, hv);
-  if (has_t) m = fmaxf(m, tv);
-#endif
-  m = row_max(m, red);
-  float s = 0.f;
-#if KEEP_EXP
-  float ce[PER][VEC];  // exp(x - m), reused by the epilogue
-#endif
-#if CACHE
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int j = lane + i * TPR;
-    if (live && j < nv) {
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const float ev = expf(to_float(c[i].v[e]) - m);
-        s += ev;
-#if KEEP_EXP
-        ce[i][e] = ev;
-#endif
-      }
-    }
-  }
-#else
-  for (int j = lane; live && j < nv; j += TPR) {
-    const vec_t t = x[j];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) s += expf(to_float(t.v[e]) - m);
-  }
-#endif
-#if HEAD
-  if (has_h) s += expf(hv - m);
-  if (has_t) s += expf(tv - m);
-#endif
-  s = row_sum(s, red);
-  const float logsum = m + logf(s), rs = 1.f / s;
-#define EPILOGUE(v) (LOG ? (v) - logsum : div_rn(expf((v) - m), s, rs))
-#if HEAD
-  if (has_h) out[by + lane] = to_storage(EPILOGUE(hv));
-  if (has_t) out[by + h + nv * VEC + lane] = to_storage(EPILOGUE(tv));
-#endif
-#if CACHE
-#pragma unroll
-  for (int i = 0; i < PER; ++i) {
-    const int j = lane + i * TPR;
-    if (live && j < nv) {
-      vec_t o;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-#if KEEP_EXP
-        o.v[e] = to_storage(div_rn(ce[i][e], s, rs));
-#else
-        const float v = to_float(c[i].v[e]);
-        o.v[e] = to_storage(EPILOGUE(v));
-#endif
-      }
-      y[j] = o;
-    }
-  }
-#else
-  for (int j = lane; live && j < nv; j += TPR) {
-    const vec_t t = x[j];
-    vec_t o;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float v = to_float(t.v[e]);
-      o.v[e] = to_storage(EPILOGUE(v));
-    }
-    y[j] = o;
-  }
-#endif
+// Note [Softmax row constants]
+// A row technique's head declares the row's sizes as the constexpr variables the family's row cubins have always
+// held: NVRTC emits every namespace-scope variable as a global of the module (.nv.global.init data; ROWS is also a
+// symbol), so ROWS, RS and D, NV where a technique declared it and PER (plain rows) or P (cluster rows) keep
+// their names, types, values and order, and nothing is added beside them: a variable more or less changes the
+// cubin. The device code reads them through enumerators bound to them (kRows = ROWS, ...; Note [Device
+// constants] in codegen_common.h), which add nothing to the module.
+
+namespace {
+
+/// The head every row technique starts with, up to its row variables: the dtype, exact division, the cluster
+/// and cp.async primitives where `primitives`, and the constants softmax_common.cuh lists.
+void head(std::ostream& o, const SoftmaxShape& s, const char* name, const Variant& v, int vec, int block,
+          bool fast_exp, bool primitives) {
+  o << "// cudal1 softmax rows: " << name << " " << v.id() << " log=" << s.log << " " << c10::toString(s.dtype)
+    << " rows=" << s.rows << " cols=" << s.cols << "\n";
+  o << "typedef long long index_t;\n" << dtype_prelude(s.dtype) << exact_divide_source();
+  if (primitives) o << cluster_primitives_source() << async_copy_source();
+  const bool fast = fast_exp && elem_size(s.dtype) == 2;
+  o << "namespace softmax {\n";
+  constant(o, "int", "kVec", vec);
+  constant(o, "int", "kBlock", block);
+  constant(o, "bool", "kLog", s.log);
+  constant(o, "bool", "kFastExp", fast);
+  constant(o, "bool", "kFlushSubnormals", fast && s.dtype == c10::ScalarType::Half);  // fp16 cannot hold them
 }
-)";
-  return KernelSource{k.str(), "cudal1_softmax"};
+
+/// The rest of the head: the macros codegen_common's row_reduce_source reads (TPR, the threads reducing a row,
+/// and BLOCK), that source, and softmax_common.cuh.
+void reduction(std::ostream& o, int tpr, int block) {
+  o << "#define TPR " << tpr << "\n#define BLOCK " << block << "\n" << row_reduce_source()
+    << device_sources::kSoftmaxCommon;
+}
+
+/// One enumerator bound to a row variable (Note [Softmax row constants]).
+void bound(std::ostream& o, const char* type, const char* name, const char* variable) {
+  o << "enum : " << type << " { " << name << " = ::" << variable << " };\n";
+}
+
+template <class Technique>
+KernelSource plain_rows(const SoftmaxShape& s, const Technique& t) {
+  const int tpr = t.threads_per_row();
+  std::ostringstream o;
+  head(o, s, Technique::kName, variant_of(t), t.vec, t.block, false, false);
+  constant(o, "int", "kThreadsPerRow", tpr);
+  constant(o, "bool", "kCache", t.cache);
+  constant(o, "bool", "kHead", t.head);
+  constant(o, "bool", "kKeepExp", t.cache && !s.log);  // Note [Softmax epilogue]
+  o << "}  // namespace softmax\n";
+  const int64_t nv = s.cols / t.vec;
+  o << "static constexpr index_t ROWS = " << s.rows << ";\nstatic constexpr index_t RS = " << s.row_stride
+    << ";\nstatic constexpr int D = " << s.cols << ";\n";
+  const bool has_nv = !t.head || t.cache, has_per = t.cache;
+  if (has_nv) o << "static constexpr int NV = " << nv << ";\n";
+  if (has_per) o << "static constexpr int PER = " << (nv + tpr - 1) / tpr << ";\n";
+  o << "namespace softmax {\n";
+  bound(o, "index_t", "kRows", "ROWS");
+  bound(o, "index_t", "kRowStride", "RS");
+  bound(o, "int", "kCols", "D");
+  if (has_nv)
+    bound(o, "int", "kVectors", "NV");
+  else
+    constant(o, "int", "kVectors", nv);
+  if (has_per)
+    bound(o, "int", "kPer", "PER");
+  else
+    constant(o, "int", "kPer", 1);
+  o << "}  // namespace softmax\n";
+  reduction(o, tpr, t.block);
+  o << device_sources::kSoftmaxPlainRows;
+  return KernelSource{o.str(), "cudal1_softmax"};
+}
+
+KernelSource cluster_rows(const SoftmaxShape& s, const ClusterRows& t) {
+  const int64_t nv = s.cols / t.vec, part = (nv + t.cluster - 1) / t.cluster;
+  const int resident = resident_blocks(cluster_row_bytes(s, t.vec, t.cluster), t.block);
+  std::ostringstream o;
+  head(o, s, ClusterRows::kName, variant_of(t), t.vec, t.block, true, true);
+  constant(o, "int", "kCluster", t.cluster);
+  constant(o, "int", "kResident", resident);
+  constant(o, "int", "kUnroll", copy_unroll(s.dtype, t.vec, t.block, resident, 0));
+  constant(o, "bool", "kAsync", t.async);
+  o << "}  // namespace softmax\n";
+  o << "static constexpr index_t RS = " << s.row_stride << ";\nstatic constexpr int D = " << s.cols
+    << ", NV = " << nv << ", P = " << part << ";\n";
+  o << "namespace softmax {\n";
+  bound(o, "index_t", "kRowStride", "RS");
+  bound(o, "int", "kCols", "D");
+  bound(o, "int", "kVectors", "NV");
+  bound(o, "int", "kPart", "P");
+  o << "}  // namespace softmax\n";
+  reduction(o, t.block, t.block);
+  o << device_sources::kSoftmaxClusterRows;
+  return KernelSource{o.str(), "cudal1_softmax"};
+}
+
+}  // namespace
+
+Variant variant_of(const RowTechnique& t) {
+  return std::visit(
+      [](const auto& k) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(k)>, ClusterRows>) {
+          Variant v{{{"vec", k.vec}, {"block", k.block}, {"cluster", k.cluster}}};
+          if (k.async) v.knobs.emplace_back("async", 1);
+          return v;
+        } else {
+          Variant v{{{"vec", k.vec}, {"block", k.block}, {"warp", k.kWarp}, {"cache", k.cache ? 1 : 0}}};
+          if (k.head) v.knobs.emplace_back("head", 1);
+          return v;
+        }
+      },
+      t);
+}
+
+KernelSource generate_softmax_rows(const SoftmaxShape& s, const RowTechnique& t) {
+  return std::visit(
+      [&](const auto& k) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(k)>, ClusterRows>)
+          return cluster_rows(s, k);
+        else
+          return plain_rows(s, k);
+      },
+      t);
 }
 
 }  // namespace cudal1::optimizer::softmax

@@ -249,6 +249,8 @@
 /// fetcher), so what binds is the chain across the grid (slowest block's load, statistics, merge) against the slots.
 #pragma once
 
+#include <variant>
+
 #include "cudal1/optimizer/family.h"
 
 namespace cudal1::optimizer::softmax {
@@ -299,9 +301,10 @@ std::vector<float> softmax_features(const SoftmaxClass& c, const Variant& v);
 std::unique_ptr<Plan> row_plan(SoftmaxShape s);
 std::unique_ptr<Plan> column_plan(ColumnShape c);
 
-/// CUDA source for `s` with the technique knobs: vector width, block size, warp-per-row (else block-per-row),
-/// whether the row stays in registers between its passes (one read) or is re-read (three reads), and whether
-/// each row is read as scalar head + aligned vectors + scalar tail (`head`, Note [Softmax row heads]).
+/// The row techniques: each class holds only the knobs it uses and kName, its name in the source's first line;
+/// generate_softmax_rows writes its source, whose device code is softmax_common.cuh and then its own .cuh
+/// (softmax_plain_rows.cuh for RowPerWarp and RowPerBlock, softmax_cluster_rows.cuh). Their variants keep the
+/// knobs and ids that caches, policy data and replay fixtures know (variant_of).
 ///
 /// Note [Softmax row heads]
 /// Rows whose width or stride is not a multiple of the vector width (a vocabulary of 50257) get vec 1 only: one
@@ -312,7 +315,57 @@ std::unique_ptr<Plan> column_plan(ColumnShape c);
 /// head length because the planner asks (RS - D) % VEC == 0 and a storage offset that is a multiple of VEC
 /// (the call checks both pointers against VEC x element size); rows must hold at least two vectors. The
 /// arithmetic is the plain kernel's (max, then sum, then ATen's epilogue); only the summation order moves.
-KernelSource generate_softmax(const SoftmaxShape& s, int vec, int block, bool warp_per_row, bool cache, bool head);
+
+/// The knobs of a plain row technique: a row's maximum, its sum of exp(x - max), then ATen's epilogue, by
+/// threads_per_row() threads in `vec`-element vectors (softmax_plain_rows.cuh). Variant knobs {vec, block, warp,
+/// cache}, then head 1 where `head`.
+struct RowLoop {
+  int vec = 1;         ///< elements per vector load/store
+  int block = 128;     ///< threads per block
+  bool cache = false;  ///< the thread's vectors stay in registers between the passes (one read), else re-read
+  bool head = false;   ///< scalar head, aligned vectors, scalar tail (Note [Softmax row heads])
+};
+
+/// A warp per row, block / 32 rows a block (variant knob warp 1).
+struct RowPerWarp : RowLoop {
+  static constexpr const char* kName = "RowPerWarp";
+  static constexpr int kWarp = 1;
+  int threads_per_row() const { return 32; }
+};
+
+/// A block per row (variant knob warp 0).
+struct RowPerBlock : RowLoop {
+  static constexpr const char* kName = "RowPerBlock";
+  static constexpr int kWarp = 0;
+  int threads_per_row() const { return block; }
+};
+
+/// Cluster rows (Note [Softmax shared tiles], sm_90+): `cluster` blocks (1: one block, no cluster) split a row
+/// into slices kept in shared memory, cluster_row_bytes each; `async`: the slice copied by cp.async (Note [Softmax
+/// async tiles]; vectors of 4 bytes or more); 16-bit outputs take Note [Softmax fast exp]
+/// (softmax_cluster_rows.cuh). Bound as a SimpleKernel with its shared memory and cluster size (simple_kernel.h).
+/// Variant knobs {vec, block, cluster}, then async 1 where `async`.
+struct ClusterRows {
+  static constexpr const char* kName = "ClusterRows";
+  int vec = 1, block = 256, cluster = 1;
+  bool async = false;
+};
+
+/// One row variant's technique and knobs (default: RowPerWarp, vec 1, block 128).
+using RowTechnique = std::variant<RowPerWarp, RowPerBlock, ClusterRows>;
+
+/// The variant of `t`.
+Variant variant_of(const RowTechnique& t);
+
+/// CUDA source of `t` on `s`, exactly as NVRTC compiles it: a generated head (dtypes, typed constants and the row
+/// variables of Note [Softmax row constants]), codegen_common's row reduction, softmax_common.cuh, then the
+/// technique's .cuh, whose kernel is extern "C" cudal1_softmax(in, out).
+KernelSource generate_softmax_rows(const SoftmaxShape& s, const RowTechnique& t);
+
+/// Vectors each thread of a shared tile or cluster row has in flight while reading: what the registers left at
+/// `resident` blocks per SM hold beside ~32 for the rest and `kept` registers of kept rows (4 to 32 registers of
+/// vectors).
+int copy_unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept);
 
 /// CUDA source for `c` (Note [Softmax columns]): `split` threads per column (1, or a power of two dividing
 /// `block`), `vec` adjacent columns per thread, column parts cached in registers or re-read.
@@ -400,7 +453,8 @@ std::unique_ptr<BoundKernel> make_held_kernel(const ColumnShape& c, const HeldKn
 /// each thread keeps its first `keep` rows in registers instead (0: none); `two`: two passes over the tile on
 /// chip (the maximum, then the sum) instead of online pairs, with Note [Softmax fast exp] for 16-bit outputs;
 /// `async_copy`: the shared rows copied with cp.async (Note [Softmax async tiles]; whole tiles, 16-byte aligned);
-/// `pair`: Note [Softmax pair tiles] (16-bit, vec 1 or 2, with `two` and `async_copy` only).
+/// `pair`: Note [Softmax pair tiles] (16-bit, vec 1 or 2, with `two` and `async_copy` only). Bound as a
+/// SimpleKernel with its shared memory and cluster size (simple_kernel.h).
 KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two,
                                          bool async_copy, bool pair);
 /// Device code of Note [Softmax pair tiles] for a 16-bit `dtype`: pair_t (2 x VEC elements, VEC words), lo_f and
@@ -409,10 +463,5 @@ KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int bloc
 std::string packed_pair_source(c10::ScalarType dtype);
 /// The kernel of a pair tile (Note [Softmax pair tiles]), after generate_softmax_smem_tiles' definitions.
 std::string pair_tile_kernel_source();
-/// CUDA source of cluster rows of `s`: kernel(in, out), `cluster` blocks per row (1: one block, no cluster),
-/// cluster_row_bytes each; `async_copy`: the slice copied by cp.async (vectors of 4 bytes or more); 16-bit
-/// outputs take Note [Softmax fast exp].
-/// Both are bound as a SimpleKernel with their shared memory and cluster size (simple_kernel.h).
-KernelSource generate_softmax_cluster_rows(const SoftmaxShape& s, int vec, int block, int cluster, bool async_copy);
 
 }  // namespace cudal1::optimizer::softmax

@@ -26,25 +26,7 @@ class SoftmaxPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    for (int head : {0, 1})
-      for (int vec : kVecs) {
-        if (!vec_ok(vec, head)) continue;
-        for (int block : kBlocks)
-          for (int warp : {1, 0})
-            for (int cache : {1, 0}) {
-              if (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements) continue;
-              Variant v{{{"vec", vec}, {"block", block}, {"warp", warp}, {"cache", cache}}};
-              if (head) v.knobs.emplace_back("head", 1);
-              out.push_back(std::move(v));
-            }
-      }
-    for (int block : kClusterBlocks)
-      for (int cluster : kClusters)
-        if (cluster_ok(s_.max_vec, block, cluster)) {
-          Variant v{{{"vec", s_.max_vec}, {"block", block}, {"cluster", cluster}}};
-          if (async_ok(s_.max_vec)) v.knobs.emplace_back("async", 1);  // always, where the vectors allow it
-          out.push_back(std::move(v));
-        }
+    for (const RowTechnique& t : techniques()) out.push_back(variant_of(t));
     return out;
   }
 
@@ -67,40 +49,60 @@ class SoftmaxPlan final : public Plan {
   }
 
   Result<KernelSource> source(const Variant& v) const override {
-    if (v.get("cluster", 0)) {
-      const int vec = v.get("vec", 0), block = v.get("block", 0), cluster = v.get("cluster", 0);
-      const int async = v.get("async", 0);
-      if (v.knobs.size() != (async ? 4u : 3u) || async != (async_ok(vec) ? 1 : 0) || !cluster_ok(vec, block, cluster))
-        return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-      return generate_softmax_cluster_rows(s_, vec, block, cluster, async == 1);
-    }
-    const int vec = v.get("vec", 0), block = v.get("block", 0), warp = v.get("warp", -1), cache = v.get("cache", -1);
-    const int head = v.get("head", 0);
-    const bool block_ok = block == 128 || block == 256 || block == 512 || block == 1024;
-    if (head < 0 || head > 1 || v.knobs.size() != (head ? 5u : 4u) || !vec_ok(vec, head) || !block_ok || warp < 0 ||
-        warp > 1 || cache < 0 || cache > 1 ||
-        (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements))
-      return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-    return generate_softmax(s_, vec, block, warp == 1, cache == 1, head == 1);
+    CUDAL1_ASSIGN_OR_RETURN(RowTechnique t, technique_of(v));
+    return generate_softmax_rows(s_, t);
   }
 
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
-    CUDAL1_RETURN_IF_ERROR(source(v));
-    const int vec = v.get("vec"), block = v.get("block");
-    if (const int cluster = v.get("cluster", 0))
+    CUDAL1_ASSIGN_OR_RETURN(RowTechnique t, technique_of(v));
+    const OutputSpec out{s_.dtype, s_.sizes, s_.out_strides};
+    const double log_weight = s_.log ? 4.0 : 0.0;
+    if (const auto* c = std::get_if<ClusterRows>(&t))
       return std::unique_ptr<BoundKernel>(new SimpleKernel(
-          std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides}, s_.sizes, s_.in_strides,
-          int64_t{vec} * elem_size(s_.dtype), s_.rows * cluster, block, s_.log ? 4.0 : 0.0,
-          cluster_row_bytes(s_, vec, cluster), cluster));
-    const int64_t rows_per_block = v.get("warp") ? block / 32 : 1;
+          std::move(m), out, s_.sizes, s_.in_strides, int64_t{c->vec} * elem_size(s_.dtype), s_.rows * c->cluster,
+          c->block, log_weight, cluster_row_bytes(s_, c->vec, c->cluster), c->cluster));
+    const bool warp = std::holds_alternative<RowPerWarp>(t);
+    const RowLoop& k = warp ? static_cast<const RowLoop&>(std::get<RowPerWarp>(t)) : std::get<RowPerBlock>(t);
+    const int64_t rows_per_block = warp ? k.block / 32 : 1;
     const int64_t grid = (s_.rows + rows_per_block - 1) / rows_per_block;
-    return std::unique_ptr<BoundKernel>(new SimpleKernel(std::move(m), OutputSpec{s_.dtype, s_.sizes, s_.out_strides},
-                                                         s_.sizes, s_.in_strides, vec * elem_size(s_.dtype), grid,
-                                                         block, s_.log ? 4.0 : 0.0));
+    return std::unique_ptr<BoundKernel>(new SimpleKernel(std::move(m), out, s_.sizes, s_.in_strides,
+                                                         k.vec * elem_size(s_.dtype), grid, k.block, log_weight));
   }
 
  private:
+  /// The space in its order: plain rows (head 0 then 1, vec, block, RowPerWarp before RowPerBlock, cached
+  /// first) where each applies, then cluster rows (block, cluster).
+  std::vector<RowTechnique> techniques() const {
+    std::vector<RowTechnique> out;
+    for (int head : {0, 1})
+      for (int vec : kVecs) {
+        if (!vec_ok(vec, head)) continue;
+        for (int block : kBlocks)
+          for (int warp : {1, 0})
+            for (int cache : {1, 0}) {
+              if (cache && cached_elements(s_, vec, warp ? 32 : block) > kMaxCachedElements) continue;
+              const RowLoop k{vec, block, cache == 1, head == 1};
+              if (warp)
+                out.push_back(RowPerWarp{k});
+              else
+                out.push_back(RowPerBlock{k});
+            }
+      }
+    for (int block : kClusterBlocks)
+      for (int cluster : kClusters)
+        if (cluster_ok(s_.max_vec, block, cluster))  // async always, where the vectors allow it
+          out.push_back(ClusterRows{s_.max_vec, block, cluster, async_ok(s_.max_vec)});
+    return out;
+  }
+
+  /// The technique of a variant of this plan's space, else InvalidArgument.
+  Result<RowTechnique> technique_of(const Variant& v) const {
+    for (const RowTechnique& t : techniques())
+      if (variant_of(t).id() == v.id()) return t;
+    return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+  }
+
   /// Plain variants: vec divides the row and its stride; head variants: wider than that, up to head_vec.
   bool vec_ok(int vec, int head) const {
     const bool known = vec == 1 || vec == 2 || vec == 4 || vec == 8;
