@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cudal1/optimizer/family.h"
+#include "norm/norm_family.h"
 #include "optimizer/problems.h"
 
 namespace cudal1::optimizer {
@@ -17,6 +18,11 @@ const Family& family() { return *family_for("native_layer_norm", ""); }
 Code code(const Problem& p) { return family().plan(p).status().code(); }
 
 std::vector<Variant> space(const Problem& p) { return testing::planned_space(family(), p); }
+
+/// The generated head's line for an int constant of the device code (Note [Device constants]).
+std::string constant(const std::string& name, int value) {
+  return "enum : int { " + name + " = " + std::to_string(value) + " };\n";
+}
 
 TEST(NormPlan, ServesLayerAndGroupNorm) {
   ASSERT_EQ(family_for("native_group_norm", ""), &family());
@@ -130,9 +136,9 @@ TEST(NormPlan, RowGroupSourceNamesItsGroups) {
     if (v.get("mode") != 3 || v.get("chunk") != 8 || v.get("ahead") != 1) continue;
     auto src = plan.value()->source(v);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define RPG ((index_t)2LL)"), std::string::npos);
-    EXPECT_NE(src->code.find("#define NG ((index_t)32LL)"), std::string::npos);
-    EXPECT_NE(src->code.find("#define AHEAD 1"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : index_t { kRowsPerGroup = 2 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : index_t { kGroupCount = 32 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kLead = 1 };"), std::string::npos);
     seen = true;
   }
   EXPECT_TRUE(seen);
@@ -183,11 +189,11 @@ TEST(NormPlan, ClusterSlicesFitSharedMemoryWithRegistersForTheRest) {
     if (v.get("block") != 1024) continue;
     auto src = plan.value()->source(v);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define SPT 16\n"), std::string::npos);
-    EXPECT_NE(src->code.find("#define REGS 2\n"), std::string::npos);
-    EXPECT_NE(src->code.find("#define CL 16\n"), std::string::npos);
-    EXPECT_NE(src->code.find("#define CHV ((index_t)16384LL)"), std::string::npos);
-    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK)\n"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kThreadVectors = 16 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kRegisterVectors = 2 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kCluster = 16 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : index_t { kSliceVectors = 16384 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kMinBlocks = 0 };"), std::string::npos);  // __launch_bounds__(block)
     seen = true;
   }
   EXPECT_TRUE(seen);
@@ -204,8 +210,8 @@ TEST(NormPlan, ClusterSlicesFitSharedMemoryWithRegistersForTheRest) {
     if (v.get("vec") != 4 || v.get("block") != 512 || v.get("cluster") != 16) continue;
     auto src = gplan.value()->source(v);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define REGS 2\n"), std::string::npos);
-    EXPECT_NE(src->code.find("__launch_bounds__(BLOCK, 2)"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kRegisterVectors = 2 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kMinBlocks = 2 };"), std::string::npos);
     seen = true;
   }
   EXPECT_TRUE(seen);
@@ -230,9 +236,9 @@ TEST(NormPlan, RingStepsAreOfferedWhereTheRingFitsOneBlockPerSm) {
     if (v.get("step") != 8 || v.get("ring") != 3) continue;
     auto src = plan.value()->source(v);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define RPS ((index_t)2LL)"), std::string::npos);
-    EXPECT_NE(src->code.find("#define NS ((index_t)32LL)"), std::string::npos);
-    EXPECT_NE(src->code.find("#define RING 3\n"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : index_t { kRowsPerStep = 2 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : index_t { kSteps = 32 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kRing = 3 };"), std::string::npos);
     EXPECT_NE(src->code.find("#define VEC_BYTES 16\n"), std::string::npos);
     seen = true;
   }
@@ -284,9 +290,9 @@ TEST(NormPlan, TicketedPartsAreOfferedWhereTheReferenceGridHoldsARow) {
     if (v.get("block") != 256 || v.get("per") != 4) continue;
     auto src = plan.value()->source(v);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define NPARTS ((index_t)256LL)"), std::string::npos);
-    EXPECT_NE(src->code.find("#define PER 4\n"), std::string::npos);
-    EXPECT_NE(src->code.find(v.get("ahead") ? "__launch_bounds__(BLOCK, 2)" : "__launch_bounds__(BLOCK, 4)"),
+    EXPECT_NE(src->code.find("enum : index_t { kParts = 256 };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kThreadVectors = 4 };"), std::string::npos);
+    EXPECT_NE(src->code.find(v.get("ahead") ? "enum : int { kMinBlocks = 2 };" : "enum : int { kMinBlocks = 4 };"),
               std::string::npos);
     seen = true;
   }
@@ -343,26 +349,23 @@ TEST(NormPlan, HeldRowsAreOfferedWhereASliceFitsTheRegistersOfACluster) {
       EXPECT_EQ(v.get("block"), 512) << v.id();
       EXPECT_EQ(v.get("deep"), 1) << v.id();
       const int chunks = 16 / per_chunk * 2, kept = chunks / 2, slots_b = 64 / v.get("ckb");
-      EXPECT_NE(src->code.find("#define CH " + std::to_string(chunks) + "\n"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define KEEP " + std::to_string(kept) + "\n"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define NSLOTB " + std::to_string(slots_b) + "\n"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define NSLOT " + std::to_string(226 / v.get("ckb") - slots_b) + "\n"),
-                std::string::npos)
-          << v.id();
-      EXPECT_NE(src->code.find("__launch_bounds__(576, 1)"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kChunks", chunks)), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kKeep", kept)), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kRereadSlots", slots_b)), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kSlots", 226 / v.get("ckb") - slots_b)), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kThreads", 576)), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kMinBlocks", 1)), std::string::npos) << v.id();
       continue;
     }
     EXPECT_EQ(v.get("cluster"), 16) << v.id();
     const int chunks = v.get("ckb") == 16 ? 8 : 4;
     const int slots = v.get("deep") ? 226 / v.get("ckb") : chunks + 1;
-    EXPECT_NE(src->code.find("#define CH " + std::to_string(chunks) + "\n"), std::string::npos) << v.id();
-    EXPECT_NE(src->code.find("#define KEEP " + std::to_string(chunks) + "\n"), std::string::npos) << v.id();
-    EXPECT_NE(src->code.find("#define NSLOT " + std::to_string(slots) + "\n"), std::string::npos) << v.id();
-    EXPECT_NE(src->code.find("#define NSLOTB 0\n"), std::string::npos) << v.id();
-    EXPECT_NE(src->code.find("#define CL 16\n"), std::string::npos) << v.id();
-    EXPECT_NE(src->code.find("__launch_bounds__(" + std::to_string(v.get("block") + 32) + ", 1)"),
-              std::string::npos)
-        << v.id();
+    EXPECT_NE(src->code.find(constant("kChunks", chunks)), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find(constant("kKeep", chunks)), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find(constant("kSlots", slots)), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find(constant("kRereadSlots", 0)), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find(constant("kRowBlocks", 16)), std::string::npos) << v.id();
+    EXPECT_NE(src->code.find(constant("kThreads", v.get("block") + 32)), std::string::npos) << v.id();
   }
   EXPECT_EQ(held, 10);
   EXPECT_EQ(reread, 2);
@@ -415,13 +418,12 @@ TEST(NormPlan, GridHeldRowsUseTheFewestGridBlocksWhoseRegistersHoldTheRow) {
       EXPECT_GE(plan.value()->stratum(v), 16) << v.id();
       auto src = plan.value()->source(v);
       ASSERT_TRUE(src.ok());
-      EXPECT_NE(src->code.find("#define GP " + std::to_string(c.parts) + "\n"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define CL 1\n"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define DROP (CH - KEEP)"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define NSLOTB 0\n"), std::string::npos) << v.id();  // no rereads
-      EXPECT_NE(src->code.find("__launch_bounds__(" + std::to_string(v.get("block") + 64) + ", 1)"),
-                std::string::npos)
-          << v.id();
+      EXPECT_NE(src->code.find(constant("kRowBlocks", c.parts)), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("enum : bool { kGrid = true };"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("enum : bool { kClusterExchange = false };"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kDrop", 0)), std::string::npos) << v.id();  // no rereads
+      EXPECT_NE(src->code.find(constant("kRereadSlots", 0)), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(constant("kThreads", v.get("block") + 64)), std::string::npos) << v.id();
     }
     EXPECT_GE(grid, 2);
     EXPECT_LE(grid, 8);
@@ -442,11 +444,32 @@ TEST(NormPlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   ASSERT_FALSE(sp.empty());
   auto src = plan.value()->source(sp.front());
   ASSERT_TRUE(src.ok());
-  EXPECT_NE(src->code.find("COLS ((index_t)1000LL)"), std::string::npos);
-  EXPECT_NE(src->code.find("HAS_B 0"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : index_t { kCols = 1000 };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kHasBias = false };"), std::string::npos);
   EXPECT_EQ(src->kernel_name, "cudal1_norm");
   EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 2}, {"vec", 8}}}).ok());
   EXPECT_EQ(plan.value()->features(sp.front()).size(), plan.value()->features(sp.back()).size());
+}
+
+// Each technique's variant keeps the knobs {mode, vec, block, cache, splits, rev, ...} that caches, policy data
+// and replay fixtures know.
+TEST(NormPlan, TechniquesKeepTheirVariants) {
+  using namespace norm;
+  EXPECT_EQ(variant_of(RowPerWarp{{2, 128}, true}).id(), "mode0.vec2.block128.cache1.splits1.rev0");
+  EXPECT_EQ(variant_of(RowPerBlock{{4, 256}, false}).id(), "mode1.vec4.block256.cache0.splits1.rev0");
+  EXPECT_EQ(variant_of(SplitRow{{4, 512}, 64, true}).id(), "mode2.vec4.block512.cache0.splits64.rev1");
+  EXPECT_EQ(variant_of(RowGroups{{4, 256}, 256, 8, true}).id(),
+            "mode3.vec4.block256.cache0.splits256.rev0.chunk8.ahead1");
+  EXPECT_EQ(variant_of(ClusterSlices{{8, 128}, 16, 2}).id(), "mode4.vec8.block128.cache0.splits1.rev0.cluster16.occ2");
+  EXPECT_EQ(variant_of(RingSteps{{4, 1024}, 8, 3}).id(), "mode5.vec4.block1024.cache0.splits1.rev0.step8.ring3");
+  EXPECT_EQ(variant_of(TicketParts{{4, 256}, 8, false}).id(), "mode6.vec4.block256.cache0.splits1.rev0.per8.ahead0");
+  EXPECT_EQ(variant_of(HeldCluster{{4, 512}, 8, 32, true}).id(),
+            "mode7.vec4.block512.cache0.splits1.rev0.cluster8.ckb32.deep1");
+  EXPECT_EQ(variant_of(HeldGrid{{4, 256}, 128, 16, false}).id(),
+            "mode8.vec4.block256.cache0.splits1.rev0.parts128.ckb16.deep0");
+  const Variant v = variant_of(RowPerBlock{{1, 256}, true});
+  EXPECT_EQ(v.to_json(), (Variant{{{"mode", 1}, {"vec", 1}, {"block", 256}, {"cache", 1}, {"splits", 1}, {"rev", 0}}}
+                              .to_json()));
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 /// @brief The normalisation family: what it accepts (Note [Norm rows]), its technique space, features and binding.
 #include "norm_family.h"
-#include "norm_held.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
 #include <optional>
+#include <type_traits>
 
 #include "args.h"
 #include "codegen_common.h"
@@ -67,48 +67,7 @@ class NormPlan final : public Plan {
 
   std::vector<Variant> space() const override {
     std::vector<Variant> out;
-    auto add = [&](const NormKnobs& k) {
-      Variant v{{{"mode", k.mode}, {"vec", k.vec}, {"block", k.block}, {"cache", k.cache ? 1 : 0},
-                 {"splits", k.splits}, {"rev", k.reverse ? 1 : 0}}};
-      if (k.mode == 3) v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
-      if (k.mode == 4) v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
-      if (k.mode == 5) v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
-      if (k.mode == 6) v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
-      if (k.mode == 7)
-        v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
-      if (k.mode == 8)
-        v.knobs.insert(v.knobs.end(), {{"parts", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
-      out.push_back(std::move(v));
-    };
-    for (int vec : kVecs) {
-      if (vec > s_.max_vec) continue;
-      for (int block : kBlocks) {
-        NormKnobs k;
-        k.vec = vec;
-        k.block = block;
-        if (s_.cols <= 16384) {  // warp per row: short rows
-          k.mode = 0;
-          for (bool cache : {true, false})
-            if (!cache || cached_elements(s_, vec, 32) <= kMaxCachedElements) k.cache = cache, add(k);
-        }
-        k.mode = 1;
-        for (bool cache : {true, false})
-          if (!cache || cached_elements(s_, vec, block) <= kMaxCachedElements) k.cache = cache, add(k);
-        k.mode = 2;
-        k.cache = false;
-        if (split_rows())
-          for (int splits : kSplits) {
-            k.splits = splits;
-            if (chunk_vectors(s_, k) < block || s_.rows * splits > (int64_t{1} << 22)) continue;
-            for (bool rev : {false, true}) k.reverse = rev, add(k);
-          }
-      }
-    }
-    add_group_variants(add);
-    add_cluster_variants(add);
-    add_ring_variants(add);
-    add_parts_variants(add);
-    add_held_variants(add);
+    for (const NormTechnique& t : techniques()) out.push_back(variant_of(t));
     return out;
   }
 
@@ -148,174 +107,154 @@ class NormPlan final : public Plan {
   }
 
   Result<KernelSource> source(const Variant& v) const override {
-    CUDAL1_ASSIGN_OR_RETURN(NormKnobs k, knobs_of(v));
-    return generate_norm(s_, k);
+    CUDAL1_ASSIGN_OR_RETURN(NormTechnique t, technique_of(v));
+    return generate_norm(s_, t);
   }
 
   Result<std::unique_ptr<BoundKernel>> bind(const Variant& v, std::shared_ptr<LoadedModule> m) const override {
     if (!m) return Status(Code::kInvalidArgument, "no module");
-    CUDAL1_ASSIGN_OR_RETURN(NormKnobs k, knobs_of(v));
-    return make_norm_kernel(s_, k, std::move(m));
+    CUDAL1_ASSIGN_OR_RETURN(NormTechnique t, technique_of(v));
+    return make_norm_kernel(s_, t, std::move(m));
   }
 
  private:
-  /// The knobs of `v` when it belongs to this plan's space.
-  Result<NormKnobs> knobs_of(const Variant& v) const {
-    bool found = false;
-    for (const auto& x : space()) found = found || x.id() == v.id();
-    if (!found) return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-    NormKnobs k;
-    k.mode = v.get("mode");
-    k.vec = v.get("vec");
-    k.block = v.get("block");
-    k.cache = v.get("cache") == 1;
-    k.splits = v.get("splits");
-    k.reverse = v.get("rev") == 1;
-    k.chunk_mb = v.get("chunk");
-    k.ahead = v.get("ahead") == 1;
-    k.cluster = k.mode == 8 ? v.get("parts") : v.get("cluster");
-    k.occ = v.get("occ", 1);
-    k.step_mb = v.get("step");
-    k.ring = v.get("ring");
-    k.per = v.get("per");
-    k.chunk_kb = v.get("ckb");
-    k.deep = v.get("deep") == 1;
-    return k;
+  /// The space in its order: for each vec, then block, RowPerWarp (short rows), RowPerBlock (cached first where
+  /// the row fits the registers, then streamed) and SplitRow (each splits, forward then reversed); then
+  /// RowGroups, ClusterSlices, RingSteps, TicketParts, HeldCluster and HeldGrid, each where it applies.
+  std::vector<NormTechnique> techniques() const {
+    std::vector<NormTechnique> out;
+    for (int vec : kVecs) {
+      if (vec > s_.max_vec) continue;
+      for (int block : kBlocks) {
+        if (s_.cols <= 16384)  // warp per row: short rows
+          for (bool cache : {true, false})
+            if (!cache || cached_elements(s_, vec, 32) <= kMaxCachedElements)
+              out.push_back(RowPerWarp{{vec, block}, cache});
+        for (bool cache : {true, false})
+          if (!cache || cached_elements(s_, vec, block) <= kMaxCachedElements)
+            out.push_back(RowPerBlock{{vec, block}, cache});
+        if (split_rows())
+          for (int splits : kSplits) {
+            const SplitRow k{{vec, block}, splits, false};
+            if (k.chunk_vectors(s_) < block || s_.rows * splits > (int64_t{1} << 22)) continue;
+            for (bool rev : {false, true}) out.push_back(SplitRow{{vec, block}, splits, rev});
+          }
+      }
+    }
+    add_group_techniques(&out);
+    add_cluster_techniques(&out);
+    add_ring_techniques(&out);
+    add_parts_techniques(&out);
+    add_held_techniques(&out);
+    return out;
   }
 
-  /// Rows long and few enough to split over blocks: where modes 2, 3 and 5 are offered.
+  /// The technique of a variant of this plan's space, else InvalidArgument.
+  Result<NormTechnique> technique_of(const Variant& v) const {
+    for (const NormTechnique& t : techniques())
+      if (variant_of(t).id() == v.id()) return t;
+    return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
+  }
+
+  /// Rows long and few enough to split over blocks: where SplitRow, RowGroups, RingSteps, TicketParts and the held
+  /// rows are offered.
   bool split_rows() const { return s_.cols >= 4096 && s_.rows <= 4096; }
 
-  /// Mode 3 (Note [Norm groups]), where mode 2 is offered: the widest vector only (they stream), blocks of
-  /// 256-1024, each group size that gives a different number of rows per group, with and without `ahead`;
-  /// only splits that give a part at least a block of vectors and a group at least kMinGroupParts parts.
-  template <typename Add>
-  void add_group_variants(const Add& add) const {
+  /// RowGroups (Note [Norm groups]), where SplitRow is offered: the widest vector only (they stream), blocks of
+  /// 256-1024, each group size that gives a different number of rows per group, with and without `ahead`; only
+  /// splits that give a part at least a block of vectors and a group at least kMinGroupParts parts.
+  void add_group_techniques(std::vector<NormTechnique>* out) const {
     if (!split_rows()) return;
-    NormKnobs k;
-    k.mode = 3;
-    k.vec = s_.max_vec;
-    for (int block : {256, 512, 1024}) {
-      k.block = block;
+    for (int block : {256, 512, 1024})
       for (int splits : kGroupSplits) {
-        k.splits = splits;
-        if (chunk_vectors(s_, k) < block) continue;
+        RowGroups k{{s_.max_vec, block}, splits};
+        if (k.chunk_vectors(s_) < block) continue;
         int64_t last_rows = 0;
         for (int mb : kGroupMb) {
           k.chunk_mb = mb;
-          if (rows_per_group(s_, k) == last_rows) continue;  // rows larger than the smaller group
-          if (rows_per_group(s_, k) * splits < kMinGroupParts) continue;
-          last_rows = rows_per_group(s_, k);
-          for (bool ahead : {false, true}) k.ahead = ahead, add(k);
+          if (k.rows_per_group(s_) == last_rows) continue;  // rows larger than the smaller group
+          if (k.rows_per_group(s_) * splits < kMinGroupParts) continue;
+          last_rows = k.rows_per_group(s_);
+          for (bool ahead : {false, true}) k.ahead = ahead, out->push_back(k);
         }
       }
-    }
   }
 
-  /// Mode 4 (Note [Norm clusters]), on sm_90+: the widest vector only (the slice is streamed: narrower ones
-  /// only add instructions), every cluster size that gives a block >= 32 elements (short rows too), every
-  /// block that leaves no thread without a vector (128 always), sized for one block per SM and, where shared
-  /// memory is what limits it to one, for two (smaller slices in shared memory, more in registers). A small
-  /// space, so that the tuner's few trials reach its best.
-  template <typename Add>
-  void add_cluster_variants(const Add& add) const {
+  /// ClusterSlices (Note [Norm clusters]), on sm_90+: the widest vector only (the slice is streamed: narrower ones
+  /// only add instructions), every cluster size that gives a block >= 32 elements (short rows too), every block
+  /// that leaves no thread without a vector (128 always), sized for one block per SM and, where shared memory is
+  /// what limits it to one, for two (smaller slices in shared memory, more in registers). A small space, so that
+  /// the tuner's few trials reach its best.
+  void add_cluster_techniques(std::vector<NormTechnique>* out) const {
     if (s_.sm < 90) return;
-    NormKnobs k;
-    k.mode = 4;
-    k.vec = s_.max_vec;
-    for (int block : kBlocks) {
-      k.block = block;
+    for (int block : kBlocks)
       for (int cluster : kClusters) {
-        k.cluster = cluster;
-        if (s_.cols < int64_t{cluster} * 32 || (block > 128 && cluster_slice_vectors(s_, k) < block)) continue;
-        k.occ = 1;
-        const int regs = cluster_registers(s_, k);
+        ClusterSlices k{{s_.max_vec, block}, cluster, 1};
+        if (s_.cols < int64_t{cluster} * 32 || (block > 128 && k.slice_vectors(s_) < block)) continue;
+        const int regs = k.registers(s_);
         if (regs < 0) continue;  // the slice fits neither shared memory nor registers
-        add(k);
+        out->push_back(k);
         k.occ = 2;
-        const int regs2 = cluster_registers(s_, k);
-        if (regs2 > regs) add(k);
+        if (k.registers(s_) > regs) out->push_back(k);
       }
-    }
   }
 
-  /// Mode 5 (Note [Norm ring]), where mode 2 is offered, on sm_80 and sm_90+: the widest vector only, blocks
-  /// of 256-1024, each step size that gives a different number of rows per step, 2 and 3 ring slots; only
-  /// what ring_fits (cp.async vectors, a part of >= a block of vectors, the ring in one block's shared memory).
-  template <typename Add>
-  void add_ring_variants(const Add& add) const {
+  /// RingSteps (Note [Norm ring]), where SplitRow is offered, on sm_80 and sm_90+: the widest vector only, blocks
+  /// of 256-1024, each step size that gives a different number of rows per step, 2 and 3 ring slots; only what
+  /// fits (cp.async vectors, a part of >= a block of vectors, the ring in one block's shared memory).
+  void add_ring_techniques(std::vector<NormTechnique>* out) const {
     if (!split_rows()) return;
-    NormKnobs k;
-    k.mode = 5;
-    k.vec = s_.max_vec;
     for (int block : {256, 512, 1024}) {
-      k.block = block;
+      RingSteps k{{s_.max_vec, block}};
       int64_t last_rows = 0;
       for (int mb : kStepMb) {
         k.step_mb = mb;
-        if (ring_rows_per_step(s_, k) == last_rows) continue;  // rows larger than the smaller step
-        last_rows = ring_rows_per_step(s_, k);
+        if (k.rows_per_step(s_) == last_rows) continue;  // rows larger than the smaller step
+        last_rows = k.rows_per_step(s_);
         for (int ring : kRings) {
           k.ring = ring;
-          if (ring_fits(s_, k)) add(k);
+          if (k.fits(s_)) out->push_back(k);
         }
       }
     }
   }
 
-  /// Mode 6 (Note [Norm parts]), where mode 2 is offered, on sm_80 and sm_90+: the widest vector only, blocks
-  /// of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`; only what parts_fit (2 or more parts a
+  /// TicketParts (Note [Norm parts]), where SplitRow is offered, on sm_80 and sm_90+: the widest vector only,
+  /// blocks of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`; only what fits (2 or more parts a
   /// row, no more than the reference grid holds at once).
-  template <typename Add>
-  void add_parts_variants(const Add& add) const {
+  void add_parts_techniques(std::vector<NormTechnique>* out) const {
     if (!split_rows()) return;
-    NormKnobs k;
-    k.mode = 6;
-    k.vec = s_.max_vec;
     for (int block : {256, 512})
       for (int per : kPers)
         for (bool ahead : {false, true}) {
-          k.block = block;
-          k.per = per;
-          k.ahead = ahead;
-          if (parts_fit(s_, k)) add(k);
+          const TicketParts k{{s_.max_vec, block}, per, ahead};
+          if (k.fits(s_)) out->push_back(k);
         }
   }
 
-  /// Mode 7 (Note [Norm held]), where mode 2 is offered, on sm_90+ with 16-byte vectors: blocks of 256 and 512
-  /// consumers, the two smallest cluster sizes whose slices fit, 16 and 32 KB chunks, tight and deep rings; mode 8
-  /// with the same knobs over the fewest grid blocks whose registers hold the row.
-  template <typename Add>
-  void add_held_variants(const Add& add) const {
+  /// HeldCluster (Note [Norm held]), where SplitRow is offered, on sm_90+ with 16-byte vectors: blocks of 256 and
+  /// 512 consumers, the two smallest cluster sizes whose slices fit, 16 and 32 KB chunks, tight and deep rings;
+  /// HeldGrid with the same knobs over the fewest grid blocks whose registers hold the row.
+  void add_held_techniques(std::vector<NormTechnique>* out) const {
     if (!split_rows()) return;
-    NormKnobs k;
-    k.mode = 7;
-    k.vec = s_.max_vec;
     for (int block : {256, 512}) {
-      k.block = block;
       int sizes = 0;
       for (int cluster : kHeldClusters) {
-        k.cluster = cluster;
         bool any = false;
         for (int kb : kHeldChunkKb)
           for (bool deep : {false, true}) {
-            k.chunk_kb = kb;
-            k.deep = deep;
-            if (held_fits(s_, k)) add(k), any = true;
+            const HeldCluster k{{s_.max_vec, block}, cluster, kb, deep};
+            if (k.fits(s_)) out->push_back(k), any = true;
           }
         if (any && ++sizes == 2) break;
       }
     }
-    // Mode 8: the row over the fewest blocks of a cooperative grid whose registers hold it.
-    k.mode = 8;
-    k.cluster = static_cast<int>(std::min<int64_t>(grid_held_parts(s_, k), 1 << 20));
+    const int parts = static_cast<int>(std::min<int64_t>(HeldGrid::parts_for(s_, s_.max_vec), 1 << 20));
     for (int block : {256, 512})
       for (int kb : kHeldChunkKb)
         for (bool deep : {false, true}) {
-          k.block = block;
-          k.chunk_kb = kb;
-          k.deep = deep;
-          if (grid_held_fits(s_, k)) add(k);
+          const HeldGrid k{{s_.max_vec, block}, parts, kb, deep};
+          if (k.fits(s_)) out->push_back(k);
         }
   }
 
@@ -414,7 +353,8 @@ class NormFamily final : public Family {
   // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: mode 7 (Note [Norm held]), 8: mode 8,
   // so that cached choices are tuned again over the larger space; 9: mode 8 writes a row and takes the next one
   // chunk by chunk (new timings)
-  int version() const override { return 9; }
+  // 10: each technique a class and its device code in norm_*.cuh files (same cubins)
+  int version() const override { return 10; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -428,6 +368,33 @@ class NormFamily final : public Family {
 };
 
 }  // namespace
+
+Variant variant_of(const NormTechnique& t) {
+  return std::visit(
+      [](const auto& k) {
+        using K = std::decay_t<decltype(k)>;
+        int cache = 0, splits = 1, rev = 0;
+        if constexpr (std::is_same_v<K, RowPerWarp> || std::is_same_v<K, RowPerBlock>) cache = k.cache ? 1 : 0;
+        if constexpr (std::is_same_v<K, SplitRow>) splits = k.splits, rev = k.reverse ? 1 : 0;
+        if constexpr (std::is_same_v<K, RowGroups>) splits = k.splits;
+        Variant v{{{"mode", K::kMode}, {"vec", k.vec}, {"block", k.block}, {"cache", cache}, {"splits", splits},
+                   {"rev", rev}}};
+        if constexpr (std::is_same_v<K, RowGroups>)
+          v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
+        if constexpr (std::is_same_v<K, ClusterSlices>)
+          v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
+        if constexpr (std::is_same_v<K, RingSteps>)
+          v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
+        if constexpr (std::is_same_v<K, TicketParts>)
+          v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
+        if constexpr (std::is_same_v<K, HeldCluster>)
+          v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
+        if constexpr (std::is_same_v<K, HeldGrid>)
+          v.knobs.insert(v.knobs.end(), {{"parts", k.parts}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
+        return v;
+      },
+      t);
+}
 
 const Family& norm_family() {
   static const NormFamily f;

@@ -7,15 +7,25 @@
 /// length (C / groups) * HxW, with the affine parameters indexed by channel = (row % groups) * (C / groups) +
 /// column / HxW. One generator serves both; the shape says which indexing the code uses.
 ///
-/// Modes. 0: a warp per row; 1: a block per row (both may keep the row in registers, `cache`, so the input is
-/// read once); 2: long rows split over `splits` blocks in two launches (partial Welford triples, then merge and
-/// normalise), so the input is read twice; 3: the same split in one cooperative launch over groups of rows sized
-/// for L2, so the second read hits L2 (Note [Norm groups]); 4: a row split over a thread-block cluster that
-/// keeps it on chip, so the input is read once (Note [Norm clusters], sm_90+); 7: the same with the slices held
-/// in registers and fed by bulk copies (Note [Norm held], sm_90+); 8: mode 7 over a row's blocks of a cooperative
-/// grid, for rows up to 16 MB (Note [Norm held], mode 8); 5: steps of whole rows dealt
-/// over a persistent cooperative grid whose blocks keep their parts in a shared-memory ring that loads the
-/// next steps while one is reduced, so the input is read once (Note [Norm ring], sm_80 and sm_90+).
+/// Techniques, each a class below with only the knobs it uses and its own device code (norm_<technique>.cuh after
+/// norm_common.cuh), named in a variant by the knob "mode" (the Notes below speak of them by it):
+///   RowPerWarp (mode 0), RowPerBlock (1): a warp or a block per row; both may keep the row in registers (`cache`),
+///                   so the input is read once.
+///   SplitRow (2):   long rows split over `splits` blocks in two launches (partial Welford triples, then merge and
+///                   normalise), so the input is read twice.
+///   RowGroups (3):  the same split in one cooperative launch over groups of rows sized for L2, so the second read
+///                   hits L2 (Note [Norm groups]).
+///   ClusterSlices (4): a row split over a thread-block cluster that keeps it on chip, so the input is read once
+///                   (Note [Norm clusters], sm_90+).
+///   RingSteps (5):  steps of whole rows dealt over a persistent cooperative grid whose blocks keep their parts in
+///                   a shared-memory ring that loads the next steps while one is reduced, so the input is read once
+///                   (Note [Norm ring], sm_80 and sm_90+).
+///   TicketParts (6): parts of rows dealt by ticket over a persistent cooperative grid, kept in registers (Note
+///                   [Norm parts], sm_80 and sm_90+).
+///   HeldCluster (7): a row over a cluster whose slices are held in registers and fed by bulk copies (Note [Norm
+///                   held], sm_90+).
+///   HeldGrid (8):   HeldCluster over a row's blocks of a cooperative grid, for rows up to 16 MB (Note [Norm held],
+///                   mode 8).
 ///
 /// Bytes, at the H200's ~4.15 TB/s (floor = input read once + output written once; mean/rstd, the affine
 /// parameters and the workspace are < 0.1%). Mode 2 moves 3 tensor-sizes where the floor moves 2: 1.5x the floor
@@ -218,6 +228,9 @@
 /// g8), ~1.2x on the 16 MB KernelBench layer-norm rows, which run one at a time on all 128 blocks, in step.
 #pragma once
 
+#include <iosfwd>
+#include <variant>
+
 #include "cudal1/optimizer/family.h"
 
 namespace cudal1::optimizer::norm {
@@ -235,7 +248,7 @@ struct NormShape {
   int64_t rows = 0, cols = 0;           ///< Note [Norm rows]
   int64_t groups = 1, channels_per_group = 1, hw = 1;
   bool has_weight = false, has_bias = false;
-  int sm = 0;         ///< compute capability x 10 planned for (mode 4 needs 90+)
+  int sm = 0;         ///< compute capability x 10 planned for (ClusterSlices and the held rows need 90+)
   float eps = 1e-5f;  ///< as ATen uses it (group norm in fp16/bf16: rounded to the input's dtype)
   /// Group norm in fp16/bf16: ATen keeps mean and rstd in the input's dtype and normalises with those rounded
   /// values (y = a * x + b, a = rstd * w, b = bias - a * mean), so the kernel does the same.
@@ -243,116 +256,195 @@ struct NormShape {
   int max_vec = 1;
 };
 
-/// Technique choice: how rows are mapped to threads and whether a row is kept in registers.
-struct NormKnobs {
-  int mode = 1;     ///< 0: warp per row; 1: block per row; 2: split rows over `splits` blocks, second pass;
-                    ///< 3: the split in L2-sized row groups; 4: a row per cluster, kept on chip;
-                    ///< 5: steps of rows over the grid, kept on chip in a load-ahead ring;
-                    ///< 6: parts of rows dealt by ticket over the grid, kept in registers;
-                    ///< 7: a row per cluster, held in registers, fed by bulk copies (Note [Norm held]);
-                    ///< 8: the same over a row's blocks of a cooperative grid (Note [Norm held], mode 8)
-  int vec = 1;      ///< elements per load/store
-  int block = 256;  ///< threads per block
-  bool cache = false;  ///< row kept in registers between the statistics and the output (modes 0, 1)
-  int splits = 1;   ///< modes 2, 3: chunks per row
-  bool reverse = false;  ///< mode 2: second pass walks chunks last-read-first (L2 reuse)
-  int chunk_mb = 0;      ///< mode 3: rows are processed in groups of about this many MB of input
-  bool ahead = false;    ///< mode 3: a block reads group g + 1 before it normalises group g; mode 6: a block
-                         ///< loads its next part before it waits on the current row
-  int cluster = 0;       ///< modes 4, 7: blocks per row, one thread-block cluster (Note [Norm clusters]); mode 8:
-                         ///< blocks per row of the cooperative grid (knob "parts")
-  int occ = 1;           ///< mode 4: blocks per SM the slice's shared memory is sized for (1 or 2)
-  int step_mb = 0;       ///< mode 5: rows are processed in steps of about this many MB (Note [Norm ring])
-  int ring = 0;          ///< mode 5: steps held in a block's shared-memory ring (RING - 1 loading ahead)
-  int per = 0;           ///< mode 6: vectors each thread holds in registers (Note [Norm parts])
-  int chunk_kb = 0;      ///< mode 7: KB a bulk copy moves (Note [Norm held])
-  bool deep = false;     ///< mode 7: as many ring slots as fit, else one more than a slice's chunks
-};
-
 /// Elements one thread may keep in registers.
 constexpr int kMaxCachedElements = 64;
 
-/// Mode 4: bytes of its slice one thread may keep in registers (16 registers).
+/// ClusterSlices: bytes of its slice one thread may keep in registers (16 registers).
 constexpr int kMaxClusterRegisterBytes = 64;
 
-/// Vectors per chunk in modes 2 and 3 (the last chunk may be shorter).
-int64_t chunk_vectors(const NormShape& s, const NormKnobs& k);
+/// The knobs every technique has.
+struct NormLaunch {
+  int vec = 1;      ///< elements per load/store
+  int block = 256;  ///< threads per block (the held rows: consumer threads)
+  /// Threads of a row's reductions (the generated TPR and kTpr).
+  int row_threads() const { return block; }
+  /// The kernel's __launch_bounds__: threads per block and blocks per SM (0: none asked).
+  int threads(const NormShape&) const { return block; }
+  int min_blocks() const { return 0; }
+};
 
-/// Mode 3: rows per group (at least 1, at most all rows): as many whole rows as fit in k.chunk_mb MB of input.
-int64_t rows_per_group(const NormShape& s, const NormKnobs& k);
+/// The techniques (Note [Norm rows] and the Notes above), one interface: kMode, the technique's value of the
+/// variant knob "mode"; kName, its name in the source's first line; row_threads, threads and min_blocks (NormLaunch
+/// unless the technique says otherwise); source, which writes, after the shared head and norm_common.cuh, the
+/// constants its device code adds, the codegen_common fragments it uses and its .cuh files (they define
+/// rownorm::rows). Sizing helpers are those of the bound kernel and the plan.
 
-/// Mode 3: number of row groups.
-int64_t row_groups(const NormShape& s, const NormKnobs& k);
+/// A warp per row (rows of up to 16384 elements), kept in registers with `cache`.
+struct RowPerWarp : NormLaunch {
+  static constexpr int kMode = 0;
+  static constexpr const char* kName = "RowPerWarp";
+  bool cache = false;  ///< the row kept in registers between its statistics and its output
+  int row_threads() const { return 32; }
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 4 (Note [Norm clusters]): vectors of a row each block of the cluster holds (the last may hold fewer).
-int64_t cluster_slice_vectors(const NormShape& s, const NormKnobs& k);
+/// A block per row, kept in registers with `cache`.
+struct RowPerBlock : NormLaunch {
+  static constexpr int kMode = 1;
+  static constexpr const char* kName = "RowPerBlock";
+  bool cache = false;  ///< the row kept in registers between its statistics and its output
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 4: vectors each thread holds (registers first, then shared memory).
-int64_t cluster_vectors_per_thread(const NormShape& s, const NormKnobs& k);
+/// A row split over `splits` blocks in two launches (partial triples to the workspace, then merge and normalise).
+struct SplitRow : NormLaunch {
+  static constexpr int kMode = 2;
+  static constexpr const char* kName = "SplitRow";
+  int splits = 1;        ///< chunks per row
+  bool reverse = false;  ///< the second launch walks the chunks last-read-first (L2 reuse)
+  int64_t chunk_vectors(const NormShape& s) const;  ///< vectors per chunk (the last may be shorter)
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 4: vectors each thread keeps in registers so that the rest of its slice fits the shared memory of
-/// k.occ blocks per SM; -1 when that would take more than kMaxClusterRegisterBytes per thread or more threads
-/// than k.occ blocks leave 64 registers each.
-int cluster_registers(const NormShape& s, const NormKnobs& k);
+/// SplitRow's parts in one cooperative launch over groups of rows sized for L2 (Note [Norm groups]).
+struct RowGroups : NormLaunch {
+  static constexpr int kMode = 3;
+  static constexpr const char* kName = "RowGroups";
+  int splits = 1;      ///< parts per row
+  int chunk_mb = 0;    ///< rows are processed in groups of about this many MB of input
+  bool ahead = false;  ///< a block reads group g + 1 before it normalises group g
+  int64_t chunk_vectors(const NormShape& s) const;  ///< vectors per part (the last may be shorter)
+  /// Rows per group (at least 1, at most all rows): as many whole rows as fit in chunk_mb MB of input.
+  int64_t rows_per_group(const NormShape& s) const;
+  int64_t groups(const NormShape& s) const;  ///< number of row groups
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 4: dynamic shared memory bytes per block (the slice less its register part).
-unsigned cluster_smem_bytes(const NormShape& s, const NormKnobs& k);
+/// A row per thread-block cluster of `cluster` blocks, kept on chip (Note [Norm clusters]).
+struct ClusterSlices : NormLaunch {
+  static constexpr int kMode = 4;
+  static constexpr const char* kName = "ClusterSlices";
+  int cluster = 2;  ///< blocks per row, one cluster
+  int occ = 1;      ///< blocks per SM the slice's shared memory is sized for (1 or 2)
+  int min_blocks() const { return occ > 1 ? occ : 0; }
+  /// Vectors of a row each block of the cluster holds (the last may hold fewer).
+  int64_t slice_vectors(const NormShape& s) const;
+  /// Vectors each thread holds (registers first, then shared memory).
+  int64_t thread_vectors(const NormShape& s) const;
+  /// Vectors each thread keeps in registers so that the rest of its slice fits the shared memory of occ blocks per
+  /// SM; -1 when that would take more than kMaxClusterRegisterBytes per thread or more threads than occ blocks
+  /// leave 64 registers each.
+  int registers(const NormShape& s) const;
+  /// Dynamic shared memory bytes per block (the slice less its register part).
+  unsigned smem_bytes(const NormShape& s) const;
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 4: device code (after async_copy_source, Note [Async copies], and cluster_primitives_source: the slice's
-/// copy-in, statistics and output) that the kernel's MODE 4 branch calls.
-const char* cluster_source();
+/// Steps of rows over the grid, kept on chip in a load-ahead ring (Note [Norm ring]).
+struct RingSteps : NormLaunch {
+  static constexpr int kMode = 5;
+  static constexpr const char* kName = "RingSteps";
+  int step_mb = 0;  ///< rows are processed in steps of about this many MB
+  int ring = 0;     ///< steps held in a block's shared-memory ring (ring - 1 loading ahead)
+  /// Whole rows per step, as many as fit in step_mb MB (at least 1, at most all).
+  int64_t rows_per_step(const NormShape& s) const;
+  int64_t steps(const NormShape& s) const;  ///< number of steps
+  /// Vectors of each row a block holds in a grid of `blocks` (the last blocks may hold fewer or none).
+  int64_t part_vectors(const NormShape& s, int64_t blocks) const;
+  /// Dynamic shared memory bytes per block in a grid of `blocks`: `ring` slots of a step's part.
+  int64_t smem_bytes(const NormShape& s, int64_t blocks) const;
+  /// Whether it is offered: vectors of >= 4 bytes (cp.async), a part of >= `block` vectors a row and a ring that
+  /// fits one block per SM's shared memory at the reference grid.
+  bool fits(const NormShape& s) const;
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 5 (Note [Norm ring]): whole rows per step, as many as fit in k.step_mb MB (at least 1, at most all).
-int64_t ring_rows_per_step(const NormShape& s, const NormKnobs& k);
+/// Parts of rows dealt by ticket over the grid, kept in registers (Note [Norm parts]).
+struct TicketParts : NormLaunch {
+  static constexpr int kMode = 6;
+  static constexpr const char* kName = "TicketParts";
+  int per = 0;         ///< vectors each thread holds in registers
+  bool ahead = false;  ///< a block loads its next part before it waits on the current row
+  /// Blocks per SM the kernel's __launch_bounds__ asks for (4 at 256 threads, 2 at 512 or with `ahead`'s second
+  /// set of registers).
+  int min_blocks() const;
+  int64_t parts_per_row(const NormShape& s) const;  ///< block x per vectors each; the last may be shorter
+  /// Whether it is offered: blocks of 256 or 512, 4 or 8 vectors a thread (with `ahead` at most 2048 vectors a
+  /// block), at least 2 parts a row and no more than the reference grid (ring_reference_blocks x min_blocks)
+  /// holds at once.
+  bool fits(const NormShape& s) const;
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 5: number of steps.
-int64_t ring_steps(const NormShape& s, const NormKnobs& k);
+/// A row per cluster, held in registers, fed by bulk copies (Note [Norm held]).
+struct HeldCluster : NormLaunch {
+  static constexpr int kMode = 7;
+  static constexpr const char* kName = "HeldCluster";
+  int cluster = 1;      ///< blocks per row, one thread-block cluster
+  int chunk_kb = 16;    ///< KB a bulk copy moves
+  bool deep = false;    ///< as many ring slots as fit, else one more than a slice's chunks
+  /// Consumers, a producer warp, and a second one for the rereads; one block an SM.
+  int threads(const NormShape& s) const;
+  int min_blocks() const { return 1; }
+  /// Whether it is offered: sm_90+, 16-byte vectors, blocks of 256 or 512 consumer threads, chunks of 16 or 32 KB,
+  /// a power-of-two cluster of 1-16, a slice of at least a block of vectors, and either a slice that fits 128 KB
+  /// of registers with a ring of more slots than its chunks, or (512 consumers, deep ring) one that rereads at
+  /// most as many chunks as it keeps.
+  bool fits(const NormShape& s) const;
+  unsigned smem_bytes(const NormShape& s) const;  ///< dynamic shared memory per block (the rings)
+  void source(std::ostream& o, const NormShape& s) const;
+};
 
-/// Mode 5: the grid the planner sizes the ring for on compute capability `sm` (the SM count of H100 SXM/H200 on
-/// sm_90+, A100 on sm_80); 0 where mode 5 is not offered.
+/// HeldCluster over `parts` consecutive blocks of a cooperative grid (Note [Norm held], mode 8).
+struct HeldGrid : NormLaunch {
+  static constexpr int kMode = 8;
+  static constexpr const char* kName = "HeldGrid";
+  int parts = 2;        ///< blocks per row of the cooperative grid
+  int chunk_kb = 16;    ///< KB a bulk copy moves
+  bool deep = false;    ///< as many ring slots as fit, else one more than a slice's chunks
+  /// Consumers, a producer warp and the exchange warp; one block an SM.
+  int threads(const NormShape& s) const;
+  int min_blocks() const { return 1; }
+  /// The fewest blocks whose registers hold a row of `vec`-element vectors (128 KB each): the row's parts.
+  static int64_t parts_for(const NormShape& s, int vec);
+  /// Whether it is offered: sm_90+, 16-byte vectors, 2 to the reference grid's blocks per row (132 on sm_90+),
+  /// every slice wholly in registers (no rereads), a ring as HeldCluster's.
+  bool fits(const NormShape& s) const;
+  unsigned smem_bytes(const NormShape& s) const;  ///< dynamic shared memory per block (the ring)
+  void source(std::ostream& o, const NormShape& s) const;
+};
+
+/// One variant's technique and knobs (default: RowPerWarp, vec 1, block 256, streamed).
+using NormTechnique = std::variant<RowPerWarp, RowPerBlock, SplitRow, RowGroups, ClusterSlices, RingSteps,
+                                   TicketParts, HeldCluster, HeldGrid>;
+
+/// The variant of `t`: knobs {mode, vec, block, cache, splits, rev} (cache 0 outside the row techniques, splits 1
+/// and rev 0 outside the split ones), then RowGroups' {chunk, ahead}, ClusterSlices' {cluster, occ}, RingSteps'
+/// {step, ring}, TicketParts' {per, ahead}, HeldCluster's {cluster, ckb, deep} or HeldGrid's {parts, ckb, deep}:
+/// the ids that caches, policy data and replay fixtures know.
+Variant variant_of(const NormTechnique& t);
+
+/// RingSteps and TicketParts: the grid the planner sizes them for on compute capability `sm` (the SM count of
+/// H100 SXM/H200 on sm_90+, A100 on sm_80); 0 where they are not offered.
 int ring_reference_blocks(int sm);
 
-/// Mode 5: vectors of each row a block holds in a grid of `blocks` (the last blocks may hold fewer or none).
-int64_t ring_part_vectors(const NormShape& s, const NormKnobs& k, int64_t blocks);
+/// CUDA source of one variant, exactly as NVRTC compiles it: the generated head (dtypes, the shared reductions'
+/// macros and typed constants), codegen_common's row reductions, norm_common.cuh, the technique's constants and
+/// device code, then norm_entry.cuh: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
+KernelSource generate_norm(const NormShape& s, const NormTechnique& t);
 
-/// Mode 5: dynamic shared memory bytes per block in a grid of `blocks`: k.ring slots of a step's part.
-int64_t ring_smem_bytes(const NormShape& s, const NormKnobs& k, int64_t blocks);
-
-/// Mode 5: whether `k` is offered: vectors of >= 4 bytes (cp.async), a part of >= k.block vectors a row and a
-/// ring that fits one block per SM's shared memory at the reference grid.
-bool ring_fits(const NormShape& s, const NormKnobs& k);
-
-/// Mode 5: device code (after async_copy_source: Note [Async copies]) that the kernel's MODE 5 branch calls.
-const char* ring_source();
-
-/// Mode 6 (Note [Norm parts]): blocks per SM the kernel's __launch_bounds__ asks for (4 at 256 threads, 2 at 512
-/// or with `ahead`'s second set of registers).
-int parts_min_blocks(int block, bool ahead);
-
-/// Mode 6: parts per row (k.block x k.per vectors each; the last may be shorter).
-int64_t parts_per_row(const NormShape& s, const NormKnobs& k);
-
-/// Mode 6: whether `k` is offered: blocks of 256 or 512, 4 or 8 vectors a thread (with `ahead` at most 2048
-/// vectors a block), at least 2 parts a row and no more than the reference grid (ring_reference_blocks x
-/// parts_min_blocks) holds at once.
-bool parts_fit(const NormShape& s, const NormKnobs& k);
-
-/// Mode 6: device code that the kernel's MODE 6 branch calls.
-const char* parts_source();
-
-/// CUDA source of one variant: extern "C" cudal1_norm(x, w, b, y, mean, rstd, workspace, phase).
-KernelSource generate_norm(const NormShape& s, const NormKnobs& k);
-
-/// Binds a loaded module of variant `k` to `s`: launches once (modes 0, 1; mode 4 in clusters of k.cluster
-/// blocks with cluster_smem_bytes of dynamic shared memory) or twice with a fp32 workspace of
-/// rows * splits * 3 floats from torch's allocator (mode 2); mode 3 launches once, cooperatively (Note [Norm
-/// groups]), with that workspace followed by one zeroed arrival counter per row group; mode 5 likewise, with
-/// rows * grid triples, a counter per step and ring_smem_bytes of dynamic shared memory (Note [Norm ring]);
-/// mode 6 likewise, with rows * parts triples, a counter per row and the ticket counter, on a grid of at most
-/// what the device keeps resident, and Unsupported where that is fewer blocks than a row's parts; mode 7 in
-/// clusters of k.cluster blocks of held_threads threads with held_smem_bytes of dynamic shared memory, as many
-/// clusters as the device holds (at most one a row), Unsupported where it holds none.
-std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
+/// Binds a loaded module of technique `t` to `s`: launches once (RowPerWarp, RowPerBlock; ClusterSlices in
+/// clusters of `cluster` blocks with smem_bytes of dynamic shared memory) or twice with a fp32 workspace of
+/// rows * splits * 3 floats from torch's allocator (SplitRow); RowGroups launches once, cooperatively (Note [Norm
+/// groups]), with that workspace followed by one zeroed arrival counter per row group; RingSteps likewise, with
+/// rows * grid triples, a counter per step and smem_bytes of dynamic shared memory (Note [Norm ring]);
+/// TicketParts likewise, with rows * parts triples, a counter per row and the ticket counter, on a grid of at
+/// most what the device keeps resident, and Unsupported where that is fewer blocks than a row's parts; HeldCluster
+/// in clusters of `cluster` blocks of `threads` threads with smem_bytes of dynamic shared memory, as many
+/// clusters as the device holds (at most one a row), Unsupported where it holds none; HeldGrid cooperatively, as
+/// many rows at once as the device's SMs hold groups of `parts` blocks, with rows * parts triples and a counter
+/// per row.
+std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormTechnique& t,
                                               std::shared_ptr<LoadedModule> module);
 
 }  // namespace cudal1::optimizer::norm

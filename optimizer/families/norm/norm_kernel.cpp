@@ -9,61 +9,25 @@
 #include "cudal1/optimizer/layout.h"
 #include "grid.h"
 #include "norm_family.h"
-#include "norm_held.h"
 
 namespace cudal1::optimizer::norm {
 namespace {
 
 class NormKernel final : public BoundKernel {
  public:
-  NormKernel(NormShape s, NormKnobs k, std::shared_ptr<LoadedModule> m)
-      : s_(std::move(s)), k_(k), module_(std::move(m)) {
+  NormKernel(NormShape s, const NormTechnique& t, std::shared_ptr<LoadedModule> m)
+      : s_(std::move(s)), module_(std::move(m)) {
     outputs_.push_back(OutputSpec{s_.dtype, s_.sizes, contiguous_strides(s_.sizes)});
     const OutputSpec stat{s_.stat_dtype, s_.stat_sizes, contiguous_strides(s_.stat_sizes)};
     outputs_.push_back(stat);
     outputs_.push_back(stat);
-    align_ = static_cast<uintptr_t>(k_.vec) * (s_.dtype == c10::ScalarType::Float ? 4 : 2);
-    if (k_.mode == 3) {
-      // Note [Norm groups]: the grid must be resident at once; the parts of a group are dealt evenly over it.
-      const int64_t parts = rows_per_group(s_, k_) * k_.splits;
-      const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
-      const int64_t per_block = (parts + resident - 1) / resident;
-      group_grid_ = static_cast<unsigned>((parts + per_block - 1) / per_block);
-      groups_ = row_groups(s_, k_);
-      triples_ = s_.rows * k_.splits * 3;
-    }
-    if (k_.mode == 5) {
-      // Note [Norm ring]: one block per SM, every row of a step dealt over all of them.
-      group_grid_ = static_cast<unsigned>(module_->sm_count());
-      groups_ = ring_steps(s_, k_);
-      triples_ = s_.rows * group_grid_ * 3;
-      ring_smem_ = ring_smem_bytes(s_, k_, group_grid_);
-    }
-    if (k_.mode == 6) {
-      // Note [Norm parts]: as many blocks as the device keeps resident, at least a row's parts (else declined at
-      // the call: a row's holders could wait on a part no block is free to take).
-      const int64_t parts = parts_per_row(s_, k_);
-      const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k_.block);
-      parts_ = parts;
-      resident_ = resident;
-      group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
-      groups_ = 2 * s_.rows + 1;  // a counter and a flag per row, the ticket counter
-      triples_ = s_.rows * parts * 3;
-      extra_ = 2 * s_.rows;       // each row's mean and rstd
-    }
-    if (k_.mode == 8) {
-      // Note [Norm held], mode 8: as many rows at once as the device's SMs hold groups of the row's parts (one
-      // block an SM: the ring takes most of its shared memory); none: declined at the call.
-      const int64_t parts = k_.cluster;
-      const int64_t at_once = std::min<int64_t>(s_.rows, module_->sm_count() / parts);
-      parts_ = parts;
-      resident_ = int64_t{module_->sm_count()};
-      group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, at_once) * parts);
-      groups_ = s_.rows;  // a counter per row
-      triples_ = s_.rows * parts * 3;
-      ring_smem_ = held_smem_bytes(s_, k_);
-      threads_ = static_cast<unsigned>(held_threads(s_, k_));
-    }
+    std::visit(
+        [&](const auto& k) {
+          block_ = k.block;
+          align_ = static_cast<uintptr_t>(k.vec) * (s_.dtype == c10::ScalarType::Float ? 4 : 2);
+          configure(k);
+        },
+        t);
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -115,27 +79,24 @@ class NormKernel final : public BoundKernel {
       const DriverApi* api = d.value();
       at::Tensor ws;
       float* wsp = nullptr;
-      if (k_.mode == 2) {
-        ws = at::empty({s_.rows * k_.splits * 3}, x.options().dtype(at::kFloat));
+      if (launch_ == Launch::kTwoPhases) {
+        ws = at::empty({triples_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
       }
-      if ((k_.mode == 6 || k_.mode == 8) && resident_ < parts_)
+      if (parts_ > 0 && resident_ < parts_)
         return Status(Code::kUnsupported, "the device keeps fewer blocks resident (" + std::to_string(resident_) +
                                               ") than a row has parts (" + std::to_string(parts_) + ")");
-      if (k_.mode == 3 || k_.mode == 5 || k_.mode == 6 || k_.mode == 8) {
+      if (launch_ == Launch::kCooperative) {
         ws = at::empty({triples_ + groups_ + extra_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
         return launch_groups(api, xp, w, b, yp, mp, rp, wsp, stream);
       }
-      if (k_.mode == 4) return launch_cluster_rows(xp, w, b, yp, mp, rp, stream);
-      if (k_.mode == 7) return launch_held_rows(xp, w, b, yp, mp, rp, stream);
-      int64_t grid = s_.rows;
-      if (k_.mode == 0) grid = (s_.rows + k_.block / 32 - 1) / (k_.block / 32);
-      if (k_.mode == 2) grid = s_.rows * k_.splits;
-      const unsigned g = grid_dim(grid);
-      for (int phase = k_.mode == 2 ? 0 : 1; phase <= 1; ++phase) {
+      if (launch_ == Launch::kClusters) return launch_cluster_rows(xp, w, b, yp, mp, rp, stream);
+      if (launch_ == Launch::kHeldClusters) return launch_held_rows(xp, w, b, yp, mp, rp, stream);
+      const unsigned g = grid_dim(grid_);
+      for (int phase = launch_ == Launch::kTwoPhases ? 0 : 1; phase <= 1; ++phase) {
         void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
-        const CUresult r = api->cuLaunchKernel(module_->function(), g, 1, 1, static_cast<unsigned>(k_.block), 1, 1, 0,
+        const CUresult r = api->cuLaunchKernel(module_->function(), g, 1, 1, static_cast<unsigned>(block_), 1, 1, 0,
                                                stream, params, nullptr);
         if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
       }
@@ -146,57 +107,128 @@ class NormKernel final : public BoundKernel {
   }
 
  private:
-  /// Modes 3, 5, 6 and 8: zeroes the counters behind the triples (a group's, a step's, a row's and the ticket,
-  /// a row's), then one cooperative launch (Note [Norm groups], Note [Norm ring], Note [Norm parts], Note [Norm
-  /// held]; modes 5 and 8 first opt in to their rings' shared memory). A grid the device
-  /// cannot keep resident now (e.g. under MPS limits), a ring larger than this device's shared memory, and a
+  /// Launches where the kernel was configured for the technique (configure, below).
+  enum class Launch {
+    kPlain,         ///< one launch of grid_ blocks
+    kTwoPhases,     ///< SplitRow: phase 0 then phase 1, grid_ blocks each, with triples_ floats of workspace
+    kCooperative,   ///< launch_groups
+    kClusters,      ///< launch_cluster_rows
+    kHeldClusters,  ///< launch_held_rows
+  };
+
+  void configure(const RowPerWarp&) { grid_ = (s_.rows + block_ / 32 - 1) / (block_ / 32); }
+  void configure(const RowPerBlock&) { grid_ = s_.rows; }
+  void configure(const SplitRow& k) {
+    launch_ = Launch::kTwoPhases;
+    grid_ = s_.rows * k.splits;
+    triples_ = s_.rows * k.splits * 3;
+  }
+  void configure(const RowGroups& k) {
+    // Note [Norm groups]: the grid must be resident at once; the parts of a group are dealt evenly over it.
+    launch_ = Launch::kCooperative;
+    const int64_t parts = k.rows_per_group(s_) * k.splits;
+    const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k.block);
+    const int64_t per_block = (parts + resident - 1) / resident;
+    group_grid_ = static_cast<unsigned>((parts + per_block - 1) / per_block);
+    groups_ = k.groups(s_);
+    triples_ = s_.rows * k.splits * 3;
+  }
+  void configure(const ClusterSlices& k) {
+    launch_ = Launch::kClusters;
+    cluster_ = k.cluster;
+    smem_ = k.smem_bytes(s_);
+  }
+  void configure(const RingSteps& k) {
+    // Note [Norm ring]: one block per SM, every row of a step dealt over all of them.
+    launch_ = Launch::kCooperative;
+    group_grid_ = static_cast<unsigned>(module_->sm_count());
+    groups_ = k.steps(s_);
+    triples_ = s_.rows * group_grid_ * 3;
+    smem_ = k.smem_bytes(s_, group_grid_);
+  }
+  void configure(const TicketParts& k) {
+    // Note [Norm parts]: as many blocks as the device keeps resident, at least a row's parts (else declined at
+    // the call: a row's holders could wait on a part no block is free to take).
+    launch_ = Launch::kCooperative;
+    const int64_t parts = k.parts_per_row(s_);
+    const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k.block);
+    parts_ = parts;
+    resident_ = resident;
+    group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
+    groups_ = 2 * s_.rows + 1;  // a counter and a flag per row, the ticket counter
+    triples_ = s_.rows * parts * 3;
+    extra_ = 2 * s_.rows;  // each row's mean and rstd
+  }
+  void configure(const HeldCluster& k) {
+    launch_ = Launch::kHeldClusters;
+    cluster_ = k.cluster;
+    smem_ = k.smem_bytes(s_);
+    threads_ = static_cast<unsigned>(k.threads(s_));
+  }
+  void configure(const HeldGrid& k) {
+    // Note [Norm held], mode 8: as many rows at once as the device's SMs hold groups of the row's parts (one
+    // block an SM: the ring takes most of its shared memory); none: declined at the call.
+    launch_ = Launch::kCooperative;
+    const int64_t at_once = std::min<int64_t>(s_.rows, module_->sm_count() / k.parts);
+    parts_ = k.parts;
+    resident_ = int64_t{module_->sm_count()};
+    group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, at_once) * k.parts);
+    groups_ = s_.rows;  // a counter per row
+    triples_ = s_.rows * k.parts * 3;
+    smem_ = k.smem_bytes(s_);
+    threads_ = static_cast<unsigned>(k.threads(s_));
+  }
+
+  /// RowGroups, RingSteps, TicketParts and HeldGrid: zeroes the counters behind the triples (a group's, a step's,
+  /// a row's and the ticket, a row's), then one cooperative launch (Note [Norm groups], Note [Norm ring], Note
+  /// [Norm parts], Note [Norm held]; RingSteps and HeldGrid first opt in to their rings' shared memory). A grid the
+  /// device cannot keep resident now (e.g. under MPS limits), a ring larger than this device's shared memory, and a
   /// stream being captured into a graph (no cooperative nodes): Unsupported, so ATen serves the call.
   Status launch_groups(const DriverApi* api, const void* xp, const void* w, const void* b, void* yp, void* mp,
                        void* rp, float* wsp, CUstream stream) const {
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     CUDAL1_CU_TRY(api->cuStreamIsCapturing(stream, &capture));
     if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return Status(Code::kUnsupported, "stream is being captured");
-    if (ring_smem_ > 0) CUDAL1_RETURN_IF_ERROR(module_->prepare_shared_memory(static_cast<unsigned>(ring_smem_)));
+    if (smem_ > 0) CUDAL1_RETURN_IF_ERROR(module_->prepare_shared_memory(static_cast<unsigned>(smem_)));
     CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp + triples_), 0,
                                         static_cast<size_t>(groups_), stream));
     int phase = 1;
     void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
     const CUresult r =
-        api->cuLaunchCooperativeKernel(module_->function(), group_grid_, 1, 1, threads_ ? threads_ : k_.block, 1, 1,
-                                       static_cast<unsigned>(ring_smem_), stream, params);
+        api->cuLaunchCooperativeKernel(module_->function(), group_grid_, 1, 1, threads_ ? threads_ : block_, 1, 1,
+                                       static_cast<unsigned>(smem_), stream, params);
     if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE || r == CUDA_ERROR_NOT_SUPPORTED)
       return Status(Code::kUnsupported, "cooperative grid cannot be resident: " + cu_error_text(r));
     if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchCooperativeKernel", __FILE__, __LINE__);
     return Status();
   }
 
-  /// Mode 4 (Note [Norm clusters]): opts the kernel in to its shared memory and cluster size once, checks that
-  /// one cluster can be resident, then launches a cluster per row (rows beyond 2^31 - 1 blocks: clusters loop).
-  /// Every failure is Unsupported, so ATen serves the call.
+  /// ClusterSlices (Note [Norm clusters]): opts the kernel in to its shared memory and cluster size once, checks
+  /// that one cluster can be resident, then launches a cluster per row (rows beyond 2^31 - 1 blocks: clusters
+  /// loop). Every failure is Unsupported, so ATen serves the call.
   Status launch_cluster_rows(const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
                              CUstream stream) {
-    const unsigned smem = cluster_smem_bytes(s_, k_);
+    const unsigned smem = static_cast<unsigned>(smem_);
     const Status ready =
-        module_->prepare_clusters(static_cast<unsigned>(k_.block), static_cast<unsigned>(k_.cluster), smem);
+        module_->prepare_clusters(static_cast<unsigned>(block_), static_cast<unsigned>(cluster_), smem);
     if (!ready.ok()) return Status(Code::kUnsupported, "cluster rows: " + ready.to_string());
-    const int64_t clusters = std::min<int64_t>(s_.rows, ((int64_t{1} << 31) - 1) / k_.cluster);
+    const int64_t clusters = std::min<int64_t>(s_.rows, ((int64_t{1} << 31) - 1) / cluster_);
     float* wsp = nullptr;
     int phase = 1;
     void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
-    const Status st = module_->launch_clusters(static_cast<unsigned>(clusters * k_.cluster),
-                                               static_cast<unsigned>(k_.block), static_cast<unsigned>(k_.cluster),
+    const Status st = module_->launch_clusters(static_cast<unsigned>(clusters * cluster_),
+                                               static_cast<unsigned>(block_), static_cast<unsigned>(cluster_),
                                                smem, stream, params);
     if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
     return Status();
   }
 
-  /// Mode 7 (Note [Norm held]): once, opts the kernel in to its ring's shared memory and cluster size and asks
-  /// how many clusters the device holds; then launches that many (at most one a row), looping over rows. None
-  /// held, or any failure: Unsupported, so ATen serves the call.
+  /// HeldCluster (Note [Norm held]): once, opts the kernel in to its ring's shared memory and cluster size and
+  /// asks how many clusters the device holds; then launches that many (at most one a row), looping over rows.
+  /// None held, or any failure: Unsupported, so ATen serves the call.
   Status launch_held_rows(const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
                           CUstream stream) {
-    const unsigned smem = held_smem_bytes(s_, k_), threads = static_cast<unsigned>(held_threads(s_, k_)),
-                   cluster = static_cast<unsigned>(k_.cluster);
+    const unsigned smem = static_cast<unsigned>(smem_), threads = threads_, cluster = static_cast<unsigned>(cluster_);
     std::call_once(held_once_, [&] {
       held_ready_ = module_->prepare_clusters(threads, cluster, smem);
       if (held_ready_.ok()) held_clusters_ = module_->max_active_clusters(threads, cluster, smem);
@@ -208,34 +240,38 @@ class NormKernel final : public BoundKernel {
     float* wsp = nullptr;
     int phase = 1;
     void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
-    const Status st = module_->launch_clusters(static_cast<unsigned>(clusters * k_.cluster), threads, cluster, smem,
+    const Status st = module_->launch_clusters(static_cast<unsigned>(clusters * cluster_), threads, cluster, smem,
                                                stream, params);
     if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
     return Status();
   }
 
   NormShape s_;
-  NormKnobs k_;
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
-  uintptr_t align_ = 1;
-  unsigned group_grid_ = 1;  ///< modes 3, 5, 6, 8: blocks of the cooperative launch
-  unsigned threads_ = 0;     ///< mode 8: threads a block (consumers, producer and exchange warps), else 0: BLOCK
-  int64_t groups_ = 0;       ///< modes 3, 5, 6, 8: zeroed counters (a group's, a step's; 6: 2 x rows + 1; 8: rows)
-  int64_t triples_ = 0;      ///< modes 3, 5, 6, 8: workspace floats before the counters
-  int64_t extra_ = 0;        ///< mode 6: workspace floats after the counters (each row's statistics)
-  int64_t ring_smem_ = 0;    ///< modes 5, 8: dynamic shared memory per block
-  int64_t parts_ = 0, resident_ = 0;  ///< modes 6, 8: a row's parts, the blocks the device keeps resident
-  std::once_flag held_once_;          ///< mode 7: the opt-in and the occupancy query, once
+  Launch launch_ = Launch::kPlain;
+  int block_ = 1;            ///< threads per block (the held rows: consumers)
+  uintptr_t align_ = 1;      ///< bytes of one vector: x, y (and layer norm's w and b) must be aligned to it
+  int64_t grid_ = 1;         ///< kPlain, kTwoPhases: blocks of a launch
+  int cluster_ = 1;          ///< kClusters, kHeldClusters: blocks a cluster
+  unsigned group_grid_ = 1;  ///< kCooperative: blocks of the launch
+  unsigned threads_ = 0;     ///< the held rows: threads a block (consumers and their warps), else 0: block_
+  int64_t groups_ = 0;       ///< kCooperative: zeroed counters (a group's, a step's; TicketParts: 2 x rows + 1;
+                             ///< HeldGrid: rows)
+  int64_t triples_ = 0;      ///< workspace floats before the counters (kTwoPhases: the whole workspace)
+  int64_t extra_ = 0;        ///< TicketParts: workspace floats after the counters (each row's statistics)
+  int64_t smem_ = 0;         ///< ClusterSlices, RingSteps and the held rows: dynamic shared memory per block
+  int64_t parts_ = 0, resident_ = 0;  ///< TicketParts, HeldGrid: a row's parts, the blocks the device keeps resident
+  std::once_flag held_once_;          ///< HeldCluster: the opt-in and the occupancy query, once
   Status held_ready_;
-  int held_clusters_ = 0;             ///< mode 7: clusters the device holds at once
+  int held_clusters_ = 0;             ///< HeldCluster: clusters the device holds at once
 };
 
 }  // namespace
 
-std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormKnobs& k,
+std::unique_ptr<BoundKernel> make_norm_kernel(const NormShape& s, const NormTechnique& t,
                                               std::shared_ptr<LoadedModule> module) {
-  return std::make_unique<NormKernel>(s, k, std::move(module));
+  return std::make_unique<NormKernel>(s, t, std::move(module));
 }
 
 }  // namespace cudal1::optimizer::norm
