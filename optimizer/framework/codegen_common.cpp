@@ -1,7 +1,19 @@
 /// @brief Shared source fragments (see codegen_common.h).
 #include "codegen_common.h"
 
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+
 namespace cudal1::optimizer {
+
+std::string float_bits_hex(float f) {
+  uint32_t b = 0;
+  std::memcpy(&b, &f, sizeof b);
+  std::ostringstream o;
+  o << "0x" << std::hex << b << "u";
+  return o.str();
+}
 
 const char* dtype_prelude(c10::ScalarType t) {
   switch (t) {

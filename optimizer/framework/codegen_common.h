@@ -4,6 +4,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "cudal1/optimizer/family.h"
@@ -87,6 +88,10 @@ template <class T>
 void constant(std::ostream& o, const char* type, const char* name, const T& value) {
   o << "enum : " << type << " { " << name << " = " << std::boolalpha << value << std::noboolalpha << " };\n";
 }
+
+/// The bit pattern of `f` as an unsigned literal for generated code, e.g. `0x3727c5acu` (1e-5f): a float constant
+/// that reaches the device exactly, with no decimal round trip.
+std::string float_bits_hex(float f);
 
 /// A policy feature vector: every knob indicator crossed with every problem-class indicator (ctx x knobs,
 /// context-major), so that the policy can learn a knob's worth per class of problem.

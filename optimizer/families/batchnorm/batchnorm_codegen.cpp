@@ -1,7 +1,6 @@
 /// @brief Source generation for the batch-norm family (Note [Batch norm inference]): a head of typed constants,
 /// then the device code of batchnorm_common.cuh and of the technique's .cuh (embedded at build time); and each
 /// technique's grid.
-#include <cstring>
 #include <ostream>
 #include <sstream>
 
@@ -20,10 +19,6 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// The source of `k` on `s`: the head batchnorm_common.cuh describes, then the device code.
 template <class Technique>
 KernelSource generate(const BnShape& s, const Technique& k) {
-  uint32_t eps_bits = 0;
-  std::memcpy(&eps_bits, &s.eps, sizeof eps_bits);
-  std::ostringstream eps;
-  eps << "0x" << std::hex << eps_bits << "u";
   std::ostringstream o;
   o << "// cudal1 batchnorm: " << (s.cudnn ? "cudnn" : "native") << " " << c10::toString(s.dtype) << " params "
     << c10::toString(s.param_dtype) << " numel=" << s.numel << " C=" << s.channels << " inner=" << s.inner << " "
@@ -37,7 +32,7 @@ KernelSource generate(const BnShape& s, const Technique& k) {
   constant(o, "bool", "kHasWeight", s.has_weight);
   constant(o, "bool", "kHasBias", s.has_bias);
   constant(o, "bool", "kStats", !s.cudnn);
-  constant(o, "unsigned", "kEpsBits", eps.str());
+  constant(o, "unsigned", "kEpsBits", float_bits_hex(s.eps));
   constant(o, "index_t", "kNumel", s.numel);
   constant(o, "index_t", "kChannels", s.channels);
   constant(o, "index_t", "kInner", s.inner);

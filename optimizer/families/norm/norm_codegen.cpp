@@ -6,7 +6,6 @@
 /// (x - mean) * rstd * weight + bias with rstd = rsqrtf(var + eps), var biased, as ATen. Reductions end in lane 0
 /// and are broadcast, so every thread of a row normalises with the same mean and rstd.
 #include <algorithm>
-#include <cstring>
 #include <ostream>
 #include <sstream>
 
@@ -25,10 +24,6 @@ int64_t split_chunk_vectors(const NormShape& s, int vec, int splits) {
 /// The source of `k` on `s`: the head norm_common.cuh describes, then the device code.
 template <class Technique>
 KernelSource generate(const NormShape& s, const Technique& k) {
-  uint32_t eps_bits = 0;
-  std::memcpy(&eps_bits, &s.eps, sizeof eps_bits);
-  std::ostringstream eps;
-  eps << "0x" << std::hex << eps_bits << "u";
   std::ostringstream o;
   o << "// cudal1 norm: " << (s.group ? "group" : "layer") << " " << c10::toString(s.dtype) << " rows=" << s.rows
     << " cols=" << s.cols << " " << Technique::kName << " " << variant_of(k).id() << "\n";
@@ -53,7 +48,7 @@ KernelSource generate(const NormShape& s, const Technique& k) {
   constant(o, "bool", "kGroup", s.group);
   constant(o, "bool", "kFusedAffine", s.group && s.hw > 1);
   constant(o, "bool", "kRoundStats", s.round_stats);
-  constant(o, "unsigned", "kEpsBits", eps.str());
+  constant(o, "unsigned", "kEpsBits", float_bits_hex(s.eps));
   constant(o, "index_t", "kRows", s.rows);
   constant(o, "index_t", "kCols", s.cols);
   constant(o, "index_t", "kVectors", s.cols / k.vec);

@@ -1,7 +1,6 @@
 /// @brief Source generation for the reduction family (Note [Reductions]): an accumulator per op (fp32 sum,
 /// NaN-propagating max/min, (value, index) under ATen's GreaterOrNan/LessOrNan order, Welford), the generated
 /// offset maps kept_off/red_off, and one kernel body per mode. Only thread 0 of an output's group writes it.
-#include <cstring>
 #include <sstream>
 
 #include "codegen_common.h"
@@ -276,13 +275,7 @@ void offset_map(std::ostringstream& o, const char* name, const std::vector<int64
   o << "  return off;\n}\n";
 }
 
-std::string float_bits(float f) {
-  uint32_t b = 0;
-  std::memcpy(&b, &f, sizeof b);
-  std::ostringstream o;
-  o << "__int_as_float(0x" << std::hex << b << "u)";
-  return o.str();
-}
+std::string float_bits(float f) { return "__int_as_float(" + float_bits_hex(f) + ")"; }
 
 int kind_of(const ReduceShape& s) {
   switch (s.op) {
