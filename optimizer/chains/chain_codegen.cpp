@@ -85,13 +85,13 @@ std::string step_formula(const Step& s, const std::function<std::string(const Op
       break;  // reductions are the row kernel's (chain_rows.cpp)
     case StepOp::kGemm:
       throw std::logic_error("a GEMM step has no generated formula (library chains: chain_library.h)");
+    case StepOp::kPoolMax:
+      break;  // the pooled kernel's (chain_pool.cpp)
   }
   return a;
 }
 
-namespace {
-
-std::string operand(const Operand& o) {
+std::string operand_text(const Operand& o) {
   switch (o.kind) {
     case Operand::kStep: return "t" + std::to_string(o.index) + "[j]";
     case Operand::kExternal: return "x" + std::to_string(o.index) + "[j]";
@@ -101,10 +101,9 @@ std::string operand(const Operand& o) {
   return "0.0f";
 }
 
-}  // namespace
-
 std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
   if (plan.rows) return row_chain_source(plan, v);
+  if (plan.pool.active()) return pool_chain_source(plan, v);
   std::ostringstream os;
   os << "// cudal1 pointwise chain, variant " << v.id() << "\n// ";
   for (char ch : plan.text) os << (ch == '\n' ? std::string("\n// ") : std::string(1, ch));
@@ -160,7 +159,7 @@ std::string chain_source(const ChainPlan& plan, const ChainVariant& v) {
   for (size_t k = 0; k < plan.steps.size(); ++k) {
     const Step& s = plan.steps[k];
     os << "    float t" << k << "[VEC];\n#pragma unroll\n    for (int j = 0; j < VEC; ++j) {\n      float v = "
-       << step_formula(s, operand) << ";\n";
+       << step_formula(s, operand_text) << ";\n";
     if (s.dtype != c10::ScalarType::Float) os << "      v = cvt_" << dtype_tag(s.dtype) << "(st_" << dtype_tag(s.dtype) << "(v));\n";
     os << "      t" << k << "[j] = v;\n    }\n";
   }

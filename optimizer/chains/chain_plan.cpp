@@ -79,6 +79,7 @@ const char* op_name(StepOp op) {
     case StepOp::kRowMax: return "row_max";
     case StepOp::kRowMin: return "row_min";
     case StepOp::kGemm: return "gemm";
+    case StepOp::kPoolMax: return "max_pool";
   }
   return "?";
 }
@@ -259,6 +260,38 @@ std::string functional_name(const std::string& op) {
 
 bool batch_norm_op(const std::string& op) { return op == "aten::cudnn_batch_norm" || op == "aten::native_batch_norm"; }
 
+/// A 2-d pooling argument (kernel_size, stride, padding, dilation) as max_pool2d reads it: one value for both
+/// dims or two; `fallback` (the kernel size, for an empty stride) when absent or empty.
+bool pair_arg(const c10::IValue* v, std::pair<int64_t, int64_t> fallback, int64_t* a, int64_t* b) {
+  if (!v || !v->isIntList()) return false;
+  const std::vector<int64_t> x = v->toIntVector();
+  if (x.empty()) *a = fallback.first, *b = fallback.second;
+  else if (x.size() == 1) *a = *b = x[0];
+  else if (x.size() == 2) *a = x[0], *b = x[1];
+  else return false;
+  return true;
+}
+
+/// The window of a max_pool2d_with_indices node over `shape` (NCHW) producing `out` (Note [Pooled chains]).
+Result<PoolWindow> pool_window(const std::function<const c10::IValue*(const char*)>& arg,
+                               const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
+  PoolWindow w;
+  if (!pair_arg(arg("kernel_size"), {0, 0}, &w.kh, &w.kw) || !pair_arg(arg("stride"), {w.kh, w.kw}, &w.sh, &w.sw) ||
+      !pair_arg(arg("padding"), {0, 0}, &w.ph, &w.pw) || !pair_arg(arg("dilation"), {1, 1}, &w.dh, &w.dw))
+    return unsupported("max-pool: window arguments");
+  if (w.kh <= 0 || w.kw <= 0 || w.sh <= 0 || w.sw <= 0 || w.dh <= 0 || w.dw <= 0 || w.ph < 0 || w.pw < 0)
+    return unsupported("max-pool: window arguments");
+  if (w.kh * w.kw > 64) return unsupported("max-pool: a window of more than 64 elements");
+  if (out.size() != 4 || out[0] != shape[0] || out[1] != shape[1] || out[2] <= 0 || out[3] <= 0)
+    return unsupported("max-pool: output sizes");
+  w.oh = out[2];
+  w.ow = out[3];
+  // Every window starts inside the input or its left padding (ATen's output size guarantees it).
+  if ((w.oh - 1) * w.sh - w.ph >= shape[2] || (w.ow - 1) * w.sw - w.pw >= shape[3])
+    return unsupported("max-pool: a window outside the input");
+  return w;
+}
+
 }  // namespace
 
 bool is_external(const TensorArg& t) { return t.in.producer < 0 && t.in.index >= 0 && t.spec && t.spec->defined; }
@@ -334,6 +367,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
     const auto& schema = node.rec->op.schema();
     const std::string op = functional_op(node);
     const bool bn = batch_norm_op(op);
+    const bool pool = op == "aten::max_pool2d_with_indices";  // Note [Pooled chains]
     if (node.outputs.empty()) return unsupported("a node without outputs");
     std::vector<Operand> tensors;
     std::vector<std::pair<std::string, c10::IValue>> named;
@@ -416,6 +450,7 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const dispatcher::TensorSpec& out = node.outputs[o];
       if (bn && o > 0) continue;  // statistics: empty in eval mode, none computed (checked below)
+      if (pool) continue;         // pooled sizes (checked below)
       out_row[o] = p.rows && out.sizes == row_shape;
       if (out.sizes != p.shape && !out_row[o]) return unsupported("outputs of different shapes");
       const std::vector<int64_t> want = out_row[o] ? contiguous_strides(row_shape) : contig;
@@ -494,6 +529,23 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
       if (has_b) y = w.add(make(StepOp::kAdd, {step_ref(y), tensors[2]}, od, false));
       p.steps[static_cast<size_t>(y)].depth = p.steps[static_cast<size_t>(first)].depth + 2;  // one rounding
       out_step[k][0] = y;
+    } else if (pool) {
+      if (k + 1 != chain.nodes.size()) return unsupported("a max-pool before the chain's end");
+      if (p.rows) return unsupported("a max-pool in a row chain");
+      if (p.shape.size() != 4) return unsupported("a max-pool of a value that is not NCHW");
+      if (tensors.size() != 1 || tensors[0].kind != Operand::kStep)
+        return unsupported("max-pool: operands (its input must be a value of the chain)");
+      if (node.outputs.size() != 2) return unsupported("max-pool: outputs");
+      CUDAL1_ASSIGN_OR_RETURN(p.pool, pool_window(arg, p.shape, node.outputs[0].sizes));
+      const Step& in = p.steps[static_cast<size_t>(tensors[0].index)];
+      if (node.outputs[0].dtype != in.dtype || node.outputs[0].strides != contiguous_strides(node.outputs[0].sizes))
+        return unsupported("max-pool: an output of another dtype or layout");
+      Step m = make(StepOp::kPoolMax, {tensors[0]}, in.dtype, false);
+      m.pooled = true;
+      const double depth = in.depth;
+      const int t = w.add(std::move(m));
+      p.steps[static_cast<size_t>(t)].depth = depth;  // a maximum rounds nothing
+      out_step[k][0] = t;
     } else if (op == "aten::_softmax") {
       const c10::IValue* h2f = arg("half_to_float");
       if (!last_dim_only(arg("dim"), p.shape.size())) return unsupported("softmax over other dims than the last");
@@ -531,10 +583,21 @@ Result<ChainPlan> plan_chain(const dispatcher::ChainRecord& chain) {
   for (size_t e = 0; e < seen.size(); ++e)
     if (!seen[e]) return unsupported("an external no node reads");
   p.text = w.text();
+  if (p.pool.active()) {  // Note [Pooled chains]: the pooled value is the only output
+    p.outputs.erase(std::remove_if(p.outputs.begin(), p.outputs.end(),
+                                   [&](const OutputSlot& o) { return !p.steps[static_cast<size_t>(o.step)].pooled; }),
+                    p.outputs.end());
+    const PoolWindow& pw = p.pool;
+    p.text += "\nwindow " + std::to_string(pw.kh) + "x" + std::to_string(pw.kw) + " stride " + std::to_string(pw.sh) +
+              "x" + std::to_string(pw.sw) + " padding " + std::to_string(pw.ph) + "x" + std::to_string(pw.pw) +
+              " dilation " + std::to_string(pw.dh) + "x" + std::to_string(pw.dw) + " -> " + std::to_string(pw.oh) +
+              "x" + std::to_string(pw.ow);
+  }
   return p;
 }
 
 std::string ChainVariant::id() const {
+  if (pool_rows) return "pool.r" + std::to_string(pool_rows) + ".b" + std::to_string(block);
   if (group)
     return "rows.vec" + std::to_string(vec) + ".b" + std::to_string(block) +
            (group == block ? std::string(".block") : ".warp");
@@ -580,6 +643,16 @@ std::vector<ChainVariant> row_variants(const ChainPlan& plan) {
 
 std::vector<ChainVariant> variants(const ChainPlan& plan) {
   if (plan.rows) return row_variants(plan);
+  if (plan.pool.active()) {  // Note [Pooled chains]
+    std::vector<ChainVariant> out;
+    for (int r : {1, 2, 4})
+      for (int b : {128, 256, 512}) {
+        ChainVariant v{1, b, false, 0};
+        v.pool_rows = r;
+        out.push_back(v);
+      }
+    return out;
+  }
   int64_t widest = 1;  // bytes of the widest operand or output: a pack is at most 16 bytes
   for (const External& e : plan.externals) widest = std::max<int64_t>(widest, c10::elementSize(e.dtype));
   for (const Step& s : plan.steps) widest = std::max<int64_t>(widest, c10::elementSize(s.dtype));

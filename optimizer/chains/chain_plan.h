@@ -37,6 +37,22 @@
 /// dim 1 of the chain's shape (NCHW, or [N, C]). The statistics must be externals (running stats), not chain
 /// values; row chains do not take batch norms. So BN + ReLU (+ residual add + ReLU), torchvision's block ends with
 /// their in-place ReLUs (Note [In-place nodes]), are one pass over the activation.
+///
+/// Note [Pooled chains]
+/// A pointwise chain over an NCHW activation may end in `max_pool2d_with_indices` (what eager and traced
+/// `max_pool2d` call; 2-d windows with any size, stride, padding, dilation and ceil mode) of its last value:
+/// ResNet's stem after its convolution, BN + ReLU + max-pool. The plan's steps are the pointwise ones plus one
+/// kPoolMax step, a value per *pooled* element ([N, C, OH, OW]), and the pooled value is the plan's only output.
+/// The kernel gives each thread `rows` vertically adjacent outputs of one column: it walks the union of their
+/// windows, row by row, computes the pointwise steps at every input element it visits (steps that read only
+/// per-channel or scalar operands, such as the batch norm's rsqrt(var + eps), once a thread) and folds each value
+/// into the maxima of the outputs whose window holds it, in ATen's order (window rows, then columns) with ATen's
+/// rule (a greater value or a NaN replaces the maximum, from -inf), so values, NaN and ties come out as ATen's.
+/// Elements under several windows are computed once per window; nothing but the pooled value is written. A region
+/// whose app kept another output (an intermediate, or the indices) is declined (Unavailable) and runs through
+/// ATen: `max_pool2d` drops the indices, and an intermediate a model names is dead by the time the region runs.
+/// Verification therefore stores every output in its first trial (ATen computes it) and the pooled value only in
+/// the others, as for library chains.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -59,6 +75,7 @@ enum class StepOp : uint8_t {
   kGelu, kGeluTanh, kPow, kClamp,
   kRowSum, kRowMean, kRowMax, kRowMin,  // row chains: a reduction of a full value along the last dim
   kGemm,  // library chains only (chain_library.h): a GEMM's value, computed by cuBLAS, never generated
+  kPoolMax,  // pooled chains only (Note [Pooled chains]): a max-pool window of a full value, one per pooled element
 };
 bool is_reduction(StepOp op);
 
@@ -78,6 +95,7 @@ struct Step {
   double lo = 0, hi = 0;        ///< clamp
   c10::ScalarType dtype = c10::ScalarType::Float;  ///< the step's output dtype
   bool row = false;             ///< a value per row (row chains; reductions always)
+  bool pooled = false;          ///< a value per pooled element (Note [Pooled chains]; kPoolMax only)
   double depth = 1;             ///< rounding steps behind it (verification's tolerance grows with it)
   /// A layer norm's mean or rstd: where ATen's value is not finite, any non-finite value matches (ATen's Welford
   /// gives inf or NaN for a row holding an infinity, depending on where in its thread layout it sits).
@@ -113,6 +131,14 @@ struct External {
   bool positive = false;         ///< a running variance: verification draws it >= 0
 };
 
+/// The window of a pooled chain (Note [Pooled chains]), as max_pool2d_with_indices reads it, and its output size.
+struct PoolWindow {
+  int64_t kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t oh = 0, ow = 0;
+  bool active() const { return kh > 0; }
+  int64_t numel(const std::vector<int64_t>& shape) const { return shape.at(0) * shape.at(1) * oh * ow; }
+};
+
 struct ChainPlan {
   std::vector<int64_t> shape;
   int64_t numel = 0;
@@ -120,6 +146,7 @@ struct ChainPlan {
   std::vector<Step> steps;
   std::vector<OutputSlot> outputs;  ///< every node output a step computes, in parameter order
   bool rows = false;                ///< a row chain (Note [Row chains])
+  PoolWindow pool;                  ///< active: a pooled chain (Note [Pooled chains]); shape is then its input's
   int64_t cols = 0, nrows = 0;      ///< row chains: the last dim, and numel / cols
   std::string text;  ///< readable, one step a line, e.g. "t2 = mul(e0, t1) f16"
   /// Rewrites more exact than the ATen chain (Note [Attention rewrite]): from the externals, the last output in
@@ -176,11 +203,13 @@ bool float_like(c10::ScalarType t);
 /// allows it), 128/256/512
 /// threads, one thread per chunk or a grid of 8 blocks per SM looping. Row chains: vector width 1, 2, 4 or 8
 /// (at most 16 bytes, where the row and every full operand allow it), a warp per row in blocks of 128 or 256
-/// threads, or a block of 128 to 1024 threads per row, each holding at most 32 values of a row.
+/// threads, or a block of 128 to 1024 threads per row, each holding at most 32 values of a row. Pooled chains:
+/// blocks of 128, 256 or 512 threads, each thread 1, 2 or 4 outputs of a column (Note [Pooled chains]).
 struct ChainVariant {
   int vec = 1, block = 256;
   bool looped = false;
   int group = 0;  ///< row chains: threads per row (32: a warp; == block: the block); 0 for pointwise
+  int pool_rows = 0;  ///< pooled chains: outputs a thread, down a column; 0 for the others
   std::string id() const;
 };
 std::vector<ChainVariant> variants(const ChainPlan& plan);
@@ -195,6 +224,11 @@ bool packed(const External& e, int vec);
 std::string chain_source(const ChainPlan& plan, const ChainVariant& variant);
 /// The CUDA source of a row chain's variant (chain_rows.cpp); chain_source calls it.
 std::string row_chain_source(const ChainPlan& plan, const ChainVariant& variant);
+/// The CUDA source of a pooled chain's variant (chain_pool.cpp, Note [Pooled chains]): `chain_kernel(n, ext0, ...,
+/// out)`, n the threads' work items (N C ceil(OH / rows) OW); chain_source calls it.
+std::string pool_chain_source(const ChainPlan& plan, const ChainVariant& variant);
+/// The operand spelling of the generated kernels: "t<k>[j]" for a step, "x<k>[j]" for an external, a literal.
+std::string operand_text(const Operand& o);
 
 /// The float expression of a pointwise step (ATen's CUDA formula, before rounding to the step's dtype), with
 /// `operand(o)` spelling each operand.

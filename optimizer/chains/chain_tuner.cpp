@@ -46,6 +46,9 @@ class GeneratedChainKernel final : public dispatcher::ChainKernel {
   Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
     try {
       if (ext.size() != plan_.externals.size()) return Status(Code::kUnsupported, "chain kernel: operand count");
+      const bool pooled = plan_.pool.active();
+      if (pooled && wants_more_than_pooled(outs))  // Note [Pooled chains]
+        return Status(Code::kUnavailable, "pooled chain: the app kept a value other than the pooled one");
       const int64_t align = v_.vec;
       std::vector<const void*> eptr(ext.size());
       std::vector<void*> optr(plan_.outputs.size(), nullptr);
@@ -67,13 +70,16 @@ class GeneratedChainKernel final : public dispatcher::ChainKernel {
         const at::Tensor& o = outs[node][out];
         const chains::Step& s = plan_.steps[static_cast<size_t>(slot.step)];
         if (!o.is_cuda() || o.get_device() != device_ || o.scalar_type() != s.dtype ||
-            o.numel() != (s.row ? plan_.nrows : plan_.numel) || !o.is_contiguous())
+            o.numel() != (s.row ? plan_.nrows : s.pooled ? plan_.pool.numel(plan_.shape) : plan_.numel) ||
+            !o.is_contiguous())
           return Status(Code::kUnsupported, "chain kernel: an output differs from the plan");
         optr[k] = o.data_ptr();
         if (!s.row && reinterpret_cast<uintptr_t>(optr[k]) % (align * elem_size(o.scalar_type())) != 0)
           return Status(Code::kUnsupported, "chain kernel: a misaligned output");
       }
       long long n = plan_.rows ? plan_.nrows : plan_.numel;
+      if (pooled)  // Note [Pooled chains]: a thread's outputs down a column
+        n = plan_.shape[0] * plan_.shape[1] * ((plan_.pool.oh + v_.pool_rows - 1) / v_.pool_rows) * plan_.pool.ow;
       std::vector<void*> params;
       params.reserve(1 + eptr.size() + optr.size());
       params.push_back(&n);
@@ -87,6 +93,8 @@ class GeneratedChainKernel final : public dispatcher::ChainKernel {
       if (plan_.rows) {
         const int64_t per_block = v_.block / v_.group;  // rows a block
         grid = (n + per_block - 1) / per_block;
+      } else if (pooled) {
+        grid = (n + v_.block - 1) / v_.block;
       } else {
         const int64_t chunks = n / v_.vec;
         grid = (chunks + v_.block - 1) / v_.block;
@@ -101,9 +109,22 @@ class GeneratedChainKernel final : public dispatcher::ChainKernel {
       return Status(Code::kInternal, std::string("chain kernel: ") + e.what());
     }
   }
-  std::string describe() const override { return (plan_.rows ? "row chain " : "pointwise ") + v_.id(); }
+  std::string describe() const override {
+    return (plan_.rows ? "row chain " : plan_.pool.active() ? "pooled chain " : "pointwise ") + v_.id();
+  }
 
  private:
+  /// Whether `outs` holds a non-empty tensor other than the pooled value (Note [Pooled chains]).
+  bool wants_more_than_pooled(const std::vector<std::vector<at::Tensor>>& outs) const {
+    const chains::OutputSlot& pooled = plan_.outputs.at(0);
+    for (size_t n = 0; n < outs.size(); ++n)
+      for (size_t i = 0; i < outs[n].size(); ++i)
+        if (outs[n][i].defined() && outs[n][i].numel() > 0 &&
+            !(static_cast<int>(n) == pooled.node && static_cast<int>(i) == pooled.out))
+          return true;
+    return false;
+  }
+
   bool matches_strides(const at::Tensor& t, const chains::External& x) const {
     const auto sizes = t.sizes(), strides = t.strides();
     if (x.channel) {  // Note [Batch norm in chains]: [C] along dim 1
@@ -305,16 +326,16 @@ bool close_enough(const ChainPlan& plan, const std::vector<at::Tensor>& ext,
   return true;
 }
 
-/// `library`: a library chain (Note [Library chains]), which computes only the last output and leaves a region
-/// whose intermediate is wanted to ATen: the first trial stores every output, every later one (each with
-/// NaN/Inf injected) the last output only.
+/// `last_only`: a kernel that computes only the last output and leaves a region whose intermediate is wanted to
+/// ATen (a library chain, Note [Library chains]; a pooled chain, Note [Pooled chains]): the first trial stores every
+/// output, every later one (each with NaN/Inf injected) the last output only.
 Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
-                      int device, int trials, uint64_t seed, bool library = false) {
+                      int device, int trials, uint64_t seed, bool last_only = false) {
   at::Generator gen = device_generator(device, seed);
   // Note [Attention rewrite]: one more trial whose mask is causal (its masked scores, with the specials in k).
   const int extra = plan.causal_mask >= 0 ? 1 : 0;
   for (int t = 0; t <= trials + extra; ++t) {
-    const bool last_only = library ? t > 0 : t >= trials;  // one more trial storing the other way
+    const bool only_last = last_only ? t > 0 : t >= trials;  // one more trial storing the other way
     std::vector<at::Tensor> ext = make_externals(plan, device, t, gen);
     if (t > trials) {
       at::Tensor& m = ext.at(static_cast<size_t>(plan.causal_mask));
@@ -322,7 +343,7 @@ Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, d
     }
     auto ref = make_outputs(c, device, /*poison=*/true, /*last_only=*/false);
     CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, ref));
-    auto got = make_outputs(c, device, /*poison=*/true, last_only);
+    auto got = make_outputs(c, device, /*poison=*/true, only_last);
     Status s = k.run(ext, got);
     if (s.code() == Code::kUnavailable) s = dispatcher::replay_chain(c, c.nodes.size(), ext, got);  // as a region
     if (!s.ok()) return Status(Code::kVerifyFailed, "trial " + std::to_string(t) + ": " + s.to_string());
@@ -408,9 +429,9 @@ Result<ChainTiming> time_variant(const dispatcher::ChainRecord& c, const ChainPl
 }
 
 std::string launch_json_of(const ChainPlan& plan, const ChainVariant& v) {
-  return nlohmann::json{{"vec", v.vec}, {"block", v.block}, {"looped", v.looped}, {"group", v.group},
-                        {"plan", plan.text}}
-      .dump();
+  nlohmann::json j{{"vec", v.vec}, {"block", v.block}, {"looped", v.looped}, {"group", v.group}, {"plan", plan.text}};
+  if (v.pool_rows) j["pool_rows"] = v.pool_rows;
+  return j.dump();
 }
 
 /// Records the winner's timing in `rep`; NotFound when it does not beat the ATen chain by the margin (its median
@@ -444,7 +465,7 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_library(const dispatcher::
   const ChainPlan check = plan.check;
   const std::string id = "library." + plan.call(), launch = library_launch_json(plan);
   std::unique_ptr<dispatcher::ChainKernel> k = chains::library_chain_kernel(chain, std::move(plan));
-  if (const Status v = verify_variant(chain, check, *k, device, o.verify_trials, o.seed, /*library=*/true); !v.ok()) {
+  if (const Status v = verify_variant(chain, check, *k, device, o.verify_trials, o.seed, /*last_only=*/true); !v.ok()) {
     rep.note = "no variant verified (" + id + ": " + v.to_string() + ")";
     return Status(Code::kVerifyFailed, rep.note);
   }
@@ -538,6 +559,7 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
     v.block = j.at("block").get<int>();
     v.looped = j.at("looped").get<bool>();
     v.group = j.at("group").get<int>();
+    v.pool_rows = j.value("pool_rows", 0);
     planned = j.at("plan").get<std::string>();
   } catch (const std::exception& e) {
     return Status(Code::kCorrupt, std::string("chain launch description: ") + e.what());
@@ -689,7 +711,9 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_chain(const dispatcher::Ch
       }
       auto k = std::make_unique<GeneratedChainKernel>(plan, vs[i], module.value(), device);
       cubins[i] = compiled.value().cubin;
-      const Status v = verify_variant(chain, plan, *k, device, o.verify_trials, o.seed + i);
+      // Note [Pooled chains]: the kernel declines a region that keeps more than the pooled value, so every output
+      // is stored in the first trial only (as for a library chain).
+      const Status v = verify_variant(chain, plan, *k, device, o.verify_trials, o.seed + i, plan.pool.active());
       if (!v.ok()) {
         last_failure = vs[i].id() + ": " + v.to_string();
         continue;

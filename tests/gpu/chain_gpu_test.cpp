@@ -1,9 +1,10 @@
 /// @brief Chain kernels on the GPU (Note [Pointwise chains], Note [Chain tuning]): the suite's pointwise chains
 /// are recorded through the hook, tuned (every variant verified against the ATen chain) and fused, then served
-/// through deferred regions with outputs equal to eager; and a fuzz of 1000 random chains (pointwise and row ops,
-/// dtypes, broadcast and promoting inputs, sizes 0/1/odd/prime, transposed and sliced inputs, intermediates kept
-/// at random): every chain that verifies is served through a region equal to eager (kept intermediates too),
-/// and at most 2% are declined by verification (each printed). Skips without a GPU or without CUPTI.
+/// through deferred regions with outputs equal to eager; pooled chains (Note [Pooled chains]) over every window
+/// kind; and a fuzz of 1000 random chains (pointwise and row ops, max-pool tails, dtypes, broadcast and promoting
+/// inputs, sizes 0/1/odd/prime, transposed and sliced inputs, intermediates kept at random): every chain that
+/// verifies is served through a region equal to eager (kept intermediates too), and at most 2% are declined by
+/// verification (each printed). Skips without a GPU or without CUPTI.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -161,7 +162,7 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
     ChainTuneReport rep;
     auto k = tune_chain(*c, o, &rep);
     if (k.status().code() == Code::kUnsupported)
-      if (const size_t m = fusable_prefix(*c)) {  // BN + ReLU, then the max-pool: the prefix is fused
+      if (const size_t m = fusable_prefix(*c)) {  // a chain whose tail does not fuse: its prefix is fused
         std::printf("%-24s %zu ops: %s; its first %zu fuse\n", row.name.c_str(), c->nodes.size(), rep.note.c_str(), m);
         c = dispatcher::prefix_chain(*c, m);
         ASSERT_NE(c, nullptr);
@@ -207,8 +208,87 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
     // The next row's chain may begin with this one's first signature (attention, then causal attention).
     dispatcher::unfuse_chain(*c, dispatcher::ChainState::kAten);
   }
-  EXPECT_GE(fused, 14);  // every row (BN + ReLU + max-pool: its BN + ReLU; both attention rows as fused attention;
-                         // the stem as a program)
+  EXPECT_GE(fused, 14);  // every row (BN + ReLU + max-pool as a pooled chain; both attention rows as fused
+                         // attention; the stem as a program)
+  EXPECT_EQ(dispatcher::region_counters().lost, 0u);
+}
+
+/// Note [Pooled chains]: a pointwise prologue and a max-pool, for windows with padding, odd strides, dilation and
+/// ceil mode, in every dtype, on an odd shape with NaN, infinities and the ties a ReLU makes: every variant verifies,
+/// and the region serves the pooled value equal to eager. A region whose app keeps the indices or an intermediate
+/// is declined by the kernel and runs through ATen, every kept value equal to eager.
+TEST(ChainsGpu, PooledChainsServeEagersMaximaAndDeclineWhatTheyDoNotCompute) {
+  CUDAL1_REQUIRE_DEFERRAL();
+  struct Window {
+    std::vector<int64_t> k, s, p, d;
+    bool ceil;
+  };
+  const std::vector<Window> windows = {{{3, 3}, {2, 2}, {1, 1}, {1, 1}, false}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+                                       {{3, 3}, {2, 2}, {0, 0}, {1, 1}, true},  {{3, 2}, {1, 2}, {1, 0}, {2, 1}, false}};
+  const auto dev = at::TensorOptions().device(at::kCUDA);
+  int served = 0;
+  for (const at::ScalarType dt : {at::kFloat, at::kHalf, at::kBFloat16})
+    for (size_t wi = 0; wi < windows.size(); ++wi) {
+      const Window& w = windows[wi];
+      SCOPED_TRACE(std::string(c10::toString(dt)) + " window " + std::to_string(wi));
+      const int64_t C = 5 + static_cast<int64_t>(wi);  // a shape of its own per case: a chain of its own
+      at::Tensor x = at::randn({3, C, 17, 13}, dev.dtype(dt));
+      x.view(-1)[7].fill_(NAN);
+      x.view(-1)[100].fill_(INFINITY);
+      x.view(-1)[200].fill_(-INFINITY);
+      const at::Tensor scale = at::randn({C, 1, 1}, dev.dtype(dt)), shift = at::randn({C, 1, 1}, dev.dtype(dt));
+      auto run = [&](const at::Tensor& in) {
+        return at::max_pool2d(in.mul(scale).add(shift).relu(), w.k, w.s, w.p, w.d, w.ceil);
+      };
+      dispatcher::ChainRecord* c = bench::record_chain([&] { run(x); });
+      ASSERT_NE(c, nullptr);
+      ASSERT_EQ(c->nodes.size(), 4u) << c->text();
+      ChainTuneOptions o;
+      o.reps = 0;  // verification of every variant; speed is bench_chains' business
+      ChainTuneReport rep;
+      auto k = tune_chain(*c, o, &rep);
+      ASSERT_TRUE(k.ok()) << k.status().to_string() << "\n" << rep.plan;
+      EXPECT_EQ(rep.verified, rep.variants) << rep.note;
+      ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(k).value()).ok());
+      auto before = dispatcher::region_counters();
+      const at::Tensor got = run(x);
+      at::Tensor want;
+      {
+        dispatcher::BypassScope aten_only;
+        want = run(x);
+      }
+      EXPECT_EQ(dispatcher::region_counters().completed, before.completed + 1);
+      EXPECT_EQ(dispatcher::region_counters().declined, before.declined);
+      EXPECT_TRUE(close(got, want, 4));
+      EXPECT_TRUE(at::equal(at::isnan(got), at::isnan(want)));
+      ++served;
+      // The app keeps the indices: declined, both outputs as eager's.
+      before = dispatcher::region_counters();
+      auto [vals, idx] = at::max_pool2d_with_indices(x.mul(scale).add(shift).relu(), w.k, w.s, w.p, w.d, w.ceil);
+      at::Tensor want_idx, want_vals;
+      {
+        dispatcher::BypassScope aten_only;
+        std::tie(want_vals, want_idx) =
+            at::max_pool2d_with_indices(x.mul(scale).add(shift).relu(), w.k, w.s, w.p, w.d, w.ceil);
+      }
+      EXPECT_EQ(dispatcher::region_counters().declined, before.declined + 1);
+      EXPECT_TRUE(at::equal(idx, want_idx));
+      EXPECT_TRUE(close(vals, want_vals, 4));
+      // The app keeps the activation: declined, the activation and the pooled value as eager's.
+      before = dispatcher::region_counters();
+      const at::Tensor act = x.mul(scale).add(shift).relu();
+      const at::Tensor pooled = at::max_pool2d(act, w.k, w.s, w.p, w.d, w.ceil);
+      at::Tensor want_act;
+      {
+        dispatcher::BypassScope aten_only;
+        want_act = x.mul(scale).add(shift).relu();
+      }
+      EXPECT_EQ(dispatcher::region_counters().declined, before.declined + 1);
+      EXPECT_TRUE(close(act, want_act, 3));
+      EXPECT_TRUE(close(pooled, want, 4));
+      dispatcher::unfuse_chain(*c, dispatcher::ChainState::kAten);
+    }
+  EXPECT_EQ(served, 12);
   EXPECT_EQ(dispatcher::region_counters().lost, 0u);
 }
 
@@ -228,6 +308,11 @@ struct RandomChain {
   std::vector<int> inplace;  // per op: an in-place op after it (0: none; 1 relu_, 2 mul_(1.5), 3 sigmoid_)
   int stats_nudge = 0;
   mutable std::vector<at::ScalarType> dtypes;  // each op's input dtype in the last evaluation not in float64
+  /// A max-pool after the last op (Note [Pooled chains]); k 0: none.
+  struct PoolTail {
+    int64_t k = 0, s = 1, p = 0;
+    bool ceil = false;
+  } pool;
 
   at::Tensor apply(const at::Tensor& x, const at::Tensor& y, const at::Tensor& w, const at::Tensor& w32,
                    std::vector<at::Tensor>* kept) const {
@@ -293,6 +378,7 @@ struct RandomChain {
       }
       if (keep[k]) kept->push_back(t);
     }
+    if (pool.k) t = at::max_pool2d(t, {pool.k, pool.k}, {pool.s, pool.s}, {pool.p, pool.p}, {1, 1}, pool.ceil);
     return t;
   }
 };
@@ -325,7 +411,7 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
   const char* env = std::getenv("CUDAL1_CHAIN_FUZZ");
   const int chains = env ? std::atoi(env) : 1000;
   std::mt19937 rng(1234);
-  int verified = 0, rows = 0, unsupported = 0, served = 0, none = 0, declined = 0, head_taken = 0;
+  int verified = 0, rows = 0, pooled = 0, unsupported = 0, served = 0, none = 0, declined = 0, head_taken = 0;
   std::map<std::string, int> why_not;
   for (int i = 0; i < chains; ++i) {
     if (i % 100 == 0 && i)  // progress: a run cut short still says how far it got
@@ -354,6 +440,15 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     if (rc.ops[0] <= 3 || rc.ops[0] == 15) rc.ops[0] = 6;  // the first op reads x alone: the chain starts there
     std::mt19937 ip_rng(static_cast<uint32_t>(i));  // its own generator: the chains drawn above stay as they were
     for (int k = 0; k < n; ++k) rc.inplace.push_back(ip_rng() % 5 == 0 ? 1 + static_cast<int>(ip_rng() % 3) : 0);
+    // Note [Pooled chains]: a third of the NCHW chains without row ops end in a max-pool (their own generator too).
+    std::mt19937 pool_rng(static_cast<uint32_t>(i) * 7919u + 1u);
+    const bool row_ops = std::any_of(rc.ops.begin(), rc.ops.end(), [](int op) { return op >= 20; });
+    if (rank == 4 && !empty && !row_ops && pool_rng() % 3 == 0) {
+      static const RandomChain::PoolTail tails[] = {{3, 2, 1, false}, {3, 1, 1, false}, {2, 2, 1, false},
+                                                    {3, 2, 1, true},  {2, 2, 0, false}, {3, 3, 1, true}};
+      rc.pool = tails[pool_rng() % 6];
+      if (rc.pool.p == 0 && (shape[2] < 2 || shape[3] < 2)) rc.pool = tails[0];  // an output of at least one
+    }
     const int layout = static_cast<int>(rng() % 3);
     const auto opts = at::TensorOptions().dtype(dt).device(at::kCUDA);
     const at::Tensor y = at::randn(other, opts.dtype(ydt));
@@ -390,6 +485,7 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
     }
     ++verified;
     rows += rep.plan.find("row_") != std::string::npos;
+    pooled += rep.plan.find("max_pool") != std::string::npos;
     // Served through a deferred region, with intermediates kept at random: equal to eager, kept ones too.
     if (const Status f = dispatcher::fuse_chain(*c, std::move(k).value()); !f.ok()) {
       // One fused chain per first signature: an earlier random chain began with the same call.
@@ -431,9 +527,9 @@ TEST(ChainsGpu, RandomChainsVerifyAndServeEqualToEager) {
       EXPECT_TRUE(close(kept_got[j], kept_want[j], steps, exact[j + 1], spread[j + 1]))
           << "chain " << i << " kept " << j << "\n" << rep.plan;
   }
-  std::printf("random chains: %d verified (%d with row ops), %d served whole (%d not fused: their first call "
-              "began an earlier fused chain), %d declined by verification, %d not fusable, %d no chain\n",
-              verified, rows, served, head_taken, declined, unsupported, none);
+  std::printf("random chains: %d verified (%d with row ops, %d pooled), %d served whole (%d not fused: their first "
+              "call began an earlier fused chain), %d declined by verification, %d not fusable, %d no chain\n",
+              verified, rows, pooled, served, head_taken, declined, unsupported, none);
   for (const auto& [why, count] : why_not) std::printf("  not fusable x%d: %s\n", count, why.c_str());
   EXPECT_GE(verified, chains / 2);
   EXPECT_LE(declined * 50, verified + declined);  // at most 2% of the chains the generators can fuse

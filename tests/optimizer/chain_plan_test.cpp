@@ -86,10 +86,11 @@ TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
       ASSERT_TRUE(k.ok()) << id << " sm_" << sm << ": " << k.status().to_string() << "\n" << src;
     }
   }
-  // Every row but BN + ReLU + max-pool (a pooling window is neither pointwise nor a row) and the GEMM-led rows.
+  // Every row but the GEMM-led ones (BN + ReLU + max-pool as a pooled chain: Note [Pooled chains]).
   EXPECT_EQ(planned, (std::set<std::string>{"rmsnorm_ops bf16", "swiglu bf16", "gelu_new f16", "bias_gelu f16",
                                             "residual_layernorm f16", "softmax_ops f32", "x_sigmoid_x f16",
-                                            "bn_relu_ f32", "bn_add_relu_ f32", "residual_relu f32"}));
+                                            "bn_relu_maxpool f32", "bn_relu_ f32", "bn_add_relu_ f32",
+                                            "residual_relu f32"}));
   // Naive attention is one chain from matmul to matmul (Note [Matmul views]), rewritten to fused attention with
   // its scale (and mask) (Note [Attention rewrite]); the small suite runs [1, 2, 64, 32].
   ASSERT_EQ(library.count("attention f16"), 1u);
@@ -319,14 +320,64 @@ TEST(ChainPlan, InPlaceOpsOnExternalsAndTrainingBatchNormsAreDeclined) {
   }
 }
 
-// ResNet's stem, batch norm + ReLU + max-pool: the pooling window does not fuse, its first two ops do, as a chain
-// of their own in the hook's table (what the runtime then tunes and fuses).
-TEST(ChainPlan, AChainWhoseTailCannotFuseFusesItsLongestPrefix) {
+// Note [Pooled chains]: ResNet's stem after its convolution, batch norm + ReLU + max-pool, is one chain whose only
+// output is the pooled value; the batch norm's rsqrt(var + eps) is computed once a thread, the activation's steps
+// at every window element.
+TEST(ChainPlan, BatchNormReluMaxPoolIsOnePooledChain) {
   auto rows = bench::chain_suite(true);
   const auto row = std::find_if(rows.begin(), rows.end(), [](const bench::ChainRow& r) { return r.name == "bn_relu_maxpool f32"; });
   ASSERT_NE(row, rows.end());
   row->input_sizes = {{2, 64, 9, 9}, {64}, {64}, {64}, {64}};  // a shape of its own: a chain the first test did not record
   dispatcher::ChainRecord* c = bench::record_chain([&] { row->run(cpu_inputs(*row)); }, 2);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->nodes.size(), 3u) << c->text();
+  auto plan = chains::plan_chain(*c);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string() << "\n" << c->text();
+  EXPECT_TRUE(plan->pool.active());
+  EXPECT_EQ(plan->shape, (std::vector<int64_t>{2, 64, 9, 9}));
+  EXPECT_EQ(plan->pool.oh, 5);
+  EXPECT_EQ(plan->pool.ow, 5);
+  ASSERT_EQ(plan->outputs.size(), 1u) << "only the pooled value";
+  EXPECT_EQ(plan->outputs[0].node, 2);
+  EXPECT_TRUE(plan->steps[static_cast<size_t>(plan->outputs[0].step)].pooled);
+  EXPECT_NE(plan->text.find("window 3x3 stride 2x2 padding 1x1 dilation 1x1 -> 5x5"), std::string::npos) << plan->text;
+  const auto vs = chains::variants(plan.value());
+  ASSERT_EQ(vs.size(), 9u);
+  const std::string src = chains::chain_source(plan.value(), vs[3]);  // 2 outputs a thread
+  EXPECT_NE(src.find("pool.r2.b128"), std::string::npos) << src;
+  // rsqrt(var + eps) before the window loop, the activation's subtraction inside it.
+  const size_t loop = src.find("for (int a = 0;");
+  ASSERT_NE(loop, std::string::npos) << src;
+  EXPECT_LT(src.find("rsqrtf("), loop) << src;
+  EXPECT_GT(src.find(" - x"), loop) << src;
+  EXPECT_EQ(fusable_prefix(*c), 0u) << "the chain plans whole";
+  EXPECT_FALSE(fusable_segments(*c).size()) << "the chain plans whole";
+}
+
+TEST(ChainPlan, WhatPooledChainsCannotFuseIsDeclinedWithAReason) {
+  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
+      {[] { at::max_pool2d(at::randn({2, 8, 9, 9}).exp(), {3, 3}, {2, 2}, {1, 1}).relu(); },
+       "a max-pool before the chain's end"},
+      {[] { at::max_pool2d(at::randn({8, 9, 9}).exp(), {3, 3}, {2, 2}, {1, 1}); }, "not NCHW"},
+  };
+  for (const auto& [f, why] : cases) {
+    dispatcher::ChainRecord* c = bench::record_chain(f, 2);
+    ASSERT_NE(c, nullptr) << why;
+    auto plan = chains::plan_chain(*c);
+    ASSERT_FALSE(plan.ok()) << why << "\n" << c->text();
+    EXPECT_EQ(plan.status().code(), Code::kUnsupported);
+    EXPECT_NE(plan.status().message().find(why), std::string::npos) << plan.status().message();
+  }
+}
+
+// A chain whose tail does not fuse (a reduction over the channels) fuses its longest prefix, as a chain of its own
+// in the hook's table (what the runtime then tunes and fuses).
+TEST(ChainPlan, AChainWhoseTailCannotFuseFusesItsLongestPrefix) {
+  const at::Tensor w = at::randn({16}), b = at::randn({16}), m = at::randn({16}), v = at::rand({16}).add_(0.5);
+  dispatcher::ChainRecord* c = bench::record_chain([&] {
+    const at::Tensor y = at::batch_norm(at::randn({2, 16, 5, 7}), w, b, m, v, false, 0.1, 1e-5, true);
+    y.relu().amax({1}, true);
+  }, 2);
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(c->nodes.size(), 3u) << c->text();
   EXPECT_FALSE(chains::plan_chain(*c).ok());

@@ -32,8 +32,9 @@ namespace cudal1::optimizer {
 /// 1: pointwise chains; 2: row chains, 16-byte packs, 16-bit pow by 3 rounding its square; 3: in-place nodes, eval
 /// batch norms, one offset per stride pattern. Library chains (Note [Library chains]) add plans, not code: a chain
 /// planned as one before them never was cached with a kernel. 4: layer groups of program chains (Note [Skinny
-/// layers]): a decode chain once cached as "not beaten" is tuned again.
-constexpr int kChainGeneratorVersion = 4;
+/// layers]): a decode chain once cached as "not beaten" is tuned again. 5: pooled chains (Note [Pooled chains]):
+/// BN + ReLU + max-pool, once cached as a fused BN + ReLU prefix, is tuned whole.
+constexpr int kChainGeneratorVersion = 5;
 
 struct ChainTuneOptions {
   int verify_trials = 5;
