@@ -21,7 +21,7 @@ const Family& family() { return *family_for("max_pool2d_with_indices", ""); }
 
 Code code(const Problem& p) { return family().plan(p).status().code(); }
 
-/// The generated source of the first variant (its macros state the planned sizes and layout).
+/// The generated source of the first variant (its typed constants state the planned sizes and layout).
 std::string source(const Problem& p) {
   auto plan = family().plan(p);
   EXPECT_TRUE(plan.ok()) << plan.status().to_string();
@@ -33,6 +33,12 @@ std::string source(const Problem& p) {
 
 bool has(const std::string& code, const std::string& line) { return code.find(line + "\n") != std::string::npos; }
 
+/// The value of the typed constant `name` (`enum : <type> { name = value };`) in a generated source, -1 if absent.
+int64_t constant(const std::string& code, const std::string& name) {
+  const auto at = code.find(" { " + name + " = ");
+  return at == std::string::npos ? -1 : std::stoll(code.substr(at + name.size() + 6));
+}
+
 TEST(PoolPlan, ServesTheFourOps) {
   EXPECT_STREQ(family().name(), "pool");
   for (const char* op : {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"})
@@ -42,24 +48,24 @@ TEST(PoolPlan, ServesTheFourOps) {
 TEST(PoolPlan, OutputSizesFollowAtenIncludingCeilMode) {
   // (33 + 2 - 3 - 1) / 1 + 1 = 32 rows; (40 + 2 - 3 - 1) / 1 + 1 = 39 columns.
   const auto a = source(max_pool_problem(at::kFloat, {2, 16, 33, 40}, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false));
-  EXPECT_TRUE(has(a, "#define OH 32") && has(a, "#define OW 39")) << a.substr(0, 400);
+  EXPECT_TRUE(constant(a, "kOh") == 32 && constant(a, "kOw") == 39) << a.substr(0, 400);
   // Dilation 3, kernel 2, stride 2, pad 1 on 128: (128 + 2 - 3 - 1) / 2 + 1 = 64.
   EXPECT_EQ(code(max_pool_problem(at::kHalf, {128, 128}, {}, {2}, {2}, {1}, {3}, false, false)), Code::kUnsupported)
       << "a 2-d input is not a pooling input";
   const auto c = source(max_pool_problem(at::kHalf, {3, 128, 128}, {}, {2}, {2}, {1}, {3}, false, false));
-  EXPECT_TRUE(has(c, "#define OH 64") && has(c, "#define OW 64") && has(c, "#define DLH 3")) << c.substr(0, 400);
+  EXPECT_TRUE(constant(c, "kOh") == 64 && constant(c, "kOw") == 64 && constant(c, "kDlh") == 3) << c.substr(0, 400);
   // Ceil mode: 5 wide, kernel 2, stride 2 -> 3 windows (the last one starts inside the image) ...
   const auto d = source(avg_pool_problem(at::kFloat, {1, 1, 5, 5}, {}, {2, 2}, {2, 2}, {0, 0}, true, true));
-  EXPECT_TRUE(has(d, "#define OH 3") && has(d, "#define OW 3")) << d.substr(0, 400);
+  EXPECT_TRUE(constant(d, "kOh") == 3 && constant(d, "kOw") == 3) << d.substr(0, 400);
   // ... but a window that would start in the right padding is dropped: 5 wide, kernel 2, stride 2, pad 1 gives
   // (5 + 2 - 1 - 1 + 1) / 2 + 1 = 4 windows, the 4th starting at 6 - 1 = 5, outside the image.
   const auto e = source(avg_pool_problem(at::kFloat, {1, 1, 5, 5}, {}, {2, 2}, {2, 2}, {1, 1}, true, true));
-  EXPECT_TRUE(has(e, "#define OH 3") && has(e, "#define OW 3")) << e.substr(0, 400);
+  EXPECT_TRUE(constant(e, "kOh") == 3 && constant(e, "kOw") == 3) << e.substr(0, 400);
   // Empty stride means stride = kernel.
   const auto f = source(avg_pool_problem(at::kFloat, {1, 2, 9, 9}, {}, {3}, {}, {0}, false, true, 4));
-  EXPECT_TRUE(has(f, "#define DH 3") && has(f, "#define OH 3") && has(f, "#define DIVISOR 4")) << f.substr(0, 400);
+  EXPECT_TRUE(constant(f, "kDh") == 3 && constant(f, "kOh") == 3 && constant(f, "kDivisor") == 4) << f.substr(0, 400);
   const auto g = source(adaptive_avg_pool_problem(at::kBFloat16, {2, 8, 14, 15}, {}, {7, 4}));
-  EXPECT_TRUE(has(g, "#define OH 7") && has(g, "#define OW 4")) << g.substr(0, 400);
+  EXPECT_TRUE(constant(g, "kOh") == 7 && constant(g, "kOw") == 4) << g.substr(0, 400);
 }
 
 TEST(PoolPlan, ChannelsLastInputGivesChannelsLastKernel) {
@@ -130,18 +136,6 @@ TEST(PoolPlan, SpaceTilesOnlyWherePatchesFitAndChannelsLastHasNoRowTiles) {
   EXPECT_FALSE(plan.value()->bind(plan.value()->space().front(), nullptr).ok());
 }
 
-/// The value of `#define name` in a generated source, -1 if absent.
-int64_t macro(const std::string& code, const std::string& name) {
-  const auto at = code.find("#define " + name + " ");
-  return at == std::string::npos ? -1 : std::stoll(code.substr(at + name.size() + 9));
-}
-
-/// The value of the typed constant `name` (`enum : <type> { name = value };`) in a generated source, -1 if absent.
-int64_t constant(const std::string& code, const std::string& name) {
-  const auto at = code.find(" { " + name + " = ");
-  return at == std::string::npos ? -1 : std::stoll(code.substr(at + name.size() + 6));
-}
-
 /// Every variant of the plan of `p` with its generated source.
 std::vector<std::pair<Variant, std::string>> variants(const Problem& p) {
   auto plan = family().plan(p);
@@ -156,18 +150,47 @@ std::vector<std::pair<Variant, std::string>> variants(const Problem& p) {
   return out;
 }
 
+TEST(PoolPlan, EveryVariantNamesItsTechniqueInTheFirstLine) {
+  // Note [Pooling techniques]: the class a variant's knobs select, the last word of its source's first line.
+  auto expected = [](const Variant& v, bool channels_last) -> std::string {
+    if (v.get("pair", 0)) return "PackedPairs";
+    if (v.get("flat", 0)) return "AdaptiveStaging";
+    if (v.get("walk", 0)) return "ChannelsLastWalk";
+    if (v.get("cpx", 1) > 1) return "ChannelsLastRuns";
+    if (v.get("slide")) return "SlidingWindows";
+    if (channels_last) return v.get("px") ? "ChannelsLastTiles" : "ChannelsLastVectors";
+    return v.get("smem") ? "SharedTiles" : "RegisterTiles";
+  };
+  const std::vector<int64_t> s = {2, 16, 28, 28};
+  std::set<std::string> seen;
+  for (const auto& [p, cl] : std::vector<std::pair<Problem, bool>>{
+           {max_pool_problem(at::kFloat, {2, 16, 64, 64}, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false), false},
+           {max_pool_problem(at::kHalf, {2, 8, 20, 112}, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false), false},
+           {avg_pool_problem(at::kBFloat16, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, false, false), true},
+           {adaptive_avg_pool_problem(at::kFloat, {2, 4, 14, 14}, {}, {7, 7}), false}})
+    for (const auto& [v, code] : variants(p)) {
+      const std::string first = code.substr(0, code.find('\n'));
+      const std::string name = first.substr(first.rfind(' ') + 1);
+      EXPECT_EQ(name, expected(v, cl)) << v.id();
+      seen.insert(name);
+    }
+  EXPECT_EQ(seen.size(), 9u) << "every technique class";
+}
+
 TEST(PoolPlan, SharedMemoryStagingOnlyForOverlappingWindowsAndWithinTheStaticLimit) {
   const std::vector<int64_t> s = {2, 4, 256, 256};
   // k3 s2: windows overlap by one column and row; every staged rectangle fits 48 KB of static shared memory.
   std::set<std::tuple<int, int, int>> staged;
   for (const auto& [v, code] : variants(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false))) {
-    EXPECT_TRUE(has(code, "#define SMEM " + std::to_string(v.get("smem")))) << v.id();
+    EXPECT_TRUE(has(code, std::string("enum : bool { kStaged = ") + (v.get("smem") ? "true" : "false") + " };"))
+        << v.id();
     if (!v.get("smem")) continue;
     staged.insert({v.get("opw"), v.get("oph"), v.get("block")});
-    EXPECT_LE(macro(code, "IR") * macro(code, "PITCH") * 4, 48 * 1024) << v.id();
-    EXPECT_EQ(macro(code, "BX") * macro(code, "BY"), v.get("block")) << v.id();
-    EXPECT_EQ(macro(code, "PITCH") % macro(code, "VEC"), 0) << v.id();
-    EXPECT_GE(macro(code, "PITCH"), macro(code, "IC")) << v.id();
+    EXPECT_NE(code.find(" SharedTiles\n"), std::string::npos) << v.id();
+    EXPECT_LE(constant(code, "kTileRows") * constant(code, "kPitch") * 4, 48 * 1024) << v.id();
+    EXPECT_EQ(constant(code, "kBx") * constant(code, "kBy"), v.get("block")) << v.id();
+    EXPECT_EQ(constant(code, "kPitch") % constant(code, "kVec"), 0) << v.id();
+    EXPECT_GE(constant(code, "kPitch"), constant(code, "kTileCols")) << v.id();
   }
   EXPECT_EQ(staged.count({4, 2, 128}), 1u);  // 17 rows x 260 floats
   EXPECT_EQ(staged.count({4, 2, 512}), 0u) << "65 rows x 260 floats: over 48 KB";
@@ -197,10 +220,10 @@ TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {
   std::set<std::pair<int, int>> seen;
   for (const auto& [v, code] : bf16) {
     seen.insert({v.get("opw"), v.get("px")});
-    EXPECT_TRUE(has(code, "#define PX " + std::to_string(v.get("px")))) << v.id();
-    EXPECT_EQ(macro(code, "SG") * macro(code, "PY") * v.get("px"), v.get("block")) << v.id();
-    EXPECT_LE(macro(code, "SG") * v.get("opw") * 2, 128) << v.id() << ": a slice is at most 128 bytes";
-    EXPECT_EQ(512 / v.get("opw") % macro(code, "SG"), 0) << v.id();
+    EXPECT_EQ(constant(code, "kTileW"), v.get("px")) << v.id();
+    EXPECT_EQ(constant(code, "kSlices") * constant(code, "kTileH") * v.get("px"), v.get("block")) << v.id();
+    EXPECT_LE(constant(code, "kSlices") * v.get("opw") * 2, 128) << v.id() << ": a slice is at most 128 bytes";
+    EXPECT_EQ(512 / v.get("opw") % constant(code, "kSlices"), 0) << v.id();
   }
   EXPECT_EQ(seen.count({8, 8}), 1u);
   EXPECT_EQ(seen.count({8, 4}), 1u);
@@ -209,20 +232,20 @@ TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {
   const auto o =
       tiled(max_pool_problem(at::kHalf, odd, channels_last(odd), {3, 3}, {1, 2}, {1, 1}, {2, 1}, true, true));
   ASSERT_FALSE(o.empty());
-  for (const auto& [v, code] : o) EXPECT_EQ(macro(code, "SG"), 1) << v.id();
+  for (const auto& [v, code] : o) EXPECT_EQ(constant(code, "kSlices"), 1) << v.id();
   for (const auto& [v, code] : o) EXPECT_LT(v.get("px"), 2 * 3) << v.id() << ": OW is 3 (ceil mode)";
   EXPECT_TRUE(tiled(avg_pool_problem(at::kHalf, s, channels_last(s), {2, 2}, {}, {0, 0}, false, true)).empty());
   EXPECT_TRUE(tiled(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)).empty());
 }
 
 TEST(PoolPlan, AvgDivisorIsACompileTimeConstantWhereEveryWindowHasTheSameOne) {
-  // Note [Pooling exact division]: CONST_DIV is ATen's divisor where it is the same for every window, else 0;
-  // INNER_DIV the divisor of a window wholly in the image.
+  // Note [Pooling exact division]: kConstDiv is ATen's divisor where it is the same for every window, else 0;
+  // kInnerDiv the divisor of a window wholly in the image.
   using Divs = std::pair<int64_t, int64_t>;
   const std::vector<int64_t> s = {2, 4, 16, 16};
   auto divs = [&](const Problem& p) {
     const auto code = source(p);
-    return std::make_pair(macro(code, "CONST_DIV"), macro(code, "INNER_DIV"));
+    return std::make_pair(constant(code, "kConstDiv"), constant(code, "kInnerDiv"));
   };
   EXPECT_EQ(divs(avg_pool_problem(at::kHalf, s, {}, {3, 3}, {1, 1}, {1, 1}, false, true)), Divs(9, 9));
   EXPECT_EQ(divs(avg_pool_problem(at::kHalf, s, {}, {3, 2}, {1, 1}, {1, 1}, false, false)), Divs(0, 6))
@@ -249,9 +272,10 @@ TEST(PoolPlan, ChannelsLastRunsForAvgWithStrideOneColumnsAndWholeVectors) {
       EXPECT_TRUE(src.ok()) << v.id();
       if (!src.ok()) continue;
       EXPECT_EQ(constant(src->code, "kCpx"), v.get("cpx")) << v.id();
-      EXPECT_EQ(macro(src->code, "THREADS"), macro(src->code, "N") * macro(src->code, "OH") *
-                                                  ((macro(src->code, "OW") + v.get("cpx") - 1) / v.get("cpx")) *
-                                                  (macro(src->code, "C") / v.get("opw")))
+      EXPECT_EQ(constant(src->code, "kThreads"),
+                constant(src->code, "kN") * constant(src->code, "kOh") *
+                    ((constant(src->code, "kOw") + v.get("cpx") - 1) / v.get("cpx")) *
+                    (constant(src->code, "kC") / v.get("opw")))
           << v.id();
     }
     return out;
@@ -276,13 +300,13 @@ TEST(PoolPlan, ChannelsLastRunsForAvgWithStrideOneColumnsAndWholeVectors) {
 }
 
 TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
-  // (vec, seg) pairs of the slide variants, each offered at every block size; the macros of each source.
+  // (vec, seg) pairs of the slide variants, each offered at every block size; the constants of each source.
   auto slides = [&](const Problem& p) {
     std::multiset<std::pair<int, int>> out;
     for (const auto& [v, code] : variants(p)) {
       if (!v.get("slide")) continue;
       out.insert({v.get("slide"), v.get("seg")});
-      EXPECT_TRUE(has(code, "#define VEC " + std::to_string(v.get("slide")))) << v.id();
+      EXPECT_EQ(constant(code, "kVec"), v.get("slide")) << v.id();
       EXPECT_EQ(v.get("opw") * v.get("oph"), 1) << v.id();
       EXPECT_EQ(v.get("smem") + v.get("px"), 0) << v.id();
     }
@@ -298,9 +322,10 @@ TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
   EXPECT_EQ(a.count({4, 0}), 3u);
   for (const auto& [v, code] : variants(f32))
     if (v.get("slide") && v.get("seg") == 8) {
-      EXPECT_TRUE(has(code, "#define CW 16") && has(code, "#define STORE_VEC 0") && has(code, "#define NSEG 8"))
+      EXPECT_TRUE(constant(code, "kChunks") == 16 && has(code, "enum : bool { kStoreVec = false };") &&
+                  constant(code, "kSegments") == 8)
           << v.id();
-      EXPECT_EQ(macro(code, "THREADS"), 2 * 16 * 8 * 16) << v.id();
+      EXPECT_EQ(constant(code, "kThreads"), 2 * 16 * 8 * 16) << v.id();
     }
   // fp16 avg k3 s1 p1: VEC 4 and 8, vector stores (OW = W); a 5-row plane gets only whole-plane walks.
   const auto h = slides(avg_pool_problem(at::kHalf, {2, 8, 56, 56}, {}, {3, 3}, {1, 1}, {1, 1}, false, true));
@@ -312,14 +337,14 @@ TEST(PoolPlan, SlidingWindowsForStrideOneOverlappingAlignedNchw) {
   for (const auto& [v, code] :
        variants(avg_pool_problem(at::kHalf, {2, 8, 56, 56}, {}, {3, 3}, {1, 1}, {1, 1}, false, true)))
     if (v.get("slide") == 8) {
-      EXPECT_TRUE(has(code, "#define CW 7") && has(code, "#define STORE_VEC 1")) << v.id();
+      EXPECT_TRUE(constant(code, "kChunks") == 7 && has(code, "enum : bool { kStoreVec = true };")) << v.id();
     }
   // Even kernel with pad k/2: OW = W + 1, one more chunk; fp16 max k4 with indices: VEC 8 would keep
   // 4 x 8 x 2 + 11 = 75 floats, over kMaxPatch, so VEC 4 only.
   for (const auto& [v, code] :
        variants(max_pool_problem(at::kFloat, {1, 2, 8, 64}, {}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false)))
     if (v.get("slide")) {
-      EXPECT_TRUE(has(code, "#define OW 65") && has(code, "#define CW 17")) << v.id();
+      EXPECT_TRUE(constant(code, "kOw") == 65 && constant(code, "kChunks") == 17) << v.id();
     }
   for (const auto& x : slides(max_pool_problem(at::kHalf, {2, 16, 64, 64}, {}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, false)))
     EXPECT_EQ(x.first, 4);
@@ -379,13 +404,12 @@ TEST(PoolPlan, ChannelsLastWalksForStrideOneAvgWithinTheRegisterBudget) {
       EXPECT_TRUE(has(code, std::string("enum : bool { kSeparable = ") + (v.get("sep", 0) ? "true" : "false") + " };"))
           << v.id();
       EXPECT_EQ(v.id().find("sep0"), std::string::npos) << v.id() << ": ATen-order ids stay as they were";
-      const int64_t rows = v.get("walk") * macro(code, "KH");
+      const int64_t rows = v.get("walk") * constant(code, "kKh");
       EXPECT_EQ(constant(code, "kWalkRows"), rows) << v.id();
       EXPECT_EQ(constant(code, "kMinBlocks"), 65536 / (v.get("block") * 128)) << v.id();
-      EXPECT_EQ(constant(code, "kThreads"), macro(code, "THREADS")) << v.id();
-      EXPECT_EQ(macro(code, "THREADS"), macro(code, "N") * ((macro(code, "OH") + rows - 1) / rows) *
-                                            ((macro(code, "OW") + v.get("cpx") - 1) / v.get("cpx")) *
-                                            (macro(code, "C") / v.get("opw")))
+      EXPECT_EQ(constant(code, "kThreads"), constant(code, "kN") * ((constant(code, "kOh") + rows - 1) / rows) *
+                                                ((constant(code, "kOw") + v.get("cpx") - 1) / v.get("cpx")) *
+                                                (constant(code, "kC") / v.get("opw")))
           << v.id();
     }
     return out;
@@ -491,7 +515,7 @@ TEST(PoolPlan, PackedPairsForSixteenBitMaxAtColumnStrideTwo) {
                   constant(code, "kSegments") == 7 && constant(code, "kRows") == 17 &&
                   has(code, "enum : bool { kNeedLeft = true };") && has(code, "enum : bool { kNeedRight = false };"))
           << v.id();
-      EXPECT_EQ(macro(code, "THREADS"), 64 * 64 * 7 * 32) << v.id();
+      EXPECT_EQ(constant(code, "kThreads"), 64 * 64 * 7 * 32) << v.id();
     }
   // bf16 rows of 66 lanes (3 warps) with halos on both sides; a 3-row plane takes segments of 4 only.
   for (const auto& [v, code] : variants(max_pool_problem(at::kBFloat16, {3, 10, 264}, {}, {3, 4}, {1, 2}, {1, 1},

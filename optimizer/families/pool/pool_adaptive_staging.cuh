@@ -1,4 +1,4 @@
-// @brief AdaptiveStaging (Note [Pooling adaptive staging] in pool_family.h): adaptive avg with uniform windows
+// @brief AdaptiveStaging (Note [Pooling adaptive staging] in pool_adaptive.cpp): adaptive avg with uniform windows
 // over a dense NCHW input. A block stages the contiguous inputs of its output rows in shared memory with 16-byte
 // loads, then each thread sums windows from there in ATen's order.
 //

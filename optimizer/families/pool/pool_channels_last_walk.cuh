@@ -1,4 +1,4 @@
-// @brief ChannelsLastWalk (Note [Pooling channels-last walk] in pool_family.h; Note [Pooling separable sums] for
+// @brief ChannelsLastWalk (Note [Pooling channels-last walk] in pool_walk.cpp; Note [Pooling separable sums] for
 // kSeparable): channels-last avg_pool2d, stride 1 both ways. A thread takes kOpw channels of kCpx adjacent output
 // columns and walks kWalkRows output rows, loading each input row of its columns once.
 //

@@ -2,10 +2,9 @@
 // division of Note [Pooling exact division], 16-bit pairs, vector loads and stores.
 //
 // Compiled by NVRTC after the generated head of pool_codegen.cpp: index_t, storage_t, to_float, to_storage
-// (dtype_prelude), div_rn (exact_divide_source), the signature's macros (for the kernels still generated from
-// them) and its typed constants in namespace pool (pool_constants, Note [Device constants]). The kernels of the
-// technique classes call these functions from within namespace pool; the generator puts the macro kernels after
-// a `using namespace pool;`.
+// (dtype_prelude), div_rn (exact_divide_source) and the signature's typed constants in namespace pool
+// (pool_constants, Note [Device constants]). The technique's constants and kernel follow (Note [Pooling
+// techniques]); its kernel calls these functions from within namespace pool.
 
 // Unroll small windows completely. A namespace-scope variable, as the kernels' `#pragma unroll WU` reads it: NVRTC
 // emits it as a module global (a symbol every pooling cubin holds), so it stays one.
@@ -13,13 +12,18 @@
 
 namespace pool {
 
+// -Inf, where a running maximum starts and out-of-image cells of a max window stand.
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000u); }
+// NV int64 indices stored as one vector (16-byte aligned from two on).
+template <int NV>
+struct __align__(NV >= 2 ? 16 : 8) ivec_t { long long v[NV]; };
 // ATen's first in-image position of a window starting at s (dilation steps from a negative start).
 __device__ __forceinline__ int first_in(int s, int d) { return s >= 0 ? s : s + ((-s + d - 1) / d) * d; }
 // Max in ATen's scan order: greater or NaN replaces, so the first maximum and the last NaN win.
 // `mi` (null without indices) receives the flat in-plane index of the winner.
 template <class Get, class Ok>
 __device__ __forceinline__ void max_window(int hs, int ws, Get get, Ok ok, float& m, int* mi) {
-  m = __int_as_float(0xff800000u);  // -Inf
+  m = neg_inf();
   int i_best = kChannelsLast ? 0 : first_in(hs, kDlh) * kW + first_in(ws, kDlw);
 #pragma unroll WU
   for (int ij = 0; ij < kKh * kKw; ++ij) {

@@ -122,13 +122,14 @@ class PoolPlan final : public Plan {
               if (s_.channels_last) {
                 if (oph > 1 || s_.c % opw != 0 || opw * es > 16 || smem) continue;
                 // Pixel tiles pay only where windows overlap; a tile twice the row's width only idles threads.
-                if (px && (!overlap() || px >= 2 * s_.ow || px > block / pixel_tile(s_, k).sg)) continue;
+                const int sg = ChannelsLastTiles{block, opw, px}.geometry(s_).sg;
+                if (px && (!overlap() || px >= 2 * s_.ow || px > block / sg)) continue;
               } else {
                 if (px) continue;
                 if (opw > 1 && opw >= 2 * s_.ow) continue;  // a tile wider than the row only idles threads
                 if (oph > 1 && (oph >= 2 * s_.oh || s_.kind == PoolKind::kAdaptiveAvg)) continue;
                 if ((opw > 1 || oph > 1) && s_.kind != PoolKind::kAdaptiveAvg &&
-                    patch_rows(s_, k) * patch_cols(s_, k) > kMaxPatch)
+                    patch_rows(s_, oph) * patch_cols(s_, opw) > kMaxPatch)
                   continue;
                 if (smem && !smem_fits(k)) continue;
               }
@@ -198,8 +199,8 @@ class PoolPlan final : public Plan {
   /// anyway); the rectangle must fit the static limit and the register patch (read in whole vectors) kMaxPatch.
   bool smem_fits(const PoolKnobs& k) const {
     if (s_.kind == PoolKind::kAdaptiveAvg || !overlap()) return false;
-    const SmemTile g = smem_tile(s_, k);
-    return g.bytes <= kMaxSmemBytes && patch_rows(s_, k) * g.patch_cols <= kMaxPatch;
+    const SmemTile g = SharedTiles{k.block, k.opw, k.oph}.geometry(s_);
+    return g.bytes <= kMaxSmemBytes && patch_rows(s_, k.oph) * g.patch_cols <= kMaxPatch;
   }
 
   bool overlap() const {
@@ -312,7 +313,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 10; }
+  int version() const override { return 11; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

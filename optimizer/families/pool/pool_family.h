@@ -20,29 +20,38 @@
 /// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
 /// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
 /// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
-/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last avg with stride-1
-/// columns may give a thread runs of CPX pixels (Note [Pooling exact division]), and with stride 1 both ways walk
-/// them down the image (Note [Pooling channels-last walk]); 16-bit NCHW max at column stride 2 may compare two
-/// outputs' windows as packed pairs (Note [Pooling packed pairs], in pool_pairs.cpp); adaptive avg with uniform
-/// windows over a dense NCHW input may stage its rows through shared memory (Note [Pooling adaptive staging]).
+/// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last
+/// avg with stride-1 columns may give a thread runs of CPX pixels (Note [Pooling exact division]), and with stride
+/// 1 both ways walk them down the image (Note [Pooling channels-last walk]); 16-bit NCHW max at column stride 2
+/// may compare two outputs' windows as packed pairs (Note [Pooling packed pairs], in pool_pairs.cpp); adaptive avg
+/// with uniform windows over a dense NCHW input may stage its rows through shared memory (Note [Pooling adaptive
+/// staging]).
 /// Declines: other dtypes, empty tensors, arguments ATen rejects (it raises the error then), adaptive pooling of
 /// channels-last inputs, sizes needing 64-bit indices.
 ///
 /// Note [Pooling techniques]
 /// A variant is named by the knobs of PoolKnobs (its id, which caches, policy data and tests know; the space's
-/// order is that of knob_space). Techniques with a class of their own carry only the knobs they use, their
-/// geometry, their launch size and their source, and keep their device code in a .cuh file embedded at build
-/// time (cmake/EmbedCuda.cmake), written against typed constants (enumerators, Note [Device constants]): the
-/// head's pool_constants, then the technique's own. `cudal1 source` prints the whole text NVRTC compiles. They are
-///   PackedPairs      (knob pair; pool_packed_pairs.cuh)           Note [Pooling packed pairs]
-///   AdaptiveStaging  (knob flat; pool_adaptive_staging.cuh)      Note [Pooling adaptive staging]
-///   ChannelsLastRuns (knobs cpx, opw; pool_channels_last_runs.cuh)  Note [Pooling exact division]
-///   ChannelsLastWalk (knobs walk, opw, cpx, sep; pool_channels_last_walk.cuh)
-///                                                                 Note [Pooling channels-last walk]
-/// Every kernel's source starts with the same head (pool_codegen.cpp's emit_common): the signature's macros, its
-/// typed constants (pool_constants) and pool_common.cuh, the window code every kernel may call. The register and
-/// shared-memory tiles, the channels-last vectors and pixel tiles and the slide are generated from those macros in
-/// string literals (pool_codegen.cpp, pool_channels_last.cpp, pool_slide.cpp) and follow `using namespace pool;`.
+/// order is that of knob_space); pool_technique maps it to one technique class, which carries only the knobs it
+/// uses, its geometry, its launch size and its source. Each keeps its device code in a .cuh file embedded at build
+/// time (cmake/EmbedCuda.cmake), written against typed constants (enumerators, Note [Device constants]): the head's
+/// pool_constants, then the technique's own; a choice the constants make is an `if constexpr` (only __CUDA_ARCH__
+/// stays a #if). `cudal1 source` prints the whole text NVRTC compiles. They are
+///   RegisterTiles       (knobs opw, oph; smem 0; pool_tiles.cuh)           Note [Pooling]
+///   SharedTiles         (knobs opw, oph; smem 1; pool_tiles.cuh)           Note [Pooling smem]
+///   SlidingWindows      (knobs slide, seg; pool_sliding_windows.cuh)       Note [Pooling slide]
+///   ChannelsLastVectors (knob opw; px 0; pool_channels_last.cuh)           Note [Pooling]
+///   ChannelsLastTiles   (knobs opw, px; pool_channels_last.cuh)            Note [Pooling channels-last tiles]
+///   ChannelsLastRuns    (knobs cpx, opw; pool_channels_last_runs.cuh)      Note [Pooling exact division]
+///   ChannelsLastWalk    (knobs walk, opw, cpx, sep; pool_channels_last_walk.cuh)
+///                                                                          Note [Pooling channels-last walk]
+///   PackedPairs         (knob pair; pool_packed_pairs.cuh)                 Note [Pooling packed pairs]
+///   AdaptiveStaging     (knob flat; pool_adaptive_staging.cuh)             Note [Pooling adaptive staging]
+/// Two classes that share a .cuh differ by one constant (kStaged, kPixelTiles); RegisterTiles writes SharedTiles'
+/// staging constants as 1, ChannelsLastVectors ChannelsLastTiles' tile constants. Every kernel's source starts
+/// with the same head (generate_pool): the first line (signature, knobs, technique), the dtype prelude, the
+/// signature's typed constants (pool_constants) and pool_common.cuh, the window code every kernel may call. The
+/// only namespace-scope variables are WU (pool_common.cuh) and RING_UNROLL (written by SlidingWindows), which
+/// `#pragma unroll` reads: NVRTC makes each a global of the module, a symbol those cubins hold.
 ///
 /// Note [Pooling smem]
 /// Knob smem=1 (NCHW max/avg, overlapping windows only). The register-patch kernel loads each tile's
@@ -191,63 +200,6 @@
 /// Not done: adaptive_avg_pool2d's two divisions by window extents are left as ATen's (compile-time powers of two
 /// in the staged kernel, Note [Pooling adaptive staging]), channels-last max.
 ///
-/// Note [Pooling channels-last walk]
-/// Knob walk (2, 3, 4; 0 off), with opw (16- or 8-byte channel vectors) and cpx (1, 2, 4 adjacent output
-/// columns). Scope: channels-last avg, stride 1 both ways, KH > 1, OPW channels a vector the layout allows,
-/// OPW x CPX >= 8 outputs a row, and KH x CPX x OPW accumulators + two rows of RC = CPX + KW - 1 pixel words
-/// <= kMaxWalkRegisters (80) floats; walks of walk x KH output rows (a longer walk only where the shorter one
-/// does not already cover the image), blocks of 128 or 256 threads, launch bounds capping registers at 128.
-/// Why: the opw8 kernel (~1.9x the floor on avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1,
-/// count_include_pad=False) is issue-bound (Nsight Compute: SM 86%, DRAM 35%): per 8 outputs it loads
-/// and unpacks all 9 window pixels (72 unpacks, 9 vector loads with their 64-bit address arithmetic), 72 FADDs,
-/// the division, and 14% of its pixels (the image border) take the per-window divisor and the IEEE division;
-/// ~36-38 instructions an output, and its L1 reads ~4.5x the input from L2 (vertical neighbours sit in other
-/// blocks). The cpx runs (~27) still load every input row three times.
-/// How: thread t takes channels c0 = (t % CG) x OPW of output columns ow0 .. ow0 + CPX - 1 and walks output rows
-/// oh0 .. oh0 + WALK - 1 (fewer in the image's last walk): input rows hs0 = oh0 - PH onwards, each loaded once
-/// (RC vectors, one row ahead; plain loads where the row and all RC columns lie in the image, else per-pixel
-/// predicated with +0, which adds nothing: Note [Pooling exact division], "zero fill") and unpacked once into
-/// fp32. Accumulators acc[o % KH][p][e] for the KH output rows whose windows hold the row: input row i adds
-/// its pixel j to output row i - r (window row r) and column p (window column j - p); the cell (0, 0) of a
-/// window sets its slot to +0 + v (ATen's sum starts at +0), the others add, so each output's additions come
-/// in ATen's order (rows in order as the walk arrives at them, columns left to right within one). After its
-/// last row an output row is divided and stored (vector stores of OPW channels). The first KH - 1 rows are
-/// peeled (they start outputs only); then the rows go in steps of KH, unrolled KH times so that every slot is a
-/// compile-time register (the code of KH rows, not of the whole walk; a step finishes KH output rows, and
-/// only the walk's last step may run past its rows). 32-bit thread decomposition (THREADS < 2^31), one 64-bit
-/// base pointer a thread for loads and one for stores, whole rows and compile-time pixel offsets from them.
-/// Divisor: CONST_DIV where the signature has one; else INNER_DIV where the window lies in the image, else
-/// ATen's per-window divisor d with y = __frcp_rn(d) (RN(1/d), so div_rn stays exact; an empty window, which
-/// the arguments ATen accepts never give, sums +0 cells and divides by 1: ATen's 0).
-/// Then div_rn_n (Note [Pooling exact division]) for every dtype.
-/// Not used: bf16 division by q0 = RN(s x y) alone: q0 lies within one fp32 ulp of RN(s / d) for every
-/// s, so both round to the same bf16 unless q0's low 16 bits are 0x7fff, 0x8000 or 0x8001 (checked on the CPU:
-/// 2.47e9 pairs, 0 differences). But sums of 4-9 bf16 values have few significant bits, and q0's low half is
-/// exactly 0x8000 for 1.8% (d = 9) to 15% (d = 4) of random outputs (exact quotients sitting on a bf16 tie), so
-/// the exact path would run in nearly every warp; telling exact ties apart needs the remainder FFMA, which
-/// leaves it no cheaper than div_rn_n.
-/// Instructions (sm_90 cubin .text, nvcc 13.0 -O3, the rare division paths stubbed; counted as size differences
-/// of variants without the step loop): bf16 opw8 cpx2, a step (3 rows + 3 output rows = 48 outputs) ~1090
-/// executed (432 FADD, 96 unpacks, 288 for 48 divisions: FMUL, 2 FFMA, 3 range compares, 24 packs, 12 loads,
-/// 6 stores, ~230 control, moves and addresses), prologue and peel ~280: ~24.6 an output for a whole walk of 9
-/// rows (10 FADD: 9 is ATen's order, the last step's rows also feed outputs past the walk); for the bench's 28
-/// rows (walks 6,6,6,6,4 / 9,9,9,1 / 12,12,4) ~27.4 / ~26.8 / ~26.1, against ~38 for opw8 (~36 in the image,
-/// the border pixels' per-window divisor and IEEE division above that). opw4 cpx4 about the same (102
-/// registers), opw8 cpx1 ~27 a step-output; opw8 cpx2 118 registers, no spills (cap 128: 16 warps an SM with
-/// 256-thread blocks, 2 KB a warp-row in flight, ~32 KB an SM against the ~22 KB that 4.2 TB/s x the DRAM
-/// latency needs).
-/// Checked on the CPU: every walk variant's generated source compiled as host C++ (intrinsics and PTX stores
-/// emulated, threads run one by one) against ATen's loop, bf16/fp16/fp32, count_include_pad both ways, a
-/// divisor, padding 2, KH 5, a 1x1 image and the bench's [2,512,28,28]: bit-identical, also with +-Inf, NaN
-/// and subnormal inputs.
-/// Bytes: DRAM reads the input once (neighbouring walks' rows, (KH - 1) / WALK = 22% at WALK 9, come from L2);
-/// L1 reads from L2 (CPX + KW - 1) / CPX x (WALK + KH - 1) / WALK of the input per thread, less where the
-/// block's adjacent runs share their halo columns in L1: opw8 cpx2 2.4x (1.5x with that), opw4 cpx4 1.8x,
-/// against ~4.5x for opw8 and ~3.4x for the cpx runs.
-/// Speed: the best walk (opw8, walk 3, block 128 on the row above) runs ~1.3x a copy of the same bytes, bit-identical,
-/// and stays near issue-bound: 9 FADD and ~6 for the exact division an output are 60% of its instructions, which
-/// only giving up ATen's order removes (Note [Pooling separable sums]).
-///
 /// Note [Pooling separable sums]
 /// Knob sep (walk variants only; 0 off). The one pooling technique that gives up ATen's bits: a walk with sep=1
 /// sums each input row's KW cells once per output column, adds those row sums down the KH output rows that
@@ -269,36 +221,11 @@
 /// Speed (avg_pool2d bf16 channels-last [64,512,28,28] k3 s1 p1): every separable variant beats every walk in
 /// ATen's order; the best (opw8 cpx2 walk2, block 128) runs ~1.2x a copy of the same bytes against ~1.45x. It is no
 /// longer issue-bound but latency-bound (Nsight Compute: SM 48%, DRAM 57%, 39.5% occupancy at 72 registers).
-///
-/// Note [Pooling adaptive staging]
-/// Knob flat (1, 2, 4; 0 off): adaptive avg whose windows are uniform (H % OH == 0 and W % OW == 0: window
-/// AKH x AKW = H/OH x W/OW, ATen's start/end indices give exactly these) and small (<= kMaxPatch elements: a
-/// thread sums one serially, unrolled) over a dense NCHW input (every dim of
-/// size > 1 at its contiguous stride), so that the AKH x W input elements of each output row are contiguous and
-/// consecutive (plane, output row) pairs follow each other in memory.
-/// Why: without it adaptive_avg_pool2d f32 [128,512,14,14] -> 7x7 runs at ~1.8x the floor (~1.4x the device
-/// copy). Its opw2 kernel loads scalars: per warp instruction 32 lanes at 8-byte steps over
-/// parts of 8 rows of 56 bytes (rows are only 8-byte aligned), ~28 sectors a request each used 4 bytes at a
-/// time, 8 such requests for every 2 outputs a thread; the window bounds at run time (divisions by constants,
-/// loops not unrolled), two IEEE divisions an output, and OW = 7 in tiles of 2 idles 1/8 of the threads.
-/// How: block b owns output rows [b RB, b RB + RB) of the flat (plane, output row) order, i.e. the CHUNK = RB x
-/// AKH x W input elements from b x RB x AKH x W; RB is a multiple of the rows that make whole 16-byte vectors
-/// (so every block starts 16-byte aligned; the launch checks the data pointer) and as many as block x flat
-/// vectors hold (bytes <= kMaxSmemBytes). Its threads issue all their 16-byte loads (consecutive threads,
-/// consecutive vectors: a warp request is 512 contiguous bytes, whole lines), then store them to shared memory
-/// (a vector past the tensor's end goes element by element), sync, and each thread computes outputs o, o +
-/// block, ...: ATen's sum (rows outer, columns inner, from +0, fp32) of the window read from shared memory and
-/// ATen's sum / AKH / AKW (compile-time: powers of two become exact multiplications), stored to consecutive
-/// addresses (the output is dense). Values and order are ATen's: bit-identical.
-/// Instructions: ~20 an output (2x2 f32: 1 load and 1 shared store a vector, 4 shared loads, 4 FADD, 2 FMUL,
-/// the store, index arithmetic); 0.1M warp-outputs: ~2 us of issue. Shared memory: block 256 x flat 4 = 146
-/// rows of 112 bytes (16 KB): 8 blocks an SM, ~128 KB in flight.
-/// Speed: that row ~1.4x the floor with flat 2, about a copy of the same bytes; bit-identical.
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <ostream>
+#include <variant>
 
 #include "cudal1/optimizer/family.h"
 
@@ -349,8 +276,6 @@ struct PixelTile {
   int sg = 1, py = 1;
 };
 
-PixelTile pixel_tile(const PoolShape& s, const PoolKnobs& k);
-
 /// Geometry of a shared-memory variant: BY x BX threads per block, the staged input rectangle (rows x cols of
 /// the image, `pitch` floats per shared row), the float vector width of patch reads and the bytes it takes.
 struct SmemTile {
@@ -361,8 +286,6 @@ struct SmemTile {
 /// Static shared memory a variant may take (the default per-block limit without opting in to more).
 constexpr int64_t kMaxSmemBytes = 48 * 1024;
 
-SmemTile smem_tile(const PoolShape& s, const PoolKnobs& k);
-
 /// Registers one tile's input patch may take; larger tiles are not offered.
 constexpr int kMaxPatch = 64;
 
@@ -372,15 +295,10 @@ struct SlideGeometry {
   int64_t chunks = 0, seg = 0, segments = 0, ring = 0;
 };
 
-SlideGeometry slide_geometry(const PoolShape& s, const PoolKnobs& k);
-
 /// Whether `s` admits sliding-window variants of VEC = `vec` (NCHW max/avg, stride 1, dilation 1, overlapping
 /// windows, unit column stride, W and the row/plane/batch strides multiples of vec, halos within one
 /// neighbouring chunk, the ring within kMaxPatch).
 bool slide_fits(const PoolShape& s, int vec);
-
-/// The kernel body of a sliding-window variant (the source after the common prelude of generate_pool).
-std::string slide_kernel_source(const PoolShape& s, const PoolKnobs& k);
 
 /// Registers a walk variant may take (of the 128 its launch bounds allow).
 constexpr int kMaxWalkRegisters = 80;
@@ -410,10 +328,63 @@ struct FlatGeometry {
   int64_t row_elems = 0, rows = 0, bytes = 0, blocks = 0;
 };
 
-/// The techniques with a class of their own (Note [Pooling techniques]): kName, the technique's name in the
-/// source's first line; their own typed knobs; threads, the threads of one launch on a shape; source, which
-/// writes, after the shared head of generate_pool (its macros, window code and pool_constants), the constants its
-/// device code adds and its .cuh's text (pool_<technique>.cuh, which defines the kernel cudal1_pool).
+/// The techniques (Note [Pooling techniques]): kName, the technique's name in the source's first line; their own
+/// typed knobs; threads, the threads of one launch on a shape; source, which writes, after the shared head of
+/// generate_pool (pool_constants and pool_common.cuh), the constants its device code adds and its .cuh's text
+/// (which defines the kernel cudal1_pool).
+
+/// NCHW tiles of oph x opw outputs a thread, from a register patch of the input where windows are tiled (Note
+/// [Pooling]); also adaptive avg without staging. Knob smem 0.
+struct RegisterTiles {
+  static constexpr const char* kName = "RegisterTiles";
+  int block = 256;
+  int opw = 1;  ///< outputs a thread along a row
+  int oph = 1;  ///< output rows a thread
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// NCHW max/avg tiles whose block stages its input rectangle in shared memory (Note [Pooling smem]); knob smem 1.
+struct SharedTiles {
+  static constexpr const char* kName = "SharedTiles";
+  int block = 256;
+  int opw = 1;  ///< outputs a thread along a row
+  int oph = 1;  ///< output rows a thread
+  SmemTile geometry(const PoolShape& s) const;
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// NCHW max/avg sliding VEC columns down the plane (Note [Pooling slide]); knobs slide and seg.
+struct SlidingWindows {
+  static constexpr const char* kName = "SlidingWindows";
+  int block = 256;
+  int vec = 4;  ///< knob slide: columns a thread
+  int seg = 0;  ///< output rows a walk (0: the whole plane)
+  SlideGeometry geometry(const PoolShape& s) const;
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// Channels-last max/avg: opw channels of one output pixel a thread, channel groups fastest (Note [Pooling]).
+struct ChannelsLastVectors {
+  static constexpr const char* kName = "ChannelsLastVectors";
+  int block = 256;
+  int opw = 1;  ///< channels a thread
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
+
+/// Channels-last max/avg in blocks of 2-d pixel tiles (Note [Pooling channels-last tiles]); knob px.
+struct ChannelsLastTiles {
+  static constexpr const char* kName = "ChannelsLastTiles";
+  int block = 256;
+  int opw = 1;  ///< channels a thread
+  int px = 4;   ///< output pixels of a tile along a row
+  PixelTile geometry(const PoolShape& s) const;
+  int64_t threads(const PoolShape& s) const;
+  void source(std::ostream& o, const PoolShape& s) const;
+};
 
 /// Staged adaptive avg (Note [Pooling adaptive staging]); knob `flat`.
 struct AdaptiveStaging {
@@ -462,31 +433,33 @@ struct ChannelsLastWalk {
   void source(std::ostream& o, const PoolShape& s) const;
 };
 
-/// The technique class of `k` where it has one.
-std::optional<PackedPairs> packed_pairs(const PoolKnobs& k);
-std::optional<AdaptiveStaging> adaptive_staging(const PoolKnobs& k);
-std::optional<ChannelsLastRuns> channels_last_runs(const PoolKnobs& k);
-std::optional<ChannelsLastWalk> channels_last_walk(const PoolKnobs& k);
+/// One variant's technique and its knobs.
+using PoolTechnique = std::variant<RegisterTiles, SharedTiles, SlidingWindows, ChannelsLastVectors, ChannelsLastTiles,
+                                   ChannelsLastRuns, ChannelsLastWalk, PackedPairs, AdaptiveStaging>;
+
+/// The technique that variant `k` of `s` names: pair, flat, walk, cpx > 1 or slide where set, else by layout
+/// (channels-last: px; NCHW: smem).
+PoolTechnique pool_technique(const PoolShape& s, const PoolKnobs& k);
 
 /// The head's typed constants of the signature and launch, in namespace pool (written by codegen_common's
-/// constant(), Note [Device constants]), which pool_common.cuh and the techniques' .cuh files read: int kN, kC, kH,
-/// kW, kOh, kOw (sizes), index_t kSn, kSc, kSh, kSw (input strides), int kKh, kKw, kDh, kPh, kPw (window, row
-/// stride and padding), int kDlh, kDlw (dilation), int kDivisor (divisor_override, 0 without), bool kCountPad, int
-/// kConstDiv, kInnerDiv (Note [Pooling exact division]), int kStorageBits, bool kStorageBf16, bool kIndices
-/// (max_pool2d_with_indices), bool kChannelsLast (the output's layout), int kBlock, index_t kThreads.
+/// constant(), Note [Device constants]), which pool_common.cuh and the techniques' .cuh files read: bool kMaxPool,
+/// kAvgPool, kAdaptivePool (the op: max_pool2d with or without indices, avg_pool2d, _adaptive_avg_pool2d), int kN,
+/// kC, kH, kW, kOh, kOw (sizes), index_t kSn, kSc, kSh, kSw (input strides), int kKh, kKw, kDh, kDw, kPh, kPw
+/// (window, strides and padding), int kDlh, kDlw (dilation), int kDivisor (divisor_override, 0 without), bool
+/// kCountPad, int kConstDiv, kInnerDiv (Note [Pooling exact division]), int kStorageBits, bool kStorageBf16, bool
+/// kIndices (max_pool2d_with_indices), bool kChannelsLast (the output's layout), int kBlock, index_t kThreads.
 void pool_constants(std::ostream& o, const PoolShape& s, int block, int64_t threads);
 
-/// The kernel body of a channels-last variant (the source after the common prelude of generate_pool).
-std::string channels_last_kernel_source(const PoolShape& s, const PoolKnobs& k);
+/// Input elements (rows x cols) a tile of oph x opw outputs reads in NCHW form.
+int64_t patch_rows(const PoolShape& s, int oph);
+int64_t patch_cols(const PoolShape& s, int opw);
 
-/// Input elements (rows x cols) a tile of `k` reads in NCHW form.
-int64_t patch_rows(const PoolShape& s, const PoolKnobs& k);
-int64_t patch_cols(const PoolShape& s, const PoolKnobs& k);
-
-/// Threads one launch needs.
+/// Threads one launch of variant `k` needs.
 int64_t pool_threads(const PoolShape& s, const PoolKnobs& k);
 
-/// CUDA source of `k` for `s`: `cudal1_pool(const storage_t* in, storage_t* out, long long* idx)`.
+/// CUDA source of `k` for `s`, exactly as NVRTC compiles it: the head (the first line, the dtype prelude,
+/// pool_constants, pool_common.cuh), then the technique's constants and device code, which defines
+/// `cudal1_pool(const storage_t* in, storage_t* out, long long* idx)`.
 KernelSource generate_pool(const PoolShape& s, const PoolKnobs& k);
 
 /// The bound kernel of a variant.

@@ -83,9 +83,4 @@ void PackedPairs::source(std::ostream& o, const PoolShape& s) const {
   o << "}  // namespace pool\n" << device_sources::kPoolPackedPairs;
 }
 
-std::optional<PackedPairs> packed_pairs(const PoolKnobs& k) {
-  if (!k.pair) return std::nullopt;
-  return PackedPairs{k.block, k.pair};
-}
-
 }  // namespace cudal1::optimizer::pool
