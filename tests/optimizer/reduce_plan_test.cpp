@@ -29,7 +29,7 @@ std::vector<OutputSpec> outputs(const Problem& p) {
   auto s = reduce::parse_reduction(p);
   EXPECT_TRUE(s.ok()) << s.status().to_string();
   if (!s.ok()) return {};
-  return reduce::make_reduce_kernel(s.value(), reduce::ReduceKnobs{}, nullptr)->outputs();
+  return reduce::make_reduce_kernel(s.value(), reduce::ReduceTechnique{}, nullptr)->outputs();
 }
 
 Problem contiguous_problem(const std::string& spec, c10::ScalarType dt, const std::vector<int64_t>& sizes,
@@ -210,7 +210,7 @@ TEST(ReducePlan, ColumnTilesServeOddColumns) {
   auto src = plan.value()->source(*tile);
   ASSERT_TRUE(src.ok());
   EXPECT_NE(src->code.find("struct run_t { float v; int i; };"), std::string::npos);
-  EXPECT_NE(src->code.find("#define MODE 4"), std::string::npos);
+  EXPECT_NE(src->code.find(" ColumnTile mode4."), std::string::npos);
   // A single output (every dim) gets no tiles.
   for (const auto& v : space(contiguous_problem("sum.dim_IntList", at::kFloat, {64, 64}, c10::IValue())))
     EXPECT_NE(v.get("mode"), 4) << v.id();
@@ -301,13 +301,15 @@ TEST(ReducePlan, VectorNormOrdsDtypesAndDeclines) {
   EXPECT_EQ(code(norm(at::kFloat, {1 << 24, 2}, c10::IValue(0.0), dims({0}))), Code::kUnsupported);
   EXPECT_TRUE(family().plan(norm(at::kFloat, {1 << 24, 2}, c10::IValue(2.0), dims({0}))).ok());
   EXPECT_EQ(code(norm(at::kFloat, {4, 5}, c10::IValue(true), dims({1}))), Code::kUnsupported);
-  // The source carries the term and the projection.
+  // The source carries the term and the projection: ord p (NormOrd::kP) with p = 3 and 1 / p in fp32.
   auto plan = family().plan(norm(at::kFloat, {64, 100}, c10::IValue(3.0), dims({1})));
   ASSERT_TRUE(plan.ok());
   auto src = plan.value()->source(plan.value()->space().front());
   ASSERT_TRUE(src.ok());
-  EXPECT_NE(src->code.find("#define ELEM(x) powf(fabsf(x), NORM_P)"), std::string::npos);
-  EXPECT_NE(src->code.find("#define PROJECT(v) powf((v), NORM_INV_P)"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kNorm = true };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : int { kOrd = 5 };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : unsigned { kNormPBits = 0x40400000u };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : unsigned { kNormInvPBits = 0x3eaaaaabu };"), std::string::npos);
 }
 
 TEST(ReducePlan, SourceIsSpecialisedAndRejectsForeignVariants) {
@@ -317,9 +319,9 @@ TEST(ReducePlan, SourceIsSpecialisedAndRejectsForeignVariants) {
   ASSERT_FALSE(sp.empty());
   auto src = plan.value()->source(sp.front());
   ASSERT_TRUE(src.ok());
-  EXPECT_NE(src->code.find("#define K ((index_t)1000)"), std::string::npos);
-  EXPECT_NE(src->code.find("#define KIND 2"), std::string::npos);
-  EXPECT_NE(src->code.find("#define HAS_VALUES 1"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : index_t { kLength = 1000 };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : int { kKind = 2 };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kHasValues = true };"), std::string::npos);
   EXPECT_EQ(src->kernel_name, "cudal1_reduce");
   EXPECT_FALSE(plan.value()->source(Variant{{{"mode", 2}, {"vec", 16}}}).ok());
   std::set<std::string> ids;
@@ -367,21 +369,21 @@ TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
       EXPECT_LE(unr * v.get("vec") * v.get("ty"), 16) << v.id();
       EXPECT_GE(unr * v.get("vec") * v.get("ty"), 8) << v.id();
       EXPECT_LE(v.get("block") * v.get("ty") * v.get("vec"), 2048) << v.id();
-      reduce::ReduceKnobs k;
-      k.mode = 4, k.vec = v.get("vec"), k.block = v.get("block"), k.splits = v.get("splits"), k.ty = v.get("ty");
-      k.unr = unr;
-      const int64_t cnt = reduce::counter_bytes(shape.value(), k);
+      const reduce::PipelinedTile k{{{v.get("vec"), v.get("block")}, v.get("ty"), v.get("splits")}, unr};
+      const int64_t cnt = k.counter_bytes(shape.value());
       EXPECT_EQ(cnt % 16, 0);
-      EXPECT_GE(cnt, k.splits > 1 ? reduce::tile_count(shape.value(), k) * 4 : 0) << v.id();
+      EXPECT_GE(cnt, k.splits > 1 ? k.tiles(shape.value()) * 4 : 0) << v.id();
       if (k.splits == 1) {
         EXPECT_EQ(cnt, 0) << v.id();
       }
       auto src = plan.value()->source(v);
       ASSERT_TRUE(src.ok()) << v.id();
-      EXPECT_NE(src->code.find("#define PIPE 1"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define UNR " + std::to_string(unr) + "\n"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find(std::string("#define ONE_LAUNCH ") + (k.splits > 1 ? "1" : "0")), std::string::npos);
-      EXPECT_NE(src->code.find("#define CNT_BYTES " + std::to_string(cnt) + "\n"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("enum : bool { kPipe = true };"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("enum : int { kUnr = " + std::to_string(unr) + " };"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find(std::string("enum : bool { kOneLaunch = ") + (k.splits > 1 ? "true" : "false")),
+                std::string::npos);
+      EXPECT_NE(src->code.find("enum : int { kCounterBytes = " + std::to_string(cnt) + " };"), std::string::npos)
+          << v.id();
       one_launch += k.splits > 1;
     }
     EXPECT_GT(plain_tiles, 0) << p.op;
@@ -395,10 +397,10 @@ TEST(ReducePlan, PipelinedColumnTilesReachTheTargetRows) {
     auto plan = family().plan(contiguous_problem("amax", at::kFloat, {4096, 512}, dims({0})));
     auto src = plan.value()->source(v);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("#define PIPE 0"), std::string::npos);
-    EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos);
-    EXPECT_NE(src->code.find("#define CLUSTER 0\n#define LAUNCH_BOUNDS __launch_bounds__(BLOCK)\n"),
-              std::string::npos);
+    EXPECT_NE(src->code.find("enum : bool { kPipe = false };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : bool { kOneLaunch = false };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : bool { kCluster = false };"), std::string::npos);
+    EXPECT_NE(src->code.find("enum : int { kMinBlocks = 0 };"), std::string::npos);
     break;
   }
 }
@@ -419,42 +421,43 @@ TEST(ReducePlan, ClusterTilesFillOneWaveOnTheTargetRows) {
       if (v.get("cluster", 0) == 0) continue;
       ids.insert(v.id());
       strata.insert(plan.value()->stratum(v));
-      reduce::ReduceKnobs k;
-      k.mode = v.get("mode"), k.vec = v.get("vec"), k.block = v.get("block"), k.splits = v.get("splits");
-      k.ty = v.get("ty"), k.unr = v.get("unr"), k.cluster = 1;
-      EXPECT_EQ(k.mode, 4);
-      EXPECT_EQ(k.ty, 1) << v.id();
+      const reduce::ClusterTile k{
+          {{v.get("vec"), v.get("block")}, v.get("ty"), v.get("splits")}, v.get("unr"), v.get("ring", 0) > 0};
+      EXPECT_EQ(v.get("mode"), 4);
+      EXPECT_EQ(k.columns, 1) << v.id();
       EXPECT_LE(k.vec * es, 16) << v.id();
-      EXPECT_GE(k.vec * k.unr, 8) << v.id();
-      EXPECT_LE(k.vec * k.unr, 16) << v.id();
+      EXPECT_GE(k.vec * k.batch, 8) << v.id();
+      EXPECT_LE(k.vec * k.batch, 16) << v.id();
       EXPECT_TRUE(k.splits == 2 || k.splits == 4 || k.splits == 8 || k.splits == 16) << v.id();
       EXPECT_TRUE(k.block == 192 || k.block == 256 || k.block == 512) << v.id();
       EXPECT_LE(32 * k.vec, k.block) << v.id();  // a thread per tile column in the merge
-      EXPECT_LE(reduce::tile_count(shape.value(), k) * k.splits * k.block, 132 * 1024) << v.id();
-      EXPECT_GE(reduce::chunk_length(shape.value(), k), int64_t{k.unr} * (k.block / 32)) << v.id();
-      EXPECT_EQ(reduce::counter_bytes(shape.value(), k), 0) << v.id();
+      EXPECT_LE(k.tiles(shape.value()) * k.splits * k.block, 132 * 1024) << v.id();
+      EXPECT_GE(k.chunk_rows(shape.value()), int64_t{k.batch} * (k.block / 32)) << v.id();
+      EXPECT_EQ(k.grid(shape.value()).workspace, 0) << v.id();  // no counters, no partials
+      EXPECT_EQ(k.grid(shape.value()).cluster, k.splits) << v.id();
       auto src = plan.value()->source(v);
       ASSERT_TRUE(src.ok()) << v.id();
-      EXPECT_NE(src->code.find("#define CLUSTER 1\n#define LAUNCH_BOUNDS __launch_bounds__(BLOCK, " +
-                               std::to_string(1024 / k.block) + ")\n"),
+      EXPECT_NE(src->code.find("enum : bool { kCluster = true };"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("enum : int { kMinBlocks = " + std::to_string(1024 / k.block) + " };"),
                 std::string::npos) << v.id();
       EXPECT_NE(src->code.find("barrier.cluster.arrive"), std::string::npos) << v.id();
-      EXPECT_NE(src->code.find("#define ONE_LAUNCH 0"), std::string::npos) << v.id();
+      EXPECT_NE(src->code.find("enum : bool { kOneLaunch = false };"), std::string::npos) << v.id();
       // Note [Column tiles in rings]: every cluster tile of 4+ byte vectors also streams through a ring, in a
       // stratum of its own, 4 stages of 32 bytes a thread.
-      k.ring = v.get("ring", 0);
-      const int stages = reduce::ring_stages(shape.value(), k);
-      EXPECT_NE(src->code.find("#define RING " + std::to_string(stages) + "\n"), std::string::npos) << v.id();
+      const int stages = k.ring_stages();
+      EXPECT_NE(src->code.find(std::string("enum : bool { kRing = ") + (k.ring ? "true" : "false") + " };"),
+                std::string::npos) << v.id();
       if (k.ring) {
         EXPECT_EQ(plan.value()->stratum(v), 13) << v.id();
         EXPECT_GE(k.vec * es, 4) << v.id();
         EXPECT_EQ(stages, 4) << v.id();
-        EXPECT_EQ(k.unr * k.vec * es, 32) << v.id();
-        EXPECT_EQ(reduce::ring_smem_bytes(shape.value(), k), size_t{128} * k.block) << v.id();
+        EXPECT_EQ(k.batch * k.vec * es, 32) << v.id();
+        EXPECT_EQ(k.ring_smem_bytes(shape.value()), size_t{128} * k.block) << v.id();
+        EXPECT_NE(src->code.find("enum : int { kRingStages = 4 };"), std::string::npos) << v.id();
         EXPECT_NE(src->code.find("cp.async.wait_group"), std::string::npos) << v.id();
       } else {
         EXPECT_EQ(stages, 0);
-        EXPECT_EQ(reduce::ring_smem_bytes(shape.value(), k), 0u);
+        EXPECT_EQ(k.ring_smem_bytes(shape.value()), 0u);
       }
     }
     for (const auto& id : ids) {  // each ring tile comes with its plain twin

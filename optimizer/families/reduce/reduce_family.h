@@ -9,16 +9,16 @@
 /// size-1 dims and merging neighbours that are contiguous in each other, so any strided input is served exactly
 /// and a contiguous row or column reduction costs one multiply. r is also the index max.dim/argmax return (a
 /// single dim, or every dim flattened for argmax with dim=None), so indices need no mapping back.
-/// The technique (mode) only decides which threads combine which elements: a warp or a block per output (rows,
-/// 16-byte vector loads when the reduced block is one stride-1 run), rows split over several blocks with a
-/// second pass through a workspace (few long rows), or a thread per kept column looping over r (columns: kept
-/// dims contiguous, coalesced across threads, vector loads over neighbouring columns), optionally with several
-/// threads per column (shared-memory combine) and r split over blockIdx.y (second pass), or a column tile (mode 4:
-/// lane l of every warp owns vectors l, l + 32, ... of the block's 32 * CPT * VEC neighbouring columns, the warps
-/// split r, UNR rows of loads in flight per thread; (value, index) runs as (float, int32) with a two-compare push,
-/// see run_push; one shared-memory combine; a pipelined form, Note [Column tiles in flight]; its split over a
-/// thread-block cluster, Note [Column tiles in clusters]). Every mode is
-/// correct for every layout; the space only offers the ones that can be fast.
+/// The technique only decides which threads combine which elements: a warp or a block per output (RowPerWarp,
+/// RowPerBlock: rows, 16-byte vector loads when the reduced block is one stride-1 run), rows split over several
+/// blocks with a second pass through a workspace (SplitRow: few long rows), or a thread per kept column looping
+/// over r (ColumnThreads: kept dims contiguous, coalesced across threads, vector loads over neighbouring columns),
+/// optionally with several threads per column (shared-memory combine) and r split over blockIdx.y (second pass), or
+/// a column tile (ColumnTile: lane l of every warp owns vectors l, l + 32, ... of the block's 32 * CPT * VEC
+/// neighbouring columns, the warps split r, UNR rows of loads in flight per thread; (value, index) runs as (float,
+/// int32) with a two-compare push, see run_push; one shared-memory combine; a pipelined form, PipelinedTile, Note
+/// [Column tiles in flight]; its split over a thread-block cluster, ClusterTile, Note [Column tiles in clusters]).
+/// Every technique is correct for every layout; the space only offers the ones that can be fast.
 /// Exactness: max/min/argmax/argmin use ATen's comparison (SharedReduceOps.h GreaterOrNan/LessOrNan: NaN wins,
 /// the lowest index among equal values or among NaNs), a total order, so any combine order gives ATen's indices
 /// bit for bit; amax/amin propagate NaN (MaxNanFunctor). mean multiplies the fp32 sum by ATen's factor
@@ -42,7 +42,7 @@
 /// mode 4. Nsight Compute (var, ty2 splits 8): DRAM 55%, 22% occupancy, no eligible warp 61% of cycles: latency-bound.
 /// Little's law wants ~4.2 TB/s x ~1 us = 4+ MB in flight, ~32 KB per SM, all the time; a tile thread issues UNR loads,
 /// then pushes them (Welford: a division each) with nothing in flight, and splits cost a second launch (2-4 us).
-/// What (knob unr = U in {4, 8}, mode 4 only; variants without it keep the plain tile and its ids):
+/// What (PipelinedTile, knob unr = U in {4, 8}; the plain tiles keep their ids):
 /// - each thread loads rows r, r + NW, ..., r + (U - 1) NW of its CPT vectors, then loads the next U rows
 ///   before pushing these (U x CPT x VEC in 8..16 elements; registers for twice that), so a warp always has a
 ///   batch in flight while it computes. The pushes are the plain tile's, in the same order (increasing r per
@@ -67,7 +67,7 @@
 /// the whole kernel: a grid that fills all SMs at once (no second wave, no tail) with every thread holding 32-128 bytes
 /// of loads, and a split merge that costs neither a launch nor a memset. O = 4096 columns make only 32 tiles of 16-byte
 /// vectors, so the rows of a tile must be split over ~16 blocks.
-/// What (knob cluster = 1, mode 4 with unr, sm_90+ only; the other variants are unchanged): the S = splits blocks of a
+/// What (ClusterTile, knob cluster = 1, sm_90+ only; the other variants are unchanged): the S = splits blocks of a
 /// tile form one thread-block cluster (a 1-d grid of tiles x S blocks, clusters of S along x, rank = chunk of rows;
 /// Note [Clusters] in module.cpp). Each block runs the pipelined tile (CPT 1, VEC up to 16 bytes, UNR x VEC in 8..16
 /// elements, the next batch loaded before this one is pushed) and merges its warps' partials in shared memory in a
@@ -118,6 +118,9 @@
 /// 21.3 us) are within ~10% of that read.
 #pragma once
 
+#include <iosfwd>
+#include <variant>
+
 #include "cudal1/optimizer/family.h"
 
 namespace cudal1::optimizer::reduce {
@@ -153,53 +156,143 @@ struct ReduceShape {
   bool has_indices() const;  ///< writes int64 indices
 };
 
-/// Technique choice (Note [Reductions]).
-struct ReduceKnobs {
-  int mode = 1;     ///< 0: warp per output; 1: block per output; 2: split rows, second pass; 3: thread per column;
-                    ///< 4: column tile (a warp per 32 neighbouring vectors of columns, warps split r)
-  int vec = 1;      ///< elements per load (over r in modes 0-2, over outputs in modes 3-4)
+/// ClusterTile: resident threads per SM its launch bounds ask for (64 registers a thread).
+constexpr int kClusterTileThreadsPerSm = 1024;
+
+/// Bytes of the largest acc_t (value + int64 index): a workspace partial.
+constexpr int64_t kAccBytes = 16;
+
+/// The knobs every technique has.
+struct ReduceLaunch {
+  int vec = 1;      ///< elements per load: over r in the row techniques, over neighbouring outputs in the column ones
   int block = 256;  ///< threads per block
-  int splits = 1;   ///< mode 2: chunks per row; modes 3-4: chunks of r over blockIdx.y (second pass when > 1)
-  int ty = 1;       ///< mode 3: threads per column within a block; mode 4: vectors of columns per thread (CPT)
-  int unr = 0;      ///< mode 4: 0, or U rows of loads per batch with the next batch loaded before this one is
-                    ///< pushed, and splits > 1 merged by the last block of a tile in the same launch
-                    ///< (Note [Column tiles in flight])
-  int cluster = 0;  ///< mode 4 with unr (sm_90+): 1 when the splits chunks of a tile are the blocks of one
-                    ///< thread-block cluster, merged on chip (Note [Column tiles in clusters])
-  int ring = 0;     ///< cluster tiles: 1 when the batches stream through a cp.async ring in shared memory
-                    ///< (Note [Column tiles in rings])
 };
 
-/// Cluster tiles with a ring (Note [Column tiles in rings]): its stages of UNR x VEC elements a thread (4), and
-/// the dynamic shared memory of a block; 0 without a ring.
-int ring_stages(const ReduceShape& s, const ReduceKnobs& k);
-size_t ring_smem_bytes(const ReduceShape& s, const ReduceKnobs& k);
+/// A technique's launches on a shape (make_reduce_kernel).
+struct ReduceGrid {
+  int64_t x = 1, y = 1;   ///< blocks of the first launch (phase 0); with `cluster`, x counts blocks
+  int64_t second_x = 0;   ///< blocks of the second pass (phase 1); 0: one launch
+  int64_t workspace = 0;  ///< bytes of workspace: the counters, then the partials; 0: none
+  int64_t counters = 0;   ///< bytes at the workspace's start zeroed on the stream before the launch
+  int cluster = 0;        ///< blocks per thread-block cluster along x; 0: a plain launch
+  size_t smem = 0;        ///< dynamic shared memory per block
+};
 
-/// Mode 4 cluster tiles: resident threads per SM their launch bounds ask for (64 registers a thread).
-constexpr int kClusterTileThreadsPerSm = 1024;
+/// The techniques (Note [Reductions]), one interface: kMode, the technique's value of the variant knob "mode" (the
+/// three column tiles share 4); kName, its name in the source's first line; chain, the input elements one thread's
+/// accumulator takes, its serial chain (Note [Norm chains]); grid, its launches; source, which writes, after the
+/// shared head, reduce_common.cuh, the accumulator and reduce_combine.cuh, the constants its device code adds, the
+/// codegen_common fragments it uses and its .cuh (which defines the kernel). Sizing helpers are those of the plan,
+/// the bound kernel and the tests.
+
+/// A warp per output, its lanes striding over the row (vectors over r where the reduced block is one stride-1 run).
+struct RowPerWarp : ReduceLaunch {
+  static constexpr int kMode = 0;
+  static constexpr const char* kName = "RowPerWarp";
+  int64_t chain(const ReduceShape& s) const;
+  ReduceGrid grid(const ReduceShape& s) const;
+  void source(std::ostream& o, const ReduceShape& s) const;
+};
+
+/// A block per output, its threads striding over the row.
+struct RowPerBlock : ReduceLaunch {
+  static constexpr int kMode = 1;
+  static constexpr const char* kName = "RowPerBlock";
+  int64_t chain(const ReduceShape& s) const;
+  ReduceGrid grid(const ReduceShape& s) const;
+  void source(std::ostream& o, const ReduceShape& s) const;
+};
+
+/// A row split in `splits` chunks, a block each, their partials to the workspace; a second pass merges them (few
+/// long rows).
+struct SplitRow : ReduceLaunch {
+  static constexpr int kMode = 2;
+  static constexpr const char* kName = "SplitRow";
+  int splits = 4;                                    ///< chunks per row
+  int64_t chunk_vectors(const ReduceShape& s) const;  ///< vectors per chunk (the last may be shorter)
+  int64_t chain(const ReduceShape& s) const;
+  ReduceGrid grid(const ReduceShape& s) const;
+  void source(std::ostream& o, const ReduceShape& s) const;
+};
+
+/// A thread per vector of neighbouring outputs (kept dims contiguous) looping over r, `threads` of them sharing a
+/// column through shared memory, r split in `splits` chunks over blockIdx.y (then a second pass).
+struct ColumnThreads : ReduceLaunch {
+  static constexpr int kMode = 3;
+  static constexpr const char* kName = "ColumnThreads";
+  int threads = 1;                                ///< threads per column vector (knob ty)
+  int splits = 1;                                 ///< chunks of r
+  int64_t chunk_rows(const ReduceShape& s) const;  ///< reduced elements per chunk (the last may be shorter)
+  int64_t chain(const ReduceShape& s) const;
+  ReduceGrid grid(const ReduceShape& s) const;
+  void source(std::ostream& o, const ReduceShape& s) const;
+};
+
+/// The knobs of the column tiles (a warp per 32 neighbouring vectors of columns, the warps split r).
+struct TileLaunch : ReduceLaunch {
+  int columns = 1;  ///< vectors of columns per thread (knob ty): tiles of 32 x columns x vec outputs
+  int splits = 1;   ///< chunks of r: over blockIdx.y, or ClusterTile's blocks per cluster
+  int64_t tiles(const ReduceShape& s) const;       ///< tiles (blocks along x, or clusters)
+  int64_t chunk_rows(const ReduceShape& s) const;  ///< reduced elements per chunk (the last may be shorter)
+  int64_t chain(const ReduceShape& s) const;
+};
+
+/// The column tile: lane l of every warp owns vectors l, l + 32, ... of the block's tile, 4 rows of loads in flight
+/// (8 for single elements); splits > 1 meet in a second pass.
+struct ColumnTile : TileLaunch {
+  static constexpr int kMode = 4;
+  static constexpr const char* kName = "ColumnTile";
+  ReduceGrid grid(const ReduceShape& s) const;
+  void source(std::ostream& o, const ReduceShape& s) const;
+};
+
+/// The pipelined tile (Note [Column tiles in flight]): `batch` rows of loads a batch, the next batch loaded before
+/// this one is pushed; splits > 1 merged by the last block of a tile in the same launch.
+struct PipelinedTile : TileLaunch {
+  static constexpr int kMode = 4;
+  static constexpr const char* kName = "PipelinedTile";
+  int batch = 4;  ///< rows a batch (knob unr)
+  /// Bytes of the per-tile arrival counters at the start of the workspace with splits > 1, else 0 (a multiple of
+  /// 16, so the partials behind them stay aligned for any acc_t).
+  int64_t counter_bytes(const ReduceShape& s) const;
+  ReduceGrid grid(const ReduceShape& s) const;
+  void source(std::ostream& o, const ReduceShape& s) const;
+};
+
+/// The cluster tile (sm_90+, Note [Column tiles in clusters]): the pipelined tile, one vector of columns a thread,
+/// whose `splits` chunks are the blocks of one thread-block cluster, merged on chip; with `ring`, the batches
+/// stream through a cp.async ring in shared memory (Note [Column tiles in rings]).
+struct ClusterTile : TileLaunch {
+  static constexpr int kMode = 4;
+  static constexpr const char* kName = "ClusterTile";
+  int batch = 4;      ///< rows a batch (knob unr)
+  bool ring = false;  ///< through a ring (knob ring)
+  int ring_stages() const { return ring ? 4 : 0; }  ///< stages of batch x vec elements a thread; 0 without a ring
+  size_t ring_smem_bytes(const ReduceShape& s) const;  ///< dynamic shared memory of a block; 0 without a ring
+  ReduceGrid grid(const ReduceShape& s) const;
+  void source(std::ostream& o, const ReduceShape& s) const;
+};
+
+/// One variant's technique and knobs (default: RowPerWarp, vec 1, block 256).
+using ReduceTechnique =
+    std::variant<RowPerWarp, RowPerBlock, SplitRow, ColumnThreads, ColumnTile, PipelinedTile, ClusterTile>;
+
+/// The variant of `t`: knobs {mode, vec, block, splits, ty} (splits 1 and ty 1 where a technique has no such knob;
+/// ty is ColumnThreads' threads and the tiles' columns), then unr (the tiles' batch), cluster and ring, each only
+/// where the technique has it: the ids that caches, policy data and replay fixtures know.
+Variant variant_of(const ReduceTechnique& t);
 
 /// Parses a call into a shape, or declines it with Unsupported (Note [Reductions]).
 Result<ReduceShape> parse_reduction(const Problem& p);
 
-/// Vectors per chunk of a row in mode 2; reduced elements per chunk in mode 3.
-int64_t chunk_length(const ReduceShape& s, const ReduceKnobs& k);
+/// CUDA source of one variant, exactly as NVRTC compiles it: the generated head (dtypes, typed constants, the offset
+/// maps), reduce_common.cuh, the accumulator's file, reduce_combine.cuh, then the technique's constants and .cuh:
+/// extern "C" cudal1_reduce(x, values, indices, workspace, phase).
+KernelSource generate_reduce(const ReduceShape& s, const ReduceTechnique& t);
 
-/// Mode 4: column tiles (blocks along x) of TILE = 32 * CPT * VEC outputs.
-int64_t tile_count(const ReduceShape& s, const ReduceKnobs& k);
-
-/// Mode 4 with unr > 0, splits > 1 and no cluster (one launch): bytes of the per-tile arrival counters at the
-/// start of the workspace (a multiple of 16, so the partials behind them stay aligned for any acc_t).
-int64_t counter_bytes(const ReduceShape& s, const ReduceKnobs& k);
-
-/// Mode 4's device code (tile loads and pushes, the column tile body, the cluster merge); the kernel source of
-/// generate_reduce defines its macros first.
-const char* column_tile_source();
-
-/// CUDA source of one variant: extern "C" cudal1_reduce(x, values, indices, workspace, phase).
-KernelSource generate_reduce(const ReduceShape& s, const ReduceKnobs& k);
-
-/// Binds a loaded module of variant `k` to `s`: one launch, or two with a workspace from torch's allocator.
-std::unique_ptr<BoundKernel> make_reduce_kernel(const ReduceShape& s, const ReduceKnobs& k,
+/// Binds a loaded module of technique `t` to `s`: its grid's launches on the call's stream, a workspace from torch's
+/// allocator where it has one (counters zeroed first), cluster tiles through LoadedModule::launch_clusters.
+std::unique_ptr<BoundKernel> make_reduce_kernel(const ReduceShape& s, const ReduceTechnique& t,
                                                 std::shared_ptr<LoadedModule> module);
 
 }  // namespace cudal1::optimizer::reduce

@@ -14,17 +14,20 @@
 namespace cudal1::optimizer::reduce {
 namespace {
 
-constexpr int64_t kAccBytes = 16;  // the largest acc_t (value + int64 index)
-
-
 class ReduceKernel final : public BoundKernel {
  public:
-  ReduceKernel(ReduceShape s, ReduceKnobs k, std::shared_ptr<LoadedModule> m)
-      : s_(std::move(s)), k_(k), module_(std::move(m)) {
+  ReduceKernel(ReduceShape s, const ReduceTechnique& t, std::shared_ptr<LoadedModule> m)
+      : s_(std::move(s)), module_(std::move(m)) {
     const auto strides = contiguous_strides(s_.out_sizes);
     if (s_.has_values()) outputs_.push_back(OutputSpec{s_.out_dtype, s_.out_sizes, strides});
     if (s_.has_indices()) outputs_.push_back(OutputSpec{c10::ScalarType::Long, s_.out_sizes, strides});
-    align_ = static_cast<uintptr_t>(k_.vec) * static_cast<uintptr_t>(elem_size(s_.dtype));
+    std::visit(
+        [&](const auto& k) {
+          block_ = static_cast<unsigned>(k.block);
+          align_ = static_cast<uintptr_t>(k.vec) * static_cast<uintptr_t>(elem_size(s_.dtype));
+          grid_ = k.grid(s_);
+        },
+        t);
   }
 
   const std::vector<OutputSpec>& outputs() const override { return outputs_; }
@@ -78,48 +81,25 @@ class ReduceKernel final : public BoundKernel {
       void* ip = s_.has_indices() ? outs[s_.has_values() ? 1 : 0].data_ptr() : nullptr;
       if (reinterpret_cast<uintptr_t>(xp) % align_)
         return Status(Code::kUnsupported, "input not aligned for the vector width");
-      if (k_.cluster > 0) return launch_cluster_tiles(xp, yp, ip, stream);
+      if (grid_.cluster > 0) return launch_cluster_tiles(xp, yp, ip, stream);
       CUDAL1_ASSIGN_OR_RETURN(const DriverApi* api, driver());
-      const int64_t o = s_.outputs;
-      // Mode 4 with unr merges its splits in the same launch behind counters zeroed here (Note [Column tiles in
-      // flight]); the other split modes run a second pass.
-      const int64_t counters = counter_bytes(s_, k_);
-      const bool second = counters == 0 && (k_.mode == 2 || (k_.mode >= 3 && k_.splits > 1));
+      // PipelinedTile merges its splits in the same launch behind counters zeroed here (Note [Column tiles in
+      // flight]); SplitRow and the other split column techniques run a second pass.
       at::Tensor ws;
       void* wsp = nullptr;
-      if (second || counters > 0) {
-        ws = at::empty({counters + o * k_.splits * kAccBytes}, x.options().dtype(at::kByte));
+      if (grid_.workspace > 0) {
+        ws = at::empty({grid_.workspace}, x.options().dtype(at::kByte));
         wsp = ws.data_ptr();
       }
-      if (counters > 0)
+      if (grid_.counters > 0)
         CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp), 0,
-                                            static_cast<size_t>(counters / 4), stream));
-      for (int phase = 0; phase < (second ? 2 : 1); ++phase) {  // phase 1: the second pass
-        unsigned gx = 1, gy = 1;
-        switch (k_.mode) {
-          case 0: gx = grid_dim((o + k_.block / 32 - 1) / (k_.block / 32)); break;
-          case 1: gx = grid_dim(o); break;
-          case 2: gx = grid_dim(phase == 0 ? o * k_.splits : o); break;
-          case 4:
-            if (phase == 0) {
-              gx = grid_dim(tile_count(s_, k_));
-              gy = static_cast<unsigned>(k_.splits);
-            } else {
-              gx = grid_dim((o + k_.block - 1) / k_.block);
-            }
-            break;
-          default:
-            if (phase == 0) {
-              const int64_t tx = k_.block / k_.ty;
-              gx = grid_dim((o / k_.vec + tx - 1) / tx);
-              gy = static_cast<unsigned>(k_.splits);
-            } else {
-              gx = grid_dim((o + k_.block - 1) / k_.block);
-            }
-        }
+                                            static_cast<size_t>(grid_.counters / 4), stream));
+      for (int phase = 0; phase < (grid_.second_x > 0 ? 2 : 1); ++phase) {  // phase 1: the second pass
+        const unsigned gx = grid_dim(phase == 0 ? grid_.x : grid_.second_x);
+        const unsigned gy = phase == 0 ? static_cast<unsigned>(grid_.y) : 1u;
         void* params[] = {&xp, &yp, &ip, &wsp, &phase};
-        const CUresult r = api->cuLaunchKernel(module_->function(), gx, gy, 1, static_cast<unsigned>(k_.block), 1, 1,
-                                               0, stream, params, nullptr);
+        const CUresult r =
+            api->cuLaunchKernel(module_->function(), gx, gy, 1, block_, 1, 1, 0, stream, params, nullptr);
         if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchKernel", __FILE__, __LINE__);
       }
       return Status();
@@ -129,36 +109,36 @@ class ReduceKernel final : public BoundKernel {
   }
 
  private:
-  /// Mode 4 cluster tiles (Note [Column tiles in clusters]): one launch of tiles x S blocks in clusters of S
-  /// along x, no workspace; a ring's stages in dynamic shared memory (Note [Column tiles in rings]). The opt-in
-  /// to clusters of 16 and the check that one cluster fits run once per module;
-  /// a device that cannot hold one leaves the call on ATen.
+  /// ClusterTile (Note [Column tiles in clusters]): one launch of tiles x S blocks in clusters of S along x, no
+  /// workspace; a ring's stages in dynamic shared memory (Note [Column tiles in rings]). The opt-in to clusters of
+  /// 16 and the check that one cluster fits run once per module; a device that cannot hold one leaves the call on
+  /// ATen.
   Status launch_cluster_tiles(const void* xp, void* yp, void* ip, CUstream stream) {
-    const auto block = static_cast<unsigned>(k_.block), cluster = static_cast<unsigned>(k_.splits);
-    const auto smem = static_cast<unsigned>(ring_smem_bytes(s_, k_));  // Note [Column tiles in rings]
+    const unsigned block = block_, cluster = static_cast<unsigned>(grid_.cluster);
+    const auto smem = static_cast<unsigned>(grid_.smem);  // Note [Column tiles in rings]
     const Status ready = module_->prepare_clusters(block, cluster, smem);
     if (!ready.ok()) return Status(Code::kUnsupported, "cluster tiles: " + ready.to_string());
     void* wsp = nullptr;
     int phase = 0;
     void* params[] = {&xp, &yp, &ip, &wsp, &phase};
-    const Status st = module_->launch_clusters(grid_dim(tile_count(s_, k_) * k_.splits), block, cluster, smem,
-                                               stream, params);
+    const Status st = module_->launch_clusters(grid_dim(grid_.x), block, cluster, smem, stream, params);
     if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
     return Status();
   }
 
   ReduceShape s_;
-  ReduceKnobs k_;
   std::shared_ptr<LoadedModule> module_;
   std::vector<OutputSpec> outputs_;
+  unsigned block_ = 256;
   uintptr_t align_ = 1;
+  ReduceGrid grid_;  ///< the technique's launches on s_
 };
 
 }  // namespace
 
-std::unique_ptr<BoundKernel> make_reduce_kernel(const ReduceShape& s, const ReduceKnobs& k,
+std::unique_ptr<BoundKernel> make_reduce_kernel(const ReduceShape& s, const ReduceTechnique& t,
                                                 std::shared_ptr<LoadedModule> module) {
-  return std::make_unique<ReduceKernel>(s, k, std::move(module));
+  return std::make_unique<ReduceKernel>(s, t, std::move(module));
 }
 
 }  // namespace cudal1::optimizer::reduce
