@@ -134,9 +134,10 @@ TEST(SoftmaxHeldPlan, SourceUsesBulkCopiesPackedMaximaAndOnlyItsOwnVariants) {
   const Variant v{{{"tile", 3}, {"stats", 8}, {"out", 8}, {"merge", 2}, {"pf", 1}, {"hold", 0}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  for (const char* needle : {"cp.async.bulk.shared::cluster.global", "cp.async.bulk.prefetch.L2", "max.bf16x2",
-                             "red.release.gpu", "st.release.gpu", "#define GM 2", "#define THREADS 608",
-                             "#define HOLD 0", "LPR = 8"})
+  for (const char* needle : {"cp.async.bulk.shared::cluster.global", "cp.async.bulk.prefetch.L2",
+                             "enum : bool { kBfloat16 = true };", "red.release.gpu", "st.release.gpu",
+                             "enum : int { kMerge = 2 };", "enum : int { kBlock = 608 };", "enum : int { kHold = 0 };",
+                             "LPR = 8"})
     EXPECT_NE(src->code.find(needle), std::string::npos) << needle;
   EXPECT_EQ(plan.value()->stratum(v), 30);
   Variant odd = v;
@@ -148,7 +149,8 @@ TEST(SoftmaxHeldPlan, SourceUsesBulkCopiesPackedMaximaAndOnlyItsOwnVariants) {
   const Variant best{{{"tile", 3}, {"stats", 5}, {"out", 8}, {"merge", 4}, {"pf", 0}, {"hold", 2}}};
   auto src2 = plan.value()->source(best);
   ASSERT_TRUE(src2.ok()) << src2.status().to_string();
-  for (const char* needle : {"#define HOLD 2", "#define THREADS 512", "mbar_init(&written[i], HOLD > 0 ? O + S : O)"})
+  for (const char* needle : {"enum : int { kHold = 2 };", "enum : int { kBlock = 512 };",
+                             "mbar_init(&written[i], kHold > 0 ? kOut + kStats : kOut)"})
     EXPECT_NE(src2->code.find(needle), std::string::npos) << needle;
 }
 

@@ -140,7 +140,8 @@ TEST(SoftmaxPlan, ServesEveryOuterDimOfContiguousInputs) {
       ASSERT_TRUE(src.ok());
       const int64_t n = sizes[(dim + 4) % 4];
       EXPECT_NE(src->code.find("N = " + std::to_string(n) + ";"), std::string::npos) << src->code;
-      EXPECT_NE(src->code.find("LOG " + std::string(op[1] == 'l' ? "1" : "0")), std::string::npos);
+      EXPECT_NE(src->code.find(std::string("enum : bool { kLog = ") + (op[1] == 'l' ? "true" : "false") + " };"),
+                std::string::npos);
     }
   }
   for (auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) {
@@ -312,7 +313,7 @@ TEST(SoftmaxPlan, ColumnTilesCoverWholeLinesAndSplitLongColumnsOverBlocks) {
   EXPECT_NE(src->code.find("IV = 32, TILES = 1;"), std::string::npos);
   EXPECT_NE(src->code.find("BLOCKS = 2048;"), std::string::npos);
   EXPECT_NE(src->code.find("COLS = 2048;"), std::string::npos);  // chunked only
-  EXPECT_NE(src->code.find("LOG 1"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kLog = true };"), std::string::npos);
   EXPECT_EQ(tall->stratum(chunked), 12);
   // A chunked variant cannot cache; chunks are 1, 8 or 64; block x vec <= 4096 (shared memory of the merge).
   EXPECT_FALSE(tall->source(Variant{{{"vec", 2}, {"block", 1024}, {"tile", 1}, {"chunks", 64}, {"cache", 1}}}).ok());
@@ -335,7 +336,7 @@ TEST(SoftmaxPlan, ColumnTilesCoverWholeLinesAndSplitLongColumnsOverBlocks) {
   auto cached_src = spatial->source(Variant{{{"vec", 1}, {"block", 1024}, {"tile", 1}, {"chunks", 1}, {"cache", 1}}});
   ASSERT_TRUE(cached_src.ok());
   EXPECT_NE(cached_src->code.find("IV = 3136, TILES = 98;"), std::string::npos) << cached_src->code;
-  EXPECT_NE(cached_src->code.find("CACHE 1"), std::string::npos);
+  EXPECT_NE(cached_src->code.find("enum : bool { kCache = true };"), std::string::npos);
 
   // Odd inner (vec 1) with a partial last tile, and a slice along n (input strides in vectors).
   auto odd = plan_of(softmax_problem("_softmax", at::kHalf, {3, 50, 33}, {3300, 66, 1}, 1));
@@ -404,7 +405,7 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   EXPECT_NE(src->code.find("N = 2048, NB = 512;"), std::string::npos) << src->code;
   EXPECT_NE(src->code.find("IV = 1024, TILES = 32;"), std::string::npos);
-  EXPECT_NE(src->code.find("#define CLUSTER 4"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : int { kCluster = 4 };"), std::string::npos);
   EXPECT_EQ(plan.value()->stratum(v), 16);  // 68.5 KB: three blocks an SM
   EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}),
             14);
@@ -413,7 +414,7 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
   auto keep_src = plan.value()->source(
       Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}, {"async", 1}}});
   ASSERT_TRUE(keep_src.ok()) << keep_src.status().to_string();
-  EXPECT_NE(keep_src->code.find("#define KEEP 20"), std::string::npos) << keep_src->code;
+  EXPECT_NE(keep_src->code.find("enum : int { kKeep = 20 };"), std::string::npos) << keep_src->code;
   // Keeping needs at least twice the kept rows (20 x 16 warps) in each block: 512 rows at a cluster of 4 are not.
   EXPECT_FALSE(
       plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
@@ -443,9 +444,9 @@ TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
   EXPECT_EQ(plan.value()->stratum(v), 26);  // three blocks an SM, two passes
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  EXPECT_NE(src->code.find("#define TWO 1"), std::string::npos);
-  EXPECT_NE(src->code.find("ex2.approx.ftz.f32"), std::string::npos);
-  EXPECT_NE(src->code.find("#define DIV_SUM(a, sum, r) ((a) * (r))"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kTwo = true };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kFastExp = true };"), std::string::npos);  // ex2.approx, a * (1 / s)
+  EXPECT_NE(src->code.find("enum : bool { kFlushSubnormals = true };"), std::string::npos);  // fp16: .ftz
   EXPECT_FALSE(
       plan.value()
           ->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 2}, {"async", 1}}})
@@ -453,25 +454,24 @@ TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
   auto online_src =
       plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}});
   ASSERT_TRUE(online_src.ok());
-  EXPECT_NE(online_src->code.find("#define TWO 0"), std::string::npos);
-  EXPECT_EQ(online_src->code.find("ex2.approx"), std::string::npos);
+  EXPECT_NE(online_src->code.find("enum : bool { kTwo = false };"), std::string::npos);
+  EXPECT_NE(online_src->code.find("enum : bool { kFastExp = false };"), std::string::npos);
 
   auto bf16 = family_for("_log_softmax", "")->plan(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
   ASSERT_TRUE(bf16.ok());
   auto bsrc = bf16.value()->source(
       Variant{{{"vec", 1}, {"block", 512}, {"tile", 2}, {"cluster", 16}, {"keep", 1}, {"two", 1}, {"async", 1}}});
   ASSERT_TRUE(bsrc.ok()) << bsrc.status().to_string();
-  EXPECT_NE(bsrc->code.find("ex2.approx.f32"), std::string::npos);
-  EXPECT_EQ(bsrc->code.find("ex2.approx.ftz"), std::string::npos);
+  EXPECT_NE(bsrc->code.find("enum : bool { kFastExp = true };"), std::string::npos);
+  EXPECT_NE(bsrc->code.find("enum : bool { kFlushSubnormals = false };"), std::string::npos);  // bf16 keeps them
 
   auto f32 = family_for("_softmax", "")->plan(over_at(at::kFloat, {64, 1000, 56, 56}, 1, 90));
   ASSERT_TRUE(f32.ok());
   auto fsrc =
       f32.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}}});
   ASSERT_TRUE(fsrc.ok()) << fsrc.status().to_string();
-  EXPECT_NE(fsrc->code.find("#define TWO 1"), std::string::npos);
-  EXPECT_EQ(fsrc->code.find("ex2.approx"), std::string::npos);
-  EXPECT_NE(fsrc->code.find("div_rn(a, sum, r)"), std::string::npos);
+  EXPECT_NE(fsrc->code.find("enum : bool { kTwo = true };"), std::string::npos);
+  EXPECT_NE(fsrc->code.find("enum : bool { kFastExp = false };"), std::string::npos);  // fp32: expf and div_rn
 }
 
 // Note [Softmax async tiles]: cp.async copies whole tiles whose rows start on 16 bytes, on every such shared tile.
@@ -492,7 +492,7 @@ TEST(SoftmaxPlan, SharedTilesCopyWholeAlignedTilesAsynchronously) {
   const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  EXPECT_NE(src->code.find("#define ASYNC 1"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kAsync = true };"), std::string::npos);
   EXPECT_NE(src->code.find("cp.async.cg.shared.global"), std::string::npos);
   // The knob follows the layout: not omitted where it applies, not set where it does not.
   EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}}).ok());
@@ -527,10 +527,9 @@ TEST(SoftmaxPlan, PairTilesTakeTwoVectorsALaneOf16BitTwoPassAsyncTiles) {
                    {"pair", 1}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  EXPECT_NE(src->code.find("#define PAIR 1"), std::string::npos);
-  EXPECT_NE(src->code.find("#define KEEP 20"), std::string::npos);  // 20 words: 640 rows of a block of 16 warps
-  EXPECT_NE(src->code.find("max.bf16x2"), std::string::npos);
-  EXPECT_NE(src->code.find("cvt.rn.bf16x2.f32"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kPair = true };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : int { kKeep = 20 };"), std::string::npos);  // 20 words: 640 rows of 16 warps
+  EXPECT_NE(src->code.find("enum : bool { kBfloat16 = true };"), std::string::npos);  // max.bf16x2, cvt.rn.bf16x2
   const int stratum = plan.value()->stratum(v);
   EXPECT_TRUE(stratum >= 27 && stratum <= 29) << stratum;
   Variant online = v;
@@ -541,8 +540,7 @@ TEST(SoftmaxPlan, PairTilesTakeTwoVectorsALaneOf16BitTwoPassAsyncTiles) {
   auto hsrc = half.value()->source(
       Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}, {"pair", 1}}});
   ASSERT_TRUE(hsrc.ok()) << hsrc.status().to_string();
-  EXPECT_NE(hsrc->code.find("max.f16x2"), std::string::npos);
-  EXPECT_NE(hsrc->code.find("cvt.rn.f16x2.f32"), std::string::npos);
+  EXPECT_NE(hsrc->code.find("enum : bool { kBfloat16 = false };"), std::string::npos);  // max.f16x2, cvt.rn.f16x2
 }
 
 // Note [Softmax fast tiles]: tiles of 16-bit dtypes whose rows are read (not cached) also come folded in batches.
@@ -558,9 +556,9 @@ TEST(SoftmaxPlan, FastTilesFoldBatchesOf16BitRows) {
   EXPECT_EQ(plan.value()->stratum(v), 13);
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  EXPECT_NE(src->code.find("#define FAST 1"), std::string::npos);
-  EXPECT_NE(src->code.find("#define UNROLL 8"), std::string::npos);
-  EXPECT_NE(src->code.find("ex2.approx.f32"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kFast = true };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : int { kUnroll = 8 };"), std::string::npos);
+  EXPECT_NE(src->code.find("enum : bool { kFastExp = true };"), std::string::npos);
   EXPECT_FALSE(
       plan.value()
           ->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 1}, {"chunks", 1}, {"cache", 1}, {"fast", 1}}})

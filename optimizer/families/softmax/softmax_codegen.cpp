@@ -5,7 +5,8 @@
 /// ATen), then the sum of exp(x - max) in fp32, then softmax = exp(x - max) / sum and
 /// log_softmax = x - (max + log(sum)). That gives ATen's NaN/Inf behaviour row for row. With `head`, each row is
 /// read as a scalar head up to its first VEC-aligned element, whole vectors, and a scalar tail (Note [Softmax
-/// row heads]).
+/// row heads]). Also the head every softmax source starts with (device_head) and the enumerators bound to a head's
+/// module variables, which the column techniques' generators share.
 ///
 /// Note [Softmax epilogue]
 /// Short rows (a 2 KB f16 row of attention scores) are limited by instruction issue, not HBM (Nsight Compute: SM 80%,
@@ -24,8 +25,8 @@
 #include <type_traits>
 
 #include "codegen_common.h"
+#include "softmax_codegen.h"
 #include "softmax_cuda.h"
-#include "softmax_family.h"
 
 namespace cudal1::optimizer::softmax {
 
@@ -39,21 +40,12 @@ namespace cudal1::optimizer::softmax {
 
 namespace {
 
-/// The head every row technique starts with, up to its row variables: the dtype, exact division, the cluster
-/// and cp.async primitives where `primitives`, and the constants softmax_common.cuh lists.
+/// The head every row technique starts with, up to its row variables: its first line and device_head.
 void head(std::ostream& o, const SoftmaxShape& s, const char* name, const Variant& v, int vec, int block,
           bool fast_exp, bool primitives) {
   o << "// cudal1 softmax rows: " << name << " " << v.id() << " log=" << s.log << " " << c10::toString(s.dtype)
     << " rows=" << s.rows << " cols=" << s.cols << "\n";
-  o << "typedef long long index_t;\n" << dtype_prelude(s.dtype) << exact_divide_source();
-  if (primitives) o << cluster_primitives_source() << async_copy_source();
-  const bool fast = fast_exp && elem_size(s.dtype) == 2;
-  o << "namespace softmax {\n";
-  constant(o, "int", "kVec", vec);
-  constant(o, "int", "kBlock", block);
-  constant(o, "bool", "kLog", s.log);
-  constant(o, "bool", "kFastExp", fast);
-  constant(o, "bool", "kFlushSubnormals", fast && s.dtype == c10::ScalarType::Half);  // fp16 cannot hold them
+  device_head(o, s.dtype, s.log, vec, block, fast_exp, primitives);
 }
 
 /// The rest of the head: the macros codegen_common's row_reduce_source reads (TPR, the threads reducing a row,
@@ -61,11 +53,6 @@ void head(std::ostream& o, const SoftmaxShape& s, const char* name, const Varian
 void reduction(std::ostream& o, int tpr, int block) {
   o << "#define TPR " << tpr << "\n#define BLOCK " << block << "\n" << row_reduce_source()
     << device_sources::kSoftmaxCommon;
-}
-
-/// One enumerator bound to a row variable (Note [Softmax row constants]).
-void bound(std::ostream& o, const char* type, const char* name, const char* variable) {
-  o << "enum : " << type << " { " << name << " = ::" << variable << " };\n";
 }
 
 template <class Technique>
@@ -85,17 +72,11 @@ KernelSource plain_rows(const SoftmaxShape& s, const Technique& t) {
   if (has_nv) o << "static constexpr int NV = " << nv << ";\n";
   if (has_per) o << "static constexpr int PER = " << (nv + tpr - 1) / tpr << ";\n";
   o << "namespace softmax {\n";
-  bound(o, "index_t", "kRows", "ROWS");
-  bound(o, "index_t", "kRowStride", "RS");
-  bound(o, "int", "kCols", "D");
-  if (has_nv)
-    bound(o, "int", "kVectors", "NV");
-  else
-    constant(o, "int", "kVectors", nv);
-  if (has_per)
-    bound(o, "int", "kPer", "PER");
-  else
-    constant(o, "int", "kPer", 1);
+  bound_constant(o, "index_t", "kRows", "ROWS");
+  bound_constant(o, "index_t", "kRowStride", "RS");
+  bound_constant(o, "int", "kCols", "D");
+  bound_or_constant(o, "int", "kVectors", "NV", has_nv, nv);
+  bound_or_constant(o, "int", "kPer", "PER", has_per, 1);
   o << "}  // namespace softmax\n";
   reduction(o, tpr, t.block);
   o << device_sources::kSoftmaxPlainRows;
@@ -115,10 +96,10 @@ KernelSource cluster_rows(const SoftmaxShape& s, const ClusterRows& t) {
   o << "static constexpr index_t RS = " << s.row_stride << ";\nstatic constexpr int D = " << s.cols
     << ", NV = " << nv << ", P = " << part << ";\n";
   o << "namespace softmax {\n";
-  bound(o, "index_t", "kRowStride", "RS");
-  bound(o, "int", "kCols", "D");
-  bound(o, "int", "kVectors", "NV");
-  bound(o, "int", "kPart", "P");
+  bound_constant(o, "index_t", "kRowStride", "RS");
+  bound_constant(o, "int", "kCols", "D");
+  bound_constant(o, "int", "kVectors", "NV");
+  bound_constant(o, "int", "kPart", "P");
   o << "}  // namespace softmax\n";
   reduction(o, t.block, t.block);
   o << device_sources::kSoftmaxClusterRows;
@@ -126,6 +107,30 @@ KernelSource cluster_rows(const SoftmaxShape& s, const ClusterRows& t) {
 }
 
 }  // namespace
+
+void bound_constant(std::ostream& o, const char* type, const char* name, const char* variable) {
+  o << "enum : " << type << " { " << name << " = ::" << variable << " };\n";
+}
+
+void bound_or_constant(std::ostream& o, const char* type, const char* name, const char* variable, bool declared,
+                       int64_t value) {
+  if (declared)
+    bound_constant(o, type, name, variable);
+  else
+    constant(o, type, name, value);
+}
+
+void device_head(std::ostream& o, c10::ScalarType dtype, bool log, int vec, int block, bool fast_exp, bool primitives) {
+  o << "typedef long long index_t;\n" << dtype_prelude(dtype) << exact_divide_source();
+  if (primitives) o << cluster_primitives_source() << async_copy_source();
+  const bool fast = fast_exp && elem_size(dtype) == 2;
+  o << "namespace softmax {\n";
+  constant(o, "int", "kVec", vec);
+  constant(o, "int", "kBlock", block);
+  constant(o, "bool", "kLog", log);
+  constant(o, "bool", "kFastExp", fast);
+  constant(o, "bool", "kFlushSubnormals", fast && dtype == c10::ScalarType::Half);  // fp16 cannot hold them
+}
 
 Variant variant_of(const RowTechnique& t) {
   return std::visit(

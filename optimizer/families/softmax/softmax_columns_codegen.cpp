@@ -1,136 +1,113 @@
-/// @brief Source generation for the softmax family's column kernels (Note [Softmax columns]): each thread owns
-/// VEC adjacent inner positions of one outer index and a 1/TPC share of the n elements of those columns.
+/// @brief Source generation for the softmax family's column techniques (Note [Softmax columns]): the head they
+/// share, SplitColumns' source, their variants, and the dispatch to each technique's generator.
+#include <ostream>
 #include <sstream>
+#include <type_traits>
 
 #include "codegen_common.h"
-#include "softmax_family.h"
+#include "softmax_codegen.h"
+#include "softmax_cuda.h"
 
 namespace cudal1::optimizer::softmax {
 
-std::string epilogue_prep_source(const char* count) {
-  const std::string n = count;
-  return R"(#ifndef EXP_SUB  // the exact forms; Note [Softmax fast exp] defines others for 16-bit two-pass tiles
-#define EXP_SUB(v, mx) expf((v) - (mx))
-#define DIV_SUM(a, sum, r) div_rn(a, sum, r)
-#endif
-#if LOG
-  float ls[)" + n + R"(];
-#pragma unroll
-  for (int e = 0; e < )" + n + R"(; ++e) ls[e] = logf(s[e]);
-#define EPILOGUE(v, e) (((v) - m[e]) - ls[e])  // LogSoftMaxForwardEpilogue
-#else
-  float rs[)" + n + R"(];  // Note [Softmax epilogue]
-#pragma unroll
-  for (int e = 0; e < )" + n + R"(; ++e) rs[e] = 1.f / s[e];
-#define EPILOGUE(v, e) DIV_SUM(EXP_SUB(v, m[e]), s[e], rs[e])  // SoftMaxForwardEpilogue, one rounding
-#endif
-)";
-}
+// Note [Softmax column constants]
+// A column technique's head declares the column's sizes and strides as the constexpr variables the family's column
+// cubins have always held (each a global of the module: Note [Softmax row constants] in softmax_codegen.cpp), with
+// their names, types, values and order, where its technique declared them, and nothing beside them: N, IV, COLS,
+// OSV, NSV and, cached, PER (SplitColumns); N, NC, IV, TILES, BLOCKS, OSV, NSV, then PER where cached and COLS where
+// chunked (ColumnTiles); N, NB, NK, NS, IV, TILES, OSV, NSV (SharedTiles, PairTiles); N, INNER, LPR, OUTER, P, R,
+// NB (HeldSlabs). The device code reads them through enumerators bound to them (bound_constant); a technique's
+// enumerator whose variable it does not declare is a plain constant (kPer = 1 uncached).
 
-std::string column_epilogue_source() {
-  return epilogue_prep_source("VEC") + R"(  FOR_EACH_PART(vec_t r;
-                _Pragma("unroll") for (int e = 0; e < VEC; ++e) r.v[e] = to_storage(EPILOGUE(to_float(t.v[e]), e));
-                y[j * IV] = r;)
-}
-)";
-}
+namespace {
 
-KernelSource generate_softmax_columns(const ColumnShape& c, int vec, int block, int split, bool cache) {
-  std::ostringstream k;
-  k << "// cudal1 softmax columns: log=" << c.log << " " << c10::toString(c.dtype) << " outer=" << c.outer
-    << " n=" << c.n << " inner=" << c.inner << " vec=" << vec << " block=" << block << " split=" << split
-    << " cache=" << cache << "\n";
-  k << "typedef long long index_t;\n" << dtype_prelude(c.dtype) << exact_divide_source();
-  k << "#define VEC " << vec << "\n#define BLOCK " << block << "\n#define TPC " << split
-    << "\n#define CPB (BLOCK / TPC)\n#define CACHE " << (cache ? 1 : 0) << "\n#define LOG " << (c.log ? 1 : 0)
-    << "\n";
-  k << "static constexpr int N = " << c.n << ";\n"
-    << "static constexpr index_t IV = " << c.inner / vec << ";  // vectors along inner\n"
-    << "static constexpr index_t COLS = " << c.outer * (c.inner / vec) << ";  // column vectors\n"
-    << "static constexpr index_t OSV = " << c.outer_stride / vec << ", NSV = " << c.n_stride / vec
+KernelSource split_columns(const ColumnShape& c, const SplitColumns& t) {
+  const int64_t iv = c.inner / t.vec;
+  std::ostringstream o;
+  column_head(o, c, SplitColumns::kName, variant_of(t), t.vec, t.block, false, false);
+  constant(o, "int", "kSplit", t.split);
+  constant(o, "bool", "kCache", t.cache);
+  o << "}  // namespace softmax\n";
+  o << "static constexpr int N = " << c.n << ";\n"
+    << "static constexpr index_t IV = " << iv << ";  // vectors along inner\n"
+    << "static constexpr index_t COLS = " << c.outer * iv << ";  // column vectors\n"
+    << "static constexpr index_t OSV = " << c.outer_stride / t.vec << ", NSV = " << c.n_stride / t.vec
     << ";  // input strides in vectors\n";
-  if (cache) k << "static constexpr int PER = (N + TPC - 1) / TPC;  // vectors each thread keeps\n";
-  k << R"(#define NEG_INF __int_as_float(0xff800000u)
-struct __align__(VEC * sizeof(storage_t)) vec_t { storage_t v[VEC]; };
-#if TPC > 1
-// Combines the TPC partials of each column (threads t with equal t % CPB): warp shuffles over the lanes of a
-// column inside a warp, then G partials per column through shared memory, folded in order.
-#if CPB >= 32
-#define G TPC
-#else
-#define G (BLOCK / 32)
-#endif
-__device__ __forceinline__ void col_combine(float* v, float* red, bool is_max) {
-  const int col = threadIdx.x % CPB;
-#if CPB < 32
-#pragma unroll
-  for (int o = 16; o >= CPB; o >>= 1)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float w = __shfl_xor_sync(0xffffffffu, v[e], o);
-      v[e] = is_max ? fmaxf(v[e], w) : v[e] + w;
-    }
-  const int g = threadIdx.x / 32;
-  const bool writer = threadIdx.x % 32 < CPB;
-#else
-  const int g = threadIdx.x / CPB;
-  const bool writer = true;
-#endif
-  __syncthreads();  // earlier readers of red are done
-  if (writer)
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) red[(e * G + g) * CPB + col] = v[e];
-  __syncthreads();
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    float a = is_max ? NEG_INF : 0.f;
-    for (int i = 0; i < G; ++i) {
-      const float w = red[(e * G + i) * CPB + col];
-      a = is_max ? fmaxf(a, w) : a + w;
-    }
-    v[e] = a;
-  }
+  if (t.cache) o << "static constexpr int PER = " << (c.n + t.split - 1) / t.split << ";  // vectors a thread keeps\n";
+  o << "namespace softmax {\n";
+  bound_column_constants(o);
+  bound_constant(o, "index_t", "kColumns", "COLS");
+  bound_or_constant(o, "int", "kPer", "PER", t.cache, 1);
+  o << "}  // namespace softmax\n"
+    << device_sources::kSoftmaxCommon << device_sources::kSoftmaxColumnCommon << device_sources::kSoftmaxSplitColumns;
+  return KernelSource{o.str(), "cudal1_softmax"};
 }
-#endif
-extern "C" __global__ void __launch_bounds__(BLOCK)
-cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
-#if TPC > 1
-  __shared__ float red[BLOCK * VEC];
-#endif
-  const int part = threadIdx.x / CPB;  // this thread's share of n: part, part + TPC, ...
-  const index_t cv = (index_t)blockIdx.x * CPB + threadIdx.x % CPB;
-  const bool live = cv < COLS;  // dead threads still take part in the combines
-  const index_t o = live ? cv / IV : 0, iv = live ? cv % IV : 0;
-  const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in) + o * OSV + iv;
-  vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out) + o * (N * IV) + iv;
-  float m[VEC], s[VEC];
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) { m[e] = NEG_INF; s[e] = 0.f; }
-  // FOR_EACH_PART(body): runs `body` with `j` (index along n) and `t` (the vector there) over this thread's share.
-#if CACHE
-  vec_t cached[PER];
-#pragma unroll
-  for (int i = 0; i < PER; ++i)
-    if (live && part + i * TPC < N) cached[i] = x[(part + i * TPC) * NSV];
-#define FOR_EACH_PART(...) \
-  _Pragma("unroll") for (int i = 0; i < PER; ++i) { \
-    const int j = part + i * TPC; \
-    if (live && j < N) { const vec_t t = cached[i]; __VA_ARGS__ } \
-  }
-#else
-#define FOR_EACH_PART(...) \
-  for (int j = part; live && j < N; j += TPC) { const vec_t t = x[j * NSV]; __VA_ARGS__ }
-#endif
-  FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) m[e] = fmaxf(m[e], to_float(t.v[e]));)
-#if TPC > 1
-  col_combine(m, red, true);
-#endif
-  FOR_EACH_PART(_Pragma("unroll") for (int e = 0; e < VEC; ++e) s[e] += expf(to_float(t.v[e]) - m[e]);)
-#if TPC > 1
-  col_combine(s, red, false);
-#endif
-)" << column_epilogue_source();
-  return KernelSource{k.str(), "cudal1_softmax"};
+
+/// The knobs keep 1, two 1, async 1 of a shared tile's variant where set.
+void shared_knobs(Variant& v, bool keep, bool two, bool async) {
+  if (keep) v.knobs.emplace_back("keep", 1);
+  if (two) v.knobs.emplace_back("two", 1);
+  if (async) v.knobs.emplace_back("async", 1);
+}
+
+}  // namespace
+
+void bound_column_constants(std::ostream& o) {
+  bound_constant(o, "int", "kN", "N");
+  bound_constant(o, "index_t", "kInnerVectors", "IV");
+  bound_constant(o, "index_t", "kOuterStride", "OSV");
+  bound_constant(o, "index_t", "kNStride", "NSV");
+}
+
+void column_head(std::ostream& o, const ColumnShape& c, const char* name, const Variant& v, int vec, int block,
+                 bool fast_exp, bool primitives) {
+  o << "// cudal1 softmax columns: " << name << " " << v.id() << " log=" << c.log << " " << c10::toString(c.dtype)
+    << " outer=" << c.outer << " n=" << c.n << " inner=" << c.inner << "\n";
+  device_head(o, c.dtype, c.log, vec, block, fast_exp, primitives);
+}
+
+Variant variant_of(const ColumnTechnique& t) {
+  return std::visit(
+      [](const auto& k) {
+        using T = std::decay_t<decltype(k)>;
+        if constexpr (std::is_same_v<T, SplitColumns>) {
+          return Variant{{{"vec", k.vec}, {"block", k.block}, {"split", k.split}, {"cache", k.cache ? 1 : 0}}};
+        } else if constexpr (std::is_same_v<T, ColumnTiles>) {
+          Variant v{
+              {{"vec", k.vec}, {"block", k.block}, {"tile", 1}, {"chunks", k.chunks}, {"cache", k.cache ? 1 : 0}}};
+          if (k.fast) v.knobs.emplace_back("fast", 1);
+          return v;
+        } else if constexpr (std::is_same_v<T, SharedTiles>) {
+          Variant v{{{"vec", k.vec}, {"block", k.block}, {"tile", 2}, {"cluster", k.cluster}}};
+          shared_knobs(v, k.keep, k.two, k.async);
+          return v;
+        } else if constexpr (std::is_same_v<T, PairTiles>) {
+          Variant v{{{"vec", k.vec}, {"block", k.block}, {"tile", 2}, {"cluster", k.cluster}}};
+          shared_knobs(v, k.keep, true, true);
+          v.knobs.emplace_back("pair", 1);
+          return v;
+        } else {
+          return Variant{{{"tile", 3}, {"stats", k.stats}, {"out", k.out}, {"merge", k.merge}, {"pf", k.prefetch},
+                          {"hold", k.hold}}};
+        }
+      },
+      t);
+}
+
+KernelSource generate_softmax_columns(const ColumnShape& c, const ColumnTechnique& t) {
+  return std::visit(
+      [&](const auto& k) {
+        using T = std::decay_t<decltype(k)>;
+        if constexpr (std::is_same_v<T, SplitColumns>)
+          return split_columns(c, k);
+        else if constexpr (std::is_same_v<T, ColumnTiles>)
+          return generate_softmax_tiles(c, k);
+        else if constexpr (std::is_same_v<T, HeldSlabs>)
+          return generate_softmax_held(c, k);
+        else
+          return generate_softmax_shared_tiles(c, k);
+      },
+      t);
 }
 
 }  // namespace cudal1::optimizer::softmax

@@ -1,18 +1,19 @@
-// @brief Device code the softmax row techniques share (RowPerWarp, RowPerBlock, ClusterRows in softmax_family.h):
-// the vector type and ATen's epilogue of one element.
+// @brief Device code every softmax technique shares (softmax_family.h): the vector type, Note [Softmax fast exp]'s
+// forms of exp(x - max) and of the division by the sum, and ATen's row epilogue of one element.
 //
-// Compiled by NVRTC after a generated head (softmax_codegen.cpp) that defines, with no CUDA headers:
+// Compiled by NVRTC after a generated head (device_head in softmax_codegen.cpp) that defines, with no CUDA headers:
 //   index_t, storage_t, to_float(storage_t), to_storage(float)   the dtype (dtype_prelude)
 //   div_rn(a, b, rb)                     a / b with rb = 1 / b (codegen_common's exact_divide_source)
 //   in namespace softmax, typed constants (enumerators: Note [Device constants] in codegen_common.h):
 //     int kVec, kBlock                   elements per vector load/store, threads per block
 //     bool kLog                          log_softmax (else softmax)
-//     bool kFastExp, kFlushSubnormals    Note [Softmax fast exp]'s forms (16-bit outputs of ClusterRows), with
-//                                        .ftz (fp16)
-//   the row's constexpr variables of Note [Softmax row constants] (softmax_codegen.cpp), at global scope
-//   NEG_INF, warp_max, warp_sum, row_max, row_sum   codegen_common's row_reduce_source, which reads the macros
-//                                        TPR (threads reducing a row) and BLOCK (= kBlock) that the head defines
-// and followed by the technique's own constants and its file, which defines the kernel cudal1_softmax(in, out).
+//     bool kFastExp, kFlushSubnormals    Note [Softmax fast exp]'s forms (16-bit outputs of ClusterRows, the fast
+//                                        and two-pass column tiles, the held slabs), with .ftz (fp16)
+// and by the technique's own constants. A row technique's head then declares the row's constexpr variables of
+// Note [Softmax row constants] (softmax_codegen.cpp) at global scope and codegen_common's row_reduce_source
+// (NEG_INF, warp_max, warp_sum, row_max, row_sum; it reads the macros TPR, the threads reducing a row, and BLOCK =
+// kBlock that the head defines); a column technique's head its column variables (Note [Softmax column constants]
+// in softmax_columns_codegen.cpp). The technique's files follow this one and define the kernel cudal1_softmax.
 
 namespace softmax {
 

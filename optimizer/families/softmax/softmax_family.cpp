@@ -141,8 +141,9 @@ class SoftmaxFamily final : public Family {
   // grid (parts, rows, slots) compiled in for the plan's SM count; 14: the held slabs' output warps hold items in
   // registers (`hold`), the variants S 5 O 8 hold 2 and S 6 O 8 hold 1 in place of S 8 O 4 and S 6 O 8;
   // 15: the row techniques as classes (RowPerWarp, RowPerBlock, ClusterRows) with their device code in .cuh files
-  // (same cubins)
-  int version() const override { return 15; }
+  // (same cubins); 16: the column techniques as classes (SplitColumns, ColumnTiles, SharedTiles, PairTiles,
+  // HeldSlabs) with their device code in .cuh files (same cubins)
+  int version() const override { return 16; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

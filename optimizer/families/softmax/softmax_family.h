@@ -83,7 +83,7 @@
 /// remote loads (stall_long_sb): each thread reads the 16 ranks' values one round trip at a time
 /// (`ld.shared::cluster` is volatile asm with a memory clobber, so no load is issued before the previous combine),
 /// 512 threads a block reading the same 16 x NE words.
-/// What (two_pass_merge, CLUSTER > 1): warp 0 publishes, arrives with release and alone reads the ranks' values,
+/// What (two_pass_merge, kCluster > 1): warp 0 publishes, arrives with release and alone reads the ranks' values,
 /// every rank's load issued before the first combine; it hands the merged values to its block through shared
 /// memory (`bc`, see two_pass_merge for why reusing the other merge's `pub` is safe) behind one more block
 /// barrier. The other warps arrive relaxed (they published nothing), and so does every warp at the final
@@ -118,7 +118,7 @@
 /// Note [Softmax async tiles]
 /// Why (Nsight Compute, H200): copied through registers, the two-pass tile vec2.block256.cluster4 on f16
 /// [8,16,2048,2048] dim 2 runs at DRAM 56%, 3 blocks an SM, half its stalls waiting on global loads: each
-/// warp loads UNROLL rows into registers, waits for all of them, stores them to shared memory and folds them,
+/// warp loads kUnroll rows into registers, waits for all of them, stores them to shared memory and folds them,
 /// so its bytes in flight fall to zero between batches; a `keep` block at 2 per SM holds ~12 KB in flight
 /// (log_softmax bf16 [32,32000,64]: 12 rows of 64 bytes a warp, the registers left by kept rows). Where a tile
 /// is whole (inner / vec a multiple of 32: every lane live) and its rows start on 16 bytes (storage offset,
@@ -147,7 +147,7 @@
 /// streaming at whole lines with no block waiting on another; ~393 MB, ~95-100 us (1.5-1.6x the floor), less
 /// what phase 1's backward walk finds in L2. The chunked tiles of Note [Softmax column tiles] are that plan, but
 /// their online_add spends ~20 instructions an element (expf in both branches). With `fast` (16-bit dtypes,
-/// rows not cached) phase 0 folds UNROLL = 8 rows at a time: their maximum first (fmaxf, NaN skipped), one
+/// rows not cached) phase 0 folds kUnroll = 8 rows at a time: their maximum first (fmaxf, NaN skipped), one
 /// rescale of the sum by expf(m - m_new) where it grew, then exp(x - m) of each row by Note [Softmax fast exp]
 /// (-Inf adds 0 as in online_add; rows past the chunk load as -Inf); the epilogue takes the fast forms too.
 /// Special values as online_add: +Inf and NaN poison the sum (exp(Inf - Inf), exp(NaN)), m never NaN. The sum
@@ -163,7 +163,7 @@
 /// cluster 16, keep; ~2.2x its floor) runs at DRAM 37% and 0.55 instructions a cycle a scheduler, ~35 warp instructions
 /// per 32 elements: at vec 1 every lane loads, converts and folds one 2-byte element per instruction in each of three
 /// passes over the tile (64 bytes a warp row; vec 2 does not fit a cluster's shared memory for 32000 rows). With `pair`
-/// a lane takes 2 x VEC adjacent elements (4 or 8 bytes) of every second row: lanes 0-15 cover a row of the tile, lanes
+/// a lane takes 2 x vec adjacent elements (4 or 8 bytes) of every second row: lanes 0-15 cover a row of the tile, lanes
 /// 16-31 the next one, so the tile, its layout in shared memory and the cp.async copy stay the same. The maximum is
 /// folded on the packed 16-bit values (max.bf16x2 / max.f16x2, exact, NaN skipped as fmaxf: one instruction per two
 /// elements, no conversion), the sum and the epilogue unpack a word into two floats (Note [Softmax fast exp]) and the
@@ -211,7 +211,7 @@
 /// - a producer warp: bulk copies (cp.async.bulk, an mbarrier a slot) of item t + NB once item t is written, and
 ///   with `pf` > 0 an L2 prefetch (cp.async.bulk.prefetch.L2) of the item pf ahead of each bulk copy;
 /// - S statistics warps: per warp and column the maximum on packed pairs (exact, NaN skipped), then the sum of
-///   EXP_SUB(x, max) (Note [Softmax fast exp]) over the warp's rows, into a double-buffered array (mbarriers
+///   exp_sub(x, max) (Note [Softmax fast exp]) over the warp's rows, into a double-buffered array (mbarriers
 ///   statted / taken, no block barrier);
 /// - two publisher warps (items alternate): the S pairs of each column folded (two passes: the maximum of all,
 ///   then the sums rescaled by ex2), stored to the workspace, counted on the slab's counter (red.release.gpu);
@@ -367,44 +367,78 @@ KernelSource generate_softmax_rows(const SoftmaxShape& s, const RowTechnique& t)
 /// vectors).
 int copy_unroll(c10::ScalarType dtype, int vec, int block, int resident, int kept);
 
-/// CUDA source for `c` (Note [Softmax columns]): `split` threads per column (1, or a power of two dividing
-/// `block`), `vec` adjacent columns per thread, column parts cached in registers or re-read.
-KernelSource generate_softmax_columns(const ColumnShape& c, int vec, int block, int split, bool cache);
+/// The column techniques (Note [Softmax columns]): each class holds only the knobs it uses and kName, its name in
+/// the source's first line; generate_softmax_columns writes its source, whose device code is softmax_common.cuh,
+/// softmax_column_common.cuh and then the technique's own .cuh (Note [Softmax column walks]). Their variants keep
+/// the knobs and ids that caches, policy data and replay fixtures know (variant_of).
 
-/// ATen's epilogue over `count` (a macro or literal) columns a thread: `EPILOGUE(v, e)` of element v of column e
-/// from the arrays m[count] and s[count] (log_softmax: ls = logf(s) first; softmax: rs = 1 / s first).
-std::string epilogue_prep_source(const char* count);
+/// `split` threads share a column (1, 4 or 32), `vec` adjacent columns a thread, its part of the column kept in
+/// registers (`cache`) or re-read (softmax_split_columns.cuh). Variant knobs {vec, block, split, cache}.
+struct SplitColumns {
+  static constexpr const char* kName = "SplitColumns";
+  int vec = 1, block = 128, split = 1;
+  bool cache = false;
+};
 
-/// The column kernels' last pass and the kernel's closing brace: epilogue_prep_source("VEC"), written by
-/// FOR_EACH_PART(body) (the generator's loop over the thread's elements `t` at index `j` along n) to y[j * IV].
-std::string column_epilogue_source();
+/// Note [Softmax column tiles]: a warp per n-row of 32 x vec inner elements, `chunks` blocks a column (two
+/// launches when > 1), rows kept in registers (`cache`, one chunk only) or re-read; `fast`: Note [Softmax fast
+/// tiles] (16-bit, not cached) (softmax_column_tiles.cuh). Bound by make_tile_kernel. Variant knobs {vec, block,
+/// tile 1, chunks, cache}, then fast 1 where `fast`.
+struct ColumnTiles {
+  static constexpr const char* kName = "ColumnTiles";
+  int vec = 1, block = 256, chunks = 1;
+  bool cache = false, fast = false;
+};
 
-/// CUDA source of a tile variant of `c` (Note [Softmax column tiles]): kernel(in, out, float* ws, int phase),
-/// `chunks` blocks per column (phase 0 then 1 when > 1, else phase 1 alone), `cache` only with one chunk;
-/// `fast`: Note [Softmax fast tiles] (16-bit dtypes, cache 0).
-KernelSource generate_softmax_tiles(const ColumnShape& c, int vec, int block, int chunks, bool cache, bool fast);
+/// The knobs of a shared column tile (Note [Softmax shared tiles], sm_90+): a tile of 32 x `vec` columns over
+/// `cluster` blocks (1: no cluster) of `block` threads, smem_tile_bytes of dynamic shared memory each; `keep`
+/// (block 512): each thread keeps its first kept_rows in registers. Bound as a SimpleKernel with its shared
+/// memory and cluster size (simple_kernel.h).
+struct SharedTileKnobs {
+  int vec = 1, block = 256, cluster = 1;
+  bool keep = false;
+};
 
-/// EXP_SUB(v, mx) = exp(v - mx) and DIV_SUM(a, sum, r) = a / sum (r = 1 / sum): Note [Softmax fast exp]'s forms
-/// where `fast` and the output is 16-bit; the exact forms (expf, div_rn) otherwise.
-std::string fast_exp_source(c10::ScalarType dtype, bool fast);
+/// Online pairs or, with `two`, two passes on chip (the maximum, then the sum; Note [Softmax fast exp] for 16-bit
+/// outputs); `async`: the shared rows copied by cp.async (Note [Softmax async tiles]; whole tiles on 16 bytes)
+/// (softmax_shared_tiles.cuh). Variant knobs {vec, block, tile 2, cluster}, then keep 1, two 1, async 1 where set.
+struct SharedTiles : SharedTileKnobs {
+  static constexpr const char* kName = "SharedTiles";
+  bool two = false, async = false;
+};
 
-/// The bound kernel of a tile variant: checks the call's layout and alignment (vec), allocates the workspace
-/// of a chunked variant per call and launches its phases on the call's stream.
-std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, int vec, int block, int chunks,
-                                              std::shared_ptr<LoadedModule> m);
+/// Note [Softmax pair tiles]: a two-pass tile copied by cp.async whose lanes take 2 x vec elements of every second
+/// row (16-bit, vec 1 or 2) (softmax_pair_tiles.cuh). Variant knobs {vec, block, tile 2, cluster}, then keep 1
+/// where set, then two 1, async 1, pair 1.
+struct PairTiles : SharedTileKnobs {
+  static constexpr const char* kName = "PairTiles";
+};
 
-/// The checks every column kernel makes of a call: one tensor argument of the planned sizes and strides, and
-/// input and output aligned to `align` bytes; Unsupported otherwise (ATen serves the call).
-Status check_column_call(const ColumnShape& c, uintptr_t align, const c10::IValue* args, size_t nargs,
-                         const at::Tensor* outs);
+/// Knobs of a held-slab variant (Note [Softmax held slabs]): statistics warps, output warps, merging blocks, items
+/// prefetched into L2 ahead of their bulk copies, and items the output warps hold in registers (0: the slot stays
+/// taken until its item is written; 1 or 2: it frees once copied, before the slab's flag is up).
+struct HeldKnobs {
+  int stats = 8, out = 8, merge = 4, prefetch = 0, hold = 0;
+};
 
-/// Device code of a tile kernel's cached rows: loads this warp's rows n0 + w + i x W (i < PER, below n1) of
-/// its lane's vector into `cached` and defines FOR_EACH_PART(body) over them (`j` along n, `t` the vector).
-const char* cached_rows_source();
+/// Note [Softmax held slabs] (softmax_held_slabs.cuh). Bound by make_held_kernel. Variant knobs {tile 3, stats,
+/// out, merge, pf, hold}.
+struct HeldSlabs : HeldKnobs {
+  static constexpr const char* kName = "HeldSlabs";
+};
 
-/// The online (max, sum) pair functions of the tile kernels (Note [Softmax column tiles]): online_add and
-/// online_merge, given NEG_INF, POS_INF and QNAN.
-const char* online_pair_source();
+/// One column variant's technique and knobs (default: SplitColumns, vec 1, block 128, split 1).
+using ColumnTechnique = std::variant<SplitColumns, ColumnTiles, SharedTiles, PairTiles, HeldSlabs>;
+
+/// The variant of `t`.
+Variant variant_of(const ColumnTechnique& t);
+
+/// CUDA source of `t` on `c`, exactly as NVRTC compiles it: device_head, the technique's constants and the column
+/// variables its cubins hold (Note [Softmax column constants]), softmax_common.cuh, softmax_column_common.cuh,
+/// then the technique's .cuh (PairTiles and HeldSlabs: softmax_packed_pairs.cuh first; SharedTiles and PairTiles:
+/// softmax_shared_common.cuh first), whose kernel is extern "C" cudal1_softmax: (in, out); ColumnTiles (in, out,
+/// float* ws, int phase); HeldSlabs (in, out, ws). HeldSlabs requires held_grid(c, t, c.sm_count).ok.
+KernelSource generate_softmax_columns(const ColumnShape& c, const ColumnTechnique& t);
 
 /// Dynamic shared memory of one block: of a shared column tile of `c` (Note [Softmax shared tiles]) at `vec`,
 /// `block` threads and `cluster` blocks a column, `keep` kept vectors a thread (of `pair`s: Note [Softmax pair
@@ -420,13 +454,10 @@ constexpr int64_t kMaxBlockSmem = 227 * 1024;
 /// 2 x `vec` elements with `pair`).
 constexpr int kKeptRegisters = 20;
 int keep_rows(const ColumnShape& c, int vec, bool pair);
+/// Kept vectors a thread of `t` on `c` (0 without keep), and its dynamic shared memory.
+int kept_rows(const ColumnShape& c, const SharedTileKnobs& t, bool pair);
+int64_t shared_tile_bytes(const ColumnShape& c, const SharedTileKnobs& t, bool pair);
 
-/// Knobs of a held-slab variant (Note [Softmax held slabs]): statistics warps, output warps, merging blocks, items
-/// prefetched into L2 ahead of their bulk copies, and items the output warps hold in registers (0: the slot stays
-/// taken until its item is written; 1 or 2: it frees once copied, before the slab's flag is up).
-struct HeldKnobs {
-  int stats = 8, out = 8, merge = 4, prefetch = 0, hold = 0;
-};
 /// The most slots a data block of a held-slab kernel keeps (its mbarriers are static shared memory).
 constexpr int kHeldMaxSlots = 8;
 /// Threads a block of a held-slab kernel: the statistics and output warps, two publishers and the producer.
@@ -440,28 +471,5 @@ struct HeldGrid {
   int64_t grid = 1, parts = 1, rows = 1, slots = 0, smem = 0;
 };
 HeldGrid held_grid(const ColumnShape& c, const HeldKnobs& k, int sm_count);
-/// CUDA source of a held-slab variant of `c`: cudal1_softmax(in, out, ws), its grid (held_grid for c.sm_count)
-/// compiled in (Note [Softmax held slabs]). Requires held_grid(c, k, c.sm_count).ok.
-KernelSource generate_softmax_held(const ColumnShape& c, const HeldKnobs& k);
-/// Its bound kernel: the workspace per call, one cooperative launch; declines (Unsupported) every call on a device
-/// whose SM count is not c.sm_count, the one its source was sized for.
-std::unique_ptr<BoundKernel> make_held_kernel(const ColumnShape& c, const HeldKnobs& k,
-                                              std::shared_ptr<LoadedModule> m);
-
-/// CUDA source of a shared column tile of `c` (Note [Softmax shared tiles]): kernel(in, out), `cluster` blocks
-/// (1: no cluster) of `block` threads per tile of 32 x `vec` columns, smem_tile_bytes of dynamic shared memory;
-/// each thread keeps its first `keep` rows in registers instead (0: none); `two`: two passes over the tile on
-/// chip (the maximum, then the sum) instead of online pairs, with Note [Softmax fast exp] for 16-bit outputs;
-/// `async_copy`: the shared rows copied with cp.async (Note [Softmax async tiles]; whole tiles, 16-byte aligned);
-/// `pair`: Note [Softmax pair tiles] (16-bit, vec 1 or 2, with `two` and `async_copy` only). Bound as a
-/// SimpleKernel with its shared memory and cluster size (simple_kernel.h).
-KernelSource generate_softmax_smem_tiles(const ColumnShape& c, int vec, int block, int cluster, int keep, bool two,
-                                         bool async_copy, bool pair);
-/// Device code of Note [Softmax pair tiles] for a 16-bit `dtype`: pair_t (2 x VEC elements, VEC words), lo_f and
-/// hi_f (a word's two elements as floats), max2 (packed maximum, NaN skipped), pack2 (two floats rounded into a
-/// word) and PACKED_NEG_INF.
-std::string packed_pair_source(c10::ScalarType dtype);
-/// The kernel of a pair tile (Note [Softmax pair tiles]), after generate_softmax_smem_tiles' definitions.
-std::string pair_tile_kernel_source();
 
 }  // namespace cudal1::optimizer::softmax

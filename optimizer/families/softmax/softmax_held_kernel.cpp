@@ -7,7 +7,7 @@
 
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
-#include "softmax_family.h"
+#include "softmax_codegen.h"
 
 namespace cudal1::optimizer::softmax {
 namespace {

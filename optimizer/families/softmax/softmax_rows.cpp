@@ -2,7 +2,7 @@
 /// technique space, features and binding.
 #include "codegen_common.h"
 #include "simple_kernel.h"
-#include "softmax_family.h"
+#include "softmax_codegen.h"
 
 namespace cudal1::optimizer::softmax {
 namespace {
@@ -97,11 +97,7 @@ class SoftmaxPlan final : public Plan {
   }
 
   /// The technique of a variant of this plan's space, else InvalidArgument.
-  Result<RowTechnique> technique_of(const Variant& v) const {
-    for (const RowTechnique& t : techniques())
-      if (variant_of(t).id() == v.id()) return t;
-    return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
-  }
+  Result<RowTechnique> technique_of(const Variant& v) const { return technique_in(techniques(), v); }
 
   /// Plain variants: vec divides the row and its stride; head variants: wider than that, up to head_vec.
   bool vec_ok(int vec, int head) const {

@@ -6,7 +6,7 @@
 #include "codegen_common.h"
 #include "cudal1/core/cuda_driver.h"
 #include "grid.h"
-#include "softmax_family.h"
+#include "softmax_codegen.h"
 
 namespace cudal1::optimizer::softmax {
 namespace {
@@ -71,9 +71,9 @@ Status check_column_call(const ColumnShape& c, uintptr_t align, const c10::IValu
   return Status();
 }
 
-std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, int vec, int block, int chunks,
+std::unique_ptr<BoundKernel> make_tile_kernel(const ColumnShape& c, const ColumnTiles& t,
                                               std::shared_ptr<LoadedModule> m) {
-  return std::make_unique<TileKernel>(c, vec, chunks, block, std::move(m));
+  return std::make_unique<TileKernel>(c, t.vec, t.chunks, t.block, std::move(m));
 }
 
 }  // namespace cudal1::optimizer::softmax
