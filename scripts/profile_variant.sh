@@ -3,7 +3,7 @@
 # tunes only the rows whose name contains ROW and only the variants whose id contains VARIANT (a trailing '$'
 # anchors it at the id's end: 'async1$' leaves out the '...async1.pair1' twin), and ncu reports the 7th launch of
 # KERNEL (after verification's launches: a warm, timed one). Clocks are left alone.
-# Usage: scripts/profile_variant.sh ROW VARIANT KERNEL [OUTFILE]   e.g. 'layer_norm f32 [64' mode4 cudal1_norm
+# Usage: scripts/profile_variant.sh ROW VARIANT KERNEL [OUTFILE]   e.g. 'layer_norm f32 [64' mode8 cudal1_norm
 set -u
 ROW=$1 VARIANT=$2 KERNEL=$3 OUTFILE=${4:-/dev/stdout}
 B=${BUILD_DIR:-build-gpu}

@@ -98,42 +98,6 @@ std::vector<float> crossed_features(const std::vector<float>& ctx, const std::ve
   return f;
 }
 
-const char* ticket_source() {
-  return R"(__device__ __forceinline__ unsigned ticket_ask(unsigned* counter) {
-  return threadIdx.x == 0 ? atomicAdd(counter, 1u) : 0u;
-}
-__device__ __forceinline__ long long ticket_share(unsigned asked) {
-  __shared__ unsigned ticket_s;
-  __syncthreads();  // every thread has read the previous ticket
-  if (threadIdx.x == 0) ticket_s = asked;
-  __syncthreads();
-  return ticket_s;
-}
-/// Every thread's writes before the call are visible device-wide before the arrival counts.
-__device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned n) {
-  __shared__ unsigned last_s;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last_s = atomicAdd(counter, 1u) == n - 1u;
-  __syncthreads();
-  return last_s != 0u;
-}
-__device__ __forceinline__ void flag_wait(const unsigned* flag) {
-  if (threadIdx.x == 0) {
-    while (*reinterpret_cast<const volatile unsigned*>(flag) == 0u) __nanosleep(32);
-    __threadfence();
-  }
-  __syncthreads();
-}
-/// Raises a flag (thread 0) after every thread's writes before the call are visible device-wide.
-__device__ __forceinline__ void flag_raise(unsigned* flag) {
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) atomicExch(flag, 1u);
-}
-)";
-}
-
 const char* exact_divide_source() {
   return R"(__device__ __forceinline__ float div_rn(float a, float b, float rb) {
   const float q = __fmul_rn(a, rb);  // rounded on its own: never contracted into the correction

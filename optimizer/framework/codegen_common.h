@@ -39,7 +39,7 @@ const char* welford_source();
 const char* cluster_primitives_source();
 
 /// Note [Async copies]: cp.async copies from global into shared memory (sm_80+), the one place their inline PTX
-/// lives (the norm ring and clusters, the softmax shared tiles and cluster rows). Emits, needing no macro:
+/// lives (the softmax shared tiles and cluster rows, the reductions' column tiles). Emits, needing no macro:
 /// `cp_async<BYTES>(sa, g)`: starts copying BYTES = 16, 8 or 4 bytes from the global address `g` (a generic
 /// pointer to global memory, or a cvta.to.global address) to the 32-bit shared-memory byte address `sa`
 /// (__cvta_generic_to_shared's value or an offset from it; both aligned to BYTES): cp.async.cg (cached in L2
@@ -64,15 +64,6 @@ const char* async_copy_source();
 /// subnormal quotient may differ from div.rn by one subnormal ulp (< 1.5e-45); callers whose numerators can be
 /// tiny or huge guard it (the pooling family's div_rn_n, Note [Pooling exact division]).
 const char* exact_divide_source();
-
-/// Device code for kernels that deal work out by ticket over a persistent cooperative grid (Note [Norm parts]):
-/// `ticket_ask(counter)` (thread 0's atomicAdd, in order over the grid; the value is used only by ticket_share,
-/// so the round trip overlaps what the block does in between),
-/// `ticket_share(asked)` (thread 0's ticket for every thread of the block, between two block barriers),
-/// `arrive_last(counter, n)` (fence, then true in every thread of the block that made the counter reach n),
-/// `flag_raise(flag)` (fence, then thread 0 sets it) and `flag_wait(flag)` (thread 0 spins until the flag is
-/// set, then fences; a block barrier).
-const char* ticket_source();
 
 /// Note [Device constants]
 /// A generated head gives the device code its compile-time values as enumerators of a fixed underlying type,

@@ -114,10 +114,9 @@ Problem softmax(Rng& rng, int sm) {
                                   rng() % 8 == 0, sm);
 }
 
-/// Few long rows: the split-row modes. Some pass kMaxNumel (up to 4.9M elements) so that mode 3 gets several
-/// row groups with a short last one (Note [Norm groups]; fp32 3 x 2^20: 8 MB groups of 2 rows; 7 x 699050:
-/// 3 rows, or 6 in 16 MB groups; fp16/bf16 7 x 699050: 6 rows per 8 MB group; fp32 9 x 393216: 5 rows); 3 x
-/// 300008 gives the held rows (mode 7, Note [Norm held]) a short last slice.
+/// Few long rows: the split and held rows (modes 2, 7 and 8). Some pass kMaxNumel (up to 4.9M elements: rows of up
+/// to 8 MB, held over clusters with rereads or over grid blocks); odd lengths give short last chunks and slices (3
+/// x 300008: the held rows' last slice, Note [Norm held]).
 Problem long_norm(Rng& rng, int sm, c10::ScalarType dt, double eps) {
   if (rng() % 2) {
     const std::pair<int64_t, int64_t> shapes[] = {{1, 2097152}, {3, 1048576}, {7, 699050},  {5, 524288},
@@ -152,10 +151,9 @@ Problem norm(Rng& rng, int sm) {
   return testing::group_norm_problem(dt, sizes, groups, rng() % 3 != 0, sm, eps);
 }
 
-/// Norm variants the fuzz favours: the cluster rows (mode 4, sm_90+: Note [Norm clusters]) and the ring steps
-/// (mode 5: Note [Norm ring]; long rows, where they outnumber mode 4), which the many split-row variants of
-/// long rows would otherwise leave rare.
-bool norm_chip_variant(const optimizer::Variant& v) { return v.get("mode") >= 4; }
+/// Norm variants the fuzz favours: the held rows (modes 7 and 8, sm_90+ with 16-byte vectors: Note [Norm held]),
+/// which the many split-row variants of long rows would otherwise leave rare.
+bool norm_chip_variant(const optimizer::Variant& v) { return v.get("mode") >= 7; }
 
 /// Batch norm in eval form (Note [Batch norm inference]): both ops, ranks 2-5 (sizes from draw_sizes, so 0, 1,
 /// odd and prime ones too, the channel count often a typical one), contiguous, channels-last (4-d), permuted,

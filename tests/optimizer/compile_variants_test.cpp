@@ -243,15 +243,15 @@ TEST_P(CompileVariants, EveryNormVariant) {
       testing::layer_norm_problem(at::kHalf, {7, 999}, 1, true, false, sm),
       testing::group_norm_problem(at::kHalf, {2, 32, 8, 8}, 8, true, sm),
       testing::group_norm_problem(at::kFloat, {3, 12, 5}, 4, false, sm),
-      // Rows long enough for row groups (mode 3): fused-affine fp16 group norm, fp32 layer norm.
+      // Rows long enough to split (modes 2, 7 and 8): fused-affine fp16 group norm, fp32 layer norm.
       testing::group_norm_problem(at::kHalf, {2, 64, 128, 128}, 4, true, sm),
-      // fp32 rows of 699050 (vector width 2): mode 5's 8-byte copies, 3 rows per 8 MB step and a short last one.
+      // fp32 rows of 699050 (vector width 2): split rows of 8-byte vectors whose last chunk is short.
       testing::layer_norm_problem(at::kFloat, {5, 699050}, 1, true, true, sm),
-      // Vector width 2: the 8- and 4-byte copies of the cluster rows (mode 4; Note [Norm clusters]).
+      // Vector width 2: 8- and 4-byte vectors on rows of 1002.
       testing::layer_norm_problem(at::kFloat, {9, 1002}, 1, true, true, sm),
       testing::layer_norm_problem(at::kHalf, {9, 1002}, 1, true, true, sm),
-      // Ring steps (mode 5; Note [Norm ring]) with 16-byte copies: bf16 group norm with rounded statistics and
-      // the fused affine form.
+      // Long bf16 group-norm rows of 16-byte vectors (the held rows too) with rounded statistics and the fused
+      // affine form.
       testing::group_norm_problem(at::kBFloat16, {1, 4, 512, 512}, 2, true, sm),
       // Held rows (mode 7; Note [Norm held]): 2 MB fp32 group-norm rows over clusters of 16, and fp32 rows of
       // 25001 vectors whose last chunk and last block's slice are short.

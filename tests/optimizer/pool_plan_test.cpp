@@ -131,7 +131,7 @@ TEST(PoolPlan, SpaceTilesOnlyWherePatchesFitAndChannelsLastHasNoRowTiles) {
     EXPECT_TRUE(plan.value()->source(v).ok()) << v.id();
   }
   EXPECT_EQ(lengths.size(), 1u);
-  EXPECT_EQ(strata.size(), 8u);  // tiles across rows, down columns, both, neither; each with or without staging
+  EXPECT_EQ(strata.size(), 4u);  // tiles across rows, down columns, both, neither
   EXPECT_FALSE(plan.value()->source(Variant{{{"opw", 3}, {"oph", 1}, {"block", 256}}}).ok());
   EXPECT_FALSE(plan.value()->bind(plan.value()->space().front(), nullptr).ok());
 }
@@ -159,7 +159,7 @@ TEST(PoolPlan, EveryVariantNamesItsTechniqueInTheFirstLine) {
     if (v.get("cpx", 1) > 1) return "ChannelsLastRuns";
     if (v.get("slide")) return "SlidingWindows";
     if (channels_last) return v.get("px") ? "ChannelsLastTiles" : "ChannelsLastVectors";
-    return v.get("smem") ? "SharedTiles" : "RegisterTiles";
+    return "RegisterTiles";
   };
   const std::vector<int64_t> s = {2, 16, 28, 28};
   std::set<std::string> seen;
@@ -174,39 +174,25 @@ TEST(PoolPlan, EveryVariantNamesItsTechniqueInTheFirstLine) {
       EXPECT_EQ(name, expected(v, cl)) << v.id();
       seen.insert(name);
     }
-  EXPECT_EQ(seen.size(), 9u) << "every technique class";
+  EXPECT_EQ(seen.size(), 8u) << "every technique class";
 }
 
-TEST(PoolPlan, SharedMemoryStagingOnlyForOverlappingWindowsAndWithinTheStaticLimit) {
+TEST(PoolPlan, KnobSmemIsZeroInEveryVariant) {
+  // Note [Pooling techniques]: knob smem stays in the ids, always 0; an id with smem 1 is not in any space.
   const std::vector<int64_t> s = {2, 4, 256, 256};
-  // k3 s2: windows overlap by one column and row; every staged rectangle fits 48 KB of static shared memory.
-  std::set<std::tuple<int, int, int>> staged;
-  for (const auto& [v, code] : variants(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false))) {
-    EXPECT_TRUE(has(code, std::string("enum : bool { kStaged = ") + (v.get("smem") ? "true" : "false") + " };"))
-        << v.id();
-    if (!v.get("smem")) continue;
-    staged.insert({v.get("opw"), v.get("oph"), v.get("block")});
-    EXPECT_NE(code.find(" SharedTiles\n"), std::string::npos) << v.id();
-    EXPECT_LE(constant(code, "kTileRows") * constant(code, "kPitch") * 4, 48 * 1024) << v.id();
-    EXPECT_EQ(constant(code, "kBx") * constant(code, "kBy"), v.get("block")) << v.id();
-    EXPECT_EQ(constant(code, "kPitch") % constant(code, "kVec"), 0) << v.id();
-    EXPECT_GE(constant(code, "kPitch"), constant(code, "kTileCols")) << v.id();
-  }
-  EXPECT_EQ(staged.count({4, 2, 128}), 1u);  // 17 rows x 260 floats
-  EXPECT_EQ(staged.count({4, 2, 512}), 0u) << "65 rows x 260 floats: over 48 KB";
-  EXPECT_EQ(staged.count({1, 1, 256}), 1u);
-  // Dilation makes k2 s2 windows overlap; a 5 x 5 window at stride 1 in a 3-d input; odd planes.
-  auto count_staged = [&](const Problem& p) {
-    int n = 0;
-    for (const auto& [v, code] : variants(p)) n += v.get("smem");
-    return n;
-  };
-  EXPECT_GT(count_staged(max_pool_problem(at::kHalf, s, {}, {2, 2}, {2, 2}, {1, 1}, {3, 3}, true, false)), 0);
-  EXPECT_GT(count_staged(avg_pool_problem(at::kBFloat16, {7, 13, 31}, {}, {5, 5}, {1, 1}, {2, 2}, true, false, 3)), 0);
-  // Windows that do not overlap read every element once anyway; adaptive and channels-last kernels never stage.
-  EXPECT_EQ(count_staged(max_pool_problem(at::kFloat, s, {}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)), 0);
-  EXPECT_EQ(count_staged(adaptive_avg_pool_problem(at::kFloat, s, {}, {7, 7})), 0);
-  EXPECT_EQ(count_staged(max_pool_problem(at::kFloat, s, channels_last(s), {3, 3}, {1, 1}, {1, 1}, {1, 1}, false)), 0);
+  for (const auto& p : {max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false),
+                        max_pool_problem(at::kHalf, s, {}, {2, 2}, {2, 2}, {1, 1}, {3, 3}, true, false),
+                        avg_pool_problem(at::kBFloat16, {7, 13, 31}, {}, {5, 5}, {1, 1}, {2, 2}, true, false, 3)})
+    for (const auto& [v, code] : variants(p)) {
+      EXPECT_EQ(v.get("smem", -1), 0) << v.id();
+      EXPECT_NE(code.find(" smem=0 "), std::string::npos) << v.id();
+    }
+  auto plan = family().plan(max_pool_problem(at::kFloat, s, {}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan.value()->source(Variant{{{"opw", 1}, {"oph", 1}, {"block", 256}, {"smem", 1}, {"px", 0},
+                                             {"slide", 0}, {"seg", 0}, {"cpx", 1}, {"walk", 0}, {"flat", 0}}}).ok());
+  EXPECT_TRUE(plan.value()->source(Variant{{{"opw", 1}, {"oph", 1}, {"block", 256}, {"smem", 0}, {"px", 0},
+                                            {"slide", 0}, {"seg", 0}, {"cpx", 1}, {"walk", 0}, {"flat", 0}}}).ok());
 }
 
 TEST(PoolPlan, ChannelsLastPixelTilesOnlyForOverlappingWindows) {

@@ -5,7 +5,6 @@
 /// vectors, merged with Chan's formula, so it is read once for its statistics. The output is
 /// (x - mean) * rstd * weight + bias with rstd = rsqrtf(var + eps), var biased, as ATen. Reductions end in lane 0
 /// and are broadcast, so every thread of a row normalises with the same mean and rstd.
-#include <algorithm>
 #include <ostream>
 #include <sstream>
 
@@ -15,11 +14,6 @@
 
 namespace cudal1::optimizer::norm {
 namespace {
-
-int64_t split_chunk_vectors(const NormShape& s, int vec, int splits) {
-  const int64_t nv = s.cols / vec;
-  return (nv + splits - 1) / splits;
-}
 
 /// The source of `k` on `s`: the head norm_common.cuh describes, then the device code.
 template <class Technique>
@@ -85,7 +79,10 @@ void RowPerBlock::source(std::ostream& o, const NormShape& s) const {
   row_source(o, s, vec, block, row_threads(), cache);
 }
 
-int64_t SplitRow::chunk_vectors(const NormShape& s) const { return split_chunk_vectors(s, vec, splits); }
+int64_t SplitRow::chunk_vectors(const NormShape& s) const {
+  const int64_t nv = s.cols / vec;
+  return (nv + splits - 1) / splits;
+}
 
 void SplitRow::source(std::ostream& o, const NormShape& s) const {
   o << "namespace rownorm {\n";
@@ -93,29 +90,6 @@ void SplitRow::source(std::ostream& o, const NormShape& s) const {
   constant(o, "index_t", "kChunkVectors", chunk_vectors(s));
   constant(o, "bool", "kReverse", reverse);
   o << "}  // namespace rownorm\n" << device_sources::kNormSplitRow;
-}
-
-int64_t RowGroups::chunk_vectors(const NormShape& s) const { return split_chunk_vectors(s, vec, splits); }
-
-int64_t RowGroups::rows_per_group(const NormShape& s) const {
-  const int64_t row_bytes = s.cols * (s.dtype == c10::ScalarType::Float ? 4 : 2);
-  const int64_t fit = (int64_t{chunk_mb} << 20) / row_bytes;
-  return std::max<int64_t>(1, std::min(fit, s.rows));
-}
-
-int64_t RowGroups::groups(const NormShape& s) const {
-  const int64_t rpg = rows_per_group(s);
-  return (s.rows + rpg - 1) / rpg;
-}
-
-void RowGroups::source(std::ostream& o, const NormShape& s) const {
-  o << "namespace rownorm {\n";
-  constant(o, "index_t", "kSplits", splits);
-  constant(o, "index_t", "kChunkVectors", chunk_vectors(s));
-  constant(o, "index_t", "kRowsPerGroup", rows_per_group(s));
-  constant(o, "index_t", "kGroupCount", groups(s));
-  constant(o, "int", "kLead", ahead ? 1 : 0);
-  o << "}  // namespace rownorm\n" << device_sources::kNormGridExchange << device_sources::kNormRowGroups;
 }
 
 KernelSource generate_norm(const NormShape& s, const NormTechnique& t) {

@@ -16,13 +16,6 @@ namespace {
 constexpr int kBlocks[] = {128, 256, 512, 1024};
 constexpr int kVecs[] = {1, 2, 4, 8};
 constexpr int kSplits[] = {4, 16, 64, 256, 1024};
-constexpr int kGroupSplits[] = {16, 64, 256};  ///< mode 3: each part merges all of its row's triples: not 1024
-constexpr int64_t kMinGroupParts = 128;  ///< mode 3: fewer parts per group than ~SMs leave HBM idle
-constexpr int kGroupMb[] = {8, 16};        ///< mode 3: row group sizes (Note [Norm groups])
-constexpr int kClusters[] = {2, 4, 8, 16};  ///< mode 4: blocks per row (16: the largest cluster sm_90 allows)
-constexpr int kStepMb[] = {4, 8};           ///< mode 5: step sizes (Note [Norm ring])
-constexpr int kRings[] = {2, 3};            ///< mode 5: ring slots
-constexpr int kPers[] = {4, 8};             ///< mode 6: vectors a thread holds (Note [Norm parts])
 constexpr int kHeldClusters[] = {1, 2, 4, 8, 16};  ///< mode 7: blocks per row (Note [Norm held])
 constexpr int kHeldChunkKb[] = {16, 32};           ///< mode 7: bulk copy sizes
 
@@ -72,6 +65,8 @@ class NormPlan final : public Plan {
   }
 
   std::vector<float> features(const Variant& v) const override {
+    // The layout stored policies were learned on (Family::features_version): the places of modes 3-6 and of knobs
+    // no technique has stay, always 0.
     std::vector<float> knobs;
     for (int x : kVecs) knobs.push_back(v.get("vec") == x);
     for (int x : kBlocks) knobs.push_back(v.get("block") == x);
@@ -82,13 +77,9 @@ class NormPlan final : public Plan {
     for (int x : kSplits) knobs.push_back(v.get("splits") == x);
     knobs.push_back(v.get("rev") == 1);
     knobs.push_back(v.get("rev") == 0);
-    for (int x : kGroupMb) knobs.push_back(v.get("chunk") == x);
-    knobs.push_back(v.get("ahead") == 1);
+    knobs.insert(knobs.end(), 3, 0.f);  // chunk 8, chunk 16, ahead
     for (int x : kHeldClusters) knobs.push_back(v.get("cluster") == x);
-    knobs.push_back(v.get("occ") == 2);
-    for (int x : kStepMb) knobs.push_back(v.get("step") == x);
-    knobs.push_back(v.get("ring") == 3);
-    knobs.push_back(v.get("per") == 8);
+    knobs.insert(knobs.end(), 5, 0.f);  // occ 2, step 4, step 8, ring 3, per 8
     knobs.push_back(v.get("ckb") == 32);
     knobs.push_back(v.get("deep") == 1);
     const std::vector<float> ctx = {1.f,
@@ -102,8 +93,7 @@ class NormPlan final : public Plan {
   }
 
   int stratum(const Variant& v) const override {
-    return v.get("mode") * 2 + v.get("cache") + v.get("ahead") + (v.get("occ") == 2 ? 1 : 0) +
-           (v.get("ring") == 3 ? 1 : 0) + v.get("deep");
+    return v.get("mode") * 2 + v.get("cache") + v.get("deep");
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -120,7 +110,7 @@ class NormPlan final : public Plan {
  private:
   /// The space in its order: for each vec, then block, RowPerWarp (short rows), RowPerBlock (cached first where
   /// the row fits the registers, then streamed) and SplitRow (each splits, forward then reversed); then
-  /// RowGroups, ClusterSlices, RingSteps, TicketParts, HeldCluster and HeldGrid, each where it applies.
+  /// HeldCluster and HeldGrid where they apply.
   std::vector<NormTechnique> techniques() const {
     std::vector<NormTechnique> out;
     for (int vec : kVecs) {
@@ -141,10 +131,6 @@ class NormPlan final : public Plan {
           }
       }
     }
-    add_group_techniques(&out);
-    add_cluster_techniques(&out);
-    add_ring_techniques(&out);
-    add_parts_techniques(&out);
     add_held_techniques(&out);
     return out;
   }
@@ -156,81 +142,8 @@ class NormPlan final : public Plan {
     return Status(Code::kInvalidArgument, "variant " + v.id() + " is not in this plan's space");
   }
 
-  /// Rows long and few enough to split over blocks: where SplitRow, RowGroups, RingSteps, TicketParts and the held
-  /// rows are offered.
+  /// Rows long and few enough to split over blocks: where SplitRow and the held rows are offered.
   bool split_rows() const { return s_.cols >= 4096 && s_.rows <= 4096; }
-
-  /// RowGroups (Note [Norm groups]), where SplitRow is offered: the widest vector only (they stream), blocks of
-  /// 256-1024, each group size that gives a different number of rows per group, with and without `ahead`; only
-  /// splits that give a part at least a block of vectors and a group at least kMinGroupParts parts.
-  void add_group_techniques(std::vector<NormTechnique>* out) const {
-    if (!split_rows()) return;
-    for (int block : {256, 512, 1024})
-      for (int splits : kGroupSplits) {
-        RowGroups k{{s_.max_vec, block}, splits};
-        if (k.chunk_vectors(s_) < block) continue;
-        int64_t last_rows = 0;
-        for (int mb : kGroupMb) {
-          k.chunk_mb = mb;
-          if (k.rows_per_group(s_) == last_rows) continue;  // rows larger than the smaller group
-          if (k.rows_per_group(s_) * splits < kMinGroupParts) continue;
-          last_rows = k.rows_per_group(s_);
-          for (bool ahead : {false, true}) k.ahead = ahead, out->push_back(k);
-        }
-      }
-  }
-
-  /// ClusterSlices (Note [Norm clusters]), on sm_90+: the widest vector only (the slice is streamed: narrower ones
-  /// only add instructions), every cluster size that gives a block >= 32 elements (short rows too), every block
-  /// that leaves no thread without a vector (128 always), sized for one block per SM and, where shared memory is
-  /// what limits it to one, for two (smaller slices in shared memory, more in registers). A small space, so that
-  /// the tuner's few trials reach its best.
-  void add_cluster_techniques(std::vector<NormTechnique>* out) const {
-    if (s_.sm < 90) return;
-    for (int block : kBlocks)
-      for (int cluster : kClusters) {
-        ClusterSlices k{{s_.max_vec, block}, cluster, 1};
-        if (s_.cols < int64_t{cluster} * 32 || (block > 128 && k.slice_vectors(s_) < block)) continue;
-        const int regs = k.registers(s_);
-        if (regs < 0) continue;  // the slice fits neither shared memory nor registers
-        out->push_back(k);
-        k.occ = 2;
-        if (k.registers(s_) > regs) out->push_back(k);
-      }
-  }
-
-  /// RingSteps (Note [Norm ring]), where SplitRow is offered, on sm_80 and sm_90+: the widest vector only, blocks
-  /// of 256-1024, each step size that gives a different number of rows per step, 2 and 3 ring slots; only what
-  /// fits (cp.async vectors, a part of >= a block of vectors, the ring in one block's shared memory).
-  void add_ring_techniques(std::vector<NormTechnique>* out) const {
-    if (!split_rows()) return;
-    for (int block : {256, 512, 1024}) {
-      RingSteps k{{s_.max_vec, block}};
-      int64_t last_rows = 0;
-      for (int mb : kStepMb) {
-        k.step_mb = mb;
-        if (k.rows_per_step(s_) == last_rows) continue;  // rows larger than the smaller step
-        last_rows = k.rows_per_step(s_);
-        for (int ring : kRings) {
-          k.ring = ring;
-          if (k.fits(s_)) out->push_back(k);
-        }
-      }
-    }
-  }
-
-  /// TicketParts (Note [Norm parts]), where SplitRow is offered, on sm_80 and sm_90+: the widest vector only,
-  /// blocks of 256 and 512, 4 or 8 vectors a thread, with and without `ahead`; only what fits (2 or more parts a
-  /// row, no more than the reference grid holds at once).
-  void add_parts_techniques(std::vector<NormTechnique>* out) const {
-    if (!split_rows()) return;
-    for (int block : {256, 512})
-      for (int per : kPers)
-        for (bool ahead : {false, true}) {
-          const TicketParts k{{s_.max_vec, block}, per, ahead};
-          if (k.fits(s_)) out->push_back(k);
-        }
-  }
 
   /// HeldCluster (Note [Norm held]), where SplitRow is offered, on sm_90+ with 16-byte vectors: blocks of 256 and
   /// 512 consumers, the two smallest cluster sizes whose slices fit, 16 and 32 KB chunks, tight and deep rings;
@@ -353,8 +266,9 @@ class NormFamily final : public Family {
   // 6: cp.async from codegen_common (Note [Async copies]; same cubins); 7: mode 7 (Note [Norm held]), 8: mode 8,
   // so that cached choices are tuned again over the larger space; 9: mode 8 writes a row and takes the next one
   // chunk by chunk (new timings)
-  // 10: each technique a class and its device code in norm_*.cuh files (same cubins)
-  int version() const override { return 10; }
+  // 10: each technique a class and its device code in norm_*.cuh files (same cubins); 11: RowGroups, ClusterSlices,
+  // RingSteps and TicketParts (modes 3-6) dropped (the kept variants' cubins unchanged)
+  int version() const override { return 11; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {
@@ -376,17 +290,8 @@ Variant variant_of(const NormTechnique& t) {
         int cache = 0, splits = 1, rev = 0;
         if constexpr (std::is_same_v<K, RowPerWarp> || std::is_same_v<K, RowPerBlock>) cache = k.cache ? 1 : 0;
         if constexpr (std::is_same_v<K, SplitRow>) splits = k.splits, rev = k.reverse ? 1 : 0;
-        if constexpr (std::is_same_v<K, RowGroups>) splits = k.splits;
         Variant v{{{"mode", K::kMode}, {"vec", k.vec}, {"block", k.block}, {"cache", cache}, {"splits", splits},
                    {"rev", rev}}};
-        if constexpr (std::is_same_v<K, RowGroups>)
-          v.knobs.insert(v.knobs.end(), {{"chunk", k.chunk_mb}, {"ahead", k.ahead ? 1 : 0}});
-        if constexpr (std::is_same_v<K, ClusterSlices>)
-          v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"occ", k.occ}});
-        if constexpr (std::is_same_v<K, RingSteps>)
-          v.knobs.insert(v.knobs.end(), {{"step", k.step_mb}, {"ring", k.ring}});
-        if constexpr (std::is_same_v<K, TicketParts>)
-          v.knobs.insert(v.knobs.end(), {{"per", k.per}, {"ahead", k.ahead ? 1 : 0}});
         if constexpr (std::is_same_v<K, HeldCluster>)
           v.knobs.insert(v.knobs.end(), {{"cluster", k.cluster}, {"ckb", k.chunk_kb}, {"deep", k.deep ? 1 : 0}});
         if constexpr (std::is_same_v<K, HeldGrid>)

@@ -19,6 +19,7 @@ constexpr int kMaxSlots = 32;  ///< mbarrier pairs in static shared memory
 constexpr int64_t kVectorBytes = 16;
 constexpr int64_t kHeldVectorsPerBlock = 8192;  ///< 128 KB of registers: 16 vectors a thread at 512, 32 at 256
 constexpr int64_t kRereadRing = 64 * 1024;      ///< the reread ring's bytes
+constexpr int64_t kReferenceBlocks = 132;       ///< HeldGrid: the most blocks a row takes (H100 SXM/H200's SMs)
 
 /// Ring slots of `chunk_kb` KB that fit a block's shared memory (at most kMaxSlots).
 int64_t most_slots(const HeldLayout& k) {
@@ -94,7 +95,7 @@ void HeldLayout::source(std::ostream& o, const NormShape& s) const {
   constant(o, "int", "kSlots", slots(s));
   constant(o, "int", "kRereadSlots", reread_slots(s));
   o << "}  // namespace rownorm\n"
-    << device_sources::kNormGridExchange << cluster_primitives_source() << device_sources::kNormHeld;
+    << cluster_primitives_source() << device_sources::kNormHeld;
 }
 
 int HeldCluster::threads(const NormShape& s) const { return layout_of(*this).threads(s); }
@@ -122,7 +123,7 @@ int64_t HeldGrid::parts_for(const NormShape& s, int vec) {
 }
 
 bool HeldGrid::fits(const NormShape& s) const {
-  if (parts < 2 || parts > ring_reference_blocks(s.sm) || s.rows * parts >= (int64_t{1} << 31)) return false;
+  if (parts < 2 || parts > kReferenceBlocks || s.rows * parts >= (int64_t{1} << 31)) return false;
   const HeldLayout l = layout_of(*this);
   if (!l.knobs_fit(s)) return false;
   const int64_t chunks = l.chunks(s);

@@ -2,8 +2,8 @@
 // cluster, or consecutive blocks of a cooperative grid), each holding its slice in registers, fed by bulk copies
 // through a shared-memory ring that a producer warp fills while kBlock consumer threads reduce and write. The
 // blocks exchange their triples by st.async (a cluster) or through the workspace (the grid). Follows
-// norm_common.cuh, norm_grid_exchange.cuh, codegen_common's cluster primitives and its own constants (namespace
-// norm, Note [Device constants]):
+// norm_common.cuh, codegen_common's cluster primitives and its own constants (namespace rownorm, Note [Device
+// constants]):
 //   int kRowBlocks                   blocks a row
 //   bool kGrid                       HeldGrid: the row's blocks are kRowBlocks consecutive blocks of the grid
 //   bool kClusterExchange            HeldCluster with kRowBlocks > 1: triples go to every block of the cluster
@@ -110,6 +110,16 @@ __device__ __forceinline__ void write_chunk(const storage_t* __restrict__ w, con
       affine(w, b, row, j0 + a, wv, bv);
       yr[j0 + a] = normalise(c[k * kChunkThreadVectors + u], mean_u, rstd_u, wv, bv);
     }
+  }
+}
+
+/// Thread 0 writes the block's triple (the same in every thread) to the workspace at i x 3.
+__device__ __forceinline__ void publish(float* ws, index_t i, const Welford& acc) {
+  if (threadIdx.x == 0) {
+    float* p = ws + i * 3;
+    p[0] = acc.n;
+    p[1] = acc.mean;
+    p[2] = acc.m2;
   }
 }
 

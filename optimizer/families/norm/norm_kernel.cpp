@@ -87,11 +87,10 @@ class NormKernel final : public BoundKernel {
         return Status(Code::kUnsupported, "the device keeps fewer blocks resident (" + std::to_string(resident_) +
                                               ") than a row has parts (" + std::to_string(parts_) + ")");
       if (launch_ == Launch::kCooperative) {
-        ws = at::empty({triples_ + groups_ + extra_}, x.options().dtype(at::kFloat));
+        ws = at::empty({triples_ + counters_}, x.options().dtype(at::kFloat));
         wsp = ws.data_ptr<float>();
-        return launch_groups(api, xp, w, b, yp, mp, rp, wsp, stream);
+        return launch_grid(api, xp, w, b, yp, mp, rp, wsp, stream);
       }
-      if (launch_ == Launch::kClusters) return launch_cluster_rows(xp, w, b, yp, mp, rp, stream);
       if (launch_ == Launch::kHeldClusters) return launch_held_rows(xp, w, b, yp, mp, rp, stream);
       const unsigned g = grid_dim(grid_);
       for (int phase = launch_ == Launch::kTwoPhases ? 0 : 1; phase <= 1; ++phase) {
@@ -111,8 +110,7 @@ class NormKernel final : public BoundKernel {
   enum class Launch {
     kPlain,         ///< one launch of grid_ blocks
     kTwoPhases,     ///< SplitRow: phase 0 then phase 1, grid_ blocks each, with triples_ floats of workspace
-    kCooperative,   ///< launch_groups
-    kClusters,      ///< launch_cluster_rows
+    kCooperative,   ///< launch_grid
     kHeldClusters,  ///< launch_held_rows
   };
 
@@ -122,42 +120,6 @@ class NormKernel final : public BoundKernel {
     launch_ = Launch::kTwoPhases;
     grid_ = s_.rows * k.splits;
     triples_ = s_.rows * k.splits * 3;
-  }
-  void configure(const RowGroups& k) {
-    // Note [Norm groups]: the grid must be resident at once; the parts of a group are dealt evenly over it.
-    launch_ = Launch::kCooperative;
-    const int64_t parts = k.rows_per_group(s_) * k.splits;
-    const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k.block);
-    const int64_t per_block = (parts + resident - 1) / resident;
-    group_grid_ = static_cast<unsigned>((parts + per_block - 1) / per_block);
-    groups_ = k.groups(s_);
-    triples_ = s_.rows * k.splits * 3;
-  }
-  void configure(const ClusterSlices& k) {
-    launch_ = Launch::kClusters;
-    cluster_ = k.cluster;
-    smem_ = k.smem_bytes(s_);
-  }
-  void configure(const RingSteps& k) {
-    // Note [Norm ring]: one block per SM, every row of a step dealt over all of them.
-    launch_ = Launch::kCooperative;
-    group_grid_ = static_cast<unsigned>(module_->sm_count());
-    groups_ = k.steps(s_);
-    triples_ = s_.rows * group_grid_ * 3;
-    smem_ = k.smem_bytes(s_, group_grid_);
-  }
-  void configure(const TicketParts& k) {
-    // Note [Norm parts]: as many blocks as the device keeps resident, at least a row's parts (else declined at
-    // the call: a row's holders could wait on a part no block is free to take).
-    launch_ = Launch::kCooperative;
-    const int64_t parts = k.parts_per_row(s_);
-    const int64_t resident = int64_t{module_->sm_count()} * module_->max_blocks_per_sm(k.block);
-    parts_ = parts;
-    resident_ = resident;
-    group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, std::min(resident, s_.rows * parts)));
-    groups_ = 2 * s_.rows + 1;  // a counter and a flag per row, the ticket counter
-    triples_ = s_.rows * parts * 3;
-    extra_ = 2 * s_.rows;  // each row's mean and rstd
   }
   void configure(const HeldCluster& k) {
     launch_ = Launch::kHeldClusters;
@@ -173,25 +135,23 @@ class NormKernel final : public BoundKernel {
     parts_ = k.parts;
     resident_ = int64_t{module_->sm_count()};
     group_grid_ = static_cast<unsigned>(std::max<int64_t>(1, at_once) * k.parts);
-    groups_ = s_.rows;  // a counter per row
+    counters_ = s_.rows;
     triples_ = s_.rows * k.parts * 3;
     smem_ = k.smem_bytes(s_);
     threads_ = static_cast<unsigned>(k.threads(s_));
   }
 
-  /// RowGroups, RingSteps, TicketParts and HeldGrid: zeroes the counters behind the triples (a group's, a step's,
-  /// a row's and the ticket, a row's), then one cooperative launch (Note [Norm groups], Note [Norm ring], Note
-  /// [Norm parts], Note [Norm held]; RingSteps and HeldGrid first opt in to their rings' shared memory). A grid the
-  /// device cannot keep resident now (e.g. under MPS limits), a ring larger than this device's shared memory, and a
+  /// HeldGrid (Note [Norm held], mode 8): opts in to its ring's shared memory, zeroes the row counters behind the
+  /// triples, then one cooperative launch. A grid the device cannot keep resident now (e.g. under MPS limits) and a
   /// stream being captured into a graph (no cooperative nodes): Unsupported, so ATen serves the call.
-  Status launch_groups(const DriverApi* api, const void* xp, const void* w, const void* b, void* yp, void* mp,
-                       void* rp, float* wsp, CUstream stream) const {
+  Status launch_grid(const DriverApi* api, const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
+                     float* wsp, CUstream stream) const {
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     CUDAL1_CU_TRY(api->cuStreamIsCapturing(stream, &capture));
     if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return Status(Code::kUnsupported, "stream is being captured");
     if (smem_ > 0) CUDAL1_RETURN_IF_ERROR(module_->prepare_shared_memory(static_cast<unsigned>(smem_)));
     CUDAL1_CU_TRY(api->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(wsp + triples_), 0,
-                                        static_cast<size_t>(groups_), stream));
+                                        static_cast<size_t>(counters_), stream));
     int phase = 1;
     void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
     const CUresult r =
@@ -200,26 +160,6 @@ class NormKernel final : public BoundKernel {
     if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE || r == CUDA_ERROR_NOT_SUPPORTED)
       return Status(Code::kUnsupported, "cooperative grid cannot be resident: " + cu_error_text(r));
     if (r != CUDA_SUCCESS) return cu_status(r, "cuLaunchCooperativeKernel", __FILE__, __LINE__);
-    return Status();
-  }
-
-  /// ClusterSlices (Note [Norm clusters]): opts the kernel in to its shared memory and cluster size once, checks
-  /// that one cluster can be resident, then launches a cluster per row (rows beyond 2^31 - 1 blocks: clusters
-  /// loop). Every failure is Unsupported, so ATen serves the call.
-  Status launch_cluster_rows(const void* xp, const void* w, const void* b, void* yp, void* mp, void* rp,
-                             CUstream stream) {
-    const unsigned smem = static_cast<unsigned>(smem_);
-    const Status ready =
-        module_->prepare_clusters(static_cast<unsigned>(block_), static_cast<unsigned>(cluster_), smem);
-    if (!ready.ok()) return Status(Code::kUnsupported, "cluster rows: " + ready.to_string());
-    const int64_t clusters = std::min<int64_t>(s_.rows, ((int64_t{1} << 31) - 1) / cluster_);
-    float* wsp = nullptr;
-    int phase = 1;
-    void* params[] = {&xp, &w, &b, &yp, &mp, &rp, &wsp, &phase};
-    const Status st = module_->launch_clusters(static_cast<unsigned>(clusters * cluster_),
-                                               static_cast<unsigned>(block_), static_cast<unsigned>(cluster_),
-                                               smem, stream, params);
-    if (!st.ok()) return Status(Code::kUnsupported, "cluster launch failed: " + st.to_string());
     return Status();
   }
 
@@ -253,15 +193,13 @@ class NormKernel final : public BoundKernel {
   int block_ = 1;            ///< threads per block (the held rows: consumers)
   uintptr_t align_ = 1;      ///< bytes of one vector: x, y (and layer norm's w and b) must be aligned to it
   int64_t grid_ = 1;         ///< kPlain, kTwoPhases: blocks of a launch
-  int cluster_ = 1;          ///< kClusters, kHeldClusters: blocks a cluster
+  int cluster_ = 1;          ///< kHeldClusters: blocks a cluster
   unsigned group_grid_ = 1;  ///< kCooperative: blocks of the launch
   unsigned threads_ = 0;     ///< the held rows: threads a block (consumers and their warps), else 0: block_
-  int64_t groups_ = 0;       ///< kCooperative: zeroed counters (a group's, a step's; TicketParts: 2 x rows + 1;
-                             ///< HeldGrid: rows)
+  int64_t counters_ = 0;     ///< kCooperative: zeroed counters after the triples (a row's)
   int64_t triples_ = 0;      ///< workspace floats before the counters (kTwoPhases: the whole workspace)
-  int64_t extra_ = 0;        ///< TicketParts: workspace floats after the counters (each row's statistics)
-  int64_t smem_ = 0;         ///< ClusterSlices, RingSteps and the held rows: dynamic shared memory per block
-  int64_t parts_ = 0, resident_ = 0;  ///< TicketParts, HeldGrid: a row's parts, the blocks the device keeps resident
+  int64_t smem_ = 0;         ///< the held rows: dynamic shared memory per block
+  int64_t parts_ = 0, resident_ = 0;  ///< HeldGrid: a row's parts, the blocks the device keeps resident
   std::once_flag held_once_;          ///< HeldCluster: the opt-in and the occupancy query, once
   Status held_ready_;
   int held_clusters_ = 0;             ///< HeldCluster: clusters the device holds at once

@@ -68,7 +68,6 @@ PoolTechnique pool_technique(const PoolShape& s, const PoolKnobs& k) {
     if (k.px) return ChannelsLastTiles{k.block, k.opw, k.px};
     return ChannelsLastVectors{k.block, k.opw};
   }
-  if (k.smem) return SharedTiles{k.block, k.opw, k.oph};
   return RegisterTiles{k.block, k.opw, k.oph};
 }
 

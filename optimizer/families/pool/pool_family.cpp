@@ -13,7 +13,7 @@ namespace {
 constexpr int kOpws[] = {1, 2, 4, 8};
 constexpr int kOphs[] = {1, 2, 4};
 constexpr int kBlocks[] = {128, 256, 512};
-constexpr int kSmems[] = {0, 1};
+constexpr int kSmems[] = {0, 1};  ///< the features' layout only: the knob is always 0 (PoolKnobs::smem)
 constexpr int kPxs[] = {0, 4, 8};
 constexpr int kSlides[] = {0, 4, 8};
 constexpr int kSegs[] = {0, 8, 32};
@@ -95,7 +95,7 @@ class PoolPlan final : public Plan {
     if (v.get("flat", 0)) return 15;
     if (v.get("pair", 0)) return 16;  // packed pairs: their own, for the same reason
     if (v.get("cpx", 1) > 1) return 11;  // channels-last pixel runs: a stratum of their own, for the same reason
-    return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("smem") || v.get("px") ? 4 : 0);
+    return (v.get("opw") > 1 ? 1 : 0) + (v.get("oph") > 1 ? 2 : 0) + (v.get("px") ? 4 : 0);
   }
 
   Result<KernelSource> source(const Variant& v) const override {
@@ -116,25 +116,23 @@ class PoolPlan final : public Plan {
     for (int opw : kOpws)
       for (int oph : kOphs)
         for (int block : kBlocks)
-          for (int smem : kSmems)
-            for (int px : kPxs) {
-              const PoolKnobs k{opw, oph, block, smem, px};
-              if (s_.channels_last) {
-                if (oph > 1 || s_.c % opw != 0 || opw * es > 16 || smem) continue;
-                // Pixel tiles pay only where windows overlap; a tile twice the row's width only idles threads.
-                const int sg = ChannelsLastTiles{block, opw, px}.geometry(s_).sg;
-                if (px && (!overlap() || px >= 2 * s_.ow || px > block / sg)) continue;
-              } else {
-                if (px) continue;
-                if (opw > 1 && opw >= 2 * s_.ow) continue;  // a tile wider than the row only idles threads
-                if (oph > 1 && (oph >= 2 * s_.oh || s_.kind == PoolKind::kAdaptiveAvg)) continue;
-                if ((opw > 1 || oph > 1) && s_.kind != PoolKind::kAdaptiveAvg &&
-                    patch_rows(s_, oph) * patch_cols(s_, opw) > kMaxPatch)
-                  continue;
-                if (smem && !smem_fits(k)) continue;
-              }
-              out.push_back(k);
+          for (int px : kPxs) {
+            const PoolKnobs k{opw, oph, block, 0, px};
+            if (s_.channels_last) {
+              if (oph > 1 || s_.c % opw != 0 || opw * es > 16) continue;
+              // Pixel tiles pay only where windows overlap; a tile twice the row's width only idles threads.
+              const int sg = ChannelsLastTiles{block, opw, px}.geometry(s_).sg;
+              if (px && (!overlap() || px >= 2 * s_.ow || px > block / sg)) continue;
+            } else {
+              if (px) continue;
+              if (opw > 1 && opw >= 2 * s_.ow) continue;  // a tile wider than the row only idles threads
+              if (oph > 1 && (oph >= 2 * s_.oh || s_.kind == PoolKind::kAdaptiveAvg)) continue;
+              if ((opw > 1 || oph > 1) && s_.kind != PoolKind::kAdaptiveAvg &&
+                  patch_rows(s_, oph) * patch_cols(s_, opw) > kMaxPatch)
+                continue;
             }
+            out.push_back(k);
+          }
     // Note [Pooling slide]: VEC 4 (fp32 16-byte, 16-bit 8-byte loads) or 8 (16-bit only); segments of 8 or 32
     // rows where the plane is taller, else the whole plane.
     for (int vec : kSlides) {
@@ -193,14 +191,6 @@ class PoolPlan final : public Plan {
           if (flat && AdaptiveStaging{block, flat}.geometry(s_).bytes <= kMaxSmemBytes) out.push_back(k);
         }
     return out;
-  }
-
-  /// Note [Pooling smem]: staging pays only where windows overlap (otherwise every input element is read once
-  /// anyway); the rectangle must fit the static limit and the register patch (read in whole vectors) kMaxPatch.
-  bool smem_fits(const PoolKnobs& k) const {
-    if (s_.kind == PoolKind::kAdaptiveAvg || !overlap()) return false;
-    const SmemTile g = SharedTiles{k.block, k.opw, k.oph}.geometry(s_);
-    return g.bytes <= kMaxSmemBytes && patch_rows(s_, k.oph) * g.patch_cols <= kMaxPatch;
   }
 
   bool overlap() const {
@@ -313,7 +303,7 @@ Status read_window(const Problem& p, PoolShape* s) {
 class PoolFamily final : public Family {
  public:
   const char* name() const override { return "pool"; }
-  int version() const override { return 11; }
+  int version() const override { return 12; }
   std::vector<std::string> ops() const override {
     return {"max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d"};
   }

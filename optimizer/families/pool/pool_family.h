@@ -17,8 +17,7 @@
 /// stride-1 window reads 16 elements per output untiled, about 3 in a 4x4 tile), with vector stores of the
 /// tile's rows; channels-last outputs give each thread OPC adjacent channels of one output pixel (16-byte
 /// vector loads where the input is channels-last dense). Block size is the third knob. The index arithmetic
-/// uses compile-time sizes (no runtime division). NCHW max/avg with overlapping windows may also stage the
-/// block's input in shared memory (Note [Pooling smem]); channels-last outputs with overlapping windows may map
+/// uses compile-time sizes (no runtime division). Channels-last outputs with overlapping windows may map
 /// blocks onto 2-d pixel tiles (Note [Pooling channels-last tiles]); NCHW max/avg with stride-1 overlapping
 /// windows may slide a thread's VEC columns down the plane (Note [Pooling slide]); channels-last
 /// avg with stride-1 columns may give a thread runs of CPX pixels (Note [Pooling exact division]), and with stride
@@ -36,8 +35,7 @@
 /// time (cmake/EmbedCuda.cmake), written against typed constants (enumerators, Note [Device constants]): the head's
 /// pool_constants, then the technique's own; a choice the constants make is an `if constexpr` (only __CUDA_ARCH__
 /// stays a #if). `cudal1 source` prints the whole text NVRTC compiles. They are
-///   RegisterTiles       (knobs opw, oph; smem 0; pool_tiles.cuh)           Note [Pooling]
-///   SharedTiles         (knobs opw, oph; smem 1; pool_tiles.cuh)           Note [Pooling smem]
+///   RegisterTiles       (knobs opw, oph; pool_tiles.cuh)                   Note [Pooling]
 ///   SlidingWindows      (knobs slide, seg; pool_sliding_windows.cuh)       Note [Pooling slide]
 ///   ChannelsLastVectors (knob opw; px 0; pool_channels_last.cuh)           Note [Pooling]
 ///   ChannelsLastTiles   (knobs opw, px; pool_channels_last.cuh)            Note [Pooling channels-last tiles]
@@ -46,32 +44,14 @@
 ///                                                                          Note [Pooling channels-last walk]
 ///   PackedPairs         (knob pair; pool_packed_pairs.cuh)                 Note [Pooling packed pairs]
 ///   AdaptiveStaging     (knob flat; pool_adaptive_staging.cuh)             Note [Pooling adaptive staging]
-/// Two classes that share a .cuh differ by one constant (kStaged, kPixelTiles); RegisterTiles writes SharedTiles'
-/// staging constants as 1, ChannelsLastVectors ChannelsLastTiles' tile constants. Every kernel's source starts
-/// with the same head (generate_pool): the first line (signature, knobs, technique), the dtype prelude, the
-/// signature's typed constants (pool_constants) and pool_common.cuh, the window code every kernel may call. The
-/// only namespace-scope variables are WU (pool_common.cuh) and RING_UNROLL (written by SlidingWindows), which
-/// `#pragma unroll` reads: NVRTC makes each a global of the module, a symbol those cubins hold.
-///
-/// Note [Pooling smem]
-/// Knob smem=1 (NCHW max/avg, overlapping windows only). The register-patch kernel loads each tile's
-/// (OPH-1)*DH+KH x (OPW-1)*DW+KW patch with scalar loads; neighbouring threads' patches overlap, so the L1/LSU
-/// pipe carries several times the bytes (k4 s1, 4x4 tiles: 49 loads per 16 outputs, each warp load spanning 4
-/// 128-byte wavefronts: ~0.38 wavefronts per output, ~3x the input bytes). With smem=1 a block is BY x BX threads
-/// (BX = 32, or the next power of two >= the tiles per row) covering BY*OPH x BX*OPW outputs of one plane; it
-/// loads its input rectangle IR x IC once, coalesced (consecutive threads, consecutive columns), as fp32 into
-/// shared memory (zero outside the image; padding cells are skipped by the in-image tests anyway), syncs,
-/// and each thread copies its patch into registers with VEC-float shared loads (VEC = 4/2/1 as OPW*DW allows,
-/// so a quarter-warp's 16-byte reads hit distinct banks), then runs the same window loops: the values and the
-/// order they are combined in are unchanged, so results stay bit-identical. Bytes: DRAM reads stay the input
-/// once (the halo rows/columns shared with neighbouring blocks, IR*IC/(BY*OPH*DH*BX*OPW*DW) - 1 = 5-20%,
-/// come from L2); the L1 pipe drops to ~0.04 wavefronts per output for the fill plus ~0.11 for the patch
-/// reads (k4 s1, 4x4 tiles, block 128: 19 x 132 floats = 10 KB). Limits: static shared memory <= 48 KB
-/// (kMaxSmemBytes: the launch passes no dynamic shared memory and sets no attribute), the register patch,
-/// read in whole vectors, <= kMaxPatch floats.
-/// The smem variants are rarely the fastest (on max_pool2d f32 [32,64,512,512] k4 s1 p1 ~1.2-2.7x the register
-/// tiles' time; the fill loop's scalar loads and the __syncthreads per tile are the likely cost). They stay knob
-/// values: the tuner measures them per signature.
+/// ChannelsLastVectors and ChannelsLastTiles share a .cuh and differ by one constant (kPixelTiles); ChannelsLastVectors
+/// writes ChannelsLastTiles' tile constants as 1. Knob smem is 0 in every variant: it stays in the ids so that cached
+/// ids keep naming the same kernels (no technique stages NCHW tiles in shared memory: docs/CHANGES.md). Every
+/// kernel's source starts with the same head (generate_pool): the first line (signature, knobs, technique), the
+/// dtype prelude, the signature's typed constants (pool_constants) and pool_common.cuh, the window code every kernel
+/// may call. The only namespace-scope variables are WU (pool_common.cuh) and RING_UNROLL (written by
+/// SlidingWindows), which `#pragma unroll` reads: NVRTC makes each a global of the module, a symbol those cubins
+/// hold.
 ///
 /// Note [Pooling channels-last tiles]
 /// Knob px (channels-last, overlapping windows only). With px=0 thread t takes channel group t % (C/OPW) of
@@ -97,8 +77,9 @@
 /// launch), both halos within one chunk (PW <= VEC, KW-1-PW <= VEC) and the ring <= kMaxPatch floats. Each
 /// segment length is a stratum of its own (8, 9, 10), so that the tuner's first trials reach the technique.
 /// Why: the register-patch tiles issue (OPH-1+KH) x (OPW-1+KW) scalar loads per thread (49 per 16 outputs for
-/// k4 s1), each warp load spanning 4 wavefronts, and the tile below re-reads the vertical halo; smem staging
-/// added a barrier and a scalar fill and ran slower still. The L1/LSU pipe then carried ~3x the input.
+/// k4 s1), each warp load spanning 4 wavefronts, and the tile below re-reads the vertical halo: the L1/LSU pipe
+/// carries ~3x the input. Staging a block's input in shared memory instead adds a barrier and a scalar fill and runs
+/// slower still.
 /// How: thread t owns chunk t % CW (VEC columns; CW = ceil(max(W, OW) / VEC), so OW = W + 1 from pad = k/2 with
 /// even k gets one more chunk) of segment (t / CW) % NSEG of plane t / CW / NSEG, and walks SEG + KH - 1 input
 /// rows (the first KH - 1 only fill its ring). Per input row it issues ONE aligned vector load of its own
@@ -169,7 +150,7 @@
 ///   H, in ceil mode by ATen's rule), so the constant-divisor paths skip ATen's empty test.
 /// - Zero fill: a patch or sliding-window cell outside the image holds +0, and the running sum, starting at +0,
 ///   is never -0 (x + y is -0 only when both are -0), so adding +0 is adding nothing: no in-image test per cell
-///   (the register tiles, the smem tiles and the slide walk; the untiled kernel still reads memory, so it tests).
+///   (the register tiles and the slide walk; the untiled kernel still reads memory, so it tests).
 /// - 16-bit vectors: NVVM splits the tile and slide stores of a struct of 16-bit conversions into 2-byte scalar
 ///   stores (PTX: 7 stores per 8 f16 outputs, each warp store a strided partial-sector write), so values are
 ///   packed in pairs (cvt.rn.f16x2/bf16x2 on sm_80+, the same rounding) and stored as one 4/8/16-byte vector;
@@ -256,7 +237,7 @@ struct PoolKnobs {
   int opw = 1;    ///< outputs per thread along the output's fastest dim (ow for NCHW, c for channels-last)
   int oph = 1;    ///< NCHW: output rows per thread
   int block = 256;
-  int smem = 0;   ///< NCHW max/avg: 1 stages the block's input rectangle in shared memory (Note [Pooling smem])
+  int smem = 0;   ///< always 0 (Note [Pooling techniques]): a knob of the ids only
   int px = 0;     ///< channels-last: 0 channel-fastest order, else blocks of PY x px output pixels (Note below)
   int slide = 0;  ///< NCHW: 0 off, else VEC columns per thread walking down the plane (Note [Pooling slide])
   int seg = 0;    ///< slide: output rows per walk (0: the whole plane)
@@ -274,13 +255,6 @@ struct PoolKnobs {
 /// C / OPW, at most 128 bytes) times py x px output pixels per block.
 struct PixelTile {
   int sg = 1, py = 1;
-};
-
-/// Geometry of a shared-memory variant: BY x BX threads per block, the staged input rectangle (rows x cols of
-/// the image, `pitch` floats per shared row), the float vector width of patch reads and the bytes it takes.
-struct SmemTile {
-  int bx = 1, by = 1, vec = 1;
-  int64_t rows = 0, cols = 0, pitch = 0, patch_cols = 0, bytes = 0;
 };
 
 /// Static shared memory a variant may take (the default per-block limit without opting in to more).
@@ -334,23 +308,12 @@ struct FlatGeometry {
 /// (which defines the kernel cudal1_pool).
 
 /// NCHW tiles of oph x opw outputs a thread, from a register patch of the input where windows are tiled (Note
-/// [Pooling]); also adaptive avg without staging. Knob smem 0.
+/// [Pooling]); also adaptive avg without staging.
 struct RegisterTiles {
   static constexpr const char* kName = "RegisterTiles";
   int block = 256;
   int opw = 1;  ///< outputs a thread along a row
   int oph = 1;  ///< output rows a thread
-  int64_t threads(const PoolShape& s) const;
-  void source(std::ostream& o, const PoolShape& s) const;
-};
-
-/// NCHW max/avg tiles whose block stages its input rectangle in shared memory (Note [Pooling smem]); knob smem 1.
-struct SharedTiles {
-  static constexpr const char* kName = "SharedTiles";
-  int block = 256;
-  int opw = 1;  ///< outputs a thread along a row
-  int oph = 1;  ///< output rows a thread
-  SmemTile geometry(const PoolShape& s) const;
   int64_t threads(const PoolShape& s) const;
   void source(std::ostream& o, const PoolShape& s) const;
 };
@@ -434,11 +397,11 @@ struct ChannelsLastWalk {
 };
 
 /// One variant's technique and its knobs.
-using PoolTechnique = std::variant<RegisterTiles, SharedTiles, SlidingWindows, ChannelsLastVectors, ChannelsLastTiles,
+using PoolTechnique = std::variant<RegisterTiles, SlidingWindows, ChannelsLastVectors, ChannelsLastTiles,
                                    ChannelsLastRuns, ChannelsLastWalk, PackedPairs, AdaptiveStaging>;
 
 /// The technique that variant `k` of `s` names: pair, flat, walk, cpx > 1 or slide where set, else by layout
-/// (channels-last: px; NCHW: smem).
+/// (channels-last: px; NCHW: RegisterTiles).
 PoolTechnique pool_technique(const PoolShape& s, const PoolKnobs& k);
 
 /// The head's typed constants of the signature and launch, in namespace pool (written by codegen_common's

@@ -67,10 +67,10 @@
 /// Speed: the cluster rows serve softmax f32 [4096,65536] at ~1.2x the floor (vec 4, block 256, C = 8) where three
 /// reads cost ~1.66x. Without the async copies and two-pass folding below (Note [Softmax async tiles],
 /// Note [Softmax fast exp]), the shared column tiles lose to the whole-line tile on f16 [8,16,2048,2048] dim 2 and to
-/// split32 on f32 [64,1000,56,56] dim 1: as with the norm clusters, a block that reduces its tile from shared memory
-/// and waits at the cluster barrier leaves HBM idle, and the blocks of a wave do so in step.
-/// Not done: Note [Norm parts]'s design for columns (parts of a column tile dealt by ticket over a cooperative grid,
-/// kept in registers, the group's last part merging the parts' pairs once and raising a flag the others wait on):
+/// split32 on f32 [64,1000,56,56] dim 1: a block that reduces its tile from shared memory and waits at the cluster
+/// barrier leaves HBM idle, and the blocks of a wave do so in step.
+/// Not done: ticketed column parts (parts of a column tile dealt by ticket over a cooperative grid, kept in
+/// registers, the group's last part merging the parts' pairs once and raising a flag the others wait on):
 /// every variant is ~1.2-14x slower than the kept tiles, and fewer, larger parts are faster, so the per-part
 /// ticket, merge and wait cost dominates, not HBM.
 ///
