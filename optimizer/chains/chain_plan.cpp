@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "args.h"
+
 namespace cudal1::optimizer::chains {
 namespace {
 
@@ -260,15 +262,11 @@ std::string functional_name(const std::string& op) {
 
 bool batch_norm_op(const std::string& op) { return op == "aten::cudnn_batch_norm" || op == "aten::native_batch_norm"; }
 
-/// A 2-d pooling argument (kernel_size, stride, padding, dilation) as max_pool2d reads it: one value for both
-/// dims or two; `fallback` (the kernel size, for an empty stride) when absent or empty.
-bool pair_arg(const c10::IValue* v, std::pair<int64_t, int64_t> fallback, int64_t* a, int64_t* b) {
-  if (!v || !v->isIntList()) return false;
-  const std::vector<int64_t> x = v->toIntVector();
-  if (x.empty()) *a = fallback.first, *b = fallback.second;
-  else if (x.size() == 1) *a = *b = x[0];
-  else if (x.size() == 2) *a = x[0], *b = x[1];
-  else return false;
+/// A 2-d pooling argument of the node (Note [Pooled chains]) as ATen reads it (int_pair); false when absent or not one.
+bool pair_arg(const c10::IValue* v, std::optional<std::pair<int64_t, int64_t>> empty, int64_t* a, int64_t* b) {
+  const auto x = v ? int_pair(*v, empty) : std::nullopt;
+  if (!x) return false;
+  *a = x->first, *b = x->second;
   return true;
 }
 
@@ -276,8 +274,10 @@ bool pair_arg(const c10::IValue* v, std::pair<int64_t, int64_t> fallback, int64_
 Result<PoolWindow> pool_window(const std::function<const c10::IValue*(const char*)>& arg,
                                const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
   PoolWindow w;
-  if (!pair_arg(arg("kernel_size"), {0, 0}, &w.kh, &w.kw) || !pair_arg(arg("stride"), {w.kh, w.kw}, &w.sh, &w.sw) ||
-      !pair_arg(arg("padding"), {0, 0}, &w.ph, &w.pw) || !pair_arg(arg("dilation"), {1, 1}, &w.dh, &w.dw))
+  if (!pair_arg(arg("kernel_size"), std::nullopt, &w.kh, &w.kw) ||
+      !pair_arg(arg("stride"), std::make_pair(w.kh, w.kw), &w.sh, &w.sw) ||
+      !pair_arg(arg("padding"), std::make_pair(int64_t{0}, int64_t{0}), &w.ph, &w.pw) ||
+      !pair_arg(arg("dilation"), std::make_pair(int64_t{1}, int64_t{1}), &w.dh, &w.dw))
     return unsupported("max-pool: window arguments");
   if (w.kh <= 0 || w.kw <= 0 || w.sh <= 0 || w.sw <= 0 || w.dh <= 0 || w.dw <= 0 || w.ph < 0 || w.pw < 0)
     return unsupported("max-pool: window arguments");

@@ -24,6 +24,16 @@ std::optional<std::vector<int64_t>> int_list(const c10::IValue& v) {
   return out;
 }
 
+std::optional<std::pair<int64_t, int64_t>> int_pair(const c10::IValue& v,
+                                                    std::optional<std::pair<int64_t, int64_t>> empty) {
+  const auto l = int_list(v);
+  if (!l) return std::nullopt;
+  if (l->empty()) return empty;
+  if (l->size() == 1) return std::make_pair((*l)[0], (*l)[0]);
+  if (l->size() == 2) return std::make_pair((*l)[0], (*l)[1]);
+  return std::nullopt;
+}
+
 bool contiguous(const dispatcher::TensorSpec& t) {
   int64_t expect = 1;
   for (int64_t d = static_cast<int64_t>(t.sizes.size()) - 1; d >= 0; --d) {

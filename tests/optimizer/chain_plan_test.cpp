@@ -53,6 +53,18 @@ std::vector<at::Tensor> cpu_inputs(const bench::ChainRow& row) {
   return in;
 }
 
+/// Each case records a chain that plan_chain declines as Unsupported with a message holding the case's reason.
+void expect_declined(const std::vector<std::pair<std::function<void()>, std::string>>& cases) {
+  for (const auto& [f, why] : cases) {
+    dispatcher::ChainRecord* c = bench::record_chain(f, 2);
+    ASSERT_NE(c, nullptr) << why;
+    auto plan = chains::plan_chain(*c);
+    ASSERT_FALSE(plan.ok()) << why << "\n" << c->text();
+    EXPECT_EQ(plan.status().code(), Code::kUnsupported);
+    EXPECT_NE(plan.status().message().find(why), std::string::npos) << plan.status().message();
+  }
+}
+
 TEST(ChainPlan, TheSuitesChainsPlanAndEveryVariantCompiles) {
   std::set<std::string> planned;
   std::map<std::string, std::string> library;  // row -> the library chain's plan (Note [Library chains])
@@ -310,14 +322,7 @@ TEST(ChainPlan, InPlaceOpsOnExternalsAndTrainingBatchNormsAreDeclined) {
        },
        "batch norm in training mode"},
   };
-  for (const auto& [f, why] : cases) {
-    dispatcher::ChainRecord* c = bench::record_chain(f, 2);
-    ASSERT_NE(c, nullptr) << why;
-    auto plan = chains::plan_chain(*c);
-    ASSERT_FALSE(plan.ok()) << why << "\n" << c->text();
-    EXPECT_EQ(plan.status().code(), Code::kUnsupported);
-    EXPECT_NE(plan.status().message().find(why), std::string::npos) << plan.status().message();
-  }
+  expect_declined(cases);
 }
 
 // Note [Pooled chains]: ResNet's stem after its convolution, batch norm + ReLU + max-pool, is one chain whose only
@@ -360,14 +365,7 @@ TEST(ChainPlan, WhatPooledChainsCannotFuseIsDeclinedWithAReason) {
        "a max-pool before the chain's end"},
       {[] { at::max_pool2d(at::randn({8, 9, 9}).exp(), {3, 3}, {2, 2}, {1, 1}); }, "not NCHW"},
   };
-  for (const auto& [f, why] : cases) {
-    dispatcher::ChainRecord* c = bench::record_chain(f, 2);
-    ASSERT_NE(c, nullptr) << why;
-    auto plan = chains::plan_chain(*c);
-    ASSERT_FALSE(plan.ok()) << why << "\n" << c->text();
-    EXPECT_EQ(plan.status().code(), Code::kUnsupported);
-    EXPECT_NE(plan.status().message().find(why), std::string::npos) << plan.status().message();
-  }
+  expect_declined(cases);
 }
 
 // A chain whose tail does not fuse (a reduction over the channels) fuses its longest prefix, as a chain of its own

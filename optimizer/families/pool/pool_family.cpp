@@ -24,18 +24,6 @@ constexpr int kSeps[] = {0, 1};
 constexpr int kPairs[] = {0, 4, 8};
 constexpr int64_t kInt32 = int64_t{1} << 31;
 
-/// ATen's reading of an int[2] pooling argument: one value for both dims, two values, or (stride only) empty
-/// meaning "the kernel size". nullopt where ATen raises.
-std::optional<std::pair<int64_t, int64_t>> pair_arg(const c10::IValue& v,
-                                                    std::optional<std::pair<int64_t, int64_t>> empty) {
-  const auto l = int_list(v);
-  if (!l) return std::nullopt;
-  if (l->empty()) return empty;
-  if (l->size() == 1) return std::make_pair((*l)[0], (*l)[0]);
-  if (l->size() == 2) return std::make_pair((*l)[0], (*l)[1]);
-  return std::nullopt;
-}
-
 /// ATen's pooling_output_shape (floor division; in ceil mode the last window must start inside the image or
 /// the left padding).
 int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil) {
@@ -265,12 +253,12 @@ Status set_output(PoolShape* s) {
 Status read_window(const Problem& p, PoolShape* s) {
   const bool avg = s->kind == PoolKind::kAvg;
   if (p.args.size() != (avg ? 7u : 6u)) return Status(Code::kUnsupported, "unexpected arguments");
-  const auto k = pair_arg(p.args[1].value, std::nullopt);
+  const auto k = int_pair(p.args[1].value, std::nullopt);
   if (!k) return Status(Code::kUnsupported, "kernel_size");
-  const auto st = pair_arg(p.args[2].value, k);
-  const auto pad = pair_arg(p.args[3].value, std::nullopt);
+  const auto st = int_pair(p.args[2].value, k);
+  const auto pad = int_pair(p.args[3].value, std::nullopt);
   const auto dil =
-      avg ? std::make_optional(std::make_pair(int64_t{1}, int64_t{1})) : pair_arg(p.args[4].value, std::nullopt);
+      avg ? std::make_optional(std::make_pair(int64_t{1}, int64_t{1})) : int_pair(p.args[4].value, std::nullopt);
   const auto& ceil_v = p.args[avg ? 4 : 5].value;
   if (!st || !pad || !dil || !ceil_v.isBool())
     return Status(Code::kUnsupported, "stride, padding, dilation or ceil_mode");
