@@ -28,6 +28,8 @@
 #include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/optimizer/device_info.h"
 #include "cudal1/optimizer/measure.h"
+#include "optimizer/chains/chain_causal.h"
+#include "optimizer/chains/chain_library.h"
 
 namespace {
 
@@ -185,6 +187,10 @@ int main(int argc, char** argv) {
   for (double s : speedups) g += std::log(s);
   std::printf("\ngeometric mean speedup over the ATen chains (all rows): %.3fx\n",
               speedups.empty() ? 0 : std::exp(g / static_cast<double>(speedups.size())));
+  std::printf("attention: %llu calls on the causal path (Note [Causal attention]), %llu results copied instead of "
+              "adopted (Note [Adopted results])\n",
+              static_cast<unsigned long long>(optimizer::chains::causal_calls()),
+              static_cast<unsigned long long>(optimizer::chains::attention_results_copied()));
   const auto rc = dispatcher::region_counters();
   std::printf("regions: opened %llu, completed %llu, flushed early %llu, lost %llu\n",
               static_cast<unsigned long long>(rc.opened), static_cast<unsigned long long>(rc.completed),

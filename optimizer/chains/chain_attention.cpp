@@ -3,10 +3,12 @@
 #include <ATen/ATen.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <sstream>
 
+#include "chain_causal.h"
 #include "chain_library.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 
@@ -14,6 +16,8 @@ namespace cudal1::optimizer::chains {
 namespace {
 
 Status unsupported(const std::string& why) { return Status(Code::kUnsupported, "attention: " + why); }
+
+std::atomic<uint64_t> g_copied{0};
 
 /// Reads node `node`'s first output, itself or a reshape of it (Note [Matmul views]).
 bool reads(const TensorArg& t, int node) { return t.in.producer == node && t.in.index == 0; }
@@ -42,6 +46,8 @@ bool broadcasts(const std::vector<int64_t>& m, const std::vector<int64_t>& to) {
 
 
 }  // namespace
+
+uint64_t attention_results_copied() noexcept { return g_copied.load(std::memory_order_relaxed); }
 
 bool adopt_result(const at::Tensor& y, const at::Tensor& result) {
   if (!y.defined() || !result.defined() || !y.has_storage() || !result.has_storage() ||
@@ -195,7 +201,7 @@ Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain) {
   return p;
 }
 
-Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y) {
+Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y, CausalPath* causal) {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
   if (!y.is_cuda()) return Status(Code::kUnavailable, "attention: fused attention runs on CUDA tensors only");
   const at::Tensor& q = ext.at(static_cast<size_t>(a.q));
@@ -210,21 +216,27 @@ Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext,
   if (a.mask >= 0) {
     const at::Tensor& m = ext.at(static_cast<size_t>(a.mask));
     if (m.sizes() != at::IntArrayRef(a.mask_sizes)) return Status(Code::kUnsupported, "attention: the mask's shape");
-    mask = m.expand(a.scores).reshape({1, a.bh, a.l, a.s});
+    if (causal && causal_capable(a) && causal->is_causal(m)) return causal->run(a, q, kt, v, y);  // Note [Causal attention]
+    mask = m.expand(a.scores).reshape({a.bh, 1, a.l, a.s});
     const double inf = std::numeric_limits<double>::infinity();
     bad_rows = (m.isnan() | m.eq(inf)).any(-1) | m.eq(-inf).all(-1);  // the mask's rows; broadcast below
     bad_rows = bad_rows.expand(std::vector<int64_t>(a.scores.begin(), a.scores.end() - 1)).reshape({a.bh, a.l, 1});
   }
-  const at::Tensor out = at::scaled_dot_product_attention(q.unsqueeze(0), kt.transpose(1, 2).unsqueeze(0),
-                                                          v.unsqueeze(0), mask, 0.0, false, a.scale)
-                             .squeeze(0);
-  if (bad_rows.defined()) at::where_out(y, bad_rows, at::scalar_tensor(NAN, out.options()), out);
-  else if (dispatcher::stream_capturing(static_cast<int>(y.get_device())) != 0 || !adopt_result(y, out)) y.copy_(out);
+  const at::Tensor out = at::scaled_dot_product_attention(q.unsqueeze(1), kt.transpose(1, 2).unsqueeze(1),
+                                                          v.unsqueeze(1), mask, 0.0, false, a.scale)
+                             .squeeze(1);
+  if (bad_rows.defined()) {
+    at::where_out(y, bad_rows, at::scalar_tensor(NAN, out.options()), out);
+  } else if (dispatcher::stream_capturing(static_cast<int>(y.get_device())) != 0 || !adopt_result(y, out)) {
+    y.copy_(out);
+    g_copied.fetch_add(1, std::memory_order_relaxed);
+  }
   return Status();
 #else
   (void)a;
   (void)ext;
   (void)y;
+  (void)causal;
   return Status(Code::kUnavailable, "attention: this build's torch has no scaled_dot_product_attention with a scale");
 #endif
 }

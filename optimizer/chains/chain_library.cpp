@@ -9,6 +9,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "chain_causal.h"
 #include "cudal1/dispatcher/hook.h"
 
 namespace cudal1::optimizer::chains {
@@ -244,7 +245,8 @@ namespace {
 
 class LibraryChainKernel final : public dispatcher::ChainKernel {
  public:
-  LibraryChainKernel(const dispatcher::ChainRecord& chain, LibraryPlan plan) : chain_(chain), p_(std::move(plan)) {}
+  LibraryChainKernel(const dispatcher::ChainRecord& chain, LibraryPlan plan, std::shared_ptr<CausalPath> causal)
+      : chain_(chain), p_(std::move(plan)), causal_(std::move(causal)) {}
 
   Status run(const std::vector<at::Tensor>& ext, const std::vector<std::vector<at::Tensor>>& outs) noexcept override {
     try {
@@ -264,7 +266,7 @@ class LibraryChainKernel final : public dispatcher::ChainKernel {
         c10::impl::ExcludeDispatchKeyGuard no_key(c10::DispatchKey::DeferredInit);
         dispatcher::BypassScope bypass;
         at::Tensor out = y;
-        return run_attention(p_.attention, ext, out);
+        return run_attention(p_.attention, ext, out, causal_.get());
       }
       if (!y.is_cuda() && p_.epilogue == LibraryPlan::Epilogue::kGeluTanh)  // ATen's CPU kernel uses erf's GELU
         return Status(Code::kUnavailable, "library chain: the tanh GELU epilogue is CUDA's");
@@ -291,17 +293,19 @@ class LibraryChainKernel final : public dispatcher::ChainKernel {
       return Status(Code::kInternal, "library chain: unknown exception");
     }
   }
-  std::string describe() const override { return "library " + p_.call(); }
+  std::string describe() const override { return "library " + p_.call() + (causal_ ? " (causal path)" : ""); }
 
  private:
   const dispatcher::ChainRecord& chain_;
   LibraryPlan p_;
+  std::shared_ptr<CausalPath> causal_;  ///< Note [Causal attention]; null: masks run the general path
 };
 
 }  // namespace
 
-std::unique_ptr<dispatcher::ChainKernel> library_chain_kernel(const dispatcher::ChainRecord& chain, LibraryPlan plan) {
-  return std::make_unique<LibraryChainKernel>(chain, std::move(plan));
+std::unique_ptr<dispatcher::ChainKernel> library_chain_kernel(const dispatcher::ChainRecord& chain, LibraryPlan plan,
+                                                              std::shared_ptr<CausalPath> causal) {
+  return std::make_unique<LibraryChainKernel>(chain, std::move(plan), std::move(causal));
 }
 
 }  // namespace cudal1::optimizer::chains

@@ -41,15 +41,15 @@
 ///   the last dim (no upcast) -> bmm(a view of it as [BH, L, S], v) [BH, L, Dv]
 /// in fp32, fp16 or bf16, every operand an external (q, kT, v: the 3-D operands the bmms read), each result
 /// contiguous. It runs as `at::scaled_dot_product_attention(q, kT^T, v, mask, 0, false, scale)` with the three
-/// given a leading batch of 1 (torch picks flash, memory-efficient or cuDNN attention as it would for the app;
+/// given as BH batches of one head [BH, 1, ., .] (torch picks flash, memory-efficient or cuDNN attention as it
+/// would for the app;
 /// with a mask, one that supports it); its result becomes the chain's (Note [Adopted results]). Where a row of the
 /// mask has no finite value, or a NaN or +inf, ATen's softmax gives a row of NaN; fused attention may give zeros
-/// there, so those rows are set to NaN (computed from the mask alone, on the device, in the copy). A causal mask
-/// runs as a general mask, not as `is_causal`: flash attention's causal path never computes the masked scores, but
-/// ATen's chain does, and a NaN or infinity in k spreads through them (NaN + -inf) into every earlier query's row.
-/// A verification trial with a causal mask and specials in k failed that way on the GPU (session 44), so that path
-/// is not taken; the trial stays (ChainPlan::causal_mask) for the general path, which must spread them too. Like
-/// every library chain it writes only the last result and declines a region whose intermediate the app kept.
+/// there, so those rows are set to NaN (computed from the mask alone, on the device, in the copy). A mask that is
+/// the causal one runs flash attention's causal path with the special values of q, k and v handled apart (Note
+/// [Causal attention] in chain_causal.h); verification adds two trials with a causal mask and specials in every
+/// operand (ChainPlan::causal_mask), one on each path. Like every library chain it writes only the last result and declines a region
+/// whose intermediate the app kept.
 /// Precision: the rewrite keeps the scores in fp32 where ATen rounds them to the dtype (twice with a scale,
 /// three times with a mask), so it is *closer* to the exact value than the chain it replaces, and a GEMM-style
 /// tolerance against ATen is the wrong test. Verification computes the result in double from the same inputs
@@ -68,8 +68,10 @@
 /// unwritten block goes back to the caching allocator. It is the same storage object, so every view the app
 /// already made of it sees the values, and the allocator's stream order protects both blocks (the same stream
 /// allocated them). Not while a CUDA graph is being captured (a region graph's or forward graph's outputs are its
-/// own static tensors, whose memory a replay must write: there the result is copied), and not with a mask (its
-/// NaN rows are written by the copy).
+/// own static tensors, whose memory a replay must write: there the result is copied), and not with a general mask
+/// (its NaN rows are written by the copy). Adoption needs the result's strides to be the pending tensor's, so the
+/// call is made as BH batches of one head: a backend that allocates its output [B, L, H, D] and returns it
+/// transposed (flash attention) then still returns a contiguous [BH, L, D].
 #pragma once
 
 #include <memory>
@@ -80,6 +82,8 @@
 #include "cudal1/dispatcher/regions.h"
 
 namespace cudal1::optimizer::chains {
+
+class CausalPath;
 
 /// Note [Attention rewrite]: eager attention as one fused-attention call.
 struct AttentionPlan {
@@ -113,9 +117,11 @@ struct LibraryPlan {
 /// The attention plan of `chain` (Note [Attention rewrite]), or Unsupported saying why it is not one.
 Result<LibraryPlan> plan_attention(const dispatcher::ChainRecord& chain);
 
-/// Runs an attention plan (chain_attention.cpp): writes `y` ([BH, L, Dv], contiguous) from the externals.
+/// Runs an attention plan (chain_attention.cpp): writes `y` ([BH, L, Dv], contiguous) from the externals; with
+/// `causal` (loaded for y's device), a mask that is the causal one runs its causal path (Note [Causal attention]).
 /// Unavailable where this build's torch has no fused attention (before 2.1) or `y` is not on CUDA.
-Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y);
+Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext, at::Tensor& y,
+                     CausalPath* causal = nullptr);
 
 /// Gives `y` the memory of `result` instead of copying it (Note [Adopted results]) and returns true, where both are
 /// the whole of their storages (offset 0, the same byte count) with the same sizes, strides, dtype and device.
@@ -124,10 +130,16 @@ Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext,
 /// while a CUDA graph is being captured).
 bool adopt_result(const at::Tensor& y, const at::Tensor& result);
 
+/// Unmasked attention results copied into the chain's result rather than adopted (Note [Adopted results]), in
+/// this process: while no CUDA graph is captured, a copy means adopt_result refused (reports and benchmarks).
+uint64_t attention_results_copied() noexcept;
+
 /// The library plan of `chain`, or Unsupported saying why it is not one (Note [Library chains]).
 Result<LibraryPlan> plan_library_chain(const dispatcher::ChainRecord& chain);
 
-/// The chain kernel of `plan` for `chain` (which must outlive it; chain records are never removed).
-std::unique_ptr<dispatcher::ChainKernel> library_chain_kernel(const dispatcher::ChainRecord& chain, LibraryPlan plan);
+/// The chain kernel of `plan` for `chain` (which must outlive it; chain records are never removed); an attention
+/// plan with `causal` runs a causal mask on its causal path (Note [Causal attention]).
+std::unique_ptr<dispatcher::ChainKernel> library_chain_kernel(const dispatcher::ChainRecord& chain, LibraryPlan plan,
+                                                              std::shared_ptr<CausalPath> causal = nullptr);
 
 }  // namespace cudal1::optimizer::chains

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -15,12 +16,14 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #endif
 
+#include "chain_causal.h"
 #include "chain_library.h"
 #include "chain_plan.h"
 #include "chain_program.h"
 #include "chain_tuning.h"
 #include "cudal1/cache/kernel_cache.h"
 #include "cudal1/core/cuda_driver.h"
+#include "cudal1/core/log.h"
 #include "cudal1/dispatcher/capture_gate.h"
 #include "cudal1/dispatcher/cuda_glue.h"
 #include "cudal1/dispatcher/hook.h"
@@ -332,8 +335,9 @@ bool close_enough(const ChainPlan& plan, const std::vector<at::Tensor>& ext,
 Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, dispatcher::ChainKernel& k,
                       int device, int trials, uint64_t seed, bool last_only = false) {
   at::Generator gen = device_generator(device, seed);
-  // Note [Attention rewrite]: one more trial whose mask is causal (its masked scores, with the specials in k).
-  const int extra = plan.causal_mask >= 0 ? 1 : 0;
+  // Note [Attention rewrite]: two more trials whose mask is causal (its masked scores, with the specials in every
+  // operand): the general path (a mask seen once), then the causal path (Note [Causal attention]).
+  const int extra = plan.causal_mask >= 0 ? 2 : 0;
   for (int t = 0; t <= trials + extra; ++t) {
     const bool only_last = last_only ? t > 0 : t >= trials;  // one more trial storing the other way
     std::vector<at::Tensor> ext = make_externals(plan, device, t, gen);
@@ -341,6 +345,8 @@ Status verify_variant(const dispatcher::ChainRecord& c, const ChainPlan& plan, d
       at::Tensor& m = ext.at(static_cast<size_t>(plan.causal_mask));
       m = at::full(m.sizes(), -std::numeric_limits<double>::infinity(), m.options()).triu(1);
     }
+    std::optional<chains::CausalMaskProbeScope> probe;
+    if (t > trials + 1) probe.emplace();
     auto ref = make_outputs(c, device, /*poison=*/true, /*last_only=*/false);
     CUDAL1_RETURN_IF_ERROR(dispatcher::replay_chain(c, c.nodes.size(), ext, ref));
     auto got = make_outputs(c, device, /*poison=*/true, only_last);
@@ -448,8 +454,30 @@ Status judge_timing(const ChainTiming& t, const ChainTuneOptions& o, ChainTuneRe
   return Status();
 }
 
-std::string library_launch_json(const chains::LibraryPlan& p) {
-  return nlohmann::json{{"library", p.call()}, {"plan", p.check.text}}.dump();
+/// `causal`: the chain carries the kernels of its causal path (Note [Causal attention]) as its code.
+std::string library_launch_json(const chains::LibraryPlan& p, bool causal) {
+  nlohmann::json j{{"library", p.call()}, {"plan", p.check.text}};
+  if (causal) j["causal"] = true;
+  return j.dump();
+}
+
+/// The causal path of an attention plan that can take one, compiled for `device` (its cubin in `*cubin`); null
+/// for any other plan, or with a warning where it does not build (the mask then runs the general path).
+std::shared_ptr<chains::CausalPath> causal_path(const chains::LibraryPlan& p, int device, std::string* cubin) {
+  if (p.kind != chains::LibraryPlan::Kind::kAttention || !chains::causal_capable(p.attention)) return nullptr;
+  Result<DeviceInfo> info = device_info(device);
+  Result<CompiledKernel> k = info.ok() ? compile(KernelSource{chains::causal_source(p.dtype), "attention_specials"},
+                                                 info.value().sm)
+                                       : Result<CompiledKernel>(info.status());
+  Result<std::shared_ptr<chains::CausalPath>> path =
+      k.ok() ? chains::CausalPath::load(device, k.value().cubin) : Result<std::shared_ptr<chains::CausalPath>>(k.status());
+  if (!path.ok()) {
+    CUDAL1_LOG(kWarn, "causal attention's kernels did not build, its mask runs the general path: "
+                          << path.status().to_string());
+    return nullptr;
+  }
+  *cubin = k.value().cubin;
+  return path.value();
 }
 
 /// tune_chain for a library chain (Note [Library chains]): its one kernel verified and timed like a variant.
@@ -463,8 +491,11 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_library(const dispatcher::
   rep.variants = 1;
   rep.kernel_name = cache::kLibraryKernel;
   const ChainPlan check = plan.check;
-  const std::string id = "library." + plan.call(), launch = library_launch_json(plan);
-  std::unique_ptr<dispatcher::ChainKernel> k = chains::library_chain_kernel(chain, std::move(plan));
+  std::string cubin;
+  std::shared_ptr<chains::CausalPath> causal = causal_path(plan, device, &cubin);
+  const std::string id = "library." + plan.call() + (causal ? ".causal" : ""),
+                    launch = library_launch_json(plan, causal != nullptr);
+  std::unique_ptr<dispatcher::ChainKernel> k = chains::library_chain_kernel(chain, std::move(plan), causal);
   if (const Status v = verify_variant(chain, check, *k, device, o.verify_trials, o.seed, /*last_only=*/true); !v.ok()) {
     rep.note = "no variant verified (" + id + ": " + v.to_string() + ")";
     return Status(Code::kVerifyFailed, rep.note);
@@ -474,6 +505,7 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_library(const dispatcher::
   if (o.reps <= 0) return k;
   CUDAL1_ASSIGN_OR_RETURN(ChainTiming t, time_variant(chain, check, *k, device, 2 * o.reps, o.seed + 7));
   rep.launch_json = launch;
+  rep.cubin = cubin;
   CUDAL1_RETURN_IF_ERROR(judge_timing(t, o, rep));
   return k;
 }
@@ -543,12 +575,24 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> load_chain_kernel(const dispatc
     }
     return chains::program_kernel(chain, std::move(plan), fused, lv, std::move(module));
   }
-  if (library) {  // Note [Library chains]: no code, the plan is all there is to check
+  if (library) {  // Note [Library chains]: no code but a causal path's (Note [Causal attention])
     CUDAL1_ASSIGN_OR_RETURN(chains::LibraryPlan plan, chains::plan_library_chain(chain));
-    if (launch_json != library_launch_json(plan)) return Status(Code::kMismatch, "the chain's plan differs from the cached one's");
-    if (!cubin.empty()) return Status(Code::kCorrupt, "a library chain with code");
-    if (chain.nodes.front().rec->device_index < 0) return Status(Code::kUnsupported, "chain: not on a CUDA device");
-    return chains::library_chain_kernel(chain, std::move(plan));
+    bool causal = false;
+    try {
+      causal = nlohmann::json::parse(launch_json).value("causal", false);
+    } catch (const std::exception& e) {
+      return Status(Code::kCorrupt, std::string("chain launch description: ") + e.what());
+    }
+    if (launch_json != library_launch_json(plan, causal))
+      return Status(Code::kMismatch, "the chain's plan differs from the cached one's");
+    if (cubin.empty() == causal) return Status(Code::kCorrupt, causal ? "a causal path without its code" : "a library chain with code");
+    const int device = chain.nodes.front().rec->device_index;
+    if (device < 0) return Status(Code::kUnsupported, "chain: not on a CUDA device");
+    std::shared_ptr<chains::CausalPath> path;
+    if (causal) {
+      CUDAL1_ASSIGN_OR_RETURN(path, chains::CausalPath::load(device, cubin));
+    }
+    return chains::library_chain_kernel(chain, std::move(plan), std::move(path));
   }
   CUDAL1_ASSIGN_OR_RETURN(ChainPlan plan, chains::plan_chain(chain));
   ChainVariant v;

@@ -27,6 +27,7 @@
 #include "cudal1/dispatcher/regions.h"
 #include "cudal1/optimizer/chain_tuner.h"
 #include "gpu/gpu_env.h"
+#include "optimizer/chains/chain_causal.h"
 
 namespace cudal1::optimizer {
 namespace {
@@ -210,6 +211,93 @@ TEST(ChainsGpu, TheSuitesPointwiseChainsFuseAndServeEqualToEager) {
   }
   EXPECT_GE(fused, 14);  // every row (BN + ReLU + max-pool as a pooled chain; both attention rows as fused
                          // attention; the stem as a program)
+  EXPECT_EQ(dispatcher::region_counters().lost, 0u);
+}
+
+/// Note [Causal attention]: eager attention whose mask is the causal one, served as the cache gives it back. The
+/// second call with the same mask tensor takes the causal path; NaN and infinities in q, k and v come out where
+/// eager's chain puts them (masked scores and zero probabilities included); a mask changed in place, a fresh mask
+/// and a mask that is not causal take the general path until checked again. Every result equals eager.
+TEST(ChainsGpu, CausalMasksTakeTheCausalPathAndKeepEagersSpecials) {
+  CUDAL1_REQUIRE_DEFERRAL();
+  const int64_t B = 2, H = 3, L = 67, D = 32;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const at::ScalarType dt : {at::kHalf, at::kBFloat16, at::kFloat}) {
+    SCOPED_TRACE(c10::toString(dt));
+    const auto opts = at::TensorOptions().dtype(dt).device(at::kCUDA);
+    auto attention = [&](const std::vector<at::Tensor>& in, const at::Tensor& m) {
+      const at::Tensor s = at::matmul(in[0], in[1].transpose(-2, -1)).mul(1.0 / std::sqrt(static_cast<double>(D)));
+      return at::matmul(at::softmax(s.add(m), -1), in[2]);
+    };
+    auto draw = [&] {
+      dispatcher::BypassScope not_recorded;
+      return std::vector<at::Tensor>{at::randn({B, H, L, D}, opts), at::randn({B, H, L, D}, opts),
+                                     at::randn({B, H, L, D}, opts)};
+    };
+    auto causal_mask = [&] {
+      dispatcher::BypassScope not_recorded;
+      return at::full({L, L}, -inf, opts).triu(1);
+    };
+    at::Tensor mask = causal_mask();
+    dispatcher::ChainRecord* c = bench::record_chain([&] { attention(draw(), mask); });
+    ASSERT_NE(c, nullptr);
+    ChainTuneOptions o;
+    o.reps = 3;
+    o.min_speedup = 0;
+    ChainTuneReport rep;
+    auto k = tune_chain(*c, o, &rep);  // its causal trial runs the causal path with specials in q, k and v
+    ASSERT_TRUE(k.ok() || (k.status().code() == Code::kNotFound && rep.verified > 0)) << k.status().to_string();
+    EXPECT_NE(rep.launch_json.find("\"causal\":true"), std::string::npos) << rep.launch_json;
+    ASSERT_FALSE(rep.cubin.empty());
+    auto cached = load_chain_kernel(*c, rep.launch_json, rep.cubin);
+    ASSERT_TRUE(cached.ok()) << cached.status().to_string();
+    ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(cached).value()).ok());
+    auto check = [&](const std::vector<at::Tensor>& in, const at::Tensor& m, bool causal_path, const char* what) {
+      SCOPED_TRACE(what);
+      const uint64_t calls = chains::causal_calls();
+      const uint64_t completed = dispatcher::region_counters().completed;
+      const at::Tensor got = attention(in, m);
+      at::Tensor want;
+      {
+        dispatcher::BypassScope aten_only;
+        want = attention(in, m);
+      }
+      EXPECT_EQ(dispatcher::region_counters().completed, completed + 1);
+      EXPECT_EQ(chains::causal_calls(), calls + (causal_path ? 1 : 0));
+      EXPECT_TRUE(close(got, want, static_cast<double>(c->nodes.size())));
+      return got;
+    };
+    check(draw(), mask, false, "a mask seen first");
+    check(draw(), mask, true, "the same mask again");
+    {
+      std::vector<at::Tensor> in = draw();
+      dispatcher::BypassScope not_recorded;
+      in[1][0][0][L - 1][5] = NAN;       // the last key: a masked score of every earlier query of head (0, 0)
+      in[2][1][2][3][7] = INFINITY;      // value 3 of head (1, 2): 0 x inf in the queries before it
+      in[0][1][0][10][0] = -INFINITY;    // query 10 of head (1, 0)
+      const at::Tensor got = check(in, mask, true, "specials in q, k and v");
+      EXPECT_TRUE(at::isnan(got[0][0]).all().item<bool>());  // every row, as the chain spreads the NaN
+      EXPECT_TRUE(at::isnan(got[1][2].select(-1, 7).slice(0, 0, 3)).all().item<bool>());
+      EXPECT_TRUE(at::isinf(got[1][2].select(-1, 7).slice(0, 3)).all().item<bool>());
+      EXPECT_TRUE(at::isnan(got[1][0][10]).all().item<bool>());
+      EXPECT_TRUE(at::isfinite(got[1][1]).all().item<bool>());
+    }
+    {
+      dispatcher::BypassScope not_recorded;
+      mask.zero_();  // in place: the same tensor, another version
+    }
+    check(draw(), mask, false, "a mask changed in place");
+    check(draw(), mask, false, "the changed mask, checked: not causal");
+    {
+      dispatcher::BypassScope not_recorded;
+      mask.copy_(causal_mask());
+    }
+    check(draw(), mask, false, "the causal values written back");
+    check(draw(), mask, true, "the causal values, checked");
+    const at::Tensor fresh = causal_mask();
+    check(draw(), fresh, false, "a fresh causal mask");
+    dispatcher::unfuse_chain(*c, dispatcher::ChainState::kAten);
+  }
   EXPECT_EQ(dispatcher::region_counters().lost, 0u);
 }
 

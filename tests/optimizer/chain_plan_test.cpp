@@ -20,6 +20,7 @@
 #include "cudal1/optimizer/chain_tuner.h"
 #include "cudal1/optimizer/compiler.h"
 #include "cudal1/optimizer/family.h"
+#include "optimizer/chains/chain_causal.h"
 #include "optimizer/chains/chain_library.h"
 #include "optimizer/chains/chain_plan.h"
 #include "optimizer/source_digest.h"
@@ -150,6 +151,43 @@ TEST(ChainPlan, AttentionsExactValueIsItsChainInDouble) {
     EXPECT_TRUE(at::allclose(outs.back().at(0).to(at::kDouble), exact[0], 1e-5, 1e-6));
     EXPECT_TRUE(exact[0].ge(exact[1] - 1e-12).all().item<bool>() && exact[0].le(exact[2] + 1e-12).all().item<bool>());
   }
+}
+
+// Note [Causal attention]: a square [L, L] mask may take the causal path; its two kernels compile for every dtype.
+TEST(ChainPlan, CausalAttentionTakesSquareMasksAndItsKernelsCompile) {
+  auto attention = [](const std::vector<int64_t>& mask_sizes, int64_t l, int64_t s) {
+    const at::Tensor mask = mask_sizes.empty() ? at::Tensor() : at::randn(mask_sizes);
+    return bench::record_chain(
+        [=] {
+          const at::Tensor q = at::randn({1, 2, l, 8}), k = at::randn({1, 2, s, 8}), v = at::randn({1, 2, s, 4});
+          at::Tensor sc = at::matmul(q, k.transpose(-2, -1)).mul(0.5);
+          if (mask.defined()) sc = sc.add(mask);
+          return at::matmul(at::softmax(sc, -1), v);
+        },
+        2);
+  };
+  struct Case {
+    std::vector<int64_t> mask;
+    int64_t l, s;
+    bool capable;
+  };
+  for (const Case& c : {Case{{12, 12}, 12, 12, true}, Case{{}, 12, 12, false}, Case{{10, 12}, 10, 12, false},
+                        Case{{1, 12}, 12, 12, false}, Case{{2, 12, 12}, 12, 12, false}}) {
+    dispatcher::ChainRecord* r = attention(c.mask, c.l, c.s);
+    ASSERT_NE(r, nullptr);
+    auto plan = chains::plan_library_chain(*r);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string() << "\n" << r->text();
+    EXPECT_EQ(chains::causal_capable(plan.value().attention), c.capable) << r->text();
+  }
+  std::vector<std::string> parts;
+  for (const auto dt : {at::kFloat, at::kHalf, at::kBFloat16}) parts.push_back(chains::causal_source(dt));
+  if (!testing::check_source_digest("ChainPlan.CausalAttentionKernels", "chains", kChainGeneratorVersion, parts)) return;
+  for (const std::string& src : parts)
+    for (int sm : {80, 90})
+      for (const char* name : {"attention_specials", "attention_exact_rows"}) {
+        auto k = compile(KernelSource{src, name}, sm);
+        ASSERT_TRUE(k.ok()) << name << " sm_" << sm << ": " << k.status().to_string() << "\n" << src;
+      }
 }
 
 TEST(ChainPlan, GeluNewIsPlannedAsItsEightOps) {
