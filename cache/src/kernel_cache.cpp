@@ -125,6 +125,17 @@ Result<std::string> KernelCache::get_state(const GpuFingerprint& fp, const std::
   return value;
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> KernelCache::states(const GpuFingerprint& fp,
+                                                                             const std::string& prefix) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string head = "p/" + fp.key() + "/";
+  const auto st = scan(dir_, head + prefix, [&](const std::string& key, const std::string& value) {
+    out.emplace_back(key.substr(head.size()), value);
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
 namespace {
 std::string arch_key(int sm, const std::string& name) { return "a/sm" + std::to_string(sm) + "/" + name; }
 }  // namespace

@@ -142,6 +142,7 @@ void print_chains(const nlohmann::json& j, bool all, std::ostream& out) {
 }  // namespace
 
 int report(const Options& o, std::ostream& out) {
+  if (o.insights) return report_insights(o, out);
   cache::KernelCache cache(cache_dir(o));
   auto runs = cache.runs();
   if (!runs.ok()) return fail(out, runs.status());

@@ -3,6 +3,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudal1/core/status.h"
@@ -33,6 +34,7 @@ struct Options {
   int sm = 90;                          ///< source: plan for this compute capability
   int sm_count = 132;                   ///< source: plan for a device of this many SMs (an H100 SXM, an H200)
   bool list_variants = false;           ///< source: list the variants instead of printing a source
+  bool insights = false;                ///< report: techniques that won, were necessary, helped together
 };
 
 /// The cache directory the commands use: `o.cache_dir`, else the configured one (CUDAL1_CACHE_DIR or its default).
@@ -48,6 +50,17 @@ int cache_verify(const Options& o, bool repair, std::ostream& out);
 int cache_export(const Options& o, std::ostream& out);
 int cache_import(const Options& o, std::ostream& out);
 int report(const Options& o, std::ostream& out);
+
+/// One tuned signature's stored trials (Note [Technique insights] in insights.cpp): variant id and speedup over
+/// ATen (<= 0: failed), in trial order.
+struct TunedSignature {
+  std::string signature, family;
+  std::vector<std::pair<std::string, double>> trials;
+};
+/// `cudal1 report --insights`: per GPU fingerprint of the cache, print_insights of its stored trials.
+int report_insights(const Options& o, std::ostream& out);
+/// Per family: which techniques won, which were necessary (gatekeepers), which only helped together.
+void print_insights(const std::vector<TunedSignature>& sigs, std::ostream& out);
 int env(const Options& o, std::ostream& out);
 
 /// The signatures `cudal1 warm` tunes: from `o.signatures_file` (a run report as `cudal1 report --json` prints

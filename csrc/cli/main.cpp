@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   report->add_flag("--runs", opts.list_runs, "list recorded runs instead");
   report->add_flag("--all", opts.all, "show every signature, not only hot ones");
   report->add_flag("--json", opts.json, "print the report's JSON");
+  report->add_flag("--insights", opts.insights,
+                   "from the tuner's stored trials on each GPU: which techniques won, which were necessary, which "
+                   "only helped together");
 
   app.add_subcommand("env", "every CUDAL1_* variable with its default and current value");
 

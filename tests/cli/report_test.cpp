@@ -1,12 +1,13 @@
 /// @brief `cudal1 report` on a recorded run (no GPU, no LibTorch): hot signatures and hot op chains with their
 /// ops, signatures, dataflow, share, state and speedup; --all adds the cold ones; a report from before chains
-/// were recorded still prints.
+/// were recorded still prints; --insights reads the tuner's stored trials.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
 
+#include "cache/test_records.h"
 #include "cli_commands.h"
 #include "cudal1/cache/kernel_cache.h"
 
@@ -21,15 +22,26 @@ class ReportTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  /// `cudal1 report` with `o` on this test's cache.
+  std::string report_of(Options o) {
+    o.cache_dir = dir_.string();
+    std::ostringstream out;
+    EXPECT_EQ(report(o, out), 0);
+    return out.str();
+  }
+
   std::string run_report(const std::string& json, bool all) {
     cache::KernelCache cache(dir_.string());
     EXPECT_TRUE(cache.put_run({"1800000000-1", json}).ok());
     Options o;
-    o.cache_dir = dir_.string();
     o.all = all;
-    std::ostringstream out;
-    EXPECT_EQ(report(o, out), 0);
-    return out.str();
+    return report_of(o);
+  }
+
+  std::string insights() {
+    Options o;
+    o.insights = true;
+    return report_of(o);
   }
 
   std::filesystem::path dir_;
@@ -80,6 +92,38 @@ TEST_F(ReportTest, AReportWithoutChainsSaysSo) {
   const std::string out = run_report(old, false);
   EXPECT_NE(out.find("native_layer_norm"), std::string::npos) << out;
   EXPECT_NE(out.find("(no hot chains; --all shows every one)"), std::string::npos) << out;
+}
+
+// `cudal1 report --insights` (Note [Technique insights]): from the trials the tuner stores per signature, which
+// techniques won, which were necessary, which only helped together.
+// A norm signature where the held row (mode1) and its cache (cache1) are both needed and only pay together, and
+// the vector width barely matters: vec4 wins, within 5% of vec2.
+const char* kNormTrials = R"json({"family":"norm","trials":[
+  ["mode1.vec4.cache1",2.0],["mode1.vec2.cache1",1.95],["mode1.vec4.cache0",1.0],["mode0.vec4.cache1",1.1],
+  ["mode0.vec4.cache0",0.9],["mode0.vec2.cache0",0.85],["mode0.vec2.cache1",0]]})json";
+
+TEST_F(ReportTest, InsightsNamesWinnersGatekeepersAndTechniquesThatOnlyHelpTogether) {
+  cache::KernelCache cache(dir_.string());
+  const GpuFingerprint fp = cache::testing::test_fingerprint();
+  ASSERT_TRUE(cache.put_state(fp, "trials/aten::native_group_norm(f16[64,256,28,28], ...)", kNormTrials).ok());
+  ASSERT_TRUE(cache.put_state(fp, "policy.norm.f1", "{}").ok());  // other state is not read as trials
+  const std::string out = insights();
+  EXPECT_NE(out.find("NVIDIA H200, sm 90): techniques over 1 tuned signature"), std::string::npos) << out;
+  EXPECT_NE(out.find("norm (1 signature tuned)"), std::string::npos) << out;
+  const size_t won = out.find("won"), gate = out.find("necessary"), together = out.find("only together");
+  ASSERT_TRUE(won < gate && gate < together && together != std::string::npos) << out;
+  const auto section = [&](size_t from, size_t to) { return out.substr(from, to - from); };
+  for (const char* t : {"mode1 ", "cache1 ", "vec4 "}) EXPECT_NE(section(won, gate).find(t), std::string::npos) << t;
+  EXPECT_NE(section(gate, together).find("mode1 "), std::string::npos) << out;
+  EXPECT_NE(section(gate, together).find("cache1 "), std::string::npos) << out;
+  EXPECT_EQ(section(gate, together).find("vec4"), std::string::npos) << "vec2 is within 5% too:\n" << out;
+  EXPECT_NE(section(together, out.size()).find("cache1 + mode1"), std::string::npos) << out;
+}
+
+TEST_F(ReportTest, InsightsACacheWithoutTrialsSaysSo) {
+  cache::KernelCache cache(dir_.string());
+  ASSERT_TRUE(cache.put(cache::testing::test_fingerprint(), cache::testing::test_entry("aten::relu(f32[4])")).ok());
+  EXPECT_NE(insights().find("no tuning trials stored"), std::string::npos);
 }
 
 }  // namespace

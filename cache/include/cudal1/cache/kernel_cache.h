@@ -60,6 +60,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudal1/core/fingerprint.h"
@@ -205,6 +206,10 @@ class KernelCache {
   /// Optimizer state blobs per fingerprint.
   Status put_state(const GpuFingerprint& fp, const std::string& name, const std::string& json);
   Result<std::string> get_state(const GpuFingerprint& fp, const std::string& name) const;
+  /// Every optimizer state blob of `fp` whose name starts with `prefix`, as (name, json) in name order (e.g. the
+  /// tuner's "trials/" records, Note [Technique insights]); empty when there are none or no database.
+  Result<std::vector<std::pair<std::string, std::string>>> states(const GpuFingerprint& fp,
+                                                                  const std::string& prefix) const;
   /// Optimizer state blobs per GPU architecture (compute capability `sm`, e.g. 90), kept across fingerprints:
   /// the learned policies. NotFound when absent; InvalidArgument for sm <= 0 or an empty name.
   Status put_arch_state(int sm, const std::string& name, const std::string& json);
