@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 
+#include "cudal1/optimizer/shared_features.h"
 #include "optimizer/problems.h"
 
 namespace cudal1::bench {
@@ -24,14 +25,17 @@ double Outcome::quantile(double q) const {
 
 namespace {
 
-Landscape landscape(const std::string& family, const Plan& plan, const std::map<std::string, double>& times) {
+Landscape landscape(const std::string& family, const Plan& plan, const optimizer::ProblemClass& c,
+                    const std::map<std::string, double>& times) {
   Landscape l;
   l.family = family;
   l.space = plan.space();
+  const optimizer::SpaceRange range = optimizer::space_range(l.space);
   double slowest = 0;
   for (const auto& [id, us] : times) slowest = std::max(slowest, us), l.best = std::min(l.best, us);
   for (const auto& v : l.space) {
     l.feats.push_back(plan.features(v));
+    l.shared.push_back(optimizer::shared_features(v, c, range));
     l.strata.push_back(plan.stratum(v));
     const auto it = times.find(v.id());
     l.timed += it != times.end();
@@ -43,7 +47,8 @@ Landscape landscape(const std::string& family, const Plan& plan, const std::map<
 /// Tunes one row of seed `seed` with `policy` (round 1, and the fallback of later rounds) as Tuner::tune_unlocked
 /// does; returns the kept variant's true time over the best's, leaves the trials in `done` and sets `trials95` to
 /// the trials until one within 95% of the best's speed was tried (o.trials + 1: none was).
-double tune_row(const Landscape& l, Policy& policy, const Options& o, int seed, Trials& done, size_t* trials95) {
+double tune_row(const Landscape& l, Policy& policy, const Options& o, int seed, Trials& done, size_t* trials95,
+                const std::vector<double>& prior = {}) {
   std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
   std::normal_distribution<double> noise(0.0, 0.015);
   const auto search = o.strategy == "policy"       ? TuneSearch::kPolicy
@@ -63,7 +68,7 @@ double tune_row(const Landscape& l, Policy& policy, const Options& o, int seed, 
       picks.resize(std::min(k, picks.size()));
     } else {  // as Tuner::tune_unlocked
       const uint64_t round_seed = static_cast<uint64_t>(seed) ^ (0x9E3779B97F4A7C15ULL * done.size());
-      picks = optimizer::next_round(policy, search, l.space, l.feats, l.strata, done, k, round_seed);
+      picks = optimizer::next_round(policy, search, l.space, l.feats, l.strata, done, k, round_seed, prior);
     }
     if (picks.empty()) break;
     for (size_t i : picks) {
@@ -137,7 +142,7 @@ std::vector<Landscape> load_landscapes(const std::string& dir, std::vector<std::
       if (skipped) skipped->push_back(row.name + " (no timings in " + row.csv + ", or not planned)");
       continue;
     }
-    rows.push_back(landscape(family->name(), *plan.value(), times));
+    rows.push_back(landscape(family->name(), *plan.value(), optimizer::problem_class(row.problem), times));
     rows.back().name = row.name;
   }
   return rows;
@@ -206,6 +211,51 @@ std::vector<Outcome> replay_held_out(const std::vector<Landscape>& rows, const O
       const double ratio = tune_row(l, policy, o, seed, done, &trials95);
       tally(out[r], ratio, trials95, o);
     }
+  describe(out, rows);
+  return out;
+}
+
+Policy teach_shared(const std::vector<const Landscape*>& rows, int epochs) {
+  Policy shared(optimizer::shared_feature_dim(), 1);
+  std::vector<std::vector<double>> speedups;
+  for (const Landscape* l : rows) {
+    speedups.emplace_back();
+    for (double us : l->truth) speedups.back().push_back(l->best / us);
+  }
+  std::vector<Policy::Landscape> sets;
+  for (size_t i = 0; i < rows.size(); ++i) sets.push_back({&rows[i]->shared, &speedups[i]});
+  shared.learn_landscapes(sets, epochs);
+  return shared;
+}
+
+std::vector<Outcome> replay_family_out(const std::vector<Landscape>& rows, const Options& o, int epochs) {
+  std::vector<Outcome> out(rows.size());
+  std::map<std::string, Policy> taught;  // by the family left out
+  for (const Landscape& l : rows) {
+    if (taught.count(l.family)) continue;
+    std::vector<const Landscape*> others;
+    for (const Landscape& q : rows)
+      if (q.family != l.family) others.push_back(&q);
+    taught.emplace(l.family, teach_shared(others, epochs)).first->second.learning_rate =
+        optimizer::kSharedPolicyLearningRate;
+  }
+  for (int seed = 1; seed <= o.seeds; ++seed) {
+    std::map<std::string, Policy> carried = taught;  // o.carry: learning online, as the tuner's does
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const Landscape& l = rows[r];
+      Policy fresh(l.feats.front().size(), static_cast<uint64_t>(seed));
+      Policy& shared = carried.at(l.family);
+      Trials done;
+      size_t trials95 = 0;
+      const double ratio = tune_row(l, fresh, o, seed, done, &trials95, optimizer::prior_scores(shared, l.shared));
+      if (o.carry) {
+        std::vector<std::vector<float>> f;
+        for (size_t i : done.index) f.push_back(l.shared[i]);
+        shared.learn(f, done.speedups);
+      }
+      tally(out[r], ratio, trials95, o);
+    }
+  }
   describe(out, rows);
   return out;
 }

@@ -55,6 +55,7 @@ struct Landscape {
   std::string family;
   std::vector<optimizer::Variant> space;
   std::vector<std::vector<float>> feats;
+  std::vector<std::vector<float>> shared;  ///< shared features (Note [Shared features]), one a variant
   std::vector<int> strata;
   std::vector<double> truth;
   double best = 1e300;
@@ -74,5 +75,20 @@ std::vector<Outcome> replay(const std::vector<Landscape>& rows, const Options& o
 /// search, `o.trials` trials each), never from the row itself. `taught_by` (may be null) gets, per row, how many
 /// rows taught its policy (0: the family has no other row; the policy starts untrained).
 std::vector<Outcome> replay_held_out(const std::vector<Landscape>& rows, const Options& o, std::vector<int>* taught_by);
+
+/// The cross-family policy (Note [Cross-family policy]) taught offline by `rows`' whole landscapes, `epochs` steps
+/// (Policy::learn_landscapes).
+optimizer::Policy teach_shared(const std::vector<const Landscape*>& rows, int epochs);
+
+/// Passes over each landscape when the cross-family policy is taught offline.
+constexpr int kSharedPriorEpochs = 200;
+
+/// Leave one family out: for each family of `rows`, the cross-family policy is taught by the other families' rows
+/// only (teach_shared), then each of the family's rows is tuned with `o.strategy` from a fresh family policy with
+/// that prior (next_round's `prior`). With `o.carry` the prior also learns from each of the family's rows in table
+/// order, as the tuner's learns from every signature (Policy::learn at kSharedPolicyLearningRate); without, every
+/// row meets the prior as taught. Outcomes per row, in `rows`' order.
+std::vector<Outcome> replay_family_out(const std::vector<Landscape>& rows, const Options& o,
+                                      int epochs = kSharedPriorEpochs);
 
 }  // namespace cudal1::bench

@@ -22,7 +22,14 @@
 /// table's rows without a CSV here still teach the real tuner's policy first, which the replay cannot.
 /// A "+heldout" suffix tunes each row with a policy taught only by the family's other rows (replay_held_out).
 ///
-/// Usage: bench_tuner_replay DIR [strategy[+carry|+heldout]] [trials] [round] [seeds]
+/// A "+shared" suffix leaves one family out at a time (replay_family_out): the cross-family policy (Note
+/// [Cross-family policy]) is taught by the other families' recorded landscapes, and each row of the family left out
+/// is tuned from a fresh family policy with that prior; "+shared+carry" lets the prior learn from each of the
+/// family's rows in turn, as the tuner's does.
+/// `bench_tuner_replay DIR --write-prior` prints the cross-family policy taught by every row (the shipped prior,
+/// optimizer/framework/shared_prior_sm90.inc).
+///
+/// Usage: bench_tuner_replay DIR [strategy[+carry|+heldout|+shared|+shared+carry]] [trials] [round] [seeds]
 ///   e.g. build/bench/bench_tuner_replay bench/replay gp+carry 24 4 400
 #include <algorithm>
 #include <cstdio>
@@ -36,21 +43,31 @@ using namespace cudal1::bench;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DIR [gp|knobs|knobs-mean|policy|random][+carry|+heldout] [trials] [round] [seeds]\n",
-                 argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s DIR [gp|knobs|knobs-mean|policy|random][+carry|+heldout|+shared] [trials] [round] [seeds]\n"
+                 "       %s DIR --write-prior\n",
+                 argv[0], argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
+  if (argc > 2 && std::string(argv[2]) == "--write-prior") {  // the shipped prior (shipped_shared_prior)
+    const std::vector<Landscape> rows = load_landscapes(dir, nullptr);
+    std::vector<const Landscape*> all;
+    for (const Landscape& l : rows) all.push_back(&l);
+    std::printf("R\"json(%s)json\"\n", teach_shared(all, kSharedPriorEpochs).to_json().c_str());
+    return 0;
+  }
   Options o;
   if (argc > 2) o.strategy = argv[2];
   if (argc > 3) o.trials = static_cast<size_t>(std::max(1, std::atoi(argv[3])));
   if (argc > 4) o.round = static_cast<size_t>(std::max(1, std::atoi(argv[4])));
   if (argc > 5) o.seeds = std::max(1, std::atoi(argv[5]));
   bool held_out = false;
-  for (const std::string suffix : {"+carry", "+heldout"}) {
+  bool family_out = false;
+  for (const std::string suffix : {"+carry", "+heldout", "+shared"}) {
     const size_t stem = o.strategy.size() - std::min(o.strategy.size(), suffix.size());
     if (stem == 0 || o.strategy.compare(stem, suffix.size(), suffix) != 0) continue;
-    (suffix == "+carry" ? o.carry : held_out) = true;
+    (suffix == "+carry" ? o.carry : suffix == "+heldout" ? held_out : family_out) = true;
     o.strategy.resize(stem);
   }
   if (o.strategy != "gp" && o.strategy != "knobs" && o.strategy != "knobs-mean" && o.strategy != "policy" &&
@@ -59,16 +76,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("strategy %s%s, %zu trials in rounds of %zu, %d seeds, 1.5%% timing noise\n", o.strategy.c_str(),
-              o.carry      ? " (one policy a family, carried across the rows)"
-              : held_out ? " (each row's policy taught by its family's other rows only)"
-                         : "",
+              family_out && o.carry ? " (a cross-family prior taught by the other families' rows, then learning)"
+              : family_out          ? " (a cross-family prior taught by the other families' rows only)"
+              : o.carry             ? " (one policy a family, carried across the rows)"
+              : held_out            ? " (each row's policy taught by its family's other rows only)"
+                                    : "",
               o.trials, o.round, o.seeds);
   std::printf("%-42s %8s %6s %9s %10s %9s %9s %6s %6s %8s\n", "row", "variants", "timed", "best us", "kept/best",
               "within2%", "within5%", "p90", "worst", "to95%");
   std::vector<std::string> skipped;
   const std::vector<Landscape> rows = load_landscapes(dir, &skipped);
   for (const auto& s : skipped) std::printf("%s\n", s.c_str());
-  const std::vector<Outcome> out = held_out ? replay_held_out(rows, o, nullptr) : replay(rows, o);
+  const std::vector<Outcome> out = held_out     ? replay_held_out(rows, o, nullptr)
+                                   : family_out ? replay_family_out(rows, o)
+                                                : replay(rows, o);
   for (size_t r = 0; r < rows.size(); ++r)
     std::printf("%-42s %8zu %6d %9.2f %10.4f %8.0f%% %8.0f%% %6.3f %6.3f %8.1f\n", rows[r].name.c_str(),
                 out[r].variants, out[r].timed, out[r].best, out[r].mean_ratio, out[r].within2, out[r].within5,

@@ -54,7 +54,7 @@ std::vector<std::vector<int>> knob_table(const std::vector<Variant>& space) {
 
 std::vector<size_t> similarity_model_picks(const std::vector<Variant>& space, const std::vector<size_t>& tried,
                                            const std::vector<double>& speedups, size_t k,
-                                           const SimilarityModel& m) {
+                                           const SimilarityModel& m, const std::vector<double>& prior) {
   if (tried.size() != speedups.size() || space.empty()) return {};
   for (size_t i : tried)
     if (i >= space.size()) return {};
@@ -80,18 +80,27 @@ std::vector<size_t> similarity_model_picks(const std::vector<Variant>& space, co
   std::vector<char> taken(space.size(), 0);
   for (size_t i : tried) taken[i] = 1;
   std::vector<size_t> out;
+  const bool with_prior = prior.size() == space.size() && m.prior_weight != 0;
   while (out.size() < k) {
     const size_t n = pts.size();
     double mean = 0, spread = 0;
     for (double v : y) mean += v / static_cast<double>(n);
     for (double v : y) spread += (v - mean) * (v - mean) / static_cast<double>(n);
     const double sf2 = std::max(spread, 1e-4);  // prior variance: the spread of what was measured
+    // The prior mean of variant i: a constant, less the cross-family prior's say (Note [Cross-family policy]); the
+    // constant is the mean of what was measured with the prior's part taken out.
+    const double shift = with_prior ? m.prior_weight * std::sqrt(sf2) : 0.0;
+    const auto offset = [&](size_t i) { return with_prior ? -shift * prior[i] : 0.0; };
+    if (with_prior) {
+      mean = 0;
+      for (size_t a = 0; a < n; ++a) mean += (y[a] - offset(pts[a])) / static_cast<double>(n);
+    }
     std::vector<std::vector<double>> l(n, std::vector<double>(n));
     for (size_t a = 0; a < n; ++a)
       for (size_t b = 0; b < n; ++b) l[a][b] = sf2 * similarity(pts[a], pts[b]) + (a == b ? m.noise * sf2 : 0.0);
     if (!cholesky(l)) break;  // not reached: the noise term keeps the matrix positive definite
     std::vector<double> r(n);
-    for (size_t a = 0; a < n; ++a) r[a] = y[a] - mean;
+    for (size_t a = 0; a < n; ++a) r[a] = y[a] - mean - offset(pts[a]);
     const std::vector<double> z = forward(l, r);  // posterior mean: mean + (L^-1 k)' (L^-1 r)
     double best_bound = 1e300, best_mean = 0;
     size_t best = space.size();
@@ -100,7 +109,7 @@ std::vector<size_t> similarity_model_picks(const std::vector<Variant>& space, co
       std::vector<double> kx(n);
       for (size_t a = 0; a < n; ++a) kx[a] = sf2 * similarity(i, pts[a]);
       const std::vector<double> v = forward(l, kx);
-      double mu = mean, s2 = sf2;
+      double mu = mean + offset(i), s2 = sf2;
       for (size_t a = 0; a < n; ++a) mu += v[a] * z[a], s2 -= v[a] * v[a];
       const double bound = mu - m.beta * std::sqrt(std::max(0.0, s2));
       if (bound < best_bound) best_bound = bound, best_mean = mu, best = i;  // ties: space order

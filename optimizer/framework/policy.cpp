@@ -8,6 +8,30 @@
 
 namespace cudal1::optimizer {
 
+namespace {
+// Note [Cross-family policy]: what learn_landscapes contrasts (variants within this fraction of the best's speedup
+// against clearly slower ones) and its weight decay a pass; chosen on the recorded landscapes themselves.
+constexpr double kNearBest = 0.8;
+constexpr double kDecay = 0.1;
+}  // namespace
+
+std::string shared_policy_state_name(int version) { return "policy.shared.s" + std::to_string(version); }
+
+std::vector<double> prior_scores(const Policy& shared, const std::vector<std::vector<float>>& features) {
+  std::vector<double> z(features.size(), 0.0);
+  if (features.empty()) return z;
+  double mean = 0, var = 0;
+  for (size_t i = 0; i < features.size(); ++i) {
+    if (features[i].size() != shared.dim()) return std::vector<double>(features.size(), 0.0);
+    z[i] = shared.score(features[i]);
+    mean += z[i] / static_cast<double>(z.size());
+  }
+  for (double x : z) var += (x - mean) * (x - mean) / static_cast<double>(z.size());
+  if (!(var > 1e-12)) return std::vector<double>(features.size(), 0.0);
+  for (double& x : z) x = (x - mean) / std::sqrt(var);
+  return z;
+}
+
 std::string policy_state_name(const std::string& family, int features_version) {
   return "policy." + family + ".f" + std::to_string(features_version);
 }
@@ -22,7 +46,8 @@ double Policy::score(const std::vector<float>& f) const {
 }
 
 std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& features, size_t k,
-                                   const std::vector<int>& strata, const std::vector<size_t>& tried) {
+                                   const std::vector<int>& strata, const std::vector<size_t>& tried,
+                                   const std::vector<double>& prior) {
   std::vector<char> was_tried(features.size(), 0);
   for (size_t i : tried)
     if (i < was_tried.size()) was_tried[i] = 1;
@@ -30,7 +55,7 @@ std::vector<size_t> Policy::choose(const std::vector<std::vector<float>>& featur
   for (size_t i = 0; i < features.size(); ++i)
     if (!was_tried[i]) left.push_back(i);
   std::vector<double> s(features.size());
-  for (size_t i = 0; i < features.size(); ++i) s[i] = score(features[i]);
+  for (size_t i = 0; i < features.size(); ++i) s[i] = score(features[i]) + (prior.size() == s.size() ? prior[i] : 0.0);
   std::vector<size_t> out;
   if (left.empty() || k == 0) return out;
   // Greedy first pick (ties broken at random so that an untrained policy explores).
@@ -85,6 +110,42 @@ void Policy::learn(const std::vector<std::vector<float>>& features, const std::v
       for (size_t i = 0; i < w_.size() && i < features[a].size() && i < features[b].size(); ++i)
         w_[i] += g * (features[a][i] - features[b][i]);
     }
+  ++updates_;
+}
+
+void Policy::learn_landscapes(const std::vector<Landscape>& landscapes, int epochs) {
+  struct Pairs {
+    const std::vector<std::vector<float>>* f;
+    std::vector<std::pair<size_t, size_t>> ab;  // (near the best, clearly slower)
+  };
+  std::vector<Pairs> sets;
+  for (const Landscape& l : landscapes) {
+    const auto& sp = *l.speedups;
+    const size_t n = std::min(l.features->size(), sp.size());
+    double best = 0;
+    for (size_t i = 0; i < n; ++i) best = std::max(best, sp[i]);
+    Pairs p{l.features, {}};
+    for (size_t a = 0; a < n; ++a) {
+      if (!(best > 0) || sp[a] < kNearBest * best) continue;
+      for (size_t b = 0; b < n; ++b)
+        if (sp[b] < kNearBest * best && sp[b] * 1.05 < sp[a]) p.ab.emplace_back(a, b);
+    }
+    if (!p.ab.empty()) sets.push_back(std::move(p));
+  }
+  if (sets.empty()) return;
+  std::vector<double> g(w_.size());
+  for (int e = 0; e < epochs; ++e) {
+    std::fill(g.begin(), g.end(), 0.0);
+    for (const Pairs& p : sets) {
+      const double weight = 1.0 / static_cast<double>(p.ab.size() * sets.size());
+      for (const auto& [a, b] : p.ab) {
+        const auto &fa = (*p.f)[a], &fb = (*p.f)[b];
+        const double d = weight * (1.0 - 1.0 / (1.0 + std::exp(-(score(fa) - score(fb)))));
+        for (size_t i = 0; i < w_.size() && i < fa.size() && i < fb.size(); ++i) g[i] += d * (fa[i] - fb[i]);
+      }
+    }
+    for (size_t i = 0; i < w_.size(); ++i) w_[i] += g[i] - kDecay * w_[i];
+  }
   ++updates_;
 }
 

@@ -93,10 +93,10 @@ std::vector<size_t> knob_model_picks(const std::vector<Variant>& space, const st
 
 std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vector<Variant>& space,
                                const std::vector<std::vector<float>>& feats, const std::vector<int>& strata,
-                               const Trials& done, size_t k, uint64_t seed) {
-  if (done.index.empty()) return policy.choose(feats, k, strata);
+                               const Trials& done, size_t k, uint64_t seed, const std::vector<double>& prior) {
+  if (done.index.empty()) return policy.choose(feats, k, strata, {}, prior);
   if (search == TuneSearch::kGp && done.size() <= kSimilarityMaxTrials) {
-    auto picks = similarity_model_picks(space, done.index, done.speedups, k);
+    auto picks = similarity_model_picks(space, done.index, done.speedups, k, SimilarityModel{}, prior);
     if (!picks.empty()) return picks;
   }
   if (search == TuneSearch::kGp || search == TuneSearch::kKnobs || search == TuneSearch::kKnobsMean) {
@@ -104,7 +104,7 @@ std::vector<size_t> next_round(Policy& policy, TuneSearch search, const std::vec
     auto picks = knob_model_picks(space, done.index, done.speedups, k, kKnobModelLambda, beta);
     if (!picks.empty()) return picks;
   }
-  return policy.adapted(done.features, done.speedups, seed).choose(feats, k, strata, done.index);
+  return policy.adapted(done.features, done.speedups, seed).choose(feats, k, strata, done.index, prior);
 }
 
 }  // namespace cudal1::optimizer

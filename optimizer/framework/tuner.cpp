@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "cudal1/optimizer/measure.h"
 #include "cudal1/optimizer/replacement.h"
 #include "cudal1/optimizer/search.h"
+#include "cudal1/optimizer/shared_features.h"
 
 #if defined(CUDAL1_TORCH_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -208,6 +210,13 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
     strata.push_back(plan->stratum(v));
   }
   Policy& policy = policy_for(*family, feats.front().size(), device, info.sm);
+  // Note [Cross-family policy]: the shared features of every variant, and the prior they give this space.
+  const ProblemClass problem_cls = problem_class(problem);
+  const SpaceRange range = space_range(space);
+  std::vector<std::vector<float>> shared_feats;
+  for (const auto& v : space) shared_feats.push_back(shared_features(v, problem_cls, range));
+  Policy& shared = shared_policy_for(device, info.sm);
+  const std::vector<double> prior = opts_.shared_prior ? prior_scores(shared, shared_feats) : std::vector<double>{};
   const size_t trials = static_cast<size_t>(std::max<int64_t>(opts_.trials, 0));
   const size_t round = static_cast<size_t>(std::max<int64_t>(opts_.round, 1));
   const size_t threads = std::min({round, static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency())),
@@ -227,7 +236,7 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   while (done.size() < trials) {
     const size_t k = std::min(round, trials - done.size());
     const std::vector<size_t> picks = next_round(policy, opts_.search, space, feats, strata, done, k,
-                                                 seed ^ (0x9E3779B97F4A7C15ULL * done.size()));
+                                                 seed ^ (0x9E3779B97F4A7C15ULL * done.size()), prior);
     if (picks.empty()) break;  // every variant tried
     std::vector<VariantBuild> builds = compile_concurrently(
         picks.size(), [&](size_t i) { return plan->source(space[picks[i]]); }, info.sm, threads);
@@ -288,6 +297,11 @@ Result<TuneResult> Tuner::tune_unlocked(SigRecord& rec) {
   }
   policy.learn(done.features, done.speedups);
   save_policy(*family, device, info.sm);
+  std::vector<std::vector<float>> done_shared;
+  for (size_t i : done.index) done_shared.push_back(shared_feats[i]);
+  shared.learn(done_shared, done.speedups);
+  save_shared_policy(device, info.sm);
+  put_trials(device, family->name(), rec.sig.text, space, done);
 
   cache::KernelEntry entry = entry_of(rec, *family);
   entry.trials = result.tried;
@@ -355,6 +369,49 @@ void Tuner::save_policy(const Family& family, int device, int sm) {
   const Status s = cache_->put_arch_state(sm, policy_state_name(family.name(), family.features_version()),
                                           it->second.to_json());
   if (!s.ok()) CUDAL1_LOG(kDebug, "policy not saved: " << s.to_string());
+}
+
+// Note [Cross-family policy]: one a device in the process, stored per architecture and shared feature layout; the
+// shipped prior where none is stored and one exists for the architecture.
+Policy& Tuner::shared_policy_for(int device, int sm) {
+  auto it = shared_.find(device);
+  if (it != shared_.end()) return it->second;
+  Policy p(shared_feature_dim(), opts_.seed);
+  const auto from = [&](const std::string& json, const char* what) {
+    auto loaded = Policy::from_json(json, shared_feature_dim(), opts_.seed);
+    if (loaded.ok()) p = std::move(loaded).value();
+    else CUDAL1_LOG(kWarn, "ignoring " << what << " cross-family policy: " << loaded.status().to_string());
+    return loaded.ok();
+  };
+  auto stored = cache_ ? cache_->get_arch_state(sm, shared_policy_state_name(kSharedFeaturesVersion))
+                       : Result<std::string>(Status(Code::kNotFound, "no cache"));
+  if (!(stored.ok() && from(stored.value(), "stored")) && !shipped_shared_prior(sm).empty())
+    from(std::string(shipped_shared_prior(sm)), "shipped");
+  p.learning_rate = kSharedPolicyLearningRate;
+  return shared_.insert_or_assign(device, std::move(p)).first->second;
+}
+
+void Tuner::save_shared_policy(int device, int sm) {
+  const auto it = shared_.find(device);
+  if (!cache_ || it == shared_.end()) return;
+  const Status s = cache_->put_arch_state(sm, shared_policy_state_name(kSharedFeaturesVersion), it->second.to_json());
+  if (!s.ok()) CUDAL1_LOG(kDebug, "cross-family policy not saved: " << s.to_string());
+}
+
+// Note [Technique insights] (csrc/cli/insights.cpp): every tuned signature's trials, for `cudal1 report --insights`.
+void Tuner::put_trials(int device, const std::string& family, const std::string& signature,
+                       const std::vector<Variant>& space, const Trials& done) {
+  if (!cache_ || done.size() == 0) return;
+  auto fp = fingerprint_for(device);
+  if (!fp.ok()) return;
+  std::string json = "{\"family\":\"" + family + "\",\"trials\":[";
+  for (size_t i = 0; i < done.size(); ++i) {
+    const double s = std::isfinite(done.speedups[i]) ? done.speedups[i] : 0.0;
+    json += (i ? ",[\"" : "[\"") + space[done.index[i]].id() + "\"," + std::to_string(s) + "]";
+  }
+  json += "]}";
+  const Status s = cache_->put_state(fp.value(), "trials/" + signature, json);
+  if (!s.ok()) CUDAL1_LOG(kDebug, "trials not saved: " << s.to_string());
 }
 
 void Tuner::put_entry(int device, const cache::KernelEntry& e) {

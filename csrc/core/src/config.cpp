@@ -139,6 +139,10 @@ const std::vector<ConfigVar>& config_variables() {
        "fitted to the signature's measured times, lowest confidence bound first), knobs (a ridge model on the "
        "knob values, lowest confidence bound first), knobs-mean (its predictions alone) or policy (the "
        "contrastive policy adapted to those measurements); round 1 is the policy's"},
+      {"CUDAL1_TUNE_PRIOR", "on",
+       "on: round 1 also follows the cross-family policy, learned from every tuned signature of every family on "
+       "this GPU architecture (the shipped prior for sm 90 until then); off: round 1 by the family's policy alone, "
+       "as before 2026-12-07 (the cross-family policy still learns)"},
       {"CUDAL1_VERIFY_TRIALS", "5", "verification trials, each on fresh random inputs"},
       {"CUDAL1_TIMING_REPS", "40", "interleaved ATen/candidate timing repetitions per candidate"},
       {"CUDAL1_MIN_SPEEDUP", "1.03", "median paired speedup over ATen a kernel needs to be swapped in"},
@@ -240,6 +244,7 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
     c.seed = static_cast<uint64_t>(parse_int("CUDAL1_SEED", v, 0, 0, INT64_MAX, w));
   if (const char* v = env("CUDAL1_CUDA_LIBRARY")) c.cuda_library = v;
   if (const char* v = env("CUDAL1_NVRTC_LIBRARY")) c.nvrtc_library = v;
+  if (const char* v = env("CUDAL1_TUNE_PRIOR")) c.tune_prior = parse_bool("CUDAL1_TUNE_PRIOR", v, true, w);
   if (const char* v = env("CUDAL1_FUSE")) c.fuse = parse_bool("CUDAL1_FUSE", v, true, w);
   if (const char* v = env("CUDAL1_CHAIN_SHARE"))
     c.chain_share = parse_double("CUDAL1_CHAIN_SHARE", v, 0.01, 0.0, 1.0, w);

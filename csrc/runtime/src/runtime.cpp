@@ -638,6 +638,7 @@ void start() {
     t.trials = r.cfg.trials;
     t.round = r.cfg.tune_round;
     t.search = r.cfg.tune_search;
+    t.shared_prior = r.cfg.tune_prior;
     t.verify_trials = r.cfg.verify_trials;
     t.timing_reps = r.cfg.timing_reps;
     t.min_speedup = r.cfg.min_speedup;

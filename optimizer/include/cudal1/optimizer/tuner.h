@@ -22,6 +22,8 @@
 namespace cudal1::optimizer {
 
 class Family;  // family.h
+struct Variant;
+struct Trials;  // search.h
 
 /// Note [Tuning rounds]
 /// A signature's `trials` variants are tried in rounds of `round`. Round 1 is the persistent family policy's
@@ -49,6 +51,9 @@ struct TunerOptions {
   int64_t trials = 16;
   int64_t round = 4;            ///< variants per round (Note [Tuning rounds]); CUDAL1_TUNE_ROUND
   TuneSearch search = TuneSearch::kGp;  ///< how rounds after the first are picked; CUDAL1_TUNE_SEARCH
+  /// The cross-family policy's prior steers round 1 and the similarity model (Note [Cross-family policy] in
+  /// policy.h); CUDAL1_TUNE_PRIOR. It learns from every tuned signature either way.
+  bool shared_prior = true;
   int64_t compile_threads = 8;  ///< most NVRTC threads of one round (also bounded by the cores and `round`)
   int64_t verify_trials = 5;
   int64_t timing_reps = 40;
@@ -112,6 +117,10 @@ class Tuner {
   Result<TuneResult> tune_unlocked(dispatcher::SigRecord& rec);
   Policy& policy_for(const Family& family, size_t dim, int device, int sm);
   void save_policy(const Family& family, int device, int sm);
+  Policy& shared_policy_for(int device, int sm);
+  void save_shared_policy(int device, int sm);
+  void put_trials(int device, const std::string& family, const std::string& signature,
+                  const std::vector<Variant>& space, const Trials& done);
   void put_entry(int device, const cache::KernelEntry& e);
   void retry_writes();
 
@@ -125,6 +134,7 @@ class Tuner {
   uint64_t tuned_ = 0;
   std::mutex tune_mu_;  // one signature at a time (GPU timing must not overlap)
   std::map<std::string, Policy> policies_;  ///< by "family@device": each GPU learns its own (stored per fingerprint)
+  std::map<int, Policy> shared_;            ///< the cross-family policy by device (Note [Cross-family policy])
   std::vector<std::pair<int, cache::KernelEntry>> pending_writes_;
   uint64_t seq_ = 0;
 };
