@@ -400,62 +400,67 @@ TEST(SoftmaxPlan, SharedTilesFitTheBlockAndSplitLongColumnsOverClusters) {
 
   auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
   ASSERT_TRUE(plan.ok());
-  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}};
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 1}, {"async", 1}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   EXPECT_NE(src->code.find("N = 2048, NB = 512;"), std::string::npos) << src->code;
   EXPECT_NE(src->code.find("IV = 1024, TILES = 32;"), std::string::npos);
   EXPECT_NE(src->code.find("enum : int { kCluster = 4 };"), std::string::npos);
-  EXPECT_EQ(plan.value()->stratum(v), 16);  // 68.5 KB: three blocks an SM
-  EXPECT_EQ(plan.value()->stratum(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}),
-            14);
+  EXPECT_EQ(plan.value()->stratum(v), 26);  // 68.5 KB: three blocks an SM
+  EXPECT_EQ(plan.value()->stratum(
+                Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}}}),
+            24);
   EXPECT_EQ(plan.value()->features(v).size(),
             plan.value()->features(Variant{{{"vec", 1}, {"block", 128}, {"split", 1}, {"cache", 0}}}).size());
   auto keep_src = plan.value()->source(
-      Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}, {"async", 1}}});
+      Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 2}, {"keep", 1}, {"two", 1}, {"async", 1}}});
   ASSERT_TRUE(keep_src.ok()) << keep_src.status().to_string();
   EXPECT_NE(keep_src->code.find("enum : int { kKeep = 20 };"), std::string::npos) << keep_src->code;
   // Keeping needs at least twice the kept rows (20 x 16 warps) in each block: 512 rows at a cluster of 4 are not.
-  EXPECT_FALSE(
-      plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
+  auto tiled = [&](std::vector<std::pair<std::string, int>> knobs) {  // then two 1, async 1
+    knobs.emplace_back("two", 1);
+    knobs.emplace_back("async", 1);
+    return plan.value()->source(Variant{std::move(knobs)});
+  };
+  EXPECT_FALSE(tiled({{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}).ok());
   // Outside the space: a cluster of 3, block 512 without keep (or keep without it), block x vec above 2048,
   // 512-byte rows, a missing knob.
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 3}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}}}).ok());
-  EXPECT_FALSE(
-      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 4}, {"block", 1024}, {"tile", 2}, {"cluster", 8}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 8}, {"block", 256}, {"tile", 2}, {"cluster", 16}}}).ok());
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}}}).ok());
+  EXPECT_FALSE(tiled({{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 3}}).ok());
+  EXPECT_FALSE(tiled({{"vec", 2}, {"block", 512}, {"tile", 2}, {"cluster", 4}}).ok());
+  EXPECT_FALSE(tiled({{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"keep", 1}}).ok());
+  EXPECT_FALSE(tiled({{"vec", 4}, {"block", 1024}, {"tile", 2}, {"cluster", 8}}).ok());
+  EXPECT_FALSE(tiled({{"vec", 8}, {"block", 256}, {"tile", 2}, {"cluster", 16}}).ok());
+  EXPECT_FALSE(tiled({{"vec", 2}, {"block", 256}, {"tile", 2}}).ok());
 }
 
-// Note [Softmax fast exp]: every shared tile comes online and in two passes; only 16-bit outputs get the fast
-// exp (f16 flushing what fp16 cannot hold anyway, bf16 keeping fp32 subnormals); fp32 keeps expf and div_rn.
+// Note [Softmax fast exp]: every shared tile folds in two passes (the online ones were dropped: Note [Softmax shared
+// tiles]); only 16-bit outputs get the fast exp (f16 flushing what fp16 cannot hold anyway, bf16 keeping fp32
+// subnormals); fp32 keeps expf and div_rn.
 TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
-  const auto attn = with_knob(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90), "cluster", 2);
-  size_t online = 0, two = 0;
-  for (const auto& v : attn)
-    if (!v.get("pair", 0)) (v.get("two", 0) ? two : online) += 1;  // pairs: PairTiles below
-  EXPECT_EQ(online, two);
-  EXPECT_GT(two, 0u);
+  for (const auto* p : {"_softmax", "_log_softmax"})
+    for (const auto& problem : {over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90, p),
+                                over_at(at::kFloat, {64, 1000, 56, 56}, 1, 90, p),
+                                over_at(at::kFloat, {3, 9, 33}, 1, 90, p)}) {
+      const auto shared = with_knob(problem, "cluster", 2);
+      EXPECT_FALSE(shared.empty());
+      for (const auto& v : shared) EXPECT_EQ(v.get("two", 0), 1) << v.id();
+    }
   auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
   ASSERT_TRUE(plan.ok());
   const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 1}, {"async", 1}}};
-  EXPECT_EQ(plan.value()->stratum(v), 26);  // three blocks an SM, two passes
+  EXPECT_EQ(plan.value()->stratum(v), 26);  // three blocks an SM
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
-  EXPECT_NE(src->code.find("enum : bool { kTwo = true };"), std::string::npos);
+  EXPECT_NE(src->code.find(" SharedTiles "), std::string::npos);
   EXPECT_NE(src->code.find("enum : bool { kFastExp = true };"), std::string::npos);  // ex2.approx, a * (1 / s)
   EXPECT_NE(src->code.find("enum : bool { kFlushSubnormals = true };"), std::string::npos);  // fp16: .ftz
   EXPECT_FALSE(
       plan.value()
           ->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 2}, {"async", 1}}})
           .ok());
-  auto online_src =
-      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}});
-  ASSERT_TRUE(online_src.ok());
-  EXPECT_NE(online_src->code.find("enum : bool { kTwo = false };"), std::string::npos);
-  EXPECT_NE(online_src->code.find("enum : bool { kFastExp = false };"), std::string::npos);
+  // The online twin (no `two`) names nothing.
+  EXPECT_FALSE(
+      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}}).ok());
 
   auto bf16 = family_for("_log_softmax", "")->plan(over_at(at::kBFloat16, {32, 32000, 64}, 1, 90, "_log_softmax"));
   ASSERT_TRUE(bf16.ok());
@@ -470,7 +475,6 @@ TEST(SoftmaxPlan, SharedTilesComeInTwoPassesWithTheFastExpFor16BitOutputs) {
   auto fsrc =
       f32.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}, {"async", 1}}});
   ASSERT_TRUE(fsrc.ok()) << fsrc.status().to_string();
-  EXPECT_NE(fsrc->code.find("enum : bool { kTwo = true };"), std::string::npos);
   EXPECT_NE(fsrc->code.find("enum : bool { kFastExp = false };"), std::string::npos);  // fp32: expf and div_rn
 }
 
@@ -489,18 +493,21 @@ TEST(SoftmaxPlan, SharedTilesCopyWholeAlignedTilesAsynchronously) {
   for (const auto& v : padded_tiles) EXPECT_EQ(v.get("async", 0), 0) << v.id();
   auto plan = family_for("_softmax", "")->plan(over_at(at::kHalf, {8, 16, 2048, 2048}, 2, 90));
   ASSERT_TRUE(plan.ok());
-  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"async", 1}}};
+  const Variant v{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 1}, {"async", 1}}};
   auto src = plan.value()->source(v);
   ASSERT_TRUE(src.ok()) << src.status().to_string();
   EXPECT_NE(src->code.find("enum : bool { kAsync = true };"), std::string::npos);
   EXPECT_NE(src->code.find("cp.async.cg.shared.global"), std::string::npos);
   // The knob follows the layout: not omitted where it applies, not set where it does not.
-  EXPECT_FALSE(plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}}}).ok());
+  EXPECT_FALSE(
+      plan.value()->source(Variant{{{"vec", 2}, {"block", 256}, {"tile", 2}, {"cluster", 4}, {"two", 1}}}).ok());
   auto odd = family_for("_softmax", "")->plan(over_at(at::kFloat, {3, 9, 33}, 1, 90));
   ASSERT_TRUE(odd.ok());
-  EXPECT_FALSE(
-      odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"async", 1}}}).ok());
-  EXPECT_TRUE(odd.value()->source(Variant{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}}}).ok());
+  const Variant partial{{{"vec", 1}, {"block", 256}, {"tile", 2}, {"cluster", 2}, {"two", 1}}};
+  Variant partial_async = partial;
+  partial_async.knobs.emplace_back("async", 1);
+  EXPECT_FALSE(odd.value()->source(partial_async).ok());
+  EXPECT_TRUE(odd.value()->source(partial).ok());
 }
 
 // Note [Softmax pair tiles]: two-pass async tiles of 16-bit dtypes at vec 1 and 2 also come as pairs.

@@ -16,19 +16,18 @@ int regs_per_vec(c10::ScalarType dtype, int vec) { return std::max(1, vec * elem
 
 /// The source of a shared tile (`pair`: a pair tile) named `name`, variant `v`.
 KernelSource shared_tiles(const ColumnShape& c, const SharedTileKnobs& t, const char* name, const Variant& v,
-                          bool two, bool async, bool pair) {
+                          bool async, bool pair) {
   const int64_t iv = c.inner / t.vec, tiles = (iv + 31) / 32, nb = (c.n + t.cluster - 1) / t.cluster;
   const int keep = kept_rows(c, t, pair), nk = keep * (t.block / 32) * (pair ? 2 : 1);
   const int resident = resident_blocks(shared_tile_bytes(c, t, pair), t.block);
   std::ostringstream o;
-  column_head(o, c, name, v, t.vec, t.block, two, true);
+  column_head(o, c, name, v, t.vec, t.block, true, true);  // two passes: Note [Softmax fast exp]
   constant(o, "int", "kCluster", t.cluster);
   constant(o, "int", "kResident", resident);
   constant(o, "int", "kUnroll", copy_unroll(c.dtype, t.vec, t.block, resident,
                                             keep * regs_per_vec(c.dtype, pair ? 2 * t.vec : t.vec)));
   constant(o, "int", "kKeep", keep);
   constant(o, "bool", "kAsync", async);
-  constant(o, "bool", "kTwo", two);
   constant(o, "bool", "kPair", pair);
   if (pair) constant(o, "bool", "kBfloat16", c.dtype == c10::ScalarType::BFloat16);
   o << "}  // namespace softmax\n";
@@ -90,11 +89,11 @@ int64_t shared_tile_bytes(const ColumnShape& c, const SharedTileKnobs& t, bool p
 }
 
 KernelSource generate_softmax_shared_tiles(const ColumnShape& c, const SharedTiles& t) {
-  return shared_tiles(c, t, SharedTiles::kName, variant_of(t), t.two, t.async, false);
+  return shared_tiles(c, t, SharedTiles::kName, variant_of(t), t.async, false);
 }
 
 KernelSource generate_softmax_shared_tiles(const ColumnShape& c, const PairTiles& t) {
-  return shared_tiles(c, t, PairTiles::kName, variant_of(t), true, true, true);
+  return shared_tiles(c, t, PairTiles::kName, variant_of(t), true, true);
 }
 
 }  // namespace cudal1::optimizer::softmax

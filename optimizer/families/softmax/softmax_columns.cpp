@@ -72,15 +72,15 @@ class ColumnPlan final : public Plan {
   }
 
   /// 4 + 2 x split class + cache, tiles 10 + cache (one launch), 12 (chunked) and 13 (fast), shared tiles
-  /// 14..16 (online pairs), 24..26 (two passes) and 27..29 (pair tiles) by the blocks an SM holds (1, 2, 3+: what
-  /// sets how well reads overlap the merges), held slabs 30: disjoint from rows' 0..3 and 17..23.
+  /// 24..26 and pair tiles 27..29 by the blocks an SM holds (1, 2, 3+: what sets how well reads overlap the
+  /// merges), held slabs 30: disjoint from rows' 0..3 and 17..23 (14..16 were the online shared tiles, dropped).
   int stratum(const Variant& v) const override {
     if (v.get("tile", 0) == 3) return 30;  // held slabs
     if (v.get("tile", 0) == 2) {
       const bool pair = v.get("pair", 0) == 1;
       const SharedTileKnobs t{v.get("vec"), v.get("block"), v.get("cluster"), v.get("keep", 0) == 1};
       const int resident = resident_blocks(shared_tile_bytes(c_, t, pair), t.block);
-      return (pair ? 26 : v.get("two", 0) ? 23 : 13) + std::min(3, resident);
+      return (pair ? 26 : 23) + std::min(3, resident);
     }
     if (v.get("tile", 0)) return v.get("fast", 0) ? 13 : v.get("chunks", 1) > 1 ? 12 : 10 + v.get("cache");
     const int split = v.get("split", 1);
@@ -119,8 +119,8 @@ class ColumnPlan final : public Plan {
 
  private:
   /// The space in its order: split columns (vec, block, split, cached first), column tiles (vec, block, chunks,
-  /// cached first, each then fast where it applies), shared tiles (vec, block, cluster; online then two passes,
-  /// each two-pass tile then its pair tile where it applies), held slabs (kHeldVariants' order).
+  /// cached first, each then fast where it applies), shared tiles (vec, block, cluster; each then its pair tile
+  /// where it applies), held slabs (kHeldVariants' order).
   std::vector<ColumnTechnique> techniques() const {
     std::vector<ColumnTechnique> out;
     for (int vec : kVecs) {
@@ -149,10 +149,8 @@ class ColumnPlan final : public Plan {
         for (int cluster : kClusters) {
           const SharedTileKnobs k{vec, block, cluster, block == 512};
           if (!smem_ok(k)) continue;
-          for (bool two : {false, true}) {  // online pairs, or two passes on chip (Note [Softmax fast exp])
-            out.push_back(SharedTiles{k, two, async_ok(vec)});  // async always, where the layout allows it
-            if (two && pair_ok(k)) out.push_back(PairTiles{k});  // Note [Softmax pair tiles]
-          }
+          out.push_back(SharedTiles{k, async_ok(vec)});  // async always, where the layout allows it
+          if (pair_ok(k)) out.push_back(PairTiles{k});  // Note [Softmax pair tiles]
         }
     for (const HeldKnobs& k : kHeldVariants)
       if (held_ok(k)) out.push_back(HeldSlabs{k});

@@ -43,10 +43,11 @@ KernelSource split_columns(const ColumnShape& c, const SplitColumns& t) {
   return KernelSource{o.str(), "cudal1_softmax"};
 }
 
-/// The knobs keep 1, two 1, async 1 of a shared tile's variant where set.
-void shared_knobs(Variant& v, bool keep, bool two, bool async) {
+/// The knobs keep 1 where set, two 1 (every shared tile has two passes; the id keeps the knob), async 1 where set
+/// of a shared tile's variant.
+void shared_knobs(Variant& v, bool keep, bool async) {
   if (keep) v.knobs.emplace_back("keep", 1);
-  if (two) v.knobs.emplace_back("two", 1);
+  v.knobs.emplace_back("two", 1);
   if (async) v.knobs.emplace_back("async", 1);
 }
 
@@ -79,11 +80,11 @@ Variant variant_of(const ColumnTechnique& t) {
           return v;
         } else if constexpr (std::is_same_v<T, SharedTiles>) {
           Variant v{{{"vec", k.vec}, {"block", k.block}, {"tile", 2}, {"cluster", k.cluster}}};
-          shared_knobs(v, k.keep, k.two, k.async);
+          shared_knobs(v, k.keep, k.async);
           return v;
         } else if constexpr (std::is_same_v<T, PairTiles>) {
           Variant v{{{"vec", k.vec}, {"block", k.block}, {"tile", 2}, {"cluster", k.cluster}}};
-          shared_knobs(v, k.keep, true, true);
+          shared_knobs(v, k.keep, true);
           v.knobs.emplace_back("pair", 1);
           return v;
         } else {

@@ -46,11 +46,11 @@
 /// dim 2 at ~2.2x), and a block per long row reads it three times (f32 [4096,65536]: 1.66x). Shared memory
 /// (227 KB a block, 228 KB an SM) holds the data between the statistics and the output instead: one read.
 /// Column tiles (`tile` = 2, sm_90+): a block holds its tile (32 x vec adjacent inner columns, vec such that a
-/// warp row is 64 to 256 bytes) for its range of n in dynamic shared memory in the storage dtype, folds online
-/// pairs exactly as the tile kernel (same functions, warp order), then writes from shared memory. Where one
-/// block cannot hold the whole column range, `cluster` = C in 2..16 blocks of a thread-block cluster take
-/// ceil(n / C) rows each, publish their merged pairs in shared memory, meet at a cluster barrier, and every
-/// block merges the C pairs in rank order through distributed shared memory (identical statistics everywhere),
+/// warp row is 64 to 256 bytes) for its range of n in dynamic shared memory in the storage dtype, folds its
+/// statistics in two passes on chip (the maximum, then the sum: Note [Softmax fast exp]), then writes from shared
+/// memory. Where one block cannot hold the whole column range, `cluster` = C in 2..16 blocks of a thread-block
+/// cluster take ceil(n / C) rows each, publish each merged statistic in shared memory, meet at a cluster barrier,
+/// and every block merges the C values in rank order through distributed shared memory (identical everywhere),
 /// then writes its rows; it leaves only after a second barrier (Note [Clusters] in module.cpp). Offered for any
 /// n >= 2 C (C = 1 for any n) where the block's bytes fit; the tuner picks C, which sets how many blocks an SM
 /// holds (one block per SM leaves its memory pipe idle during the merge and the barrier: prefer >= 2). With
@@ -61,8 +61,13 @@
 /// Cluster rows (`cluster` = C in 2..16 on a row plan, sm_90+): C blocks split each row's vectors into slices
 /// kept in shared memory; the row max and then the sum of exp(x - max) are reduced in the block and then over
 /// the cluster in rank order; the epilogue and the special values are the row kernel's (a two-pass kernel).
-/// Strata: shared tiles 14..16 and cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), so that the
-/// tuner's first picks cover each occupancy class rather than one random cluster size.
+/// Strata: shared tiles 24..26, pair tiles 27..29 and cluster rows 17..19 by the blocks an SM holds (1, 2, 3+), so
+/// that the tuner's first picks cover each occupancy class rather than one random cluster size.
+/// Dropped (issue 41): the online shared tiles (online pairs folded as the tile kernel folds them, variants without
+/// `two1`), which no benchmark row chose (docs/PERF.md, "Whole kernel table, H200, 2026-12-03 (session 31, run
+/// 4)": rows 18 and 20 chose two-pass tiles, 19 the held slabs, 21 split columns); every such tile had a two-pass
+/// twin of the same knobs, as fast for fp32 and faster for 16-bit (Note [Softmax fast exp]). Shared tiles keep
+/// `two1` in their ids, and the features their layout.
 /// f16 [16384,1024] rows are launch-bound, not addressed here.
 /// Speed: the cluster rows serve softmax f32 [4096,65536] at ~1.2x the floor (vec 4, block 256, C = 8) where three
 /// reads cost ~1.66x. Without the async copies and two-pass folding below (Note [Softmax async tiles],
@@ -88,8 +93,7 @@
 /// memory (`bc`, see two_pass_merge for why reusing the other merge's `pub` is safe) behind one more block
 /// barrier. The other warps arrive relaxed (they published nothing), and so does every warp at the final
 /// arrival (the remote values are used before it). The combines and their order are unchanged: the same bits.
-/// The online (not two-pass) shared tiles and the cluster rows also issue every rank's loads before their first
-/// combine.
+/// The cluster rows also issue every rank's loads before their first combine.
 /// So a merge takes one round trip of distributed shared memory instead of 16 serial ones (~0.2 us each at ~350
 /// cycles under load), with 16x fewer remote loads and 1 fence a block instead of 16: that row ~1.3x faster (~1.6x
 /// the copy). The cluster rows' batched loads leave softmax f32 [4096,65536] where it was.
@@ -98,8 +102,8 @@
 /// Why (instructions, H200): f16 [8,16,2048,2048] dim 2 holds 1.07 G elements; with expf and div_rn a kernel
 /// spends ~30 instructions an element (expf is ~8 with one MUFU, online_add ~13 with its branch, the epilogue's
 /// expf and div_rn ~15), 1.0 G warp instructions at ~1.05 T a second for the GPU: ~1000 us against a 515 us
-/// memory floor, whatever it reads. Two-pass shared tiles (`two`, on every
-/// shared tile plan) fold only the maximum while the tile is read (fmaxf, NaN skipped, as the two-pass kernels),
+/// memory floor, whatever it reads. Two-pass shared tiles (`two`: every shared tile since the online ones were
+/// dropped) fold only the maximum while the tile is read (fmaxf, NaN skipped, as the two-pass kernels),
 /// merge it over warps and the cluster, then sum exp(x - m) from the tile on chip (thread rows in order, warps in
 /// warp order, cluster ranks in rank order: the same value in every block), merge the sums (both merges are one
 /// device function, two_pass_merge, on a combine: fmaxf, or +), and write. With a 16-bit output, exp(x - m) is
@@ -113,7 +117,7 @@
 /// NaN and +Inf - +Inf give NaN. fp32 outputs keep expf and div_rn. ~13-16 instructions an element; the other
 /// column rows are not issue-bound (log_softmax bf16 [32,32000,64] has 65 M elements). What then holds the f16
 /// attention row is the copy through registers starving HBM (DRAM 56%), which Note [Softmax async tiles] removes.
-/// fp32 two-pass tiles (exact exp) run as fast as the online ones.
+/// fp32 two-pass tiles (exact exp) ran as fast as the online ones (since dropped: Note [Softmax shared tiles]).
 ///
 /// Note [Softmax async tiles]
 /// Why (Nsight Compute, H200): copied through registers, the two-pass tile vec2.block256.cluster4 on f16
@@ -399,12 +403,12 @@ struct SharedTileKnobs {
   bool keep = false;
 };
 
-/// Online pairs or, with `two`, two passes on chip (the maximum, then the sum; Note [Softmax fast exp] for 16-bit
-/// outputs); `async`: the shared rows copied by cp.async (Note [Softmax async tiles]; whole tiles on 16 bytes)
-/// (softmax_shared_tiles.cuh). Variant knobs {vec, block, tile 2, cluster}, then keep 1, two 1, async 1 where set.
+/// Two passes on chip (the maximum, then the sum; Note [Softmax fast exp] for 16-bit outputs); `async`: the shared
+/// rows copied by cp.async (Note [Softmax async tiles]; whole tiles on 16 bytes) (softmax_shared_tiles.cuh).
+/// Variant knobs {vec, block, tile 2, cluster}, then keep 1 where set, two 1, then async 1 where set.
 struct SharedTiles : SharedTileKnobs {
   static constexpr const char* kName = "SharedTiles";
-  bool two = false, async = false;
+  bool async = false;
 };
 
 /// Note [Softmax pair tiles]: a two-pass tile copied by cp.async whose lanes take 2 x vec elements of every second

@@ -8,7 +8,6 @@
 //   int kUnroll                          rows a warp has in flight when the shared rows go through registers
 //   int kKeep                            rows (PairTiles: words of two rows) a thread keeps in registers
 //   bool kAsync                          the shared rows copied by cp.async
-//   bool kTwo                            two passes on chip (the maximum, then the sum), else online pairs
 //   bool kPair                           Note [Softmax pair tiles]
 //   int kN, kBlockRows                   rows, rows a block of a cluster
 //   int kKeptRows, kSharedRows           the block's first rows, kept in registers; the rest, in shared memory

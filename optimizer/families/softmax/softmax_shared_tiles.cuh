@@ -1,13 +1,13 @@
 // @brief SharedTiles (softmax_family.h, Note [Softmax shared tiles]; sm_90+): a block holds its tile (32 x kVec
 // adjacent inner columns) for its kBlockRows rows of n, its first kKeptRows in registers and the rest in dynamic
 // shared memory, read once (by cp.async with kAsync, else kUnroll rows at a time through registers); it folds
-// online pairs, or with kTwo the maximum and then on chip the sum of exp(x - max) (Note [Softmax fast exp]),
-// merges them over its warps and the cluster's blocks in order, then writes ATen's column epilogue from chip.
+// the maximum and then on chip the sum of exp(x - max) (two passes, Note [Softmax fast exp]), merges each over its
+// warps and the cluster's blocks in order, then writes ATen's column epilogue from chip.
 // Follows softmax_shared_common.cuh, whose constants it reads.
 
 namespace softmax {
 
-// The write phase and the second pass of the two-pass tiles walk this warp's rows of the tile (Note [Softmax column
+// The write phase and the second pass walk this warp's rows of the tile (Note [Softmax column
 // walks]): from registers (rows n0 + w + i kWarps, i < kKeep) and from shared memory (the rest, row j at
 // j - n0 - kKeptRows).
 
@@ -38,7 +38,7 @@ __device__ __forceinline__ void write_rows(const vec_t* kept, const vec_t* tile,
   }
 }
 
-/// The second pass of Note [Softmax fast exp]'s two-pass tiles: this thread's sum of exp(x - m), rows in order.
+/// The second pass (Note [Softmax fast exp]): this thread's sum of exp(x - m), rows in order.
 __device__ __forceinline__ void sum_rows(const vec_t* kept, const vec_t* tile, const float* m, float* s, int n0,
                                          int n1, int w, int lane, bool live) {
 #pragma unroll
@@ -57,14 +57,8 @@ __device__ __forceinline__ void sum_rows(const vec_t* kept, const vec_t* tile, c
   }
 }
 
-/// Folds element v into its column's statistics: the maximum m alone with kTwo (NaN skipped; the sum comes in a
-/// second pass), else the online pair (m, s).
-__device__ __forceinline__ void fold(float& m, float& s, float v) {
-  if constexpr (kTwo)
-    m = fmaxf(m, v);
-  else
-    online_add(m, s, v);
-}
+/// Folds element v into its column's maximum m (NaN skipped; the sum comes in the second pass).
+__device__ __forceinline__ void fold(float& m, float v) { m = fmaxf(m, v); }
 
 }  // namespace softmax
 
@@ -76,8 +70,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   vec_t* tile = reinterpret_cast<vec_t*>(smem);
   float* red_m = reinterpret_cast<float*>(smem + (size_t)kSharedRows * 32 * sizeof(vec_t));
   float* red_s = red_m + kWarps * kVec * 32;
-  // The published pairs: two_pass_merge takes them (it reads them where kCluster > 1), the online merge publishes
-  // them where kCluster > 1.
+  // The published values: two_pass_merge takes them (it reads them where kCluster > 1).
   float* pub_m = red_s + kWarps * kVec * 32;
   float* pub_s = pub_m + kVec * 32;
   const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
@@ -105,7 +98,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     const int j = n0 + w + i * kWarps;
     if (live && j < n1)
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) fold(m[e], s[e], to_float(kept[i].v[e]));
+      for (int e = 0; e < kVec; ++e) fold(m[e], to_float(kept[i].v[e]));
   }
   if constexpr (kAsync) {
     cp_async_wait_all();
@@ -113,7 +106,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
     for (int j = n0 + kKeptRows + w; live && j < n1; j += kWarps) {
       const vec_t t = tile[(j - n0 - kKeptRows) * 32 + lane];
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) fold(m[e], s[e], to_float(t.v[e]));
+      for (int e = 0; e < kVec; ++e) fold(m[e], to_float(t.v[e]));
     }
   } else {
     for (int j0 = n0 + kKeptRows + w; j0 < n1; j0 += kUnroll * kWarps) {
@@ -129,61 +122,20 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
         if (live && j < n1) {
           tile[(j - n0 - kKeptRows) * 32 + lane] = tu[u];
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) fold(m[e], s[e], to_float(tu[u].v[e]));
+          for (int e = 0; e < kVec; ++e) fold(m[e], to_float(tu[u].v[e]));
         }
       }
     }
   }
-  if constexpr (kTwo) {
-    // The maximum over the kWarps warps and then over the cluster (fmaxf: any order gives the same value), then
-    // the sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
-    two_pass_merge<MaxCombine>(m, red_m, pub_m, pub_s, w, lane);
-    sum_rows(kept, tile, m, s, n0, n1, w, lane, live);
-    two_pass_merge<SumCombine>(s, red_s, pub_s, pub_m, w, lane);
-    if constexpr (kCluster > 1) cluster_arrive_relaxed();  // remote reads done (used); it waits before it exits
-  } else {
-    // Merged over the kWarps warps in warp order: every warp holds the same pairs afterwards.
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      red_m[(w * kVec + e) * 32 + lane] = m[e];
-      red_s[(w * kVec + e) * 32 + lane] = s[e];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      m[e] = red_m[e * 32 + lane];
-      s[e] = red_s[e * 32 + lane];
-      for (int i = 1; i < kWarps; ++i)
-        online_merge(m[e], s[e], red_m[(i * kVec + e) * 32 + lane], red_s[(i * kVec + e) * 32 + lane]);
-    }
-    if constexpr (kCluster > 1) {
-      // Every block publishes its pairs, then merges all kCluster of them in rank order (identical in every block).
-      if (w == 0)
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          pub_m[e * 32 + lane] = m[e];
-          pub_s[e * 32 + lane] = s[e];
-        }
-      cluster_sync();
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        float rm[kCluster], rs[kCluster];  // every rank's load issued before the first merge
-#pragma unroll
-        for (unsigned r = 0; r < kCluster; ++r) {
-          rm[r] = load_remote(pub_m + e * 32 + lane, r);
-          rs[r] = load_remote(pub_s + e * 32 + lane, r);
-        }
-        m[e] = rm[0];
-        s[e] = rs[0];
-#pragma unroll
-        for (unsigned r = 1; r < kCluster; ++r) online_merge(m[e], s[e], rm[r], rs[r]);
-      }
-      cluster_arrive();  // this block's remote reads are done; it waits for the others' before it exits
-    }
-  }
+  // The maximum over the kWarps warps and then over the cluster (fmaxf: any order gives the same value), then the
+  // sum of exp(x - m) over this thread's rows, the warps in warp order, the cluster in rank order.
+  two_pass_merge<MaxCombine>(m, red_m, pub_m, pub_s, w, lane);
+  sum_rows(kept, tile, m, s, n0, n1, w, lane, live);
+  two_pass_merge<SumCombine>(s, red_s, pub_s, pub_m, w, lane);
+  if constexpr (kCluster > 1) cluster_arrive_relaxed();  // remote reads done (used); it waits before it exits
 #pragma unroll
   for (int e = 0; e < kVec; ++e)
     if (m[e] == neg_inf()) s[e] = qnan();  // every element -Inf or NaN: the two-pass sum is NaN too
   write_rows(kept, tile, y, m, s, n0, n1, w, lane, live);
-  if constexpr (kCluster > 1) cluster_wait();  // no block leaves while another may still read its pairs
+  if constexpr (kCluster > 1) cluster_wait();  // no block leaves while another may still read its values
 }
