@@ -12,7 +12,8 @@
 /// Strategies (the tuner's own round selection, next_round in optimizer/search.h, on a fresh Policy for each row
 /// and seed):
 ///   gp      CUDAL1_TUNE_SEARCH=gp, the default: round 1 by Policy::choose with strata, later rounds by the
-///           similarity model's lower confidence bound (Note [Similarity model]).
+///           similarity model's lower confidence bound (Note [Similarity model]); without the cross-family prior
+///           the tuner adds to round 1 by default (CUDAL1_TUNE_PRIOR=off), which "+shared" replays.
 ///   knobs   CUDAL1_TUNE_SEARCH=knobs: later rounds by the knob model's lower confidence bound (Note [Knob model]).
 ///   knobs-mean  CUDAL1_TUNE_SEARCH=knobs-mean: the knob model's predictions alone (the earlier default).
 ///   policy  CUDAL1_TUNE_SEARCH=policy: later rounds by a copy of the policy adapted to the row's measurements.

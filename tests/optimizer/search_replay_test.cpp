@@ -2,10 +2,10 @@
 /// (bench/replay: ten benchmark rows of six families, each replayed with a fresh policy, so every row is held
 /// out), CPU only (bench/search_replay.h). The measure is the issue's: trials until a variant within 95% of the
 /// best's speed has been tried, averaged over seeds and rows (a seed that never finds one counts trials + 1).
-/// The test fails when the default search (round 1 by the contrastive policy with strata, later rounds by the
-/// similarity model: CUDAL1_TUNE_SEARCH=gp) is not better than random; it prints both and their ratio. With whole
-/// families left out, the cross-family prior (Note [Cross-family policy]) must beat random too, and must be at least
-/// as good as the default search if the tuner uses it by default.
+/// The test fails when the search (round 1 by the contrastive policy with strata, later rounds by the similarity
+/// model: CUDAL1_TUNE_SEARCH=gp; "default" below, without the cross-family prior) is not better than random; it
+/// prints both and their ratio. With whole families left out, the cross-family prior (Note [Cross-family policy])
+/// must beat random too, and must be at least as good as the search without it if the tuner uses it by default.
 #include <gtest/gtest.h>
 
 #include <algorithm>
