@@ -29,15 +29,15 @@ thread_local int t_probe = 0;
 uint32_t version_of(const at::Tensor& t) { return t.unsafeGetTensorImpl()->version_counter().current_version(); }
 
 /// The kernels' view of one operand (attention_fixup.cuh's Operand; the same layout).
-struct Operand {
+struct KernelOperand {
   const void* p;
   long long head, row, col;
   long long rows, cols;
   int flat;
 };
 
-[[maybe_unused]] Operand operand_of(const at::Tensor& t) {
-  Operand o{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2), t.size(1), t.size(2), 0};
+[[maybe_unused]] KernelOperand operand_of(const at::Tensor& t) {
+  KernelOperand o{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2), t.size(1), t.size(2), 0};
   const int64_t e = static_cast<int64_t>(t.element_size()), per = o.rows * o.cols;
   const bool dense = (o.col == 1 && (o.row == o.cols || o.rows == 1)) || (o.row == 1 && (o.col == o.rows || o.cols == 1));
   o.flat = dense && reinterpret_cast<uintptr_t>(o.p) % 16 == 0 && (o.head * e) % 16 == 0 && (per * e) % 16 == 0;
@@ -107,7 +107,7 @@ Status CausalPath::run(const AttentionPlan& a, const at::Tensor& q, const at::Te
   if (dispatcher::stream_capturing(device) != 0 || !adopt_result(y, out)) y.copy_(out);
   // Note [Causal attention]: the heads that hold a NaN or an infinity, rewritten as the exact value.
   const at::Tensor bad = at::zeros({a.bh}, y.options().dtype(at::kInt));
-  Operand oq = operand_of(q), ok = operand_of(kt), ov = operand_of(v);
+  KernelOperand oq = operand_of(q), ok = operand_of(kt), ov = operand_of(v);
   long long heads = a.bh, dv = a.dv;
   double scale = a.scale;
   void* bad_p = bad.data_ptr();
