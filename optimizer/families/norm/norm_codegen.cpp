@@ -26,11 +26,6 @@ KernelSource generate(const NormShape& s, const Technique& k) {
     o << "typedef float stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return f; }\n";
   else
     o << "typedef storage_t stat_t;\n__device__ __forceinline__ stat_t to_stat(float f) { return to_storage(f); }\n";
-  // codegen_common's row reductions read TPR and BLOCK, and ROW_BARRIER where the reducing threads are not the
-  // whole block: the held rows' consumers reduce over named barrier 1, without the producer warps.
-  o << "#define TPR " << k.row_threads() << "\n#define BLOCK " << k.block << "\n";
-  if constexpr (Technique::kMode >= HeldCluster::kMode)
-    o << "#define ROW_BARRIER() asm volatile(\"bar.sync 1, %0;\" ::\"n\"(BLOCK) : \"memory\")\n";
   o << "namespace rownorm {\n";
   constant(o, "int", "kVec", k.vec);
   constant(o, "int", "kBlock", k.block);
@@ -49,7 +44,11 @@ KernelSource generate(const NormShape& s, const Technique& k) {
   constant(o, "index_t", "kGroups", s.groups);
   constant(o, "index_t", "kChannelsPerGroup", s.channels_per_group);
   constant(o, "index_t", "kHw", s.hw);
-  o << "}  // namespace rownorm\n" << row_reduce_source() << welford_source() << device_sources::kNormCommon;
+  o << "}  // namespace rownorm\n";
+  // codegen_common's row reductions, over named barrier 1 where the reducing threads are not the whole block: the
+  // held rows' consumers reduce without the producer warps.
+  row_reduce_source(o, k.row_threads(), k.block, Technique::kMode >= HeldCluster::kMode);
+  o << welford_source() << device_sources::kNormCommon;
   k.source(o, s);
   o << device_sources::kNormEntry;
   return KernelSource{o.str(), "cudal1_norm"};

@@ -4,7 +4,6 @@
 // Compiled by NVRTC after a generated head (norm_codegen.cpp) that defines, with no CUDA headers:
 //   index_t, storage_t, to_float(storage_t), to_storage(float)   the input's dtype (dtype_prelude)
 //   stat_t, to_stat(float)               mean/rstd's dtype and the rounding to it
-//   TPR, BLOCK (and ROW_BARRIER)         the macros codegen_common's row reductions read (row_sum, row_max)
 //   in namespace rownorm, typed constants (enumerators: Note [Device constants] in codegen_common.h):
 //     int kVec, kBlock                   elements per vector load/store, threads per block that reduce a row
 //     int kTpr                           threads per row: 32 (a warp per row) or kBlock
@@ -16,7 +15,8 @@
 //     unsigned kEpsBits                  eps as fp32 bits
 //     index_t kRows, kCols, kVectors     rows, their length in elements and in kVec-element vectors
 //     index_t kGroups, kChannelsPerGroup, kHw   group norm's layout (1 for layer norm)
-// then codegen_common's row reductions and Welford merge (row_reduce_source, welford_source). After this file
+// then codegen_common's row reductions over kTpr threads of kBlock, their barrier row_barrier() (named barrier 1
+// for the held rows' consumers) and its Welford merge (row_reduce_source, welford_source). After this file
 // come the technique's constants and files, which define rownorm::rows, and norm_entry.cuh, the kernel that calls it.
 
 /// kVec elements, the unit of every load and store of x, y, w and b (at namespace scope: codegen_common's
@@ -55,7 +55,7 @@ __device__ __forceinline__ Welford warp_welford(Welford w) {
 }
 
 /// The triples of the kTpr threads of a row merged, the same in every one of them: the warp's, or the block's
-/// through `red` (96 floats of shared memory) between two ROW_BARRIER()s.
+/// through `red` (96 floats of shared memory) between two row_barrier()s.
 __device__ __forceinline__ Welford row_welford(Welford w, float* red) {
   if constexpr (kTpr == 32) {
     return warp_welford(w);
@@ -67,11 +67,11 @@ __device__ __forceinline__ Welford row_welford(Welford w, float* red) {
       red[32 + wid] = w.mean;
       red[64 + wid] = w.m2;
     }
-    ROW_BARRIER();
+    row_barrier();
     Welford t{0.f, 0.f, 0.f};
     if (l < kBlock / 32) t = Welford{red[l], red[32 + l], red[64 + l]};
     t = warp_welford(t);
-    ROW_BARRIER();
+    row_barrier();
     return t;
   }
 }

@@ -267,8 +267,9 @@ class NormFamily final : public Family {
   // so that cached choices are tuned again over the larger space; 9: mode 8 writes a row and takes the next one
   // chunk by chunk (new timings)
   // 10: each technique a class and its device code in norm_*.cuh files (same cubins); 11: RowGroups, ClusterSlices,
-  // RingSteps and TicketParts (modes 3-6) dropped (the kept variants' cubins unchanged)
-  int version() const override { return 11; }
+  // RingSteps and TicketParts (modes 3-6) dropped (the kept variants' cubins unchanged); 12: codegen_common's row
+  // reductions in framework/row_reduce.cuh on typed constants, not TPR, BLOCK and ROW_BARRIER (same cubins)
+  int version() const override { return 12; }
   std::vector<std::string> ops() const override { return {"native_layer_norm", "native_group_norm"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

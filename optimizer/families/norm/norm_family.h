@@ -128,7 +128,7 @@ constexpr int kMaxCachedElements = 64;
 struct NormLaunch {
   int vec = 1;      ///< elements per load/store
   int block = 256;  ///< threads per block (the held rows: consumer threads)
-  /// Threads of a row's reductions (the generated TPR and kTpr).
+  /// Threads of a row's reductions (the generated kTpr and kRowReduceThreads).
   int row_threads() const { return block; }
   /// The kernel's __launch_bounds__: threads per block and blocks per SM (0: none asked).
   int threads(const NormShape&) const { return block; }

@@ -13,7 +13,7 @@
 //   int kChunks, kKeep, kDrop        chunks of a slice, the first kKeep kept in registers, the last kDrop reread
 //   int kHeld                        vectors a consumer keeps in registers: kKeep x kChunkThreadVectors
 //   int kSlots, kRereadSlots         slots of the ring and of the rereads' ring (0: no rereads)
-// The consumers' reductions use ROW_BARRIER(), named barrier 1 over the kBlock consumers.
+// The consumers' reductions use row_barrier(), named barrier 1 over the kBlock consumers.
 
 namespace rownorm {
 

@@ -5,8 +5,8 @@
 // kSplits > 1 the chunks meet in phase 1 (ws[kSplits][kOutputs], column_second_pass), or, kOneLaunch, in the tile's
 // last block (Note [Column tiles in flight]), or, kCluster, over the cluster's blocks (Note [Column tiles in
 // clusters]). A column past kOutputs re-reads column 0 (no branch in the loop) and is not stored.
-// Follows reduce_combine.cuh, codegen_common's cluster primitives and cp.async copies (Note [Async copies], on
-// vec_t and VEC_BYTES; every tile's source carries both, as the kCluster and kRing branches name them) and its
+// Follows reduce_combine.cuh, codegen_common's cluster primitives and cp.async copies (Note [Async copies], of
+// vec_t vectors; every tile's source carries both, as the kCluster and kRing branches name them) and its
 // constants:
 //   int kColumns           vectors of columns a thread (1 for ClusterTile)
 //   int kWarps, kTile      warps a block; outputs a tile

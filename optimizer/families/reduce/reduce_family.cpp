@@ -243,8 +243,9 @@ class ReduceFamily final : public Family {
   const char* name() const override { return "reduce"; }
   // 2: ordered push for (value, index); 3: norms, out_t, tiles; 4: pipelined tiles, one-launch merge; 5: cluster
   // tiles, the tile body as a device function; 6: cluster tiles through a cp.async ring; 7: each technique a class
-  // and its device code in reduce_*.cuh files (same cubins)
-  int version() const override { return 7; }
+  // and its device code in reduce_*.cuh files (same cubins); 8: the column tiles' vector copies in
+  // framework/vector_copy.cuh on sizeof(vec_t), not VEC_BYTES (same cubins)
+  int version() const override { return 8; }
   std::vector<std::string> ops() const override {
     return {"sum.dim_IntList", "mean.dim", "amax",           "amin",           "max.dim",           "min.dim",
             "argmax",          "argmin",   "var.correction", "std.correction", "linalg_vector_norm"};

@@ -21,9 +21,9 @@ struct TileConstants {
   int ring_stages = 0;     ///< stages of the cp.async ring (0: none)
 };
 
-/// The tile's constants, then codegen_common's cluster primitives and cp.async copies (VEC_BYTES, sizeof(vec_t),
-/// is the macro those read) and reduce_column_tile.cuh. The tile names both in its kCluster and kRing branches, so
-/// every tile's source carries them; those a variant does not call compile to nothing.
+/// The tile's constants, then codegen_common's cluster primitives and cp.async copies (whole vec_t vectors) and
+/// reduce_column_tile.cuh. The tile names both in its kCluster and kRing branches, so every tile's source carries
+/// them; those a variant does not call compile to nothing.
 void tile_source(std::ostream& o, const ReduceShape& s, const TileLaunch& k, const TileConstants& c) {
   o << "namespace reduce {\n";
   constant(o, "int", "kColumns", k.columns);
@@ -37,8 +37,8 @@ void tile_source(std::ostream& o, const ReduceShape& s, const TileLaunch& k, con
   constant(o, "bool", "kCluster", c.cluster);
   constant(o, "bool", "kRing", c.ring_stages > 0);
   constant(o, "int", "kRingStages", c.ring_stages > 0 ? c.ring_stages : 1);
-  o << "}  // namespace reduce\n#define VEC_BYTES " << k.vec * elem_size(s.dtype) << "\n"
-    << cluster_primitives_source() << async_copy_source() << device_sources::kReduceColumnTile;
+  o << "}  // namespace reduce\n"
+    << cluster_primitives_source() << async_copy_source() << vector_copy_source() << device_sources::kReduceColumnTile;
 }
 
 /// A tile's first launch: tiles along x, its chunks along y.

@@ -51,7 +51,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + row * (index_t)kCols);
   // Read once into shared memory, with the maximum: by cp.async, every vector in flight at once, or kUnroll
   // vectors at a time through registers. Each thread only reads back the vectors it copied itself.
-  float m = NEG_INF;
+  float m = neg_inf();
   if constexpr (kAsync) {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(slice);
     for (int j = lo + (int)threadIdx.x; j < hi; j += kBlock)

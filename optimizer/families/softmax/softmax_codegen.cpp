@@ -48,11 +48,11 @@ void head(std::ostream& o, const SoftmaxShape& s, const char* name, const Varian
   device_head(o, s.dtype, s.log, vec, block, fast_exp, primitives);
 }
 
-/// The rest of the head: the macros codegen_common's row_reduce_source reads (TPR, the threads reducing a row,
-/// and BLOCK), that source, and softmax_common.cuh.
+/// The rest of the head: codegen_common's row reductions over `tpr` threads of a row in a `block`-thread block,
+/// and softmax_common.cuh.
 void reduction(std::ostream& o, int tpr, int block) {
-  o << "#define TPR " << tpr << "\n#define BLOCK " << block << "\n" << row_reduce_source()
-    << device_sources::kSoftmaxCommon;
+  row_reduce_source(o, tpr, block);
+  o << device_sources::kSoftmaxCommon;
 }
 
 template <class Technique>

@@ -11,8 +11,8 @@
 //                                        and two-pass column tiles, the held slabs), with .ftz (fp16)
 // and by the technique's own constants. A row technique's head then declares the row's constexpr variables of
 // Note [Softmax row constants] (softmax_codegen.cpp) at global scope and codegen_common's row_reduce_source
-// (NEG_INF, warp_max, warp_sum, row_max, row_sum; it reads the macros TPR, the threads reducing a row, and BLOCK =
-// kBlock that the head defines); a column technique's head its column variables (Note [Softmax column constants]
+// (neg_inf, warp_max, warp_sum, row_max, row_sum over kThreadsPerRow threads of a kBlock-thread block, the typed
+// constants it writes); a column technique's head its column variables (Note [Softmax column constants]
 // in softmax_columns_codegen.cpp). The technique's files follow this one and define the kernel cudal1_softmax.
 
 namespace softmax {

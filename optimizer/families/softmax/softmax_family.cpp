@@ -143,8 +143,9 @@ class SoftmaxFamily final : public Family {
   // 15: the row techniques as classes (RowPerWarp, RowPerBlock, ClusterRows) with their device code in .cuh files
   // (same cubins); 16: the column techniques as classes (SplitColumns, ColumnTiles, SharedTiles, PairTiles,
   // HeldSlabs) with their device code in .cuh files (same cubins); 17: the online shared tiles dropped (no
-  // benchmark row chose them; the kept variants' cubins are the same)
-  int version() const override { return 17; }
+  // benchmark row chose them; the kept variants' cubins are the same); 18: codegen_common's row reductions on typed
+  // constants (framework/row_reduce.cuh) and its cp.async copies without the vector form (same cubins)
+  int version() const override { return 18; }
   std::vector<std::string> ops() const override { return {"_softmax", "_log_softmax"}; }
 
   Result<std::unique_ptr<Plan>> plan(const Problem& p) const override {

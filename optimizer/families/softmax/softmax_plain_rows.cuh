@@ -4,7 +4,7 @@
 // each pass reads the row again; with kHead a row is a scalar head up to its first kVec-aligned element, aligned
 // vectors and a scalar tail (Note [Softmax row heads]).
 // Follows softmax_common.cuh and its own constants (namespace softmax, Note [Device constants]):
-//   int kThreadsPerRow                   32 (RowPerWarp) or kBlock (RowPerBlock); TPR names it for row_max
+//   int kThreadsPerRow                   32 (RowPerWarp) or kBlock (RowPerBlock); so is row_max's
 //   bool kCache, kHead                   registers between the passes; head/body/tail reading
 //   bool kKeepExp                        kCache and softmax: the sum's exp(x - m) kept for the epilogue
 //   index_t kRows, kRowStride            rows, elements between row starts
@@ -46,7 +46,7 @@ cudal1_softmax(const storage_t* __restrict__ in, storage_t* __restrict__ out) {
   }
   const vec_t* __restrict__ x = reinterpret_cast<const vec_t*>(in + bx + h);
   vec_t* __restrict__ y = reinterpret_cast<vec_t*>(out + by + h);
-  float m = NEG_INF;
+  float m = neg_inf();
   vec_t c[kPer];  // the thread's vectors (kCache)
   if constexpr (kCache) {
 #pragma unroll
