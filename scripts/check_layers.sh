@@ -2,7 +2,7 @@
 # Checks that every #include "..." in cudal1's modules points down the layers or within its own module
 # (docs/ARCHITECTURE.md, "Layers"): core <- cache, dispatcher <- optimizer (framework <- families) <- runtime <- cli.
 # A quoted include is either a public header of an allowed module ("cudal1/<module>/...", "cudal1/cudal1.h") or a
-# private header that exists in one of the module's own private folders (or that its folder's CMakeLists.txt
+# private header that exists in one of the module's own private folders (or that its folder's or its parent's CMakeLists.txt
 # generates with cudal1_embed_cuda). A family may include the framework's codegen helpers, never another family's
 # files; the framework never includes a family's.
 # Usage: scripts/check_layers.sh [ROOT]   Exit 0 when clean, 1 listing each offending include.
@@ -25,8 +25,11 @@ check() {
         done
       else
         for p in $private "$(dirname "${f#"$root"/}")"; do [ -f "$root/$p/$inc" ] && ok=1; done
-        # Or the header cudal1_embed_cuda() generates from the folder's own .cuh files (cmake/EmbedCuda.cmake).
-        if [ $ok -eq 0 ] && grep -Fqw "HEADER $inc" "$(dirname "$f")/CMakeLists.txt" 2>/dev/null; then ok=1; fi
+        # Or the header cudal1_embed_cuda() generates from the folder's own .cuh files (cmake/EmbedCuda.cmake), in the
+        # folder's CMakeLists.txt or its parent's (the optimizer target embeds the framework's .cuh files).
+        for p in "$(dirname "$f")" "$(dirname "$(dirname "$f")")"; do
+          if [ $ok -eq 0 ] && grep -Fqw "HEADER $inc" "$p/CMakeLists.txt" 2>/dev/null; then ok=1; fi
+        done
       fi
       if [ $ok -eq 0 ]; then echo "${f#"$root"/}: #include \"$inc\" points outside what $dir may use"; bad=1; fi
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
