@@ -21,9 +21,10 @@
 ///    So every call also runs attention_specials, one pass over q, k and v that marks the heads holding a NaN or an
 ///    infinity, and attention_exact_rows, which rewrites every row of a marked head as the chain's exact value (the
 ///    verification's reference: scores, mask, softmax and product in double) and leaves the others. Both are
-///    generated kernels (attention_fixup.cuh); their cubin is the library chain's code in the cache. The pass over
-///    q, k and v costs their bytes once (~65 us of the suite's row on an H100); a marked head costs O(L S (D + Dv))
-///    double operations, rare inputs only.
+///    generated kernels (attention_fixup.cuh); their cubin is the library chain's code in the cache (entry
+///    point attention_specials, so the record is no code-less library call). The pass reads q, k and v once
+///    (201 MB on the suite's row: ~65 us at an H100's bandwidth, predicted, not timed apart); a marked head costs
+///    O(L S (D + Dv)) double operations, rare inputs only.
 /// Precision is the unmasked rewrite's (Note [Attention rewrite]): scores in fp32, closer to the exact value than
 /// the ATen chain.
 #pragma once

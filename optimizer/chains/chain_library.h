@@ -30,7 +30,8 @@
 /// tanh GELU is then -inf * 0 = NaN, while the epilogue applies the GELU to the fp32 value and gives about 0.
 /// There verification accepts NaN, an infinity of the GEMM value's sign or a value of magnitude <= 1
 /// (Step::overflow_node): ATen's value is an artefact of the overflow, not of the model. Its cache
-/// record holds no code (kernel name cache::kLibraryKernel, KernelEntry::library()).
+/// record holds no code (kernel name cache::kLibraryKernel, KernelEntry::library()), except an attention chain's
+/// causal path (Note [Causal attention]: its kernels' cubin, entry point attention_specials).
 ///
 /// Note [Attention rewrite]
 /// Eager attention, `softmax(q @ k^T * scale [+ mask]) @ v`, writes and re-reads its [.., L, S] scores four times

@@ -496,6 +496,7 @@ Result<std::unique_ptr<dispatcher::ChainKernel>> tune_library(const dispatcher::
   const std::string id = "library." + plan.call() + (causal ? ".causal" : ""),
                     launch = library_launch_json(plan, causal != nullptr);
   std::unique_ptr<dispatcher::ChainKernel> k = chains::library_chain_kernel(chain, std::move(plan), causal);
+  if (causal) rep.kernel_name = "attention_specials";  // a record with code names an entry point of its cubin
   if (const Status v = verify_variant(chain, check, *k, device, o.verify_trials, o.seed, /*last_only=*/true); !v.ok()) {
     rep.note = "no variant verified (" + id + ": " + v.to_string() + ")";
     return Status(Code::kVerifyFailed, rep.note);

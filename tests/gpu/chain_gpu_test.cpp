@@ -255,6 +255,7 @@ TEST(ChainsGpu, CausalMasksTakeTheCausalPathAndKeepEagersSpecials) {
     ASSERT_TRUE(k.ok() || (k.status().code() == Code::kNotFound && rep.verified > 0)) << k.status().to_string();
     EXPECT_NE(rep.launch_json.find("\"causal\":true"), std::string::npos) << rep.launch_json;
     ASSERT_FALSE(rep.cubin.empty());
+    EXPECT_EQ(rep.kernel_name, "attention_specials");  // a record with code is no library-call record
     auto cached = load_chain_kernel(*c, rep.launch_json, rep.cubin);
     ASSERT_TRUE(cached.ok()) << cached.status().to_string();
     ASSERT_TRUE(dispatcher::fuse_chain(*c, std::move(cached).value()).ok());
