@@ -73,15 +73,13 @@ Result<std::shared_ptr<CausalPath>> CausalPath::load(int device, const std::stri
 bool CausalPath::is_causal(const at::Tensor& mask) {
   if (!mask.defined() || mask.dim() != 2 || mask.size(0) != mask.size(1)) return false;
   c10::TensorImpl* impl = mask.unsafeGetTensorImpl();
-  if (impl->is_inference() || dispatcher::stream_capturing(static_cast<int>(mask.get_device())) != 0) {
-    std::lock_guard<std::mutex> lock(mu_);  // a capture may use what was checked before it
-    return !impl->is_inference() && seen_ && !seen_->expired() && seen_->_unsafe_get_target() == impl &&
-           seen_data_ == mask.data_ptr() && seen_version_ == version_of(mask) && checked_ && causal_;
-  }
+  if (impl->is_inference()) return false;  // no version counter to tell an in-place change
   std::lock_guard<std::mutex> lock(mu_);
   const bool same = seen_ && !seen_->expired() && seen_->_unsafe_get_target() == impl && seen_data_ == mask.data_ptr() &&
                     seen_version_ == version_of(mask);
   if (same && checked_) return causal_;
+  // No synchronisation while a graph is captured: only what was checked before it.
+  if (dispatcher::stream_capturing(static_cast<int>(mask.get_device())) != 0) return false;
   if (!same) {
     seen_ = c10::weak_intrusive_ptr<c10::TensorImpl>(mask.getIntrusivePtr());
     seen_data_ = mask.data_ptr();
