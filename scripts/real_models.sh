@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end measurement on real models (GPU machine, after scripts/gpu_run.sh build): torchvision's ResNet-50
-# (batch 32, fp32) and transformers' GPT-2 small (fp16, 8x512), built from their configs with random weights,
+# (batch 32, fp32), transformers' GPT-2 small (fp16, 8x512) and, with MODELS=llama, an 8-layer Llama-architecture
+# decoder (fp16, 8x512; scripts/models/export_models.py), built from their configs with random weights,
 # traced to TorchScript and served by a plain C++ app (examples/model_runner.cpp) with cudal1 off, tuning
 # (CUDAL1_MODE=tune: tune, wait for the tuner, then time) and serving from that cache (CUDAL1_MODE=serve); and the
 # same models in Python, eager and torch.compile, in the same run. Outputs are compared with the cudal1-off run.
@@ -36,7 +37,7 @@ cp "$W/models_python.txt" "$OUT/models_python.txt"
 cp "$W"/*_kernels.txt "$OUT/" 2>/dev/null
 grep '^PY' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
 
-declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257")
+declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257" [llama]="i64:8x512:32000")
 prof() { [ -n "${HOSTPROF:-}" ] && echo "LD_PRELOAD=$HOSTPROF HOSTPROF_OUT=$OUT/$1.prof"; }
 for m in $MODELS; do
   cache="$W/cache_$m"
@@ -56,7 +57,7 @@ done
 echo "== table (ms per iteration, median of 5 rounds of $ITERS; speedups over C++ eager with cudal1 off)"
 val() { grep -o "$2=[0-9.e+-]*" "$1" 2>/dev/null | tail -1 | cut -d= -f2; }
 printf '%-9s %9s %9s %9s %9s %9s %8s %8s %8s %14s\n' model cpp_off tune serve py_eager compile tune_x serve_x compile_x "max|diff|/scale"
-for m in resnet50 gpt2; do
+for m in $MODELS; do
   [ -f "$W/${m}_off.txt" ] || continue
   for f in off tune serve; do cp "$W/${m}_$f.txt" "$OUT/" 2>/dev/null; done
   off=$(val "$OUT/${m}_off.txt" ms_per_iter); tune=$(val "$OUT/${m}_tune.txt" ms_per_iter)
@@ -69,13 +70,13 @@ for m in resnet50 gpt2; do
     printf "%-9s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx %7.3fx %14.3g\n", m, off, t, sv, pe, pc, r, rs, rc, (s > 0 ? d / s : -1) }'
 done | tee "$OUT/real_models_table.txt"
 echo "== latency (ms per forward when the app waits for each one: RESULT ms_synced)" | tee -a "$OUT/real_models_table.txt"
-for m in resnet50 gpt2; do
+for m in $MODELS; do
   [ -f "$OUT/${m}_off.txt" ] || continue
   off=$(val "$OUT/${m}_off.txt" ms_synced); sv=$(val "$OUT/${m}_serve.txt" ms_synced)
   awk -v m="$m" -v o="$off" -v s="$sv" 'BEGIN { if (o > 0 && s > 0) printf "%-9s off %.3f serve %.3f (%.3fx)\n", m, o, s, o / s }'
 done | tee -a "$OUT/real_models_table.txt"
 echo "== GPU time of one forward, the host out of the way (ms; RESULT ms_gpu, PY ms_gpu)" | tee -a "$OUT/real_models_table.txt"
-for m in resnet50 gpt2; do
+for m in $MODELS; do
   [ -f "$OUT/${m}_off.txt" ] || continue
   pe=$(grep "model=$m mode=eager" "$OUT/models_python.txt" | grep -o 'ms_gpu=[0-9.-]*' | cut -d= -f2)
   pc=$(grep "model=$m mode=compile" "$OUT/models_python.txt" | grep -o 'ms_gpu=[0-9.-]*' | cut -d= -f2)

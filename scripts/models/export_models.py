@@ -2,8 +2,8 @@
 downloaded), traces them to TorchScript for the C++ runner, and times the same models in Python, eager and
 under torch.compile, in the same run. Used by scripts/real_models.sh on the GPU machine.
 
-Usage: python3 export_models.py OUT_DIR [ITERS] [MODELS]   (MODELS: comma-separated, default resnet50,gpt2)
-Writes OUT_DIR/resnet50.pt, OUT_DIR/gpt2.pt and prints one line per model and mode:
+Usage: python3 export_models.py OUT_DIR [ITERS] [MODELS]   (MODELS: comma-separated from resnet50, gpt2, llama;
+default resnet50,gpt2). Writes OUT_DIR/<model>.pt for each and prints one line per model and mode:
   PY model=resnet50 mode=eager ms_per_iter=... ms_gpu=...
 (ms_gpu: one forward's GPU time with the host out of the way, as the C++ runner measures it). With PROFILE=1 it also
 writes OUT_DIR/<model>_<mode>_kernels.txt, the GPU kernels of one forward by total time (torch.profiler).
@@ -39,6 +39,25 @@ def models(names):
         gpt2 = Logits(transformers.GPT2LMHeadModel(cfg)).eval().half().cuda()
         torch.manual_seed(0)
         yield "gpt2", gpt2, torch.randint(cfg.vocab_size, (8, 512)).cuda()
+    if "llama" in names:
+        import transformers
+
+        class LlamaLogits(torch.nn.Module):
+            def __init__(self, lm):
+                super().__init__()
+                self.lm = lm
+
+            def forward(self, ids):
+                return self.lm(input_ids=ids, use_cache=False).logits
+
+        # A Llama-architecture decoder (RMSNorm written as ops, SwiGLU MLP, rotary embeddings, grouped-query SDPA
+        # attention), 8 layers of TinyLlama's width, fp16, 8x512 tokens: a model no cudal1 rule was written for.
+        cfg = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8,
+                                       num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                                       max_position_embeddings=2048, use_cache=False)
+        llama = LlamaLogits(transformers.LlamaForCausalLM(cfg)).eval().half().cuda()
+        torch.manual_seed(0)
+        yield "llama", llama, torch.randint(cfg.vocab_size, (8, 512)).cuda()
 
 
 def time_ms(fn, x, iters):
