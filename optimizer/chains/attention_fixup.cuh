@@ -1,5 +1,5 @@
-// @brief Device code of causal attention's special values (Note [Causal attention] in chain_causal.h): which heads
-// hold a NaN or an infinity, and those heads' rows recomputed as the attention chain's exact value.
+// @brief Device code of attention's special values (Note [Causal attention] in chain_causal.h): which heads hold a
+// NaN or an infinity, and those heads' rows recomputed as the attention chain's exact value.
 //
 // Compiled by NVRTC after a head (chain_causal.cpp) that defines, with no CUDA headers:
 //   storage_t, to_float(storage_t), to_storage(float)  the dtype (dtype_prelude: fp32, fp16 or bf16)
@@ -75,11 +75,13 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// Every row of every bad head, as the chain's exact value: softmax(q k^T * scale + causal mask) v in double, so a
-// special value spreads where the ATen chain spreads it (masked scores included). One warp a row; the warp keeps
+// Every row of every bad head, as the chain's exact value: softmax(q k^T * scale + mask) v in double, so a special
+// value spreads where the ATen chain spreads it (masked scores included). The mask is the chain's own [L, S] one
+// (element strides mask_row, mask_col), or, where `mask` is null, the causal one. One warp a row; the warp keeps
 // its row's S scores, then probabilities, in shared memory (S doubles a warp).
 extern "C" __global__ void attention_exact_rows(Operand q, Operand k, Operand v, storage_t* y, const int* bad,
-                                                long long heads, long long dv, double scale) {
+                                                long long heads, long long dv, double scale, const storage_t* mask,
+                                                long long mask_row, long long mask_col) {
   extern __shared__ double scores[];
   const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   const long long L = q.rows, D = q.cols, S = k.cols;
@@ -97,7 +99,8 @@ extern "C" __global__ void attention_exact_rows(Operand q, Operand k, Operand v,
         s += static_cast<double>(to_float(qi[c * q.col])) *
              static_cast<double>(to_float(k.p[h * k.head + c * k.row + j * k.col]));
       s *= scale;
-      if (j > i) s += minus_inf;  // NaN and +inf stay NaN, as in the chain
+      if (mask) s += static_cast<double>(to_float(mask[i * mask_row + j * mask_col]));
+      else if (j > i) s += minus_inf;  // NaN and +inf stay NaN, as in the chain
       p[j] = s;
       m = (m != m || s != s) ? __longlong_as_double(0x7ff8000000000000LL) : fmax(m, s);
     }

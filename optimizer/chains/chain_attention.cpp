@@ -231,6 +231,8 @@ Status run_attention(const AttentionPlan& a, const std::vector<at::Tensor>& ext,
     y.copy_(out);
     g_copied.fetch_add(1, std::memory_order_relaxed);
   }
+  // Note [Causal attention]: where the causal path's kernels are loaded, the general path's special values too.
+  if (causal && causal_capable(a)) return causal->fix_specials(a, q, kt, v, y, ext.at(static_cast<size_t>(a.mask)));
   return Status();
 #else
   (void)a;

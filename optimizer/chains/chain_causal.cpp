@@ -103,6 +103,21 @@ Status CausalPath::run(const AttentionPlan& a, const at::Tensor& q, const at::Te
                                                           a.scale)
                              .squeeze(1);
   if (dispatcher::stream_capturing(device) != 0 || !adopt_result(y, out)) y.copy_(out);
+  CUDAL1_RETURN_IF_ERROR(fix_specials(a, q, kt, v, y, at::Tensor()));
+  g_causal_calls.fetch_add(1, std::memory_order_relaxed);
+  return Status();
+#else
+  (void)a, (void)q, (void)kt, (void)v, (void)y;
+  return Status(Code::kUnavailable, "causal attention: this build's torch has no scaled_dot_product_attention");
+#endif
+}
+
+Status CausalPath::fix_specials(const AttentionPlan& a, const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v,
+                                at::Tensor& y, const at::Tensor& mask) {
+  const int device = static_cast<int>(y.get_device());
+  if (mask.defined() && (mask.sizes() != at::IntArrayRef{a.l, a.s} || mask.scalar_type() != y.scalar_type() ||
+                         mask.get_device() != device))
+    return Status(Code::kUnsupported, "attention: the mask is not [L, S] of the result's dtype on its device");
   // Note [Causal attention]: the heads that hold a NaN or an infinity, rewritten as the exact value.
   const at::Tensor bad = at::zeros({a.bh}, y.options().dtype(at::kInt));
   KernelOperand oq = operand_of(q), ok = operand_of(kt), ov = operand_of(v);
@@ -110,6 +125,8 @@ Status CausalPath::run(const AttentionPlan& a, const at::Tensor& q, const at::Te
   double scale = a.scale;
   void* bad_p = bad.data_ptr();
   void* y_p = y.data_ptr();
+  const void* mask_p = mask.defined() ? mask.data_ptr() : nullptr;
+  long long mask_row = mask.defined() ? mask.stride(0) : 0, mask_col = mask.defined() ? mask.stride(1) : 0;
   dispatcher::ContextScope ctx(device);
   CUDAL1_RETURN_IF_ERROR(ctx.status());
   CUDAL1_ASSIGN_OR_RETURN(CUstream stream, dispatcher::current_stream(device));
@@ -126,16 +143,11 @@ Status CausalPath::run(const AttentionPlan& a, const at::Tensor& q, const at::Te
     const unsigned warps = static_cast<unsigned>(std::clamp<int64_t>(kExactRowsSmem / (a.s * 8), 1, 4));
     const unsigned smem = static_cast<unsigned>(warps * a.s * sizeof(double));
     CUDAL1_RETURN_IF_ERROR(exact_->prepare_shared_memory(smem));
-    void* params[] = {&oq, &ok, &ov, &y_p, &bad_p, &heads, &dv, &scale};
+    void* params[] = {&oq, &ok, &ov, &y_p, &bad_p, &heads, &dv, &scale, &mask_p, &mask_row, &mask_col};
     const unsigned grid = static_cast<unsigned>(std::max(1, 8 * exact_->sm_count()));
     CUDAL1_CU_TRY(api->cuLaunchKernel(exact_->function(), grid, 1, 1, 32 * warps, 1, 1, smem, stream, params, nullptr));
   }
-  g_causal_calls.fetch_add(1, std::memory_order_relaxed);
   return Status();
-#else
-  (void)a, (void)q, (void)kt, (void)v, (void)y;
-  return Status(Code::kUnavailable, "causal attention: this build's torch has no scaled_dot_product_attention");
-#endif
 }
 
 }  // namespace cudal1::optimizer::chains

@@ -20,7 +20,11 @@
 ///    infinity in k or v spreads through them into rows that flash attention leaves finite (NaN + -inf, 0 x inf).
 ///    So every call also runs attention_specials, one pass over q, k and v that marks the heads holding a NaN or an
 ///    infinity, and attention_exact_rows, which rewrites every row of a marked head as the chain's exact value (the
-///    verification's reference: scores, mask, softmax and product in double) and leaves the others. Both are
+///    verification's reference: scores, mask, softmax and product in double) and leaves the others. The general
+///    path of a chain that could take this one (a square [L, L] mask) runs the same two kernels with its own mask:
+///    the kernels that take a mask compute every score but need not spread a special value as ATen's softmax does
+///    (a row whose scores are all -inf, say, or the fp32 memory-efficient kernel, which failed a trial with
+///    specials before), so their result is not trusted on those heads either. Both are
 ///    generated kernels (attention_fixup.cuh); their cubin is the library chain's code in the cache (entry
 ///    point attention_specials, so the record is no code-less library call). The pass reads q, k and v once
 ///    (201 MB on the suite's row: ~65 us at an H100's bandwidth, predicted, not timed apart); a marked head costs
@@ -75,6 +79,12 @@ class CausalPath {
 
   /// Runs the causal path: `y` [BH, L, Dv] (contiguous) from q [BH, L, D], kt [BH, D, S], v [BH, S, Dv].
   Status run(const AttentionPlan& a, const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v, at::Tensor& y);
+
+  /// Rewrites, in `y` (written by fused attention), every row of each head whose q, k or v holds a NaN or an
+  /// infinity as the chain's exact value with `mask` ([L, S] of the chain's dtype; undefined: the causal mask), on
+  /// the current stream (see the Note: the general path of a capable chain runs it too).
+  Status fix_specials(const AttentionPlan& a, const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v,
+                      at::Tensor& y, const at::Tensor& mask);
 
  private:
   CausalPath() = default;

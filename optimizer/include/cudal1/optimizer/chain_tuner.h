@@ -34,8 +34,9 @@ namespace cudal1::optimizer {
 /// planned as one before them never was cached with a kernel. 4: layer groups of program chains (Note [Skinny
 /// layers]): a decode chain once cached as "not beaten" is tuned again. 5: pooled chains (Note [Pooled chains]):
 /// BN + ReLU + max-pool, once cached as a fused BN + ReLU prefix, is tuned whole. 6: causal attention (Note [Causal
-/// attention]): an attention chain with a square mask is cached with its causal path's code.
-constexpr int kChainGeneratorVersion = 6;
+/// attention]): an attention chain with a square mask is cached with its causal path's code. 7: its exact rows take
+/// the chain's own mask (the general path's special values), a new kernel signature.
+constexpr int kChainGeneratorVersion = 7;
 
 struct ChainTuneOptions {
   int verify_trials = 5;
