@@ -169,13 +169,20 @@ class SiteTable {
 };
 SiteTable g_sites;
 
-/// The site of a chain's first call: its tensor arguments after the first, by TensorImpl (Note [Region sites]).
+/// The site of a chain's first call: its tensor arguments after the first, by storage and offset (Note [Region
+/// sites]; a tensor without storage by its TensorImpl).
 uint64_t site_of(const ChainBuilder::Call& call) {
   uint64_t h = 0;
   bool any = false;
   for (size_t i = 1; i < call.args.size(); ++i) {
     const at::Tensor* t = call.args[i];
-    const uintptr_t p = t && t->defined() ? reinterpret_cast<uintptr_t>(t->unsafeGetTensorImpl()) : 0;
+    uintptr_t p = 0;
+    if (t && t->defined()) {
+      const c10::TensorImpl* impl = t->unsafeGetTensorImpl();
+      p = impl->has_storage() ? reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl()) +
+                                    static_cast<uintptr_t>(impl->storage_offset()) * 0x9e3779b97f4a7c15ULL
+                              : reinterpret_cast<uintptr_t>(impl);
+    }
     any = any || p != 0;
     h = (h ^ p) * 0x100000001b3ULL + i;
   }

@@ -409,12 +409,13 @@ TEST(Regions, AttentionIsOneChainThroughMatmulsViewsAndDefersWhole) {
   EXPECT_TRUE(at::allclose(y2, eager([&] { return attention(q, kk, v, mask) * 2; })));
   // The app keeps the scores (a view of the first bmm's pending result): the region writes them too.
   auto [q2, k2, v2] = qkv();
+  const at::Tensor k2b = k2.clone();  // k's values in other memory: another site (Note [Region sites])
   at::Tensor scores = at::matmul(q2, k2.transpose(-2, -1)).mul(0.25);
   at::Tensor raw_scores;
   {
     // A second bmm is not the chain's next call: the prefix runs (writing the kept scores), and this bmm opens a
     // region of its own.
-    at::Tensor s0 = at::matmul(q2, k2.transpose(-2, -1));
+    at::Tensor s0 = at::matmul(q2, k2b.transpose(-2, -1));
     raw_scores = s0;
   }
   EXPECT_TRUE(region_open_on_this_thread());
@@ -727,6 +728,30 @@ TEST(Regions, ASiteWhereTheChainNeverFollowsStopsOpeningRegions) {
   const RegionCounters after = region_counters();
   // Each other site opens once (then scores -1) and again at every 16th declined call: 2 x (1 + 63 / 16) = 8.
   EXPECT_EQ(after.diverged - before.diverged, 8u);
+  EXPECT_EQ(after.site_declined - before.site_declined, 2u * 64 - 8);
+}
+
+// Note [Region sites]: a site is the weights' storage, so a weight read through a view made afresh at every call
+// (as `at::linear` reads `w.t()`) is learnt as the weight itself is.
+TEST(Regions, ASiteReadThroughAFreshViewOfItsWeightIsLearntToo) {
+  const at::Tensor wt = at::randn({5, 3}), other1 = at::randn({5, 3}), other2 = at::randn({5, 3});
+  ChainRecord* rec = fuse_new_chain([&] { (at::randn({3, 5}) * wt.t()).sigmoid(); }, 2);
+  ASSERT_NE(rec, nullptr);
+  const RegionCounters before = region_counters();
+  const uint64_t completed = rec->completed.load();
+  for (int i = 0; i < 64; ++i) {
+    const at::Tensor x = at::randn({3, 5});
+    at::Tensor a = (x * other1.t()).tanh();  // other sites: a fresh view of another weight each time
+    at::Tensor b = (x * wt.t()).sigmoid();   // the chain
+    at::Tensor c = (x * other2.t()).tanh();
+    EXPECT_TRUE(at::equal(a, eager([&] { return (x * other1.t()).tanh(); })));
+    EXPECT_TRUE(at::equal(b, eager([&] { return (x * wt.t()).sigmoid(); })));
+    EXPECT_TRUE(at::equal(c, eager([&] { return (x * other2.t()).tanh(); })));
+  }
+  EXPECT_EQ(rec->state.load(), ChainState::kFused);
+  EXPECT_EQ(rec->completed.load() - completed, 64u);
+  const RegionCounters after = region_counters();
+  EXPECT_EQ(after.diverged - before.diverged, 8u);  // as for the weights themselves (the test above)
   EXPECT_EQ(after.site_declined - before.site_declined, 2u * 64 - 8);
 }
 
