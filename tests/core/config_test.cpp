@@ -27,7 +27,7 @@ TEST(Config, DefaultsAreOffAndDocumented) {
   EXPECT_EQ(c.trials, 16);
   EXPECT_EQ(c.tune_round, 4);
   EXPECT_EQ(c.tune_search, TuneSearch::kGp);
-  EXPECT_TRUE(c.tune_prior);
+  EXPECT_FALSE(c.tune_prior);
   EXPECT_TRUE(w.empty());
   for (const auto& v : config_variables()) EXPECT_EQ(std::string(v.name).rfind("CUDAL1_", 0), 0u);
 }
@@ -131,6 +131,7 @@ TEST(Config, ParsesEveryVariable) {
   EXPECT_EQ(parse({{"CUDAL1_TUNE_SEARCH", "GP"}}, &w).tune_search, TuneSearch::kGp);
   EXPECT_STREQ(tune_search_name(TuneSearch::kGp), "gp");
   EXPECT_FALSE(parse({{"CUDAL1_TUNE_PRIOR", "off"}}, &w).tune_prior);
+  EXPECT_TRUE(parse({{"CUDAL1_TUNE_PRIOR", "on"}}, &w).tune_prior);
   EXPECT_EQ(c.verify_trials, 9);
   EXPECT_EQ(c.timing_reps, 11);
   EXPECT_DOUBLE_EQ(c.min_speedup, 1.1);

@@ -110,11 +110,14 @@ TEST(SearchReplay, ACrossFamilyPriorBeatsRandomAndTheDefaultOnFamiliesItNeverSaw
   std::printf("families left out: random %.1f, default %.1f, cross-family prior %.1f trials to 95%% (prior/random "
               "%.2f; the issue's target is 1/3)\n", x, f, s, s / x);
   EXPECT_LT(s, x) << "the cross-family prior's search must beat random on families it never saw";
-  // Issue 39 item 4: the prior steers the tuner by default only where it is at least as good as the search without
-  // it on families it never saw (CUDAL1_TUNE_PRIOR=off turns it off).
+  // Issue 39 item 4: the prior may steer the tuner by default only where it is at least as good as the search
+  // without it on families it never saw. Here it is, but with teaching constants fitted on these same landscapes;
+  // chosen by nested leave-one-family-out it trails (bench/probes/prior_nested_replay.cpp), so it is off by
+  // default (CUDAL1_TUNE_PRIOR=on turns it on).
   if (optimizer::TunerOptions{}.shared_prior) EXPECT_LE(s, f) << "the default uses a prior that does not pay";
   else
-    std::printf("the default search stays without the prior (prior %s the default)\n", s <= f ? "matches" : "trails");
+    std::printf("the default search stays without the prior (with its fitted constants the prior %s it here)\n",
+                s <= f ? "beats" : "trails");
 }
 
 }  // namespace

@@ -244,7 +244,7 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* w) {
     c.seed = static_cast<uint64_t>(parse_int("CUDAL1_SEED", v, 0, 0, INT64_MAX, w));
   if (const char* v = env("CUDAL1_CUDA_LIBRARY")) c.cuda_library = v;
   if (const char* v = env("CUDAL1_NVRTC_LIBRARY")) c.nvrtc_library = v;
-  if (const char* v = env("CUDAL1_TUNE_PRIOR")) c.tune_prior = parse_bool("CUDAL1_TUNE_PRIOR", v, true, w);
+  if (const char* v = env("CUDAL1_TUNE_PRIOR")) c.tune_prior = parse_bool("CUDAL1_TUNE_PRIOR", v, false, w);
   if (const char* v = env("CUDAL1_FUSE")) c.fuse = parse_bool("CUDAL1_FUSE", v, true, w);
   if (const char* v = env("CUDAL1_CHAIN_SHARE"))
     c.chain_share = parse_double("CUDAL1_CHAIN_SHARE", v, 0.01, 0.0, 1.0, w);

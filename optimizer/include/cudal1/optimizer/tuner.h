@@ -52,8 +52,9 @@ struct TunerOptions {
   int64_t round = 4;            ///< variants per round (Note [Tuning rounds]); CUDAL1_TUNE_ROUND
   TuneSearch search = TuneSearch::kGp;  ///< how rounds after the first are picked; CUDAL1_TUNE_SEARCH
   /// The cross-family policy's prior steers round 1 and the similarity model (Note [Cross-family policy] in
-  /// policy.h); CUDAL1_TUNE_PRIOR. It learns from every tuned signature either way.
-  bool shared_prior = true;
+  /// policy.h); CUDAL1_TUNE_PRIOR, off by default: with its teaching constants chosen honestly it does not beat
+  /// the search without it. It learns from every tuned signature either way.
+  bool shared_prior = false;
   int64_t compile_threads = 8;  ///< most NVRTC threads of one round (also bounded by the cores and `round`)
   int64_t verify_trials = 5;
   int64_t timing_reps = 40;

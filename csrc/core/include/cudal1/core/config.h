@@ -45,7 +45,7 @@ struct Config {
   int64_t trials = 16;              ///< kernel variants tried per hot signature
   int64_t tune_round = 4;           ///< variants per tuning round (Note [Tuning rounds] in optimizer/tuner.h)
   TuneSearch tune_search = TuneSearch::kGp;  ///< how rounds after the first are picked
-  bool tune_prior = true;           ///< the cross-family policy steers round 1 (Note [Cross-family policy])
+  bool tune_prior = false;          ///< the cross-family policy steers round 1 (Note [Cross-family policy])
   int64_t verify_trials = 5;        ///< fresh random inputs per verification
   int64_t timing_reps = 40;         ///< interleaved timing repetitions per candidate
   double min_speedup = 1.03;        ///< median paired speedup a kernel needs before it is swapped in
