@@ -23,8 +23,8 @@
 ///    verification's reference: scores, mask, softmax and product in double) and leaves the others. The general
 ///    path of a chain that could take this one (a square [L, L] mask) runs the same two kernels with its own mask:
 ///    the kernels that take a mask compute every score but need not spread a special value as ATen's softmax does
-///    (a row whose scores are all -inf, say, or the fp32 memory-efficient kernel, which failed a trial with
-///    specials before), so their result is not trusted on those heads either. Both are
+///    (a row whose scores are all -inf, say; fp32's fused kernel failed a trial with specials before this), so
+///    their result is not trusted on those heads either. Both are
 ///    generated kernels (attention_fixup.cuh); their cubin is the library chain's code in the cache (entry
 ///    point attention_specials, so the record is no code-less library call). The pass reads q, k and v once
 ///    (201 MB on the suite's row: ~65 us at an H100's bandwidth, predicted, not timed apart); a marked head costs

@@ -48,9 +48,9 @@
 /// mask has no finite value, or a NaN or +inf, ATen's softmax gives a row of NaN; fused attention may give zeros
 /// there, so those rows are set to NaN (computed from the mask alone, on the device, in the copy). A mask that is
 /// the causal one runs flash attention's causal path with the special values of q, k and v handled apart (Note
-/// [Causal attention] in chain_causal.h), as is any other square [L, L] mask's general path; verification adds two trials with a causal mask and specials in every
-/// operand (ChainPlan::causal_mask), one on each path. Like every library chain it writes only the last result and declines a region
-/// whose intermediate the app kept.
+/// [Causal attention] in chain_causal.h), as does the general path of any square [L, L] mask; verification adds two
+/// trials with a causal mask and specials in every operand (ChainPlan::causal_mask), one on each path. Like every
+/// library chain it writes only the last result and declines a region whose intermediate the app kept.
 /// Precision: the rewrite keeps the scores in fp32 where ATen rounds them to the dtype (twice with a scale,
 /// three times with a mask), so it is *closer* to the exact value than the chain it replaces, and a GEMM-style
 /// tolerance against ATen is the wrong test. Verification computes the result in double from the same inputs

@@ -245,8 +245,8 @@ TEST(ChainsGpu, CausalMasksTakeTheCausalPathAndKeepEagersSpecials) {
     o.reps = 3;
     o.min_speedup = 0;
     ChainTuneReport rep;
-    // Its causal trials run both paths with specials in q, k and v; fp32's general path (the memory-efficient
-    // kernel) failed the one with specials on the H100 before the general path rewrote those heads too.
+    // Its causal trials run both paths with specials in q, k and v; fp32's general path failed the one with specials
+    // on the H100 (2026-12-07) before the general path rewrote those heads too.
     auto k = tune_chain(*c, o, &rep);
     ASSERT_TRUE(k.ok() || (k.status().code() == Code::kNotFound && rep.verified > 0)) << k.status().to_string();
     EXPECT_NE(rep.launch_json.find("\"causal\":true"), std::string::npos) << rep.launch_json;

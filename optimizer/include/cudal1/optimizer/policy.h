@@ -38,8 +38,9 @@
 /// best's speedup and a variant below that, each landscape weighing the same, weight decay 0.1;
 /// `bench_tuner_replay bench/replay --write-prior` writes it). With CUDAL1_TUNE_PRIOR=on
 /// (TunerOptions::shared_prior; off by default, see below) its scores over the space, standardised (prior_scores),
-/// are added to the family policy's in round 1 (the greedy pick, each stratum's pick, the samples); later rounds stay the similarity model's
-/// (SimilarityModel::prior_weight could move its prior means too; 0: replayed at 0.25 it did a little worse).
+/// are added to the family policy's in round 1 (the greedy pick, each stratum's pick, the samples); later rounds
+/// stay the similarity model's (SimilarityModel::prior_weight could move its prior means too; 0: replayed at 0.25
+/// it did a little worse).
 /// Measured (bench_tuner_replay bench/replay gp+shared 64 4 24, CPU, on the GPU-measured landscapes; whole families
 /// left out: the prior taught by the other families' landscapes only, each row tuned from a fresh family policy):
 /// 10.4 trials to a kernel within 95% of the best's speed, against 12.9 for the search without it and 19.7 for
@@ -51,8 +52,8 @@
 /// over a grid of 15 teaching constants (near-best threshold 0.6-0.95 x weight decay 0.03-0.3) the shipped pair is
 /// the single best cell (10.4; most cells give 13.8-14.6), and choosing the pair by nested leave-one-family-out
 /// (on the other families only) gives 14.8, worse than the search without a prior (bench/probes/
-/// prior_nested_replay.cpp). So the prior is off by default; it still learns, and the report states it. Learning online from each row of the
-/// family left out in turn, as the tuner's does (`gp+shared+carry`): 10.5 at kSharedPolicyLearningRate, 11.8 at a
+/// prior_nested_replay.cpp). So the prior is off by default; it still learns. Learning online from each row of
+/// the family left out in turn, as the tuner's does (`gp+shared+carry`): 10.5 at kSharedPolicyLearningRate, 11.8 at a
 /// family policy's 0.2 (a row then mostly teaches the next of its family: silu, group norm f16 gain, the vector norm
 /// columns lose what the other reductions taught).
 #pragma once
