@@ -36,7 +36,7 @@ struct KernelOperand {
   int flat;
 };
 
-[[maybe_unused]] KernelOperand operand_of(const at::Tensor& t) {
+KernelOperand operand_of(const at::Tensor& t) {
   KernelOperand o{t.data_ptr(), t.stride(0), t.stride(1), t.stride(2), t.size(1), t.size(2), 0};
   const int64_t e = static_cast<int64_t>(t.element_size()), per = o.rows * o.cols;
   const bool dense = (o.col == 1 && (o.row == o.cols || o.rows == 1)) || (o.row == 1 && (o.col == o.rows || o.cols == 1));
