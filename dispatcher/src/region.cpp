@@ -9,6 +9,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <mutex>
 #include <stdexcept>
@@ -169,24 +170,54 @@ class SiteTable {
 };
 SiteTable g_sites;
 
-/// The site of a chain's first call: its tensor arguments after the first, by storage and offset (Note [Region
-/// sites]; a tensor without storage by its TensorImpl).
-uint64_t site_of(const ChainBuilder::Call& call) {
-  uint64_t h = 0;
-  bool any = false;
-  for (size_t i = 1; i < call.args.size(); ++i) {
-    const at::Tensor* t = call.args[i];
-    uintptr_t p = 0;
-    if (t && t->defined()) {
-      const c10::TensorImpl* impl = t->unsafeGetTensorImpl();
-      p = impl->has_storage() ? reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl()) +
-                                    static_cast<uintptr_t>(impl->storage_offset()) * 0x9e3779b97f4a7c15ULL
-                              : reinterpret_cast<uintptr_t>(impl);
-    }
-    any = any || p != 0;
-    h = (h ^ p) * 0x100000001b3ULL + i;
+/// Note [Region sites]: the storages of the last kRecentOutputs pending outputs this thread's regions handed out,
+/// newest overwriting oldest. An argument stored there is an activation a region just made, never a site.
+constexpr size_t kRecentOutputs = 16;
+struct RecentOutputs {
+  std::array<const c10::StorageImpl*, kRecentOutputs> storage{};
+  size_t next = 0;
+  void note(const at::Tensor& t) {
+    if (!t.defined() || !t.unsafeGetTensorImpl()->has_storage()) return;
+    storage[next++ % kRecentOutputs] = t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   }
-  return any ? (h | 1) : 0;
+  bool holds(const c10::TensorImpl* impl) const {
+    if (!impl->has_storage()) return false;
+    const c10::StorageImpl* s = impl->unsafe_storage().unsafeGetStorageImpl();
+    return std::find(storage.begin(), storage.end(), s) != storage.end();
+  }
+};
+thread_local RecentOutputs t_recent;  // trivially destructible: safe in late destructors
+
+/// The site of a chain's first call (Note [Region sites]): its tensor arguments after the first that no region
+/// of this thread just made, by storage and offset (a tensor without storage by its TensorImpl); when there are
+/// later arguments and every one of them is such an activation, the first argument, unless it is one too. 0: none
+/// (a call without later tensor arguments has no site: its first argument is as a rule a fresh activation).
+uint64_t site_of(const ChainBuilder::Call& call) {
+  auto address = [](const c10::TensorImpl* impl) -> uintptr_t {
+    return impl->has_storage() ? reinterpret_cast<uintptr_t>(impl->unsafe_storage().unsafeGetStorageImpl()) +
+                                     static_cast<uintptr_t>(impl->storage_offset()) * 0x9e3779b97f4a7c15ULL
+                               : reinterpret_cast<uintptr_t>(impl);
+  };
+  bool made = false;  // a later argument was left out as a region's activation
+  auto hash_from = [&](size_t first, size_t last) {
+    uint64_t h = 0;
+    bool any = false;
+    for (size_t i = first; i < last && i < call.args.size(); ++i) {
+      const at::Tensor* t = call.args[i];
+      uintptr_t p = 0;
+      if (t && t->defined()) {
+        if (t_recent.holds(t->unsafeGetTensorImpl()))
+          made = true;
+        else
+          p = address(t->unsafeGetTensorImpl());
+      }
+      any = any || p != 0;
+      h = (h ^ p) * 0x100000001b3ULL + i;
+    }
+    return any ? (h | 1) : 0;
+  };
+  const uint64_t later = hash_from(1, call.args.size());
+  return later != 0 || !made ? later : hash_from(0, 1);
 }
 
 std::mutex g_regions_mu;        // guards g_regions; held across flush_all so no region dies under it
@@ -563,7 +594,10 @@ bool defer_or_flush(HookState& st, SigRecord* rec, const ChainBuilder::Call& cal
     }
     if (r.outputs.size() <= k) r.outputs.resize(k + 1);
     r.outputs[k].clear();
-    for (const at::Tensor& o : *outs) r.outputs[k].push_back(o);
+    for (const at::Tensor& o : *outs) {
+      r.outputs[k].push_back(o);
+      t_recent.note(o);
+    }
     ++r.next;
     if (k > 0) {  // the previous call has returned: what it read last, and what it made unread, may be gone now
       const ChainNode& prev = chain->nodes[k - 1];

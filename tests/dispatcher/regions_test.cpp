@@ -755,6 +755,34 @@ TEST(Regions, ASiteReadThroughAFreshViewOfItsWeightIsLearntToo) {
   EXPECT_EQ(after.site_declined - before.site_declined, 2u * 64 - 8);
 }
 
+// Note [Region sites]: a first call whose later argument is a fresh activation a region just made (as
+// `addmm(b, x, w.t())` reads the output of a fused activation) is learnt by its weight: here `w1 * h` goes on into
+// the chain and `w2 * h` never does, both reading the chain's own fresh output `h`. Were `h` the site, the two
+// places would share or renew it at every call, and `w2 * h` would diverge at every call.
+TEST(Regions, ASiteWhoseLaterArgumentARegionJustMadeIsLearntByItsWeight) {
+  const at::Tensor w = at::randn({4, 6}), w1 = at::randn({4, 6}), w2 = at::randn({4, 6});
+  ChainRecord* rec = fuse_new_chain([&] { (at::randn({4, 6}) * w).sigmoid(); }, 2);
+  ASSERT_NE(rec, nullptr);  // a shape of its own: the tests above fused [3, 5]
+  const RegionCounters before = region_counters();
+  const uint64_t completed = rec->completed.load();
+  for (int i = 0; i < 64; ++i) {
+    const at::Tensor x = at::randn({4, 6});
+    at::Tensor h = (x * w).sigmoid();  // the chain; h is a region's output
+    at::Tensor a = (w1 * h).sigmoid();  // the chain again, at the site of w1
+    at::Tensor c = (w2 * h).tanh();     // its first node at the site of w2, then no chain
+    const at::Tensor h_ref = eager([&] { return (x * w).sigmoid(); });
+    EXPECT_TRUE(at::equal(h, h_ref));
+    EXPECT_TRUE(at::equal(a, eager([&] { return (w1 * h_ref).sigmoid(); })));
+    EXPECT_TRUE(at::equal(c, eager([&] { return (w2 * h_ref).tanh(); })));
+  }
+  EXPECT_EQ(rec->state.load(), ChainState::kFused);
+  EXPECT_EQ(rec->completed.load() - completed, 128u);
+  const RegionCounters after = region_counters();
+  // w2's site opens once (then scores -1) and again at every 16th declined call: 1 + 63 / 16 = 4.
+  EXPECT_EQ(after.diverged - before.diverged, 4u);
+  EXPECT_EQ(after.site_declined - before.site_declined, 64u - 4);
+}
+
 // Note [Thread-local lifetime]: a thread_local constructed before cudal1's own ones is destroyed after them, and
 // its destructor still makes hooked calls (as an app's static destructors do after the main thread's
 // thread_locals died at exit, where cudal1's shutdown also closes the thread's chain). Those calls run unrecorded

@@ -59,9 +59,13 @@
 /// as an early flush, until the chain goes to kDiverged and loses its fused places too. So the region code
 /// remembers, per chain and *site*, how the regions opened there ended. A call's site is a hash of the storages
 /// (and storage offsets) of its tensor arguments after the first: a module's weights and buffers, the same memory
-/// at every forward, also when read through a view made afresh at each call (`at::linear` passes `w.t()`). A call
-/// whose later arguments are fresh activations, or that has none, has a new or no site each time and is never
-/// learnt. A region that completes raises its site's score, one flushed early (diverged, or by
+/// at every forward, also when read through a view made afresh at each call (`at::linear` passes `w.t()`).
+/// Arguments stored where one of the last 16 pending outputs of this thread's regions is stored are left out:
+/// they are activations a region just made (`addmm(b, x, w.t())` after a fused activation reads a fresh `x`;
+/// the site is the weight). When every later argument is left out, the first argument is the site (`w * h` with
+/// `h` a region's output), unless it is such an activation too. A call whose later arguments are fresh
+/// activations from elsewhere, or that has none, has a new or no site each time and is never learnt. A region
+/// that completes raises its site's score, one flushed early (diverged, or by
 /// another op or CUDA call; not by exit or shutdown) lowers it, saturating at +-4; at a site whose score is below
 /// zero no region opens (RegionCounters::site_declined counts those calls), except one call in 16, which is
 /// opened again so that a site whose behaviour changed is learnt anew. At most 4096 sites are kept (a table
