@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end measurement on real models (GPU machine, after scripts/gpu_run.sh build): torchvision's ResNet-50
-# (batch 32, fp32), transformers' GPT-2 small (fp16, 8x512) and, with MODELS=llama, an 8-layer Llama-architecture
-# decoder (fp16, 8x512; scripts/models/export_models.py), built from their configs with random weights,
-# traced to TorchScript and served by a plain C++ app (examples/model_runner.cpp) with cudal1 off, tuning
-# (CUDAL1_MODE=tune: tune, wait for the tuner, then time) and serving from that cache (CUDAL1_MODE=serve); and the
-# same models in Python, eager and torch.compile, in the same run. Outputs are compared with the cudal1-off run.
+# (batch 32, fp32), transformers' GPT-2 small (fp16, 8x512) and, with MODELS naming them, an 8-layer
+# Llama-architecture decoder (llama) and BERT-base's encoder (bert), both fp16, 8x512 (scripts/models/export_models.py),
+# built from their configs with random weights, traced to TorchScript and served by a plain C++ app
+# (examples/model_runner.cpp) with cudal1 off, tuning (CUDAL1_MODE=tune: tune, wait for the tuner, then time) and
+# serving from that cache (CUDAL1_MODE=serve); and the same models in Python, eager and torch.compile, in the same
+# run. Outputs are compared with the cudal1-off run.
 # Usage: scripts/real_models.sh [build-dir]   (OUT: where results go, default ./out). Prints a table last.
 # MODELS="resnet50 gpt2" picks models; MODELS_DIR (default /tmp/cudal1_models) keeps the traced models and the
 # Python timings between calls (exported once); TUNE_TIMEOUT (s, default 400) bounds a tuning run.
@@ -37,7 +38,7 @@ cp "$W/models_python.txt" "$OUT/models_python.txt"
 cp "$W"/*_kernels.txt "$OUT/" 2>/dev/null
 grep '^PY' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
 
-declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257" [llama]="i64:8x512:32000")
+declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257" [llama]="i64:8x512:32000" [bert]="i64:8x512:30522")
 prof() { [ -n "${HOSTPROF:-}" ] && echo "LD_PRELOAD=$HOSTPROF HOSTPROF_OUT=$OUT/$1.prof"; }
 for m in $MODELS; do
   cache="$W/cache_$m"

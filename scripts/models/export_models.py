@@ -2,7 +2,7 @@
 downloaded), traces them to TorchScript for the C++ runner, and times the same models in Python, eager and
 under torch.compile, in the same run. Used by scripts/real_models.sh on the GPU machine.
 
-Usage: python3 export_models.py OUT_DIR [ITERS] [MODELS]   (MODELS: comma-separated from resnet50, gpt2, llama;
+Usage: python3 export_models.py OUT_DIR [ITERS] [MODELS]   (MODELS: comma-separated from resnet50, gpt2, llama, bert;
 default resnet50,gpt2). Writes OUT_DIR/<model>.pt for each and prints one line per model and mode:
   PY model=resnet50 mode=eager ms_per_iter=... ms_gpu=...
 (ms_gpu: one forward's GPU time with the host out of the way, as the C++ runner measures it). With PROFILE=1 it also
@@ -58,6 +58,23 @@ def models(names):
         llama = LlamaLogits(transformers.LlamaForCausalLM(cfg)).eval().half().cuda()
         torch.manual_seed(0)
         yield "llama", llama, torch.randint(cfg.vocab_size, (8, 512)).cuda()
+    if "bert" in names:
+        import transformers
+
+        class Hidden(torch.nn.Module):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+
+            def forward(self, ids):
+                return self.encoder(input_ids=ids).last_hidden_state
+
+        # BERT-base (12 encoder layers, exact erf GELU, post-LayerNorm, SDPA attention), fp16, 8x512 tokens: linear
+        # layers with biases whose query, key, value and output projections share one signature.
+        cfg = transformers.BertConfig()
+        bert = Hidden(transformers.BertModel(cfg, add_pooling_layer=False)).eval().half().cuda()
+        torch.manual_seed(0)
+        yield "bert", bert, torch.randint(cfg.vocab_size, (8, 512)).cuda()
 
 
 def time_ms(fn, x, iters):
