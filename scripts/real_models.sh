@@ -8,7 +8,9 @@
 # run. Outputs are compared with the cudal1-off run.
 # Usage: scripts/real_models.sh [build-dir]   (OUT: where results go, default ./out). Prints a table last.
 # MODELS="resnet50 gpt2" picks models; MODELS_DIR (default /tmp/cudal1_models) keeps the traced models and the
-# Python timings between calls (exported once); TUNE_TIMEOUT (s, default 400) bounds a tuning run.
+# Python timings between calls (exported once); TUNE_TIMEOUT (s, default 400) bounds a tuning run. The C++ app also
+# runs with PyTorch TunableOp (cudal1 off, every GEMM shape's algorithm tuned at its first call), the GEMM-only
+# peer; TUNABLEOP=0 leaves that run out.
 # HOSTPROF=/path/hostprof.so preloads bench/probes/hostprof.cpp into each runner: $OUT/<model>_<mode>.prof holds
 # the main thread's stack samples over the timed loops (bench/probes/hostprof_report.py reads them).
 set -uo pipefail
@@ -44,6 +46,12 @@ for m in $MODELS; do
   cache="$W/cache_$m"
   echo "== $m: cudal1 off"
   env $(prof "${m}_off") CUDAL1_ENABLE=0 timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_off.txt" | grep -E '^RESULT|cudal1:'
+  if [ "${TUNABLEOP:-1}" = 1 ]; then  # the GEMM-only peer a C++ app can switch on: PyTorch TunableOp, cudal1 off
+    echo "== $m: PyTorch TunableOp (cudal1 off; each GEMM shape's algorithm tuned at its first call, in the warm-up)"
+    CUDAL1_ENABLE=0 PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_TUNING=1 \
+      PYTORCH_TUNABLEOP_FILENAME="$OUT/${m}_tunableop_results.csv" timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" \
+      "$ITERS" "$W/${m}_tunableop.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tunableop.txt" | grep -E '^RESULT'
+  fi
   echo "== $m: cudal1 tune (then wait for the tuner and time)"
   env $(prof "${m}_tune") CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_CACHE_DIR="$cache" timeout "${TUNE_TIMEOUT:-400}" "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
     "$W/${m}_tune.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tune.txt" | grep -E '^RESULT|cudal1:'
@@ -52,23 +60,26 @@ for m in $MODELS; do
   env $(prof "${m}_serve") CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_CACHE_DIR="$cache" timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
     "$W/${m}_serve.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_serve.txt" | grep -E '^RESULT|cudal1:'
   "$CLI" --cache-dir "$cache" report >"$OUT/${m}_report.txt" 2>&1
-  cp "$OUT/${m}_off.txt" "$OUT/${m}_tune.txt" "$OUT/${m}_serve.txt" "$W/" 2>/dev/null
+  cp "$OUT/${m}_off.txt" "$OUT/${m}_tune.txt" "$OUT/${m}_serve.txt" "$OUT/${m}_tunableop.txt" "$W/" 2>/dev/null
 done
 
 echo "== table (ms per iteration, median of 5 rounds of $ITERS; speedups over C++ eager with cudal1 off)"
 val() { grep -o "$2=[0-9.e+-]*" "$1" 2>/dev/null | tail -1 | cut -d= -f2; }
-printf '%-9s %9s %9s %9s %9s %9s %8s %8s %8s %14s\n' model cpp_off tune serve py_eager compile tune_x serve_x compile_x "max|diff|/scale"
+printf '%-9s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %14s\n' model cpp_off tunableop tune serve py_eager compile \
+  tunop_x tune_x serve_x compile_x "max|diff|/scale"
 for m in $MODELS; do
   [ -f "$W/${m}_off.txt" ] || continue
-  for f in off tune serve; do cp "$W/${m}_$f.txt" "$OUT/" 2>/dev/null; done
+  for f in off tune serve tunableop; do cp "$W/${m}_$f.txt" "$OUT/" 2>/dev/null; done
   off=$(val "$OUT/${m}_off.txt" ms_per_iter); tune=$(val "$OUT/${m}_tune.txt" ms_per_iter)
-  serve=$(val "$OUT/${m}_serve.txt" ms_per_iter)
+  serve=$(val "$OUT/${m}_serve.txt" ms_per_iter); top=$(val "$OUT/${m}_tunableop.txt" ms_per_iter)
   pe=$(grep "model=$m mode=eager" "$OUT/models_python.txt" | grep -o 'ms_per_iter=[0-9.]*' | cut -d= -f2)
   pc=$(grep "model=$m mode=compile" "$OUT/models_python.txt" | grep -o 'ms_per_iter=[0-9.]*' | cut -d= -f2)
   d=$(val "$OUT/${m}_serve.txt" max_abs_diff); s=$(val "$OUT/${m}_serve.txt" scale)
-  awk -v m="$m" -v off="$off" -v t="$tune" -v sv="$serve" -v pe="$pe" -v pc="$pc" -v d="$d" -v s="$s" 'BEGIN {
+  awk -v m="$m" -v off="$off" -v to="$top" -v t="$tune" -v sv="$serve" -v pe="$pe" -v pc="$pc" -v d="$d" -v s="$s" 'BEGIN {
     r = (off > 0 && t > 0) ? off / t : 0; rs = (off > 0 && sv > 0) ? off / sv : 0; rc = (off > 0 && pc > 0) ? off / pc : 0
-    printf "%-9s %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx %7.3fx %14.3g\n", m, off, t, sv, pe, pc, r, rs, rc, (s > 0 ? d / s : -1) }'
+    ro = (off > 0 && to > 0) ? off / to : 0
+    printf "%-9s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx %7.3fx %7.3fx %14.3g\n", m, off, to, t, sv, pe, pc, ro, r,
+      rs, rc, (s > 0 ? d / s : -1) }'
 done | tee "$OUT/real_models_table.txt"
 echo "== latency (ms per forward when the app waits for each one: RESULT ms_synced)" | tee -a "$OUT/real_models_table.txt"
 for m in $MODELS; do
