@@ -92,13 +92,18 @@ double time_iters(torch::jit::Module& m, const std::vector<c10::IValue>& in, int
 /// Milliseconds of GPU work in one forward, the host out of the way: a spin kernel holds the stream while the host
 /// issues the forward, so the events around the forward time only the GPU's work, none of its waits for the host.
 /// A sample counts only if the spin was still running when forward() returned (and cudal1 had flushed what it
-/// defers); the spin doubles until that holds. Median of the valid samples of 21 tries, or -1 (no CUDA torch, or
-/// the host never got ahead).
+/// defers); the spin doubles until that holds, up to kMaxSpin cycles (about 0.13 s, far beyond any forward's host
+/// time here). A forward that waits for the GPU (a synchronising op: Llama's traced mask code) never gets ahead, so
+/// after kMaxMisses tries at that length it gives up. Median of the valid samples of 21 tries, or -1 (no CUDA torch,
+/// or the host never got ahead).
 double gpu_ms(torch::jit::Module& m, const std::vector<c10::IValue>& in) {
 #if CUDAL1_TORCH_CUDA
+  constexpr int64_t kMaxSpin = int64_t{1} << 28;
+  constexpr int kMaxMisses = 3;
   std::vector<double> ms;
   int64_t cycles = 4'000'000;
-  for (int t = 0; t < 21; ++t) {
+  int misses = 0;
+  for (int t = 0; t < 21 && misses < kMaxMisses; ++t) {
     torch::cuda::synchronize();
     const auto stream = c10::cuda::getCurrentCUDAStream();
     at::cuda::CUDAEvent begin(cudaEventDefault), end(cudaEventDefault);
@@ -111,11 +116,17 @@ double gpu_ms(torch::jit::Module& m, const std::vector<c10::IValue>& in) {
     torch::cuda::synchronize();
     if (ahead) {
       ms.push_back(begin.elapsed_time(end));
-    } else if (cycles < (int64_t{1} << 34)) {
-      cycles *= 2;
+    } else if (cycles < kMaxSpin) {
+      cycles = std::min(kMaxSpin, cycles * 2);
+    } else {
+      ++misses;
     }
   }
-  if (ms.empty()) return -1;
+  if (ms.empty()) {
+    std::fprintf(stderr, "model_runner: no GPU time (ms_gpu=-1): the forward did not return before a %.2g-cycle spin "
+                 "ended, so it waits for the GPU\n", static_cast<double>(kMaxSpin));
+    return -1;
+  }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 #else

@@ -10,7 +10,8 @@
 # MODELS="resnet50 gpt2" picks models; MODELS_DIR (default /tmp/cudal1_models) keeps the traced models and the
 # Python timings between calls (exported once); TUNE_TIMEOUT (s, default 400) bounds a tuning run. The C++ app also
 # runs with PyTorch TunableOp (cudal1 off, every GEMM shape's algorithm tuned at its first call), the GEMM-only
-# peer; TUNABLEOP=0 leaves that run out.
+# peer (its tuning took minutes for Llama's 7 GEMM shapes on an H100; TUNABLEOP_TIMEOUT, s, default 900, bounds
+# it); TUNABLEOP=0 leaves that run out. Llama's tune run needs more than 110 s of TUNE_TIMEOUT on an H100.
 # HOSTPROF=/path/hostprof.so preloads bench/probes/hostprof.cpp into each runner: $OUT/<model>_<mode>.prof holds
 # the main thread's stack samples over the timed loops (bench/probes/hostprof_report.py reads them).
 set -uo pipefail
@@ -48,9 +49,12 @@ for m in $MODELS; do
   env $(prof "${m}_off") CUDAL1_ENABLE=0 timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_off.txt" | grep -E '^RESULT|cudal1:'
   if [ "${TUNABLEOP:-1}" = 1 ]; then  # the GEMM-only peer a C++ app can switch on: PyTorch TunableOp, cudal1 off
     echo "== $m: PyTorch TunableOp (cudal1 off; each GEMM shape's algorithm tuned at its first call, in the warm-up)"
+    # Its results file (a device-ordinal suffix added) stays in $W: a later call tunes only the shapes still missing.
     CUDAL1_ENABLE=0 PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_TUNING=1 \
-      PYTORCH_TUNABLEOP_FILENAME="$OUT/${m}_tunableop_results.csv" timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" \
-      "$ITERS" "$W/${m}_tunableop.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tunableop.txt" | grep -E '^RESULT'
+      PYTORCH_TUNABLEOP_FILENAME="$W/${m}_tunableop_results.csv" timeout "${TUNABLEOP_TIMEOUT:-900}" "$RUNNER" \
+      "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_tunableop.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tunableop.txt" |
+      grep -E '^RESULT'
+    cp "$W/${m}"_tunableop_results*.csv "$OUT/" 2>/dev/null
   fi
   echo "== $m: cudal1 tune (then wait for the tuner and time)"
   env $(prof "${m}_tune") CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_CACHE_DIR="$cache" timeout "${TUNE_TIMEOUT:-400}" "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \

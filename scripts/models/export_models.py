@@ -91,9 +91,12 @@ def time_ms(fn, x, iters):
 
 def gpu_ms(fn, x):
     """A spin kernel holds the stream while the host issues one forward; the events time only the GPU's work.
-    A sample counts only if the spin was still running when the forward returned. Median, or -1."""
-    samples, cycles = [], 4_000_000
+    A sample counts only if the spin was still running when the forward returned; the spin doubles up to 2**28
+    cycles, and a forward that waits for the GPU (never ahead at that length 3 times) is given up. Median, or -1."""
+    samples, cycles, misses = [], 4_000_000, 0
     for _ in range(21):
+        if misses >= 3:
+            break
         torch.cuda.synchronize()
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(cycles)
@@ -104,8 +107,10 @@ def gpu_ms(fn, x):
         torch.cuda.synchronize()
         if ahead:
             samples.append(begin.elapsed_time(end))
-        elif cycles < 2**34:
-            cycles *= 2
+        elif cycles < 2**28:
+            cycles = min(2**28, cycles * 2)
+        else:
+            misses += 1
     return statistics.median(samples) if samples else -1.0
 
 
