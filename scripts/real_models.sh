@@ -10,8 +10,8 @@
 # MODELS="resnet50 gpt2" picks models; MODELS_DIR (default /tmp/cudal1_models) keeps the traced models and the
 # Python timings between calls (exported once); TUNE_TIMEOUT (s, default 400) bounds a tuning run. The C++ app also
 # runs with PyTorch TunableOp (cudal1 off, every GEMM shape's algorithm tuned at its first call), the GEMM-only
-# peer (its tuning took minutes for Llama's 7 GEMM shapes on an H100; TUNABLEOP_TIMEOUT, s, default 900, bounds
-# it); TUNABLEOP=0 leaves that run out. Llama's tune run needs more than 110 s of TUNE_TIMEOUT on an H100.
+# peer (TUNABLEOP_TIMEOUT, s, default 900, bounds it); TUNABLEOP=0 leaves that run out. Llama's tune run needs more
+# than 110 s of TUNE_TIMEOUT on an H100.
 # HOSTPROF=/path/hostprof.so preloads bench/probes/hostprof.cpp into each runner: $OUT/<model>_<mode>.prof holds
 # the main thread's stack samples over the timed loops (bench/probes/hostprof_report.py reads them).
 set -uo pipefail
