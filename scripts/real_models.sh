@@ -43,10 +43,17 @@ grep '^PY' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
 
 declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257" [llama]="i64:8x512:32000" [bert]="i64:8x512:30522")
 prof() { [ -n "${HOSTPROF:-}" ] && echo "LD_PRELOAD=$HOSTPROF HOSTPROF_OUT=$OUT/$1.prof"; }
+# Says how the runner of the pipeline just before ended, unless it ended well (124: its timeout killed it, before
+# its RESULT line; a tune run's cache then holds what the tuner had finished).
+said() {
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || echo "   ($1 ended with status $rc$([ "$rc" = 124 ] && echo ': killed by its timeout'))" | tee -a "$OUT/$1.txt"
+}
 for m in $MODELS; do
   cache="$W/cache_$m"
   echo "== $m: cudal1 off"
   env $(prof "${m}_off") CUDAL1_ENABLE=0 timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_off.txt" | grep -E '^RESULT|cudal1:'
+  said "${m}_off"
   if [ "${TUNABLEOP:-1}" = 1 ]; then  # the GEMM-only peer a C++ app can switch on: PyTorch TunableOp, cudal1 off
     echo "== $m: PyTorch TunableOp (cudal1 off; each GEMM shape's algorithm tuned at its first call, in the warm-up)"
     # Its results file (a device-ordinal suffix added) stays in $W: a later call tunes only the shapes still missing.
@@ -54,15 +61,18 @@ for m in $MODELS; do
       PYTORCH_TUNABLEOP_FILENAME="$W/${m}_tunableop_results.csv" timeout "${TUNABLEOP_TIMEOUT:-900}" "$RUNNER" \
       "$W/$m.pt" "${spec[$m]}" "$ITERS" "$W/${m}_tunableop.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tunableop.txt" |
       grep -E '^RESULT'
+    said "${m}_tunableop"
     cp "$W/${m}"_tunableop_results*.csv "$OUT/" 2>/dev/null
   fi
   echo "== $m: cudal1 tune (then wait for the tuner and time)"
   env $(prof "${m}_tune") CUDAL1_ENABLE=1 CUDAL1_MODE=tune CUDAL1_CACHE_DIR="$cache" timeout "${TUNE_TIMEOUT:-400}" "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
     "$W/${m}_tune.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_tune.txt" | grep -E '^RESULT|cudal1:'
+  said "${m}_tune"
   echo "== $m: cudal1 serve (from the tune run's cache)"
   "$CLI" --cache-dir "$cache" report >"$OUT/${m}_tune_report.txt" 2>&1
   env $(prof "${m}_serve") CUDAL1_ENABLE=1 CUDAL1_MODE=serve CUDAL1_CACHE_DIR="$cache" timeout 600 "$RUNNER" "$W/$m.pt" "${spec[$m]}" "$ITERS" \
     "$W/${m}_serve.pt" "$W/${m}_off.pt" 2>&1 | tee "$OUT/${m}_serve.txt" | grep -E '^RESULT|cudal1:'
+  said "${m}_serve"
   "$CLI" --cache-dir "$cache" report >"$OUT/${m}_report.txt" 2>&1
   cp "$OUT/${m}_off.txt" "$OUT/${m}_tune.txt" "$OUT/${m}_serve.txt" "$OUT/${m}_tunableop.txt" "$W/" 2>/dev/null
 done
