@@ -41,13 +41,15 @@ cp "$W/models_python.txt" "$OUT/models_python.txt"
 cp "$W"/*_kernels.txt "$OUT/" 2>/dev/null
 grep '^PY' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
 
-declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257" [llama]="i64:8x512:32000" [bert]="i64:8x512:30522")
+declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257" [llama]="i64:8x512:32000"
+  [bert]="i64:8x512:30522")
 prof() { [ -n "${HOSTPROF:-}" ] && echo "LD_PRELOAD=$HOSTPROF HOSTPROF_OUT=$OUT/$1.prof"; }
 # Says how the runner of the pipeline just before ended, unless it ended well (124: its timeout killed it, before
 # its RESULT line; a tune run's cache then holds what the tuner had finished).
 said() {
   local rc=${PIPESTATUS[0]}
-  [ "$rc" = 0 ] || echo "   ($1 ended with status $rc$([ "$rc" = 124 ] && echo ': killed by its timeout'))" | tee -a "$OUT/$1.txt"
+  [ "$rc" = 0 ] || echo "   ($1 ended with status $rc$([ "$rc" = 124 ] && echo ': killed by its timeout'))" |
+    tee -a "$OUT/$1.txt"
 }
 for m in $MODELS; do
   cache="$W/cache_$m"
@@ -89,11 +91,12 @@ for m in $MODELS; do
   pe=$(grep "model=$m mode=eager" "$OUT/models_python.txt" | grep -o 'ms_per_iter=[0-9.]*' | cut -d= -f2)
   pc=$(grep "model=$m mode=compile" "$OUT/models_python.txt" | grep -o 'ms_per_iter=[0-9.]*' | cut -d= -f2)
   d=$(val "$OUT/${m}_serve.txt" max_abs_diff); s=$(val "$OUT/${m}_serve.txt" scale)
-  awk -v m="$m" -v off="$off" -v to="$top" -v t="$tune" -v sv="$serve" -v pe="$pe" -v pc="$pc" -v d="$d" -v s="$s" 'BEGIN {
+  awk -v m="$m" -v off="$off" -v to="$top" -v t="$tune" -v sv="$serve" -v pe="$pe" -v pc="$pc" -v d="$d" -v s="$s" '
+  BEGIN {
     r = (off > 0 && t > 0) ? off / t : 0; rs = (off > 0 && sv > 0) ? off / sv : 0; rc = (off > 0 && pc > 0) ? off / pc : 0
     ro = (off > 0 && to > 0) ? off / to : 0
-    printf "%-9s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx %7.3fx %7.3fx %14.3g\n", m, off, to, t, sv, pe, pc, ro, r,
-      rs, rc, (s > 0 ? d / s : -1) }'
+    printf "%-9s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx %7.3fx %7.3fx %14.3g\n", m, off, to, t, sv, pe, pc,
+      ro, r, rs, rc, (s > 0 ? d / s : -1) }'
 done | tee "$OUT/real_models_table.txt"
 echo "== latency (ms per forward when the app waits for each one: RESULT ms_synced)" | tee -a "$OUT/real_models_table.txt"
 for m in $MODELS; do
