@@ -39,7 +39,7 @@ if [ -n "$todo" ]; then
 fi
 cp "$W/models_python.txt" "$OUT/models_python.txt"
 cp "$W"/*_kernels.txt "$OUT/" 2>/dev/null
-grep '^PY' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
+grep -E '^PY|^SYNC' "$OUT/models_python.txt" || tail -20 "$OUT/models_python.txt"
 
 declare -A spec=([resnet50]="f32:32x3x224x224" [gpt2]="i64:8x512:50257" [llama]="i64:8x512:32000"
   [bert]="i64:8x512:30522")

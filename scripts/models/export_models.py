@@ -5,7 +5,8 @@ under torch.compile, in the same run. Used by scripts/real_models.sh on the GPU 
 Usage: python3 export_models.py OUT_DIR [ITERS] [MODELS]   (MODELS: comma-separated from resnet50, gpt2, llama, bert;
 default resnet50,gpt2). Writes OUT_DIR/<model>.pt for each and prints one line per model and mode:
   PY model=resnet50 mode=eager ms_per_iter=... ms_gpu=...
-(ms_gpu: one forward's GPU time with the host out of the way, as the C++ runner measures it). With PROFILE=1 it also
+(ms_gpu: one forward's GPU time with the host out of the way, as the C++ runner measures it), and before them the
+traced forward's synchronising CUDA calls ("SYNC model=..." lines, sync_report). With PROFILE=1 it also
 writes OUT_DIR/<model>_<mode>_kernels.txt, the GPU kernels of one forward by total time (torch.profiler).
 """
 import os
@@ -124,6 +125,39 @@ def profile(fn, x, path):
         f.write(p.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90))
 
 
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+
+
+def sync_report(name, fn, x):
+    """Prints, per op path, the CUDA runtime calls of one forward that make the host wait for the GPU (a forward
+    holding one cannot run ahead of the GPU, and its CUDA-graph capture fails):
+      SYNC model=llama calls=2 where=cudaStreamSynchronize <- aten::copy_ <- aten::_to_copy <- aten::to
+    or "SYNC model=... none". Diagnostic only: a failure prints why and changes nothing else."""
+    try:
+        from torch.profiler import ProfilerActivity, profile as prof
+
+        fn(x)
+        torch.cuda.synchronize()
+        with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            fn(x)
+        found = {}
+        for e in p.events():
+            if e.name not in SYNC_CALLS:
+                continue
+            path, parent = [e.name], e.cpu_parent
+            while parent is not None and len(path) < 6:
+                path.append(parent.name)
+                parent = parent.cpu_parent
+            key = " <- ".join(path)
+            found[key] = found.get(key, 0) + 1
+        for key, n in sorted(found.items(), key=lambda kv: -kv[1]):
+            print(f"SYNC model={name} calls={n} where={key}", flush=True)
+        if not found:
+            print(f"SYNC model={name} none", flush=True)
+    except Exception as e:  # noqa: BLE001 (a diagnostic never stops the export)
+        print(f"SYNC model={name} not measured: {e}", flush=True)
+
+
 def report(name, mode, fn, x, iters, out_dir):
     ms = time_ms(fn, x, iters)
     print(f"PY model={name} mode={mode} ms_per_iter={ms:.4f} ms_gpu={gpu_ms(fn, x):.4f}", flush=True)
@@ -139,6 +173,7 @@ def main():
         with torch.inference_mode():
             traced = torch.jit.trace(model, x, check_trace=False)
             traced.save(f"{out_dir}/{name}.pt")
+            sync_report(name, traced, x)  # what the C++ runner runs: the traced graph
             for _ in range(10):
                 model(x)
             report(name, "eager", model, x, iters, out_dir)
