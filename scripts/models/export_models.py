@@ -17,6 +17,18 @@ import time
 import torch
 
 
+class TensorOut(torch.nn.Module):
+    """One output field of an HF model (`logits`, `last_hidden_state`) as a plain tensor: a tensor out traces where
+    HF's output dicts do not. `kwargs` go to every call (use_cache=False: no KV cache)."""
+
+    def __init__(self, model, field, **kwargs):
+        super().__init__()
+        self.model, self.field, self.kwargs = model, field, kwargs
+
+    def forward(self, ids):
+        return getattr(self.model(input_ids=ids, **self.kwargs), self.field)
+
+
 def models(names):
     if "resnet50" in names:
         import torchvision
@@ -27,53 +39,29 @@ def models(names):
     if "gpt2" in names:
         import transformers
 
-        class Logits(torch.nn.Module):  # the logits alone: a tensor out traces where HF's output dicts do not
-            def __init__(self, lm):
-                super().__init__()
-                self.lm = lm
-
-            def forward(self, ids):
-                return self.lm(input_ids=ids, use_cache=False).logits
-
         # GPT-2 small, HF's gelu_new composite in every MLP, no KV cache.
         cfg = transformers.GPT2Config(use_cache=False)
-        gpt2 = Logits(transformers.GPT2LMHeadModel(cfg)).eval().half().cuda()
+        gpt2 = TensorOut(transformers.GPT2LMHeadModel(cfg), "logits", use_cache=False).eval().half().cuda()
         torch.manual_seed(0)
         yield "gpt2", gpt2, torch.randint(cfg.vocab_size, (8, 512)).cuda()
     if "llama" in names:
         import transformers
-
-        class LlamaLogits(torch.nn.Module):
-            def __init__(self, lm):
-                super().__init__()
-                self.lm = lm
-
-            def forward(self, ids):
-                return self.lm(input_ids=ids, use_cache=False).logits
 
         # A Llama-architecture decoder (RMSNorm written as ops, SwiGLU MLP, rotary embeddings, grouped-query SDPA
         # attention), 8 layers of TinyLlama's width, fp16, 8x512 tokens: a model no cudal1 rule was written for.
         cfg = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8,
                                        num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
                                        max_position_embeddings=2048, use_cache=False)
-        llama = LlamaLogits(transformers.LlamaForCausalLM(cfg)).eval().half().cuda()
+        llama = TensorOut(transformers.LlamaForCausalLM(cfg), "logits", use_cache=False).eval().half().cuda()
         torch.manual_seed(0)
         yield "llama", llama, torch.randint(cfg.vocab_size, (8, 512)).cuda()
     if "bert" in names:
         import transformers
 
-        class Hidden(torch.nn.Module):
-            def __init__(self, encoder):
-                super().__init__()
-                self.encoder = encoder
-
-            def forward(self, ids):
-                return self.encoder(input_ids=ids).last_hidden_state
-
         # BERT-base (12 encoder layers, exact erf GELU, post-LayerNorm, SDPA attention), fp16, 8x512 tokens: linear
         # layers with biases whose query, key, value and output projections share one signature.
         cfg = transformers.BertConfig()
-        bert = Hidden(transformers.BertModel(cfg, add_pooling_layer=False)).eval().half().cuda()
+        bert = TensorOut(transformers.BertModel(cfg, add_pooling_layer=False), "last_hidden_state").eval().half().cuda()
         torch.manual_seed(0)
         yield "bert", bert, torch.randint(cfg.vocab_size, (8, 512)).cuda()
 
